@@ -1,0 +1,37 @@
+# cardiosim — the two commands that matter:  make run  ·  make test
+# Both set up .venv on first use (tools/bootstrap.sh: MPI, PETSc + petsc4py, numpy, h5py, pytest).
+# On a cluster, load your MPI (mpicc on PATH) and optionally PETSc (PETSC_DIR/PETSC_ARCH) before the first make.
+
+PYTHON ?= python3
+VENV   ?= .venv
+NP     ?= 2
+CONFIG ?= run/demo.toml
+PY      = $(VENV)/bin/python
+STAMP   = $(VENV)/.cardiosim-setup
+
+.PHONY: run test test-gpu bench lint setup clean
+
+$(STAMP): tools/bootstrap.sh setup.cfg pyproject.toml
+	PYTHON=$(PYTHON) VENV=$(VENV) bash tools/bootstrap.sh
+	touch $@
+
+setup: $(STAMP)
+
+## make run: the default simulation (run/demo.toml) on $(NP) MPI ranks, written to out/demo.h5
+run: $(STAMP)
+	PATH=$(abspath $(VENV))/bin:$$PATH mpirun -n $(NP) $(VENV)/bin/cardiosim run $(CONFIG) --overwrite
+
+## make test: the whole CPU test suite (MPI tests run under mpirun -n 2)
+test: $(STAMP)
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest -ra
+
+## make test-gpu: only the GPU-marked tests (on a GPU node; see docs/gpu-tests.md)
+test-gpu: $(STAMP)
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest -ra -m gpu
+
+## make bench: PDE-step benchmarks, written to docs/benchmarks.md
+bench: $(STAMP)
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m cardiosim.bench.pde --write docs/benchmarks.md
+
+clean:
+	rm -rf out .pytest_cache

@@ -1,0 +1,130 @@
+"""The interface every cell model implements.
+
+A cell model is a system of ODEs dy/dt = f(t, y, I_stim) for one cell, evaluated vectorised over many cells.
+States are stored as a structure of arrays: ``y[s, c]`` is state ``s`` of cell ``c``, always float64. State 0
+is the transmembrane potential V in mV; the time unit is ms.
+
+The stimulus current ``i_stim`` is given per unit membrane capacitance, in µA/µF (= pA/pF), with the sign
+convention of ionic currents: a **negative** value depolarises. The tissue layer converts from µA/cm² or µA/cm³.
+
+Parameters are plain floats with units, overridable by name (``cell.parameters`` in a config). A model may
+define variants (e.g. Bondarenko's apical and septal cells) that are named parameter sets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from ..errors import UserError
+
+
+class CellModelError(UserError):
+    """A user-facing problem with a cell model's name, variant or parameters."""
+
+
+@dataclass(frozen=True)
+class Parameter:
+    value: float
+    unit: str
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class State:
+    name: str
+    initial: float
+    unit: str
+    doc: str = ""
+    # Physically admissible range; leaving it stops the run with the state named (gates in [0, 1], ...).
+    lower: float = -np.inf
+    upper: float = np.inf
+
+
+class CellModel:
+    """Base class. Subclasses set the class attributes and implement :meth:`rhs`.
+
+    Class attributes:
+      name          registry name used in configs (``cell.model``)
+      states        tuple of :class:`State`, states[0] is V (mV)
+      parameters    dict name -> :class:`Parameter` (defaults)
+      variants      dict variant name -> {parameter: value}; ``default_variant`` names the one used by default
+      needs_tissue  names of tissue constants the model reads (``"Cm"`` in µF/cm², ``"chi"`` in cm⁻¹)
+    """
+
+    name: str = ""
+    states: tuple[State, ...] = ()
+    parameters: Mapping[str, Parameter] = {}
+    variants: Mapping[str, Mapping[str, float]] = {}
+    default_variant: str | None = None
+    needs_tissue: tuple[str, ...] = ()
+
+    def __init__(self, variant: str | None = None, overrides: Mapping[str, float] | None = None,
+                 tissue: Mapping[str, float] | None = None):
+        variant = variant or self.default_variant
+        if self.variants:
+            if variant not in self.variants:
+                raise CellModelError(
+                    f"cell.variant: '{variant}' is not a variant of {self.name}; allowed: {', '.join(self.variants)}")
+        elif variant is not None:
+            raise CellModelError(f"cell.variant: {self.name} has no variants (got '{variant}')")
+        self.variant = variant
+        p = {k: v.value for k, v in self.parameters.items()}
+        if variant is not None:
+            p.update(self.variants[variant])
+        for k, v in (overrides or {}).items():
+            if k not in p:
+                raise CellModelError(
+                    f"cell.parameters.{k}: {self.name} has no parameter '{k}'; "
+                    f"allowed: {', '.join(sorted(p))}")
+            p[k] = float(v)
+        for k in self.needs_tissue:
+            if tissue is None or k not in tissue:
+                raise CellModelError(f"cell model {self.name} needs the tissue constant '{k}'")
+            p[k] = float(tissue[k])
+        self.p = p
+
+    # -- shape -------------------------------------------------------------------------------------------------
+    @property
+    def n_states(self) -> int:
+        return len(self.states)
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.states)
+
+    def state_index(self, name: str) -> int:
+        return self.state_names.index(name)
+
+    def initial_state(self, n_cells: int, coords: np.ndarray | None = None) -> np.ndarray:
+        """Initial states, shape (n_states, n_cells). ``coords`` (n_cells, dim) in cm, for models whose initial
+        state depends on position (manufactured solutions); most ignore it."""
+        y0 = np.array([s.initial for s in self.states], dtype=np.float64)
+        return np.repeat(y0[:, None], n_cells, axis=1)
+
+    # -- dynamics ----------------------------------------------------------------------------------------------
+    def rhs(self, t: float, y: np.ndarray, i_stim: np.ndarray | float, dydt: np.ndarray) -> None:
+        """Write dy/dt (per ms) into ``dydt`` (same shape as ``y``). ``i_stim`` in µA/µF, negative depolarises."""
+        raise NotImplementedError
+
+    def forward_euler(self, y: np.ndarray, t: float, dt: float, i_stim, work: np.ndarray | None = None) -> None:
+        """One Forward-Euler step of ``dt`` ms in place."""
+        dydt = np.empty_like(y) if work is None else work
+        self.rhs(t, y, i_stim, dydt)
+        y += dt * dydt
+
+    # -- checking ----------------------------------------------------------------------------------------------
+    def find_bad_state(self, y: np.ndarray) -> tuple[int, int] | None:
+        """(state index, cell index) of the first non-finite or out-of-range state, or None."""
+        for s, st in enumerate(self.states):
+            row = y[s]
+            bad = ~np.isfinite(row)
+            if st.lower > -np.inf:
+                bad |= row < st.lower
+            if st.upper < np.inf:
+                bad |= row > st.upper
+            if bad.any():
+                return s, int(np.argmax(bad))
+        return None

@@ -1,0 +1,468 @@
+"""Run configuration: a TOML file validated into typed, unit-annotated sections.
+
+Every key is declared once, below, with its type, default, unit, allowed values and a line of documentation;
+validation, ``--set`` overrides and the key reference (``cardiosim config --doc``, docs/config.md) all read the
+same declarations. Errors name the key by its dotted path and say what is allowed::
+
+    config error: grid.spacing: must be > 0 (cm); got -0.01
+
+Units are part of the key's declaration and appear in the reference: lengths in cm, times in ms, potentials in
+mV, conductivities in mS/cm, capacitance in µF/cm², surface-to-volume ratio in cm⁻¹, currents in µA/cm² (per
+membrane area) or µA/cm³ (per tissue volume).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+from .errors import UserError
+
+
+class ConfigError(UserError):
+    """A user mistake in a config file or a command-line override; the message is one line."""
+
+
+def key(default=dataclasses.MISSING, *, unit="", doc="", gt=None, ge=None, le=None, lt=None,
+        choices=None, length=None, factory=None):
+    """Declare a config key. ``length`` is (min, max) for lists; numeric bounds apply to each element."""
+    meta = dict(unit=unit, doc=doc, gt=gt, ge=ge, le=le, lt=lt, choices=choices, length=length)
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Sections
+# --------------------------------------------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class Simulation:
+    equations: str = key("bidomain", choices=("bidomain", "monodomain"),
+                         doc="bidomain: Vm and φe; monodomain: Vm with σm = σi·σe/(σi+σe)")
+    duration: float = key(unit="ms", gt=0, doc="simulated time")
+    dt: float = key(unit="ms", gt=0, doc="PDE time step Δt_p")
+    ode_substeps: int = key(1, ge=1, doc="Forward-Euler substeps k per PDE step: Δt_o = dt / k")
+    splitting: str = key("godunov", choices=("godunov", "strang"),
+                         doc="operator splitting: godunov (reaction, diffusion) or strang (½ reaction, diffusion, ½ reaction)")
+    time_scheme: str = key("crank-nicolson", choices=("backward-euler", "crank-nicolson"),
+                           doc="implicit scheme of the parabolic step")
+    progress_interval: float = key(5.0, unit="s", ge=0, doc="wall time between progress lines on rank 0 (0: none)")
+
+
+@dataclass(kw_only=True)
+class Grid:
+    size: list[float] = key(unit="cm", gt=0, length=(1, 3),
+                            doc="tissue extent per dimension [Lx, Ly, Lz]; its length sets the dimension (1-3)")
+    spacing: list[float] = key(unit="cm", gt=0, length=(1, 3),
+                               doc="node spacing: one number for all dimensions, or one per dimension; "
+                                   "size/spacing must be (close to) a whole number")
+    stencil: str = key("auto", choices=("auto", "star", "box"),
+                       doc="star: 3/5/7-point, needs axis-aligned fibres; box: full tensor incl. cross terms "
+                           "(Q1 element stencil); auto: star when every fibre is axis-aligned")
+
+
+@dataclass(kw_only=True)
+class Region:
+    shape: str = key(choices=("box", "sphere"), doc="region shape")
+    lower: list[float] = key(None, unit="cm", length=(1, 3), doc="box: lower corner")
+    upper: list[float] = key(None, unit="cm", length=(1, 3), doc="box: upper corner")
+    center: list[float] = key(None, unit="cm", length=(1, 3), doc="sphere: centre")
+    radius: float = key(None, unit="cm", gt=0, doc="sphere: radius")
+
+
+@dataclass(kw_only=True)
+class ConductivityRegion(Region):
+    scale_intra: float = key(1.0, ge=0, doc="factor on σi inside the region (0: scar)")
+    scale_extra: float = key(1.0, ge=0, doc="factor on σe inside the region")
+
+
+@dataclass(kw_only=True)
+class Tissue:
+    chi: float = key(1400.0, unit="cm^-1", gt=0, doc="membrane surface-to-volume ratio χ")
+    Cm: float = key(1.0, unit="uF/cm^2", gt=0, doc="membrane capacitance per area")
+    sigma_il: float = key(1.74, unit="mS/cm", gt=0, doc="intracellular conductivity along fibres")
+    sigma_it: float = key(0.19, unit="mS/cm", gt=0, doc="intracellular conductivity across fibres")
+    sigma_el: float = key(6.25, unit="mS/cm", gt=0, doc="extracellular conductivity along fibres")
+    sigma_et: float = key(2.36, unit="mS/cm", gt=0, doc="extracellular conductivity across fibres")
+    fibre_angle: float = key(0.0, unit="deg", ge=-360, le=360,
+                             doc="uniform fibre direction: angle from the x axis in the x-y plane")
+    fibre_file: str = key("", doc="per-point fibre directions: .npy of shape (nz, ny, nx, dim) or (n_points, dim) "
+                                  "in x-fastest order; overrides fibre_angle")
+    conductivity_file: str = key("", doc="per-point factor on σi and σe: .npy of shape (nz, ny, nx) or (n_points,)")
+    regions: list[ConductivityRegion] = key(factory=list,
+                                            doc="[[tissue.regions]]: conductivity factors in boxes/spheres")
+
+
+@dataclass(kw_only=True)
+class Cell:
+    model: str = key("mitchell-schaeffer", doc="cell model (see `cardiosim cell --list`)")
+    variant: str = key("", doc="model variant, e.g. bondarenko: apical | septal")
+    parameters: dict[str, float] = key(factory=dict, doc="parameter overrides by name, in the model's units")
+    initial: dict[str, float] = key(factory=dict, doc="initial-state overrides by state name")
+
+
+@dataclass(kw_only=True)
+class Stimulus(Region):
+    name: str = key("", doc="label used in messages and output")
+    start: float = key(0.0, unit="ms", ge=0, doc="onset of the first pulse")
+    duration: float = key(1.0, unit="ms", gt=0, doc="pulse length")
+    period: float = key(0.0, unit="ms", ge=0, doc="pulse period (0: a single pulse)")
+    count: int = key(1, ge=0, doc="number of pulses (0: unlimited)")
+    current_density: float = key(None, unit="uA/cm^2",
+                                 doc="current per membrane area; ionic sign convention: NEGATIVE depolarises")
+    current_per_volume: float = key(None, unit="uA/cm^3",
+                                    doc="current per tissue volume (= current_density·χ); negative depolarises")
+
+
+@dataclass(kw_only=True)
+class Probe:
+    name: str = key(doc="label of the trace in the output")
+    position: list[float] = key(unit="cm", length=(1, 3), doc="point; the nearest node is recorded")
+
+
+@dataclass(kw_only=True)
+class Output:
+    path: str = key("", doc="HDF5 file; default out/<config name>.h5 (relative to the working directory)")
+    interval: float = key(1.0, unit="ms", gt=0, doc="time between field snapshots")
+    fields: list[str] = key(factory=lambda: ["Vm", "phi_e"], choices=("Vm", "phi_e"),
+                            doc="fields stored in snapshots (phi_e only with bidomain)")
+
+
+@dataclass(kw_only=True)
+class Config:
+    simulation: Simulation
+    grid: Grid
+    tissue: Tissue = key(factory=Tissue)
+    cell: Cell = key(factory=Cell)
+    stimulus: list[Stimulus] = key(factory=list, doc="[[stimulus]] tables")
+    probe: list[Probe] = key(factory=list, doc="[[probe]] tables: Vm/φe traces every PDE step")
+    output: Output = key(factory=Output)
+    # Not keys: where the config came from, kept for the output file.
+    source_text: str = field(default="", repr=False, metadata={"internal": True})
+    source_name: str = field(default="config", repr=False, metadata={"internal": True})
+
+    @property
+    def dim(self) -> int:
+        return len(self.grid.size)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Building sections from TOML data
+# --------------------------------------------------------------------------------------------------------------
+def _is_section(tp) -> bool:
+    return dataclasses.is_dataclass(tp)
+
+
+def _describe(tp) -> str:
+    origin = typing.get_origin(tp)
+    if origin is list:
+        (inner,) = typing.get_args(tp)
+        return "a table array" if _is_section(inner) else f"a list of {_describe(inner)}s"
+    if origin is dict:
+        return "a table of numbers"
+    return {float: "number", int: "integer", str: "string", bool: "true/false"}.get(tp, "table")
+
+
+def _fmt(value) -> str:
+    return repr(value) if isinstance(value, str) else str(value).replace("True", "true").replace("False", "false")
+
+
+def _check_number(path, v, meta, unit):
+    u = f" ({unit})" if unit else ""
+    for op, name, ok in (("gt", ">", lambda a, b: a > b), ("ge", ">=", lambda a, b: a >= b),
+                         ("lt", "<", lambda a, b: a < b), ("le", "<=", lambda a, b: a <= b)):
+        bound = meta.get(op)
+        if bound is not None and not ok(v, bound):
+            raise ConfigError(f"{path}: must be {name} {bound}{u}; got {_fmt(v)}")
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ConfigError(f"{path}: must be a finite number{u}; got {v}")
+
+
+def _convert(path, value, tp, meta):
+    """Check ``value`` (from TOML) against type ``tp``; return it converted."""
+    unit = meta.get("unit", "")
+    origin = typing.get_origin(tp)
+    if _is_section(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: must be a table; got {_fmt(value)}")
+        return _build(tp, value, path)
+    if origin is list:
+        (inner,) = typing.get_args(tp)
+        if inner is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = [value]  # one number where a vector is allowed: the same in every dimension
+        if not isinstance(value, list):
+            raise ConfigError(f"{path}: must be {_describe(tp)}; got {_fmt(value)}")
+        lo, hi = meta.get("length") or (0, math.inf)
+        if not lo <= len(value) <= hi:
+            raise ConfigError(f"{path}: must have {lo} to {hi} entries; got {len(value)}")
+        out = [_convert(f"{path}[{i}]" if not _is_section(inner) else f"{path}[{i}]", v, inner,
+                        meta if not _is_section(inner) else {}) for i, v in enumerate(value)]
+        return out
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: must be a table of name = number; got {_fmt(value)}")
+        return {k: _convert(f"{path}.{k}", v, float, {}) for k, v in value.items()}
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path}: must be a number{f' ({unit})' if unit else ''}; got {_fmt(value)}")
+        value = float(value)
+        _check_number(path, value, meta, unit)
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path}: must be an integer; got {_fmt(value)}")
+        _check_number(path, value, meta, unit)
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: must be a string; got {_fmt(value)}")
+        choices = meta.get("choices")
+        if choices and value not in choices:
+            raise ConfigError(f"{path}: '{value}' is not allowed; allowed: {', '.join(choices)}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: must be true or false; got {_fmt(value)}")
+        return value
+    raise TypeError(f"unsupported config type {tp}")  # pragma: no cover - a schema bug, not a user mistake
+
+
+def _keys(cls):
+    hints = typing.get_type_hints(cls)
+    return [(f, hints[f.name]) for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
+
+
+def _build(cls, data: dict, path: str):
+    known = {f.name for f, _ in _keys(cls)}
+    for name in data:
+        if name not in known:
+            where = f"{path}.{name}" if path else name
+            hint = _closest(name, known)
+            raise ConfigError(f"{where}: unknown key{f' (did you mean {hint}?)' if hint else ''}; "
+                              f"allowed in {path or 'the top level'}: {', '.join(sorted(known))}")
+    kwargs = {}
+    for f, tp in _keys(cls):
+        where = f"{path}.{f.name}" if path else f.name
+        if f.name in data:
+            value = data[f.name]
+            if value is None:
+                kwargs[f.name] = None
+            else:
+                meta = dict(f.metadata)
+                if typing.get_origin(tp) is list and meta.get("choices"):
+                    for i, v in enumerate(value if isinstance(value, list) else [value]):
+                        if v not in meta["choices"]:
+                            raise ConfigError(f"{where}[{i}]: '{v}' is not allowed; "
+                                              f"allowed: {', '.join(meta['choices'])}")
+                kwargs[f.name] = _convert(where, value, tp, meta)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{where}: missing; {f.metadata.get('doc', '')}"
+                              f"{' (' + f.metadata['unit'] + ')' if f.metadata.get('unit') else ''}")
+    return cls(**kwargs)
+
+
+def _closest(name, candidates):
+    import difflib
+    m = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return m[0] if m else None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Cross-key checks: what no single key's declaration can say
+# --------------------------------------------------------------------------------------------------------------
+def _check_region(path: str, r: Region, dim: int):
+    def vec(name):
+        v = getattr(r, name)
+        if v is None:
+            raise ConfigError(f"{path}.{name}: missing; a {r.shape} needs it ({dim} numbers, cm)")
+        if len(v) != dim:
+            raise ConfigError(f"{path}.{name}: must have {dim} entries (one per grid dimension); got {len(v)}")
+        return v
+
+    if r.shape == "box":
+        lo, hi = vec("lower"), vec("upper")
+        for i, (a, b) in enumerate(zip(lo, hi)):
+            if not a <= b:
+                raise ConfigError(f"{path}.upper[{i}]: must be >= lower[{i}] = {a} (cm); got {b}")
+        for name in ("center", "radius"):
+            if getattr(r, name) is not None:
+                raise ConfigError(f"{path}.{name}: not used by a box; use lower and upper")
+    else:
+        vec("center")
+        if r.radius is None:
+            raise ConfigError(f"{path}.radius: missing; a sphere needs it (cm, > 0)")
+        for name in ("lower", "upper"):
+            if getattr(r, name) is not None:
+                raise ConfigError(f"{path}.{name}: not used by a sphere; use center and radius")
+
+
+def validate(cfg: Config) -> Config:
+    dim = cfg.dim
+    g = cfg.grid
+    if len(g.spacing) == 1:
+        g.spacing = g.spacing * dim
+    if len(g.spacing) != dim:
+        raise ConfigError(f"grid.spacing: must have 1 or {dim} entries (grid.size has {dim}); got {len(g.spacing)}")
+    for i, (L, h) in enumerate(zip(g.size, g.spacing)):
+        n = L / h
+        if h > L:
+            raise ConfigError(f"grid.spacing[{i}]: must be <= grid.size[{i}] = {L} cm; got {h}")
+        if abs(n - round(n)) > 1e-6 * max(1.0, n):
+            raise ConfigError(f"grid.spacing[{i}]: size/spacing = {L}/{h} = {n:.6g} is not a whole number "
+                              f"of cells; choose a spacing that divides {L} cm")
+    s = cfg.simulation
+    if s.dt > s.duration:
+        raise ConfigError(f"simulation.dt: must be <= simulation.duration = {s.duration} ms; got {s.dt}")
+    t = cfg.tissue
+    if t.fibre_file and not Path(t.fibre_file).is_file():
+        raise ConfigError(f"tissue.fibre_file: no such file: {t.fibre_file}")
+    if t.conductivity_file and not Path(t.conductivity_file).is_file():
+        raise ConfigError(f"tissue.conductivity_file: no such file: {t.conductivity_file}")
+    for i, r in enumerate(t.regions):
+        _check_region(f"tissue.regions[{i}]", r, dim)
+    for i, st in enumerate(cfg.stimulus):
+        path = f"stimulus[{i}]"
+        _check_region(path, st, dim)
+        given = [k for k in ("current_density", "current_per_volume") if getattr(st, k) is not None]
+        if len(given) != 1:
+            raise ConfigError(f"{path}: give exactly one of current_density (uA/cm^2) and current_per_volume "
+                              f"(uA/cm^3); got {len(given)}")
+        if st.period and st.period < st.duration:
+            raise ConfigError(f"{path}.period: must be 0 (single pulse) or >= duration = {st.duration} ms; "
+                              f"got {st.period}")
+    names = set()
+    for i, p in enumerate(cfg.probe):
+        if len(p.position) != dim:
+            raise ConfigError(f"probe[{i}].position: must have {dim} entries; got {len(p.position)}")
+        for d, (x, L) in enumerate(zip(p.position, g.size)):
+            if not 0 <= x <= L:
+                raise ConfigError(f"probe[{i}].position[{d}]: must lie in [0, {L}] cm; got {x}")
+        if p.name in names:
+            raise ConfigError(f"probe[{i}].name: '{p.name}' is used twice")
+        names.add(p.name)
+    if "phi_e" in cfg.output.fields and s.equations == "monodomain":
+        cfg.output.fields = [f for f in cfg.output.fields if f != "phi_e"]
+    from . import cells  # the model registry knows which names exist
+    try:
+        cls = cells.model_class(cfg.cell.model)
+    except cells.CellModelError as e:
+        raise ConfigError(str(e)) from None
+    names = {st.name for st in cls.states}
+    for k in cfg.cell.initial:
+        if k not in names:
+            raise ConfigError(f"cell.initial.{k}: {cfg.cell.model} has no state '{k}'; "
+                              f"allowed: {', '.join(st.name for st in cls.states)}")
+    return cfg
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------------------------
+def parse_override(text: str) -> tuple[list[str], object]:
+    """``section.key=value`` -> (["section", "key"], value); the value is read as TOML, else as a string."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text}: expected section.key=value")
+    path, raw = text.split("=", 1)
+    parts = path.strip().split(".")
+    if not all(parts):
+        raise ConfigError(f"--set {text}: expected section.key=value")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return parts, value
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> None:
+    for text in overrides:
+        parts, value = parse_override(text)
+        node = data
+        for i, p in enumerate(parts[:-1]):
+            if isinstance(node, list):
+                raise ConfigError(f"--set {text}: {'.'.join(parts[:i])} is a table array; "
+                                  "edit the config file to change its entries")
+            node = node.setdefault(p, {})
+            if not isinstance(node, (dict, list)):
+                raise ConfigError(f"--set {text}: {'.'.join(parts[:i + 1])} is not a section")
+        if isinstance(node, list):
+            raise ConfigError(f"--set {text}: cannot set a key inside a table array")
+        node[parts[-1]] = value
+
+
+def loads(text: str, overrides: list[str] = (), name: str = "config") -> Config:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{name}: not valid TOML: {e}") from None
+    apply_overrides(data, list(overrides))
+    for sec in ("simulation", "grid"):
+        if sec not in data:
+            raise ConfigError(f"{sec}: missing section [{sec}]")
+    cfg = _build(Config, data, "")
+    cfg.source_text, cfg.source_name = text, name
+    return validate(cfg)
+
+
+def load(path: str | Path, overrides: list[str] = ()) -> Config:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+    return loads(text, overrides, name=path.stem)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reference documentation, generated from the declarations
+# --------------------------------------------------------------------------------------------------------------
+def reference_markdown() -> str:
+    lines = ["# Config keys", "",
+             "Generated from `cardiosim/config.py` by `cardiosim config --doc`. Units: cm, ms, mV, mS/cm, "
+             "µF/cm², µA/cm² (per membrane area), µA/cm³ (per volume).", ""]
+
+    def section(cls, title):
+        lines.extend([f"## `{title}`", "", "| key | type | default | unit | allowed | meaning |",
+                      "|---|---|---|---|---|---|"])
+        subs = []
+        for f, tp in _keys(cls):
+            m = f.metadata
+            if _is_section(tp) or (typing.get_origin(tp) is list and _is_section(typing.get_args(tp)[0])):
+                inner = tp if _is_section(tp) else typing.get_args(tp)[0]
+                subs.append((inner, f"{title}.{f.name}" if title != "(top)" else f.name,
+                             typing.get_origin(tp) is list))
+                continue
+            if f.default is not dataclasses.MISSING:
+                default = "—" if f.default is None else f"`{_fmt(f.default)}`"
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f"`{f.default_factory()}`"
+            else:
+                default = "required"
+            allowed = []
+            if m.get("choices"):
+                allowed.append(" \\| ".join(m["choices"]))
+            for op, sym in (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤")):
+                if m.get(op) is not None:
+                    allowed.append(f"{sym} {m[op]}")
+            if m.get("length"):
+                allowed.append(f"{m['length'][0]}–{m['length'][1]} entries")
+            lines.append(f"| `{f.name}` | {_describe(tp)} | {default} | {m.get('unit', '')} | "
+                         f"{', '.join(allowed)} | {m.get('doc', '')} |")
+        lines.append("")
+        for inner, name, is_list in subs:
+            section(inner, f"[{name}]" if is_list else name)
+
+    for f, tp in _keys(Config):
+        inner = typing.get_args(tp)[0] if typing.get_origin(tp) is list else tp
+        section(inner, f"[{f.name}]" if typing.get_origin(tp) is list else f.name)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,171 @@
+"""The tissue grid: a PETSc DMDA of nodes, their coordinates, fibres and conductivity tensors.
+
+Nodes sit on the tissue boundary and inside it (vertex-centred): n_d = L_d / h_d + 1 per dimension. Each rank owns
+a box of nodes (PETSc's decomposition); numpy arrays of owned-node data are shaped (nz, ny, nx) in C order, which is
+PETSc's local ordering (x fastest), so ``array.ravel()`` lines up with the local part of a global Vec.
+
+Conductivity tensors are transversely isotropic about the fibre direction f:
+    σ = σ_t I + (σ_l − σ_t) f fᵀ      (mS/cm)
+scaled per node by the product of the region factors and the per-point file factor (heterogeneity, scar).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from petsc4py import PETSc
+
+from .errors import UserError
+
+
+class Grid:
+    def __init__(self, cfg, comm=None):
+        comm = comm or PETSc.COMM_WORLD
+        g = cfg.grid
+        self.dim = dim = cfg.dim
+        self.size = np.array(g.size, dtype=float)                       # cm
+        self.n = np.array([int(round(L / h)) + 1 for L, h in zip(g.size, g.spacing)])
+        self.h = self.size / (self.n - 1)                                 # cm, exact divisors of the size
+        self.n_nodes = int(np.prod(self.n))
+        self.da = PETSc.DMDA().create(dim=dim, sizes=tuple(int(v) for v in self.n), dof=1, stencil_width=1,
+                                      stencil_type=PETSc.DMDA.StencilType.BOX,
+                                      boundary_type=(PETSc.DM.BoundaryType.NONE,) * dim, comm=comm,
+                                      setup=False)
+        self.da.setFromOptions()  # -dm_vec_type / -dm_mat_type (e.g. cuda, aijcusparse)
+        self.da.setUp()
+        self.owned = [tuple(r) for r in self.da.getRanges()]              # per dim (start, stop), x first
+        self.ghosted = [tuple(r) for r in self.da.getGhostRanges()]
+        self.local_shape = tuple(b - a for a, b in reversed(self.owned))  # (nz, ny, nx) of owned nodes
+        self.ghost_shape = tuple(b - a for a, b in reversed(self.ghosted))
+        self.n_local = int(np.prod(self.local_shape))
+
+    # -- index helpers -----------------------------------------------------------------------------------------
+    def axes(self, ranges) -> list[np.ndarray]:
+        """Node coordinates (cm) along each dimension over ``ranges`` (x first)."""
+        return [np.arange(a, b) * self.h[d] for d, (a, b) in enumerate(ranges)]
+
+    def coords(self, ranges=None) -> np.ndarray:
+        """Coordinates (cm) of the nodes in ``ranges`` (default: owned), shape (n, dim), PETSc local order."""
+        ax = self.axes(ranges or self.owned)
+        mesh = np.meshgrid(*reversed(ax), indexing="ij")                 # z, y, x
+        return np.stack([m.ravel() for m in reversed(mesh)], axis=1)
+
+    def natural_index(self, ranges=None) -> np.ndarray:
+        """Natural (x-fastest, whole-grid) index of the nodes in ``ranges``, PETSc local order."""
+        idx = [np.arange(a, b) for a, b in (ranges or self.owned)]
+        mesh = np.meshgrid(*reversed(idx), indexing="ij")
+        nat = np.zeros(mesh[0].shape, dtype=np.int64)
+        stride = 1
+        for d, m in enumerate(reversed(mesh)):
+            nat += m * stride
+            stride *= int(self.n[d])
+        return nat.ravel()
+
+    def nearest_node(self, point) -> tuple[int, ...]:
+        return tuple(int(np.clip(round(x / h), 0, n - 1)) for x, h, n in zip(point, self.h, self.n))
+
+    def owns(self, node) -> bool:
+        return all(a <= i < b for i, (a, b) in zip(node, self.owned))
+
+    def local_offset(self, node) -> int:
+        """Position of an owned node in the local part of a global Vec."""
+        off, stride = 0, 1
+        for i, (a, b) in zip(node, self.owned):
+            off += (i - a) * stride
+            stride *= b - a
+        return off
+
+    def in_region(self, region, pts: np.ndarray) -> np.ndarray:
+        """Mask of the points (n, dim) inside a box or sphere region (boundary included)."""
+        tol = 1e-9 * float(self.size.max())
+        if region.shape == "box":
+            lo, hi = np.asarray(region.lower), np.asarray(region.upper)
+            return np.all((pts >= lo - tol) & (pts <= hi + tol), axis=1)
+        c = np.asarray(region.center)
+        return np.sum((pts - c) ** 2, axis=1) <= (region.radius + tol) ** 2
+
+    # -- per-node fields ---------------------------------------------------------------------------------------
+    def _point_file(self, path: str, key: str, trailing: tuple, ranges) -> np.ndarray:
+        """Read a per-point .npy field and return the rows for ``ranges`` in PETSc local order."""
+        try:
+            arr = np.load(path, mmap_mode="r")
+        except (OSError, ValueError) as e:
+            raise UserError(f"{key}: cannot read {path} as a .npy array: {e}") from None
+        full = tuple(int(v) for v in reversed(self.n)) + trailing
+        flat = (self.n_nodes,) + trailing
+        if arr.shape == full:
+            arr = arr.reshape(flat)
+        if arr.shape != flat:
+            raise UserError(f"{key}: {path} has shape {arr.shape}; expected {full} or {flat} "
+                            f"(x fastest, one entry per node)")
+        out = np.asarray(arr[self.natural_index(ranges)], dtype=float)
+        if not np.all(np.isfinite(out)):
+            raise UserError(f"{key}: {path} holds non-finite values")
+        return out
+
+    def fibres(self, tissue, ranges) -> np.ndarray:
+        """Unit fibre directions (n, dim) at the nodes of ``ranges``."""
+        n = int(np.prod([b - a for a, b in ranges]))
+        if tissue.fibre_file:
+            f = self._point_file(tissue.fibre_file, "tissue.fibre_file", (self.dim,), ranges)
+            norm = np.linalg.norm(f, axis=1)
+            if np.any(norm < 1e-12):
+                raise UserError(f"tissue.fibre_file: {tissue.fibre_file} has zero-length fibre vectors")
+            return f / norm[:, None]
+        a = np.deg2rad(tissue.fibre_angle)
+        f = np.zeros((n, self.dim))
+        f[:, 0] = np.cos(a)
+        if self.dim > 1:
+            f[:, 1] = np.sin(a)
+        return f
+
+    def scale_factors(self, tissue, ranges) -> tuple[np.ndarray, np.ndarray]:
+        """Per-node factors on σi and σe from regions and the conductivity file."""
+        pts = self.coords(ranges)
+        si = np.ones(len(pts))
+        se = np.ones(len(pts))
+        if tissue.conductivity_file:
+            s = self._point_file(tissue.conductivity_file, "tissue.conductivity_file", (), ranges)
+            if np.any(s < 0):
+                raise UserError(f"tissue.conductivity_file: {tissue.conductivity_file} holds negative factors")
+            si *= s
+            se *= s
+        for r in tissue.regions:
+            m = self.in_region(r, pts)
+            si[m] *= r.scale_intra
+            se[m] *= r.scale_extra
+        return si, se
+
+    def tensors(self, sigma_l, sigma_t, fibres, scale) -> np.ndarray:
+        """σ = scale·(σ_t I + (σ_l − σ_t) f fᵀ), shape (n, dim, dim). σ_l, σ_t scalars or per-node arrays."""
+        sl = np.broadcast_to(np.asarray(sigma_l, dtype=float), scale.shape)
+        st = np.broadcast_to(np.asarray(sigma_t, dtype=float), scale.shape)
+        eye = np.eye(self.dim)[None]
+        ff = fibres[:, :, None] * fibres[:, None, :]
+        return scale[:, None, None] * (st[:, None, None] * eye + (sl - st)[:, None, None] * ff)
+
+    def has_cross_terms(self, fibres) -> bool:
+        """True if some fibre is not along an axis (then σ has off-diagonal entries)."""
+        big = np.abs(fibres) > 1e-12
+        local = bool(np.any(big.sum(axis=1) > 1))
+        return bool(self.da.comm.tompi4py().allreduce(local, op=_mpi_lor()))
+
+    # -- vectors -----------------------------------------------------------------------------------------------
+    def vec(self) -> PETSc.Vec:
+        return self.da.createGlobalVec()
+
+    def local_array(self, v: PETSc.Vec) -> np.ndarray:
+        """Owned values of a global Vec as a numpy view (PETSc local order)."""
+        return v.getArray()
+
+
+def _mpi_lor():
+    from mpi4py import MPI
+    return MPI.LOR
+
+
+def check_writable_parent(path: Path, key: str):
+    parent = path.parent if str(path.parent) else Path(".")
+    if parent.exists() and not parent.is_dir():
+        raise UserError(f"{key}: {parent} is not a directory")

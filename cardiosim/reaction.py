@@ -1,0 +1,58 @@
+"""The reaction step: every cell integrates its model over one PDE step with k Forward-Euler substeps.
+
+The cell states of this rank's nodes live here, as a structure of arrays (n_states, n_cells); V (state 0) is
+exchanged with the PDE's Vec before and after each step. Where the states are integrated (NumPy on this rank,
+or a GPU owned by another rank of the node) is the backend's business.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import cells
+from .errors import SimulationError
+from .ode.numpy_backend import NumpyBackend
+from .stimulus import TissueStimuli
+
+
+class Reaction:
+    def __init__(self, cfg, grid, comm):
+        c = cfg.cell
+        t = cfg.tissue
+        self.model = cells.make(c.model, c.variant or None, c.parameters, tissue={"Cm": t.Cm, "chi": t.chi})
+        coords = grid.coords()
+        self.states = self.model.initial_state(grid.n_local, coords)
+        for name, value in c.initial.items():
+            self.states[self.model.state_index(name)] = value
+        self.stimuli = TissueStimuli.from_config(cfg, grid, coords)
+        self.backend = NumpyBackend(self.model, self.states)
+        self.k = cfg.simulation.ode_substeps
+        self.comm = comm
+        self.coords = coords
+
+    @property
+    def vm(self) -> np.ndarray:
+        return self.states[0]
+
+    def advance(self, V, t: float, dt: float, k: int) -> None:
+        """Integrate all cells from t to t + dt (ms) in k substeps; V (a PETSc Vec) in and out."""
+        v = V.getArray()
+        self.states[0] = v
+        self.backend.advance(t, dt / k, k, self.stimuli)
+        v[:] = self.states[0]
+
+    def check(self, t: float) -> None:
+        """Stop every rank if any cell's state is non-finite or out of its range (collective)."""
+        bad = self.model.find_bad_state(self.states)
+        msg = None
+        if bad is not None:
+            s, cidx = bad
+            st = self.model.states[s]
+            pos = ", ".join(f"{x:.4g}" for x in self.coords[cidx])
+            msg = (f"cell state {st.name} = {self.states[s, cidx]:.6g} {st.unit} at ({pos}) cm, t = {t:.6g} ms is "
+                   f"{'not finite' if not np.isfinite(self.states[s, cidx]) else 'outside its range'} "
+                   f"[{st.lower:g}, {st.upper:g}]; the time step may be too large "
+                   f"(simulation.dt / simulation.ode_substeps)")
+        if self.comm.allreduce(msg is not None):  # one small collective per step; messages only on failure
+            first = next(m for m in self.comm.allgather(msg) if m)
+            raise SimulationError(first)

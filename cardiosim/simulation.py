@@ -1,0 +1,193 @@
+"""The time loop: operator splitting of the reaction and the tissue equations.
+
+One PDE step of Δt (Godunov):
+    1. reaction    every cell integrates its model over Δt with k Forward-Euler substeps (stimulus included)
+    2. parabolic   implicit diffusion of Vm, φe from the last step (bidomain), or σm (monodomain)
+    3. elliptic    φe from the new Vm (bidomain)
+Strang splitting does half the reaction before and half after steps 2-3.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+from . import log, output
+from .errors import UserError
+from .grid import Grid
+from .reaction import Reaction
+from .tissue import make as make_tissue
+from .timing import Timers, table
+
+
+class Simulation:
+    def __init__(self, cfg, comm=None, output_path: Path | None = None, overwrite: bool = False,
+                 write_output: bool = True):
+        from petsc4py import PETSc
+        self.comm = comm or PETSc.COMM_WORLD.tompi4py()
+        self.cfg = cfg
+        self.timers = Timers()
+        sim = cfg.simulation
+        self.dt = sim.dt
+        self.n_steps = int(round(sim.duration / sim.dt))
+        if abs(self.n_steps * sim.dt - sim.duration) > 1e-9 * sim.duration:
+            raise UserError(f"simulation.duration: {sim.duration} ms is not a whole number of steps of "
+                            f"simulation.dt = {sim.dt} ms")
+        self.path = output_path or output.resolve_path(cfg)
+        if write_output:
+            _collective(self.comm, lambda: output.check_path(self.path, overwrite))
+
+        self.grid = Grid(cfg, PETSc.COMM_WORLD)
+        self.stencil = self._choose_stencil()
+        self.tissue = make_tissue(self.grid, cfg, self.stencil)
+        self.reaction = Reaction(cfg, self.grid, self.comm)
+        for name in self.reaction.stimuli.empty_regions(self.comm):
+            raise UserError(f"{name}: its region contains no grid node; enlarge it or refine grid.spacing")
+        self.V = self.grid.vec()
+        self.V.getArray()[:] = self.reaction.vm
+        self.phi = self.grid.vec()
+        self.t = 0.0
+        self.step_index = 0
+        self.layout = {"mpi_ranks": self.comm.size, "dmda_procs": list(self.grid.da.getProcSizes()),
+                       "placement": "cpu", "ode_backend": self.reaction.backend.name}
+        self.output = (output.Output(cfg, self.grid, self.path, self.stencil, self.layout, self.comm)
+                       if write_output else None)
+        self.setup_time = self.timers.elapsed()
+
+    def _choose_stencil(self) -> str:
+        want = self.cfg.grid.stencil
+        cross = self.grid.has_cross_terms(self.grid.fibres(self.cfg.tissue, self.grid.owned))
+        if want == "star" and cross:
+            raise UserError("grid.stencil: 'star' cannot represent fibres that are not along an axis; "
+                            "use 'box' or 'auto'")
+        if want == "auto":
+            return "box" if cross else "star"
+        return want
+
+    # -- the numerical method ----------------------------------------------------------------------------------
+    def step(self) -> None:
+        t, dt, k = self.t, self.dt, self.cfg.simulation.ode_substeps
+        strang = self.cfg.simulation.splitting == "strang"
+        with self.timers("reaction"):
+            if strang:
+                half_k = math.ceil(k / 2)
+                self.reaction.advance(self.V, t, dt / 2, half_k)
+            else:
+                self.reaction.advance(self.V, t, dt, k)
+        with self.timers("parabolic"):
+            self.tissue.diffuse(self.V, self.phi, t + dt)
+        with self.timers("elliptic"):
+            self.tissue.solve_phi(self.V, self.phi, t + dt)
+        if strang:
+            with self.timers("reaction"):
+                self.reaction.advance(self.V, t + dt / 2, dt / 2, half_k)
+        self.step_index += 1
+        self.t = self.step_index * dt  # no accumulated round-off in t
+        with self.timers("reaction"):
+            self.reaction.check(self.t)
+
+    def vecs(self) -> dict:
+        return {"Vm": self.V, "phi_e": self.phi}
+
+    def run(self, on_step=None) -> dict:
+        """Run to the end: progress on rank 0, snapshots, probes; returns the summary (also written as JSON)."""
+        cfg = self.cfg
+        interval = max(1, int(round(cfg.output.interval / self.dt)))
+        self._announce()
+        with self.timers("elliptic"):
+            self.tissue.solve_phi(self.V, self.phi, 0.0)   # φe consistent with the initial Vm
+        out = self.output
+        with self.timers("io"):
+            if out:
+                out.probes.record(0.0, self.vecs())
+                out.snapshot(0.0, self.vecs())
+        progress = Progress(self.n_steps, self.dt, cfg.simulation.progress_interval, self.comm)
+        try:
+            while self.step_index < self.n_steps:
+                self.step()
+                if on_step:
+                    on_step(self)
+                with self.timers("io"):
+                    if out:
+                        out.probes.record(self.t, self.vecs())
+                        if self.step_index % interval == 0 or self.step_index == self.n_steps:
+                            out.snapshot(self.t, self.vecs())
+                progress.update(self.step_index, self.tissue.iterations())
+        finally:
+            if out and out.f is not None and self.step_index < self.n_steps:
+                out.close()   # a failed run keeps what it wrote
+        return self._finish()
+
+    def _announce(self) -> None:
+        g, c = self.grid, self.cfg
+        solvers = ", ".join(f"{s.name} {s.describe()}" for s in self.tissue.solvers())
+        log.info(f"cardiosim: {c.simulation.equations}, {c.cell.model}, grid {' x '.join(map(str, g.n))} "
+                 f"= {g.n_nodes} nodes (h = {', '.join(f'{h:g}' for h in g.h)} cm, {self.stencil} stencil), "
+                 f"{self.n_steps} steps of {self.dt:g} ms (k = {c.simulation.ode_substeps}), "
+                 f"{self.comm.size} rank(s); {solvers}")
+        if self.output:
+            log.info(f"output: {self.path}")
+
+    def _finish(self) -> dict:
+        timing = self.timers.summary(self.comm)
+        its = self.tissue.iterations()
+        wall = timing["total"]["max"]
+        loop = wall - self.setup_time
+        summary = {
+            "config": self.cfg.source_name, "equations": self.cfg.simulation.equations,
+            "cell_model": self.cfg.cell.model, "grid": [int(n) for n in self.grid.n], "nodes": self.grid.n_nodes,
+            "steps": self.n_steps, "dt_ms": self.dt, "ode_substeps": self.cfg.simulation.ode_substeps,
+            "simulated_ms": self.t, "wall_s": wall, "setup_s": self.setup_time,
+            "simulated_ms_per_wall_s": self.t / loop if loop > 0 else None,
+            "layout": self.layout, "timing_s": timing,
+            "iterations": {k: {"mean": sum(v) / len(v) if v else 0, "max": max(v) if v else 0,
+                               "total": sum(v)} for k, v in its.items()},
+            "output": str(self.path) if self.output else None,
+        }
+        log.info("\n" + table(timing))
+        log.info("iterations per step: " + ", ".join(
+            f"{k} {v['mean']:.1f} (max {v['max']})" for k, v in summary["iterations"].items()))
+        if self.output:
+            self.output.finish(timing, its, {"simulated_ms": self.t, "wall_s": wall})
+            if self.comm.rank == 0:
+                self.path.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
+            log.info(f"wrote {self.path} and {self.path.with_suffix('.json')}")
+        return summary
+
+
+class Progress:
+    """Rank 0 prints simulated time, rate (simulated ms per wall s) and ETA every ``interval`` wall seconds."""
+
+    def __init__(self, n_steps, dt, interval, comm):
+        self.n, self.dt, self.interval = n_steps, dt, interval
+        self.start = self.last = time.perf_counter()
+        self.quiet = interval <= 0 or comm.rank != 0
+
+    def update(self, step, iterations):
+        if self.quiet:
+            return
+        now = time.perf_counter()
+        if now - self.last < self.interval and step < self.n:
+            return
+        self.last = now
+        t = step * self.dt
+        rate = t / (now - self.start)
+        eta = (self.n - step) * self.dt / rate if rate > 0 else float("inf")
+        its = ", ".join(f"{k} {v[-1]}" for k, v in iterations.items() if v)
+        log.info(f"t = {t:9.3f} / {self.n * self.dt:.3f} ms ({100 * step / self.n:5.1f} %) | "
+                 f"{rate:8.3f} ms/s | ETA {eta:7.1f} s | its: {its}")
+
+
+def _collective(comm, check):
+    """Run a check on rank 0; every rank raises the same UserError if it fails."""
+    msg = None
+    if comm.rank == 0:
+        try:
+            check()
+        except UserError as e:
+            msg = str(e)
+    msg = comm.bcast(msg, root=0)
+    if msg:
+        raise UserError(msg)

@@ -1,0 +1,93 @@
+"""Stimuli: where (a region of tissue), when (a pulse train) and how strong.
+
+The timing rule is shared by every backend (NumPy, native C, CUDA), so it lives in one place,
+:func:`Protocol.active`, and the C/CUDA code follows it literally:
+
+    active(t)  <=>  t >= start  and  (count == 0 or n < count)  and  (t - start) - n*period < duration,
+                    with n = floor((t - start) / period)   (n = 0 when period == 0: one pulse)
+
+Amplitudes inside the cell models are currents per unit capacitance, µA/µF (= pA/pF), negative depolarising.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A pulse train. Times in ms. ``count == 0`` means unlimited; ``period == 0`` means a single pulse."""
+
+    start: float
+    duration: float
+    period: float = 0.0
+    count: int = 1
+
+    def pulse_index(self, t: float) -> int:
+        if self.period <= 0.0:
+            return 0
+        return int(math.floor((t - self.start) / self.period))
+
+    def active(self, t: float) -> bool:
+        if t < self.start:
+            return False
+        n = self.pulse_index(t)
+        if self.count and n >= self.count:
+            return False
+        return (t - self.start) - n * self.period < self.duration
+
+    def onsets(self, until: float) -> list[float]:
+        """Start times of the pulses that begin before ``until``."""
+        out, n = [], 0
+        while True:
+            t = self.start + n * self.period
+            if t >= until or (self.count and n >= self.count):
+                return out
+            out.append(t)
+            if self.period <= 0.0:
+                return out
+            n += 1
+
+
+@dataclass
+class TissueStimuli:
+    """The configured stimuli on this rank's cells: a protocol each and a per-cell current (µA/µF).
+
+    ``amplitudes[p, c]`` is the current of protocol p at local cell c, zero outside its region. Currents per
+    membrane area (µA/cm²) are divided by Cm, currents per volume (µA/cm³) by χ·Cm.
+    """
+
+    protocols: list
+    amplitudes: "np.ndarray"
+    names: list
+
+    @classmethod
+    def from_config(cls, cfg, grid, coords):
+        import numpy as np
+        protocols, amps, names = [], [], []
+        Cm, chi = cfg.tissue.Cm, cfg.tissue.chi
+        for i, st in enumerate(cfg.stimulus):
+            per_cap = (st.current_density / Cm if st.current_density is not None
+                       else st.current_per_volume / (chi * Cm))
+            protocols.append(Protocol(st.start, st.duration, st.period, st.count))
+            amps.append(np.where(grid.in_region(st, coords), per_cap, 0.0))
+            names.append(st.name or f"stimulus[{i}]")
+        amplitudes = np.array(amps) if amps else np.zeros((0, len(coords)))
+        return cls(protocols, amplitudes, names)
+
+    def current(self, t: float):
+        """Stimulus current (µA/µF) of every local cell at time t: a scalar 0.0 when nothing is active."""
+        out = 0.0
+        for p, amp in zip(self.protocols, self.amplitudes):
+            if p.active(t):
+                out = out + amp
+        return out
+
+    def empty_regions(self, comm) -> list:
+        """Names of stimuli whose region holds no node on any rank (a config mistake worth one line)."""
+        import numpy as np
+        from mpi4py import MPI
+        local = np.array([int((a != 0).sum()) for a in self.amplitudes], dtype=np.int64)
+        counts = comm.allreduce(local, op=MPI.SUM) if len(local) else []
+        return [n for n, c in zip(self.names, counts) if c == 0]

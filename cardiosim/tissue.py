@@ -1,0 +1,136 @@
+"""The tissue equations: the diffusion part of the monodomain and bidomain models, on assembled matrices.
+
+With K_x the stiffness of σ_x (operators.py), M the lumped mass, α = χ·Cm/Δt and θ = 1 (backward Euler) or
+½ (Crank–Nicolson), the PDE steps after the reaction step has produced V* are
+
+  monodomain   (αM + θK_m) V' = αM V* − (1−θ) K_m V*                       σ_m = σ_i σ_e / (σ_i + σ_e)
+  bidomain     (αM + θK_i) V' = αM V* − (1−θ) K_i V* − K_i φe              parabolic, φe from the last step
+               (K_i + K_e) φe' = −K_i V'                                    elliptic, constant null space
+
+Units: σ in mS/cm, χ in cm⁻¹, Cm in µF/cm², V and φe in mV, t in ms. φe is reported with zero mean over the
+tissue volume (it is defined up to a constant).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .linear_solvers import ELLIPTIC_DEFAULTS, PARABOLIC_DEFAULTS, LinearSolver, elliptic_pc_defaults
+from .operators import Assembler, lumped_mass
+
+
+class Conductivities:
+    """Element-wise conductivity tensors of both domains, from the per-node fields of the ghosted range."""
+
+    def __init__(self, grid, tissue, assembler: Assembler):
+        rng = grid.ghosted
+        fib = grid.fibres(tissue, rng)
+        si, se = grid.scale_factors(tissue, rng)
+        self.node_i = grid.tensors(tissue.sigma_il, tissue.sigma_it, fib, si)
+        self.node_e = grid.tensors(tissue.sigma_el, tissue.sigma_et, fib, se)
+        # σ_m along each principal direction: the series combination of the two domains.
+        ml = _series(tissue.sigma_il * si, tissue.sigma_el * se)
+        mt = _series(tissue.sigma_it * si, tissue.sigma_et * se)
+        self.node_m = grid.tensors(ml, mt, fib, np.ones_like(si))
+        self.fibres = fib
+        self.intra = assembler.element_tensors(self.node_i)
+        self.extra = assembler.element_tensors(self.node_e)
+        self.mono = assembler.element_tensors(self.node_m)
+
+
+def _series(a, b):
+    s = a + b
+    return np.divide(a * b, s, out=np.zeros_like(s), where=s > 0)
+
+
+class TissueModel:
+    """Common part: mass, time-step constants and the parabolic solve."""
+
+    def __init__(self, grid, cfg, stencil: str):
+        self.grid = grid
+        self.cfg = cfg
+        self.assembler = Assembler(grid, stencil)
+        self.sigma = Conductivities(grid, cfg.tissue, self.assembler)
+        sim, tis = cfg.simulation, cfg.tissue
+        self.alpha = tis.chi * tis.Cm / sim.dt
+        self.theta = 1.0 if sim.time_scheme == "backward-euler" else 0.5
+        self.M = lumped_mass(grid)
+        self.rhs = grid.vec()
+        self.work = grid.vec()
+
+    def _parabolic_matrix(self, K):
+        A = K.copy()
+        A.scale(self.theta)
+        diag = self.M.copy()
+        diag.scale(self.alpha)
+        A.setDiagonal(diag, addv=True)
+        return A
+
+    def _parabolic_rhs(self, K, V):
+        """αM V − (1−θ) K V into self.rhs."""
+        self.rhs.pointwiseMult(self.M, V)
+        self.rhs.scale(self.alpha)
+        if self.theta < 1.0:
+            K.mult(V, self.work)
+            self.rhs.axpy(-(1.0 - self.theta), self.work)
+        return self.rhs
+
+    def iterations(self) -> dict:
+        return {s.name: s.iterations for s in self.solvers()}
+
+
+class Monodomain(TissueModel):
+    has_phi = False
+
+    def __init__(self, grid, cfg, stencil):
+        super().__init__(grid, cfg, stencil)
+        a = self.assembler
+        self.K = a.matrix(a.values(self.sigma.mono))
+        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.K), defaults=PARABOLIC_DEFAULTS)
+
+    def solvers(self):
+        return [self.parabolic]
+
+    def diffuse(self, V, phi, t):
+        self.parabolic.solve(self._parabolic_rhs(self.K, V), V, t)
+
+    def solve_phi(self, V, phi, t):  # no extracellular potential
+        pass
+
+
+class Bidomain(TissueModel):
+    has_phi = True
+
+    def __init__(self, grid, cfg, stencil):
+        super().__init__(grid, cfg, stencil)
+        a = self.assembler
+        vi, ve = a.values(self.sigma.intra), a.values(self.sigma.extra)
+        self.Ki = a.matrix(vi)
+        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.Ki), defaults=PARABOLIC_DEFAULTS)
+        self.elliptic = LinearSolver("elliptic", a.matrix(vi + ve), grid=grid, nullspace=True,
+                                     defaults={**ELLIPTIC_DEFAULTS, **elliptic_pc_defaults(grid)})
+        self.volume = self.M.sum()
+
+    def solvers(self):
+        return [self.parabolic, self.elliptic]
+
+    def diffuse(self, V, phi, t):
+        b = self._parabolic_rhs(self.Ki, V)
+        self.Ki.mult(phi, self.work)
+        b.axpy(-1.0, self.work)
+        self.parabolic.solve(b, V, t)
+
+    def solve_phi(self, V, phi, t):
+        b = self.rhs
+        self.Ki.mult(V, b)
+        b.scale(-1.0)
+        # The right-hand side sums to zero in exact arithmetic (K_i 1 = 0); remove the round-off so the
+        # singular system stays consistent.
+        b.shift(-b.sum() / b.getSize())
+        self.elliptic.solve(b, phi, t)
+        phi.shift(-phi.dot(self.M) / self.volume)
+
+
+def make(grid, cfg, stencil):
+    cls = Bidomain if cfg.simulation.equations == "bidomain" else Monodomain
+    return cls(grid, cfg, stencil)
