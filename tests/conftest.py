@@ -1,0 +1,44 @@
+"""Shared test helpers: running the CLI (optionally under mpirun) and building configs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT.parent / "shared" / "reference"
+
+
+def mpirun() -> str | None:
+    here = Path(sys.executable).parent / "mpirun"
+    return str(here) if here.exists() else shutil.which("mpirun")
+
+
+def run_cli(args, np: int = 1, cwd=None, timeout=600, check=False):
+    """Run ``cardiosim ARGS`` in a subprocess (under mpirun when np > 1); returns CompletedProcess."""
+    cmd = [sys.executable, "-m", "cardiosim", *map(str, args)]
+    if np > 1:
+        launcher = mpirun()
+        if launcher is None:
+            pytest.skip("no mpirun available")
+        cmd = [launcher, "-n", str(np), *cmd]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def petsc():
+    """Initialise petsc4py once for in-process tests."""
+    import petsc4py
+    petsc4py.init([])
+    from petsc4py import PETSc
+    return PETSc
