@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from petsc4py import PETSc
 
-from .errors import SimulationError
+from .errors import SimulationError, UserError
 
 PARABOLIC_DEFAULTS = {
     "ksp_type": "cg",
@@ -69,6 +69,12 @@ def set_defaults(prefix: str, defaults: dict) -> None:
             opts.setValue(prefix + k, v)
 
 
+def petsc_message(e: PETSc.Error) -> str:
+    """The innermost line of a PETSc error (the one that says what was wrong)."""
+    lines = [ln.split("]", 1)[-1].strip() for ln in str(e).splitlines() if ln.strip()]
+    return lines[-1] if lines else str(e)
+
+
 class LinearSolver:
     """A KSP for one fixed matrix, with its iteration counts recorded per solve."""
 
@@ -87,8 +93,11 @@ class LinearSolver:
             # Multigrid takes its hierarchy (interpolation) from the DMDA, but keeps our assembled operator.
             ksp.setDM(grid.da)
             ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-        ksp.setFromOptions()
-        ksp.setUp()
+        try:
+            ksp.setFromOptions()
+            ksp.setUp()
+        except PETSc.Error as e:
+            raise UserError(f"PETSc options for -{name}_*: {petsc_message(e)}") from None
         self.ksp = ksp
         self.iterations: list[int] = []
 

@@ -1,0 +1,226 @@
+"""Native CPU backend: the C right-hand side of a cell model (``kernels/<model>.h``) in a Forward-Euler driver
+(``kernels/cpu_driver.c``), compiled with gcc on first use and called through ctypes.
+
+It gives the same answer as the NumPy reference to round-off and is what single-cell runs use (one cell, one
+million steps a second instead of a few thousand). It is also how the C rhs that the CUDA kernels include is tested
+without a GPU.
+
+Compilation: once per (sources, flags, compiler version), into ``$CARDIOSIM_CACHE`` or ``~/.cache/cardiosim/native``,
+under a file name that is a hash of all three. The library is written to a temporary file in the same directory and
+moved into place with ``os.replace`` (atomic), under an advisory lock, so that MPI ranks starting together neither
+race nor load a half-written file. The compiler is ``$CC`` or ``gcc``.
+
+A model plugs in with a class attribute ``kernel_name`` (``"bondarenko"`` -> ``kernels/bondarenko.h``,
+``bondarenko_rhs``, ``BONDARENKO_N_STATES``, ``BONDARENKO_N_PARAMS``) and a method ``parameter_vector()`` returning
+the float64 vector the header reads with ``CS_PARAM(i)``.
+
+This module must not import mpi4py or petsc4py: it runs in plain Python too.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import SimulationError
+
+CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC")
+LIBS = ("-lm",)
+DRIVER = "cpu_driver.c"
+
+
+def kernel_dir() -> Path:
+    """The folder holding the C/CUDA sources: ``cardiosim/kernels`` in an installed package, else ``kernels/`` at the
+    root of a source checkout."""
+    here = Path(__file__).resolve().parent.parent          # .../cardiosim
+    for cand in (here / "kernels", here.parent / "kernels"):
+        if (cand / DRIVER).is_file():
+            return cand
+    raise RuntimeError(f"native backend: cannot find {DRIVER} in {here / 'kernels'} or {here.parent / 'kernels'}")
+
+
+def cache_dir() -> Path:
+    d = os.environ.get("CARDIOSIM_CACHE")
+    path = Path(d) / "native" if d else Path.home() / ".cache" / "cardiosim" / "native"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _compiler_version(cc: str) -> str:
+    try:
+        return subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise RuntimeError(f"native backend: the C compiler '{cc}' does not run ({e}); install gcc or set CC") from e
+
+
+def build(kernel_name: str) -> Path:
+    """Path of the compiled driver for model ``kernel_name``, compiling it if it is not in the cache yet."""
+    kdir = kernel_dir()
+    header = kdir / f"{kernel_name}.h"
+    if not header.is_file():
+        raise RuntimeError(f"native backend: no kernel header {header}")
+    cc = os.environ.get("CC", "gcc")
+    up = kernel_name.upper()
+    defines = (f'-DMODEL_HEADER="{kernel_name}.h"', f"-DMODEL_RHS={kernel_name}_rhs",
+               f"-DMODEL_N_STATES={up}_N_STATES", f"-DMODEL_N_PARAMS={up}_N_PARAMS")
+    cmd_flags = CFLAGS + (f"-I{kdir}",) + defines
+    # Key: every source the driver could include (all headers of the folder, cheap and safe), flags, compiler.
+    h = hashlib.sha256()
+    for src in [kdir / DRIVER] + sorted(kdir.glob("*.h")):
+        h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+    h.update(" ".join((cc,) + CFLAGS + defines + LIBS).encode())   # not -I: the sources are hashed
+    h.update(_compiler_version(cc).encode())
+    out = cache_dir() / f"{kernel_name}_cpu_{h.hexdigest()[:20]}.so"
+    if out.exists():
+        return out
+    with _lock(out.parent / (out.name + ".lock")):
+        if out.exists():                                  # another rank built it while we waited
+            return out
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem + ".", suffix=".tmp")
+        os.close(fd)
+        try:
+            cmd = [cc, *cmd_flags, str(kdir / DRIVER), "-o", tmp, *LIBS]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"native backend: compiling {kernel_name} failed:\n{' '.join(cmd)}\n{r.stderr}")
+            os.replace(tmp, out)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return out
+
+
+class _lock:
+    """An advisory exclusive lock on a file (fcntl); a no-op where locking is not available."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd = None
+
+    def __enter__(self):
+        try:
+            import fcntl
+            self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except (ImportError, OSError):
+            if self.fd is not None:
+                os.close(self.fd)
+            self.fd = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            import fcntl
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+
+
+_LIBS: dict[Path, ctypes.CDLL] = {}
+
+_dp = ctypes.POINTER(ctypes.c_double)
+
+
+def _load(path: Path) -> ctypes.CDLL:
+    if path not in _LIBS:
+        lib = ctypes.CDLL(str(path))
+        lib.cs_n_states.restype = ctypes.c_int
+        lib.cs_n_params.restype = ctypes.c_int
+        lib.cs_rhs.argtypes = [_dp, _dp, ctypes.c_double, _dp]
+        lib.cs_rhs.restype = None
+        lib.cs_advance.argtypes = [_dp, ctypes.c_long, ctypes.c_double, ctypes.c_double, ctypes.c_int,
+                                   ctypes.c_int, _dp, _dp, _dp, _dp, _dp, ctypes.POINTER(ctypes.c_long),
+                                   ctypes.POINTER(ctypes.c_int), _dp, _dp, _dp]
+        lib.cs_advance.restype = ctypes.c_int
+        _LIBS[path] = lib
+    return _LIBS[path]
+
+
+def _ptr(a: np.ndarray | None):
+    return None if a is None else a.ctypes.data_as(_dp)
+
+
+class NativeModel:
+    """A cell model's C right-hand side in the CPU Forward-Euler driver.
+
+    ``model`` is a :class:`~cardiosim.cells.base.CellModel` with ``kernel_name`` and ``parameter_vector()``; its
+    parameters (variant, overrides) are taken at construction.
+    """
+
+    def __init__(self, model):
+        name = getattr(model, "kernel_name", None)
+        if not name or not hasattr(model, "parameter_vector"):
+            raise RuntimeError(f"cell model {model.name} has no native (C) kernel")
+        self.model = model
+        self.lib = _load(build(name))
+        self.params = np.ascontiguousarray(model.parameter_vector(), dtype=np.float64)
+        if self.lib.cs_n_states() != model.n_states or self.lib.cs_n_params() != self.params.size:
+            raise RuntimeError(
+                f"native backend: {name}.h has {self.lib.cs_n_states()} states / {self.lib.cs_n_params()} "
+                f"parameters, the Python model {model.n_states} / {self.params.size}")
+        self.lower = np.array([s.lower for s in model.states], dtype=np.float64)
+        self.upper = np.array([s.upper for s in model.states], dtype=np.float64)
+
+    def rhs(self, y: np.ndarray, i_stim: float = 0.0) -> np.ndarray:
+        """dy/dt of one cell (y: n_states values), from the C code. For tests."""
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        out = np.empty_like(y)
+        self.lib.cs_rhs(_ptr(y), _ptr(out), float(i_stim), _ptr(self.params))
+        return out
+
+    def advance(self, y: np.ndarray, t0: float, dt: float, k: int, protocols: Sequence = (), amps=None,
+                check_range: bool = True, track_dvdt: bool = False):
+        """k Forward-Euler substeps of ``dt`` ms from ``t0`` ms, in place on ``y`` (n_states, n_cells), float64,
+        C-contiguous. Substep s evaluates the rhs and the stimulus at t0 + s*dt.
+
+        ``protocols``: pulse trains with ``start, duration, period, count`` (:class:`cardiosim.stimulus.Protocol`);
+        ``amps``: their currents in pA/pF (negative depolarises), shape (n_protocols, n_cells), or one number per
+        protocol for all cells. ``check_range``: also check the states' admissible ranges at the end (non-finite
+        values are always checked, at every substep). With ``track_dvdt``, returns (dvdt_max, t_dvdt_max), the
+        largest dV/dt (mV/ms) per cell over the substeps and the time it was evaluated at; else None.
+
+        Raises SimulationError naming the cell, the state, its value and the time when a state goes bad; the
+        state of that cell is left as it was at that moment.
+        """
+        if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.flags.c_contiguous and y.ndim == 2
+                and y.shape[0] == self.model.n_states):
+            raise ValueError(f"y must be a C-contiguous float64 array of shape ({self.model.n_states}, n_cells)")
+        n_cells = y.shape[1]
+        n_p = len(protocols)
+        proto = np.array([[p.start, p.duration, p.period, p.count] for p in protocols], dtype=np.float64).reshape(-1)
+        if n_p:
+            a = np.asarray(amps, dtype=np.float64)
+            if a.ndim <= 1:
+                a = np.broadcast_to(a.reshape(-1, 1), (n_p, n_cells))
+            amp = np.ascontiguousarray(a, dtype=np.float64)
+            if amp.shape != (n_p, n_cells):
+                raise ValueError(f"amps must have shape ({n_p}, {n_cells}), got {np.shape(amps)}")
+        else:
+            amp = np.zeros(1)
+            proto = np.zeros(4)
+        dmax = tmax = None
+        if track_dvdt:
+            dmax = np.empty(n_cells)
+            tmax = np.empty(n_cells)
+        bad_cell = ctypes.c_long(-1)
+        bad_state = ctypes.c_int(-1)
+        bad_t = ctypes.c_double(np.nan)
+        lo, hi = (self.lower, self.upper) if check_range else (None, None)
+        status = self.lib.cs_advance(_ptr(y), n_cells, float(t0), float(dt), int(k), n_p, _ptr(proto), _ptr(amp),
+                                     _ptr(self.params), _ptr(lo), _ptr(hi), ctypes.byref(bad_cell),
+                                     ctypes.byref(bad_state), ctypes.byref(bad_t), _ptr(dmax), _ptr(tmax))
+        if status:
+            c, s = bad_cell.value, bad_state.value
+            st = self.model.states[s]
+            v = y[s, c]
+            what = "is not finite" if status == 1 else f"is outside its range [{st.lower:g}, {st.upper:g}]"
+            raise SimulationError(
+                f"{self.model.name}: cell {c}, state {st.name} = {v:.6g} {st.unit} {what} at t = {bad_t.value:.6g} ms "
+                f"(Forward Euler, dt = {dt:g} ms); the time step is probably too large, try a smaller dt")
+        return (dmax, tmax) if track_dvdt else None

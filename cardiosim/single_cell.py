@@ -1,0 +1,220 @@
+"""Single-cell runs: pace one cell with a pulse train, integrate it with the native Forward-Euler driver, write the
+trace and per-beat biomarkers.
+
+    run_cell("bondarenko", "apical", {}, amplitude=-80, duration=0.5, period=1000, beats=10, dt=1e-4,
+             record_every=0.05, h5_path="cell.h5", json_path="cell.json")
+
+The first stimulus starts at t = 0; beat b (1-based) starts at (b − 1)·period.
+
+HDF5 layout (h5py; units in each dataset's ``unit`` attribute):
+
+    /                 attrs: model, variant, overrides (JSON), amplitude (pA/pF), duration, period (ms), beats,
+                      dt (ms), record_every (ms), state_names, cardiosim_version; ``error`` if the run stopped early
+    /trace/t          (n,) ms, the record times 0, record_every, 2·record_every, ...
+    /trace/<state>    (n,) each state of the model at those times (e.g. /trace/V in mV, /trace/Cai in µM)
+    /dvdt/max         (n − 1,) mV/ms, the largest dV/dt over the substeps of each record interval
+    /dvdt/t           (n − 1,) ms, the time that largest dV/dt was evaluated at (resolution dt)
+    /biomarkers       table, one row per complete beat, columns as cardiosim.biomarkers.UNITS
+                      (attribute ``units``: JSON {column: unit}); APDs measured from the stimulus onset
+
+The trace is written in blocks as the run goes, so a run stopped by an error or a kill still leaves a readable file
+up to the last block. The JSON file (optional) holds the run's settings and the same biomarkers
+({"model": ..., "units": {...}, "beats": [{...}, ...]}, NaN written as null).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from . import __version__, cells
+from .biomarkers import UNITS, beat_biomarkers
+from .errors import SimulationError
+from .stimulus import Protocol
+
+_BLOCK = 4096          # records buffered between HDF5 writes
+
+
+def _check(ok: bool, msg: str) -> None:
+    if not ok:
+        raise ValueError(msg)
+
+
+def _positive(name: str, value, unit: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number ({unit}), got {value!r}") from None
+    _check(math.isfinite(v) and v > 0.0, f"{name} must be a positive number of {unit}, got {value!r}")
+    return v
+
+
+def _validate(amplitude, duration, period, beats, dt, record_every, h5_path, json_path):
+    try:
+        amplitude = float(amplitude)
+    except (TypeError, ValueError):
+        raise ValueError(f"amplitude must be a number (pA/pF), got {amplitude!r}") from None
+    _check(math.isfinite(amplitude), f"amplitude must be finite (pA/pF), got {amplitude!r}")
+    duration = _positive("duration", duration, "ms")
+    period = _positive("period", period, "ms")
+    _check(duration <= period, f"duration ({duration:g} ms) must not exceed period ({period:g} ms)")
+    _check(isinstance(beats, (int, np.integer)) and not isinstance(beats, bool) and beats >= 1,
+           f"beats must be a positive integer, got {beats!r}")
+    dt = _positive("dt", dt, "ms")
+    record_every = _positive("record_every", record_every, "ms")
+    k = round(record_every / dt)
+    _check(k >= 1 and abs(k * dt - record_every) <= 1e-9 * record_every,
+           f"record_every ({record_every:g} ms) must be a whole multiple of dt ({dt:g} ms)")
+    for name, path in (("h5_path", h5_path), ("json_path", json_path)):
+        if path is not None:
+            parent = Path(path).expanduser().resolve().parent
+            _check(parent.is_dir(), f"{name}: the folder {parent} does not exist")
+    return amplitude, duration, period, int(beats), dt, record_every, int(k)
+
+
+def _json_value(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float] | None, amplitude: float,
+             duration: float, period: float, beats: int, dt: float, record_every: float, h5_path,
+             json_path=None) -> list[dict]:
+    """Pace one cell and record it; returns the per-beat biomarkers (also written to HDF5 and JSON).
+
+    amplitude in pA/pF (negative depolarises), duration and period in ms, dt (the Forward-Euler step) and
+    record_every (a whole multiple of dt) in ms. Raises ValueError with a one-line message for bad arguments
+    (before any file is touched) and SimulationError if a state goes bad (the file keeps what was computed).
+    """
+    amplitude, duration, period, beats, dt, record_every, k = _validate(
+        amplitude, duration, period, beats, dt, record_every, h5_path, json_path)
+    model = cells.make(model_name, variant, overrides)      # CellModelError (a ValueError) for bad names/values
+    if not getattr(model, "kernel_name", None):
+        raise ValueError(f"cell model {model_name} has no native kernel; single-cell runs need one")
+
+    import h5py                                             # here, so the rest of cardiosim imports without it
+    from .ode.native import NativeModel
+
+    native = NativeModel(model)
+    protocol = Protocol(start=0.0, duration=duration, period=period, count=beats)
+    onsets = protocol.onsets(beats * period)
+    n_rec = int(round(beats * period / record_every))       # record intervals; n_rec + 1 samples
+    y = np.ascontiguousarray(model.initial_state(1))
+    names = model.state_names
+    iV = 0
+    iCa = names.index("Cai") if "Cai" in names else None
+
+    t_all = np.empty(n_rec + 1)
+    V_all = np.empty(n_rec + 1)
+    Ca_all = np.empty(n_rec + 1) if iCa is not None else None
+    dv_max = np.empty(n_rec)
+    dv_t = np.empty(n_rec)
+
+    with h5py.File(h5_path, "w") as f:
+        f.attrs.update({
+            "model": model.name, "variant": model.variant or "", "overrides": json.dumps(dict(overrides or {})),
+            "amplitude": amplitude, "duration": duration, "period": period, "beats": beats, "dt": dt,
+            "record_every": record_every, "cardiosim_version": __version__,
+            "state_names": np.array(names, dtype=h5py.string_dtype()),
+        })
+        g = f.create_group("trace")
+        dsets = {"t": g.create_dataset("t", (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))}
+        dsets["t"].attrs["unit"] = "ms"
+        for st in model.states:
+            dsets[st.name] = g.create_dataset(st.name, (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))
+            dsets[st.name].attrs["unit"] = st.unit
+        gd = f.create_group("dvdt")
+        d_max = gd.create_dataset("max", (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))
+        d_max.attrs["unit"] = "mV/ms"
+        d_t = gd.create_dataset("t", (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))
+        d_t.attrs["unit"] = "ms"
+
+        buf = np.empty((model.n_states, _BLOCK))
+        n_buf = 0
+        written = 0              # samples written to /trace
+
+        def flush():
+            nonlocal n_buf, written
+            if n_buf:
+                for s, st in enumerate(model.states):
+                    ds = dsets[st.name]
+                    ds.resize((written + n_buf,))
+                    ds[written:] = buf[s, :n_buf]
+                dsets["t"].resize((written + n_buf,))
+                dsets["t"][written:] = t_all[written:written + n_buf]
+                n_dv = max(written + n_buf - 1, 0)          # one dV/dt sample per completed interval
+                for ds, src in ((d_max, dv_max), (d_t, dv_t)):
+                    old = ds.shape[0]
+                    ds.resize((n_dv,))
+                    ds[old:] = src[old:n_dv]
+                written += n_buf
+                n_buf = 0
+                f.flush()
+
+        def record(i):
+            nonlocal n_buf
+            t_all[i] = i * k * dt
+            V_all[i] = y[iV, 0]
+            if iCa is not None:
+                Ca_all[i] = y[iCa, 0]
+            buf[:, n_buf] = y[:, 0]
+            n_buf += 1
+            if n_buf == _BLOCK:
+                flush()
+
+        record(0)
+        n_done = 0
+        error = None
+        try:
+            for i in range(n_rec):
+                dmax, tmax = native.advance(y, i * k * dt, dt, k, [protocol], [amplitude], track_dvdt=True)
+                dv_max[i], dv_t[i] = dmax[0], tmax[0]
+                n_done = i + 1
+                record(i + 1)
+        except SimulationError as e:
+            error = e
+            f.attrs["error"] = str(e)
+        flush()
+
+        # Biomarkers of the complete beats only (a beat is complete when the next onset, or the end, was reached).
+        n_s = n_done + 1
+        t_end = t_all[n_done]
+        complete = [o for b, o in enumerate(onsets) if (onsets[b + 1] if b + 1 < len(onsets) else beats * period)
+                    <= t_end + 0.5 * record_every]
+        rows = beat_biomarkers(t_all[:n_s], V_all[:n_s], complete, None if Ca_all is None else Ca_all[:n_s],
+                               apd_origin="stimulus", dvdt=dv_max[:n_done], t_dvdt=dv_t[:n_done])
+        units = {**UNITS, "Cai_rest": _ca_unit(model), "Cai_peak": _ca_unit(model)}
+        if rows:
+            cols = list(rows[0])
+            table = np.array([tuple(r[c] for c in cols) for r in rows],
+                             dtype=[(c, "i8" if c == "beat" else "f8") for c in cols])
+            ds = f.create_dataset("biomarkers", data=table)
+            ds.attrs["units"] = json.dumps({c: units[c] for c in cols})
+            ds.attrs["apd_origin"] = "stimulus"
+
+    if json_path is not None:
+        doc = {
+            "model": model.name, "variant": model.variant, "overrides": dict(overrides or {}),
+            "protocol": {"amplitude": amplitude, "duration": duration, "period": period, "beats": beats,
+                         "start": 0.0},
+            "dt": dt, "record_every": record_every, "apd_origin": "stimulus",
+            "units": {c: units[c] for c in (rows[0] if rows else UNITS)},
+            "beats": [{c: _json_value(v) for c, v in r.items()} for r in rows],
+            "error": None if error is None else str(error),
+            "cardiosim_version": __version__,
+        }
+        Path(json_path).write_text(json.dumps(doc, indent=2) + "\n")
+    if error is not None:
+        raise error
+    return rows
+
+
+def _ca_unit(model) -> str:
+    if "Cai" in model.state_names:
+        return model.states[model.state_index("Cai")].unit
+    return "-"
