@@ -106,7 +106,9 @@ def _config(args) -> int:
     from . import config, log
     from .errors import UserError
     if args.doc:
-        log.info(config.reference_markdown())
+        from mpi4py import MPI
+        if MPI.COMM_WORLD.rank == 0:
+            sys.stdout.write(config.reference_markdown())
         return 0
     if args.check == "check" and args.file:
         config.load(args.file)
