@@ -31,16 +31,12 @@ ELLIPTIC_DEFAULTS = {
     "ksp_rtol": "1e-10",
     "ksp_atol": "1e-12",
     "ksp_initial_guess_nonzero": "true",   # warm start from the previous φe
-    "mg_levels_ksp_type": "chebyshev",
-    "mg_levels_pc_type": "jacobi",
-    "mg_coarse_pc_type": "redundant",
-    "mg_coarse_redundant_pc_type": "svd",
 }
 
 MAX_COARSE_NODES = 3000  # an SVD of the coarsest grid on every rank: keep it small
 
 
-def mg_levels(grid) -> int:
+def mg_levels(grid) -> tuple[int, list[int]]:
     """Number of multigrid levels the DMDA can be coarsened to (each coarsening halves the cells per dimension,
     which needs an even cell count, and every rank must keep at least two cells per dimension)."""
     procs = grid.da.getProcSizes()
@@ -53,12 +49,18 @@ def mg_levels(grid) -> int:
 
 
 def elliptic_pc_defaults(grid) -> dict:
+    """Multigrid settings where the grid allows them; nothing where the user chose another preconditioner."""
+    opts = PETSc.Options()
+    if opts.hasName("elliptic_pc_type") and opts.getString("elliptic_pc_type") != "mg":
+        return {}
     levels, coarse_cells = mg_levels(grid)
     coarse_nodes = 1
     for c in coarse_cells:
         coarse_nodes *= c + 1
     if levels >= 2 and coarse_nodes <= MAX_COARSE_NODES:
-        return {"pc_type": "mg", "pc_mg_levels": str(levels), "pc_mg_galerkin": "both"}
+        return {"pc_type": "mg", "pc_mg_levels": str(levels), "pc_mg_galerkin": "both",
+                "mg_levels_ksp_type": "chebyshev", "mg_levels_pc_type": "jacobi",
+                "mg_coarse_pc_type": "redundant", "mg_coarse_redundant_pc_type": "svd"}
     return {"pc_type": "gamg"}
 
 

@@ -97,6 +97,7 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
     if not getattr(model, "kernel_name", None):
         raise ValueError(f"cell model {model_name} has no native kernel; single-cell runs need one")
 
+    model_overrides = {k: float(v) for k, v in (overrides or {}).items()}
     import h5py                                             # here, so the rest of cardiosim imports without it
     from .ode.native import NativeModel
 
@@ -117,7 +118,7 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
 
     with h5py.File(h5_path, "w") as f:
         f.attrs.update({
-            "model": model.name, "variant": model.variant or "", "overrides": json.dumps(dict(overrides or {})),
+            "model": model.name, "variant": model.variant or "", "overrides": json.dumps(model_overrides),
             "amplitude": amplitude, "duration": duration, "period": period, "beats": beats, "dt": dt,
             "record_every": record_every, "cardiosim_version": __version__,
             "state_names": np.array(names, dtype=h5py.string_dtype()),
@@ -170,9 +171,10 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
         record(0)
         n_done = 0
         error = None
+        stim = native.stimulus([protocol], [amplitude], 1)
         try:
             for i in range(n_rec):
-                dmax, tmax = native.advance(y, i * k * dt, dt, k, [protocol], [amplitude], track_dvdt=True)
+                dmax, tmax = native.advance(y, i * k * dt, dt, k, stim, track_dvdt=True)
                 dv_max[i], dv_t[i] = dmax[0], tmax[0]
                 n_done = i + 1
                 record(i + 1)
@@ -199,7 +201,7 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
 
     if json_path is not None:
         doc = {
-            "model": model.name, "variant": model.variant, "overrides": dict(overrides or {}),
+            "model": model.name, "variant": model.variant, "overrides": model_overrides,
             "protocol": {"amplitude": amplitude, "duration": duration, "period": period, "beats": beats,
                          "start": 0.0},
             "dt": dt, "record_every": record_every, "apd_origin": "stimulus",

@@ -1,0 +1,203 @@
+"""PDE-step benchmark: time and Krylov iterations per step of the parabolic and elliptic solves, against unknowns.
+
+A 2D bidomain sheet with fibres at 30° (box stencil, the harder case), Mitchell–Schaeffer cells and a wave
+started at the left edge, on n × n nodes for n in --sizes; ``--steps`` PDE steps after one warm-up step.
+
+    python -m cardiosim.bench.pde --ranks 1 2 --write docs/benchmarks.md
+    python -m cardiosim.bench.pde --ranks 16 --label "H100 node, 16 CPU ranks" --write docs/benchmarks.md
+    python -m cardiosim.bench.pde --ranks 1 --label "H100, PETSc CUDA" --write docs/benchmarks.md \\
+        -- -dm_vec_type cuda -dm_mat_type aijcusparse -parabolic_pc_type jacobi
+
+Each (size, ranks) case runs in its own ``mpirun`` so that ranks and PETSc options are exactly as given.
+Results go to a JSON file and a markdown section of the benchmarks page, replaced on re-run (keyed by --label).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+SHEET = """
+[simulation]
+equations = "bidomain"
+duration = {duration!r}
+dt = 0.02
+ode_substeps = 1
+progress_interval = 0
+[grid]
+size = [{L!r}, {L!r}]
+spacing = 0.01
+[tissue]
+fibre_angle = 30.0
+[cell]
+model = "mitchell-schaeffer"
+[[stimulus]]
+shape = "box"
+lower = [0.0, 0.0]
+upper = [0.03, {L!r}]
+duration = 1.0
+current_density = -30.0
+"""
+
+# Reference points from DESIGN.md §3/§4 (H100 machine), quoted beside our numbers.
+DESIGN_REFERENCE = ("DESIGN.md §3/§4 (H100): 1025² Poisson, CG+PCMG on GPU 6 its / 11.8 ms; PETSc CUDA CG+GAMG "
+                    "1024² 15 ms vs 296 ms on 16 CPU ranks.")
+
+
+def single(n: int, steps: int) -> dict:
+    """Run one case in this (MPI) process group; returns per-step timings on rank 0."""
+    import petsc4py
+    petsc4py.init(sys.argv[:1] + _petsc_args())
+    from petsc4py import PETSc
+    from .. import config
+    from ..simulation import Simulation
+    L = (n - 1) * 0.01
+    cfg = config.loads(SHEET.format(L=L, duration=0.02 * (steps + 1)), name=f"bench-{n}")
+    sim = Simulation(cfg, write_output=False)
+    sim.tissue.solve_phi(sim.V, sim.phi, 0.0)
+    sim.step()                                        # warm-up: first solves, page faults, GPU copies
+    for k in sim.timers.total:
+        sim.timers.total[k] = 0.0
+    for s in sim.tissue.solvers():
+        s.iterations.clear()
+    import time
+    t0 = time.perf_counter()
+    while sim.step_index < sim.n_steps:
+        sim.step()
+    wall = time.perf_counter() - t0
+    tm = sim.timers.summary(sim.comm)
+    its = sim.tissue.iterations()
+    out = {
+        "n": n, "unknowns": n * n, "ranks": sim.comm.size, "steps": steps,
+        "vec_type": sim.V.getType(), "mat_type": sim.tissue.Ki.getType(),
+        "parabolic": {"ms_per_step": 1e3 * tm["parabolic"]["max"] / steps,
+                      "iterations": sum(its["parabolic"]) / steps, "solver": sim.tissue.parabolic.describe()},
+        "elliptic": {"ms_per_step": 1e3 * tm["elliptic"]["max"] / steps,
+                     "iterations": sum(its["elliptic"]) / steps, "solver": sim.tissue.elliptic.describe()},
+        "reaction_ms_per_step": 1e3 * tm["reaction"]["max"] / steps,
+        "step_ms": 1e3 * wall / steps,
+        "unknowns_per_s": 2 * n * n / (wall / steps),   # Vm and φe per step
+    }
+    if sim.comm.rank == 0:
+        print("RESULT " + json.dumps(out), flush=True)
+    return out
+
+
+def _petsc_args():
+    argv = sys.argv
+    return argv[argv.index("--") + 1:] if "--" in argv else []
+
+
+def machine() -> dict:
+    info = {"host": platform.node(), "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20).stdout.strip().splitlines()
+        info["gpu"] = ", ".join(gpu) if gpu else "none"
+    except (OSError, subprocess.SubprocessError):
+        info["gpu"] = "none"
+    return info
+
+
+def mpirun_command(ranks: int) -> list[str]:
+    import shutil
+    here = Path(sys.executable).parent / "mpirun"
+    launcher = str(here) if here.exists() else shutil.which("mpirun")
+    if launcher is None:
+        raise SystemExit("no mpirun found")
+    return [launcher, "-n", str(ranks)]
+
+
+def run_case(n, ranks, steps, petsc_args):
+    cmd = mpirun_command(ranks) + [sys.executable, "-m", "cardiosim.bench.pde", "--single", str(n),
+                                   "--steps", str(steps), "--", *petsc_args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+
+
+def markdown(label, results, meta) -> str:
+    lines = [f"### PDE step: {label}", "",
+             f"{meta['date']} · {meta['machine']['cpu']} ({meta['machine']['cores']} cores) · GPU: "
+             f"{meta['machine']['gpu']} · `{meta['command']}`", "",
+             "2D bidomain, fibres at 30° (box stencil), Mitchell–Schaeffer, dt 0.02 ms, "
+             f"{results[0]['steps']} steps after a warm-up; times are the max over ranks.", "",
+             "| unknowns (n²) | ranks | vec / mat | parabolic ms/step | its | elliptic ms/step | its | "
+             "step ms | unknowns/s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['unknowns']:,} ({r['n']}²) | {r['ranks']} | {r['vec_type']} / {r['mat_type']} | "
+                     f"{r['parabolic']['ms_per_step']:.2f} | {r['parabolic']['iterations']:.1f} | "
+                     f"{r['elliptic']['ms_per_step']:.2f} | {r['elliptic']['iterations']:.1f} | "
+                     f"{r['step_ms']:.2f} | {r['unknowns_per_s']:.3g} |")
+    lines += ["", f"Solvers: parabolic {results[0]['parabolic']['solver']}, elliptic "
+                  f"{results[0]['elliptic']['solver']}. Reference: {DESIGN_REFERENCE}", ""]
+    return "\n".join(lines)
+
+
+def write_section(page: Path, key: str, text: str) -> None:
+    """Replace (or append) the section between markers for ``key`` in the benchmarks page."""
+    begin, end = f"<!-- bench:{key}:begin -->", f"<!-- bench:{key}:end -->"
+    body = page.read_text() if page.exists() else "# Benchmarks\n\nMeasured, never asserted: each table says " \
+        "where, when and with which command it was made. Re-running a benchmark replaces its own section.\n\n"
+    block = f"{begin}\n{text}\n{end}"
+    if begin in body and end in body:
+        body = body[:body.index(begin)] + block + body[body.index(end) + len(end):]
+    else:
+        body = body.rstrip("\n") + "\n\n" + block + "\n"
+    page.write_text(body)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    ours = argv[:argv.index("--")] if "--" in argv else argv
+    p = argparse.ArgumentParser(prog="python -m cardiosim.bench.pde", description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[101, 201, 401, 1025], help="n of the n×n grids")
+    p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--label", default="")
+    p.add_argument("--write", help="markdown page to update (e.g. docs/benchmarks.md)")
+    p.add_argument("--json", help="write the results here too")
+    p.add_argument("--single", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args(ours)
+    if args.single:
+        single(args.single, args.steps)
+        return 0
+    petsc_args = _petsc_args()
+    meta = {"date": datetime.date.today().isoformat(), "machine": machine(),
+            "command": "python -m cardiosim.bench.pde " + " ".join(argv)}
+    label = args.label or f"{meta['machine']['host']}, ranks {' '.join(map(str, args.ranks))}"
+    results = []
+    for n in args.sizes:
+        for ranks in args.ranks:
+            r = run_case(n, ranks, args.steps, petsc_args)
+            results.append(r)
+            print(f"{r['unknowns']:>9} unknowns, {ranks:>2} ranks: parabolic {r['parabolic']['ms_per_step']:8.2f} ms "
+                  f"({r['parabolic']['iterations']:.1f} its), elliptic {r['elliptic']['ms_per_step']:8.2f} ms "
+                  f"({r['elliptic']['iterations']:.1f} its), step {r['step_ms']:8.2f} ms", flush=True)
+    text = markdown(label, results, meta)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+    if args.write:
+        write_section(Path(args.write), "pde:" + label, text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,473 @@
+"""Bondarenko et al. 2004, mouse ventricular myocyte (41 states): the NumPy reference.
+
+V. E. Bondarenko, G. P. Szigeti, G. C. L. Bett, S.-J. Kim, R. L. Rasmusson, "Computer model of action potential of
+mouse ventricular myocytes", Am J Physiol Heart Circ Physiol 287: H1378–H1403, 2004.
+
+Ground truth: the CellML files in ``shared/reference/bondarenko2004/`` (restated in its spec.md). We follow the
+CellML everywhere, with two deliberate exceptions (README.md there, "[D1]/[D2]"):
+
+* [D2] dI1/dt uses ``Kpcb`` in the I1→C4 term (the CellML has Kpcf), so that the L-type chain conserves
+  probability (the C4 equation gains exactly that term);
+* α_n of I_Ks, 4.81333e-6·x/(1 − e^(−0.128x)) with x = V + 26.5 mV, is 0/0 at x = 0. We evaluate it as
+  4.81333e-6·x/(−expm1(−0.128x)), which is accurate to round-off for every x ≠ 0, and use the two-term series
+  (4.81333e-6/0.128)·(1 + 0.064x) for |x| < 1e-6 mV (its truncation error there is < 1e-15 relative).
+
+[D1] (the I_Kto,f α_i coefficient) follows the CellML: 0.0067083.
+
+Units: t in ms, V in mV, concentrations in µM, currents in pA/pF (= µA/µF), rates in 1/ms, volumes in µL,
+conductances in mS/µF. Cm = 1 µF/cm², so dV/dt is minus the sum of the currents (no division by Cm).
+
+The same equations, written once more in C, are in ``kernels/bondarenko.h`` (the native and CUDA backends). Both
+read the parameters as one float64 vector, :meth:`Bondarenko.parameter_vector`: first the model parameters in
+:data:`PARAMETER_ORDER`, then constants derived from them (:data:`DERIVED_ORDER`, computed here in
+:func:`derived_constants`, once) so that the kernel does no parameter-only arithmetic per step. The two
+right-hand sides are written with the same operations in the same order so that they agree to a few ulp;
+``tests/test_bondarenko.py`` checks it. Change one, change the other.
+
+Algebraic (closure) states, not integrated: C1 (L-type), C_Na3 (Na), C_K0 (I_Kr), P_C1 (RyR); each is 1 minus the
+sum of the other states of its Markov chain.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .base import CellModel, Parameter, State
+
+# Probabilities and gates: Forward Euler with dt = 1e-4 ms keeps them inside [0, 1] up to round-off; the slack
+# below only has to absorb round-off, anything larger means the step is too large.
+_P_LO, _P_HI = -1e-6, 1.0 + 1e-6
+# Concentrations are positive; a small negative tolerance is not needed (none of them comes close to zero).
+_C_LO = 0.0
+
+
+def _p(name, initial, doc):
+    """A Markov-chain probability or a gate (dimensionless)."""
+    return State(name, initial, "1", doc, _P_LO, _P_HI)
+
+
+def _c(name, initial, doc):
+    """A concentration in µM."""
+    return State(name, initial, "uM", doc, _C_LO, np.inf)
+
+
+# Order = spec.md §2 = the CellML-to-C (MonoAlg3D sv[]) order. kernels/bondarenko.h relies on it.
+STATES = (
+    State("V", -82.4202, "mV", "membrane potential", -200.0, 200.0),
+    _c("Cai", 0.115001, "bulk myoplasmic free Ca2+"),
+    _c("Cass", 0.115001, "subspace (dyadic) free Ca2+"),
+    _c("CaJSR", 1299.5, "junctional SR Ca2+"),
+    _c("CaNSR", 1299.5, "network SR Ca2+"),
+    # P_RyR is driven by -I_CaL (≥ 0 below E_CaL = 63 mV) and decays at 0.04/ms: it is positive and of order 0.1
+    # during an AP; it only goes negative (slightly) when V > E_CaL. Loose bounds: they only catch blow-up.
+    State("P_RyR", 0.0, "1", "RyR modulation factor (I_CaL-driven)", -1.0, 10.0),
+    State("LTRPN_Ca", 11.2684, "uM", "Ca2+ bound to low-affinity troponin sites", _C_LO, np.inf),
+    State("HTRPN_Ca", 125.29, "uM", "Ca2+ bound to high-affinity troponin sites", _C_LO, np.inf),
+    _p("P_O1", 1.49102e-5, "RyR open state 1"),
+    _p("P_O2", 9.51726e-11, "RyR open state 2"),
+    _p("P_C2", 1.6774e-4, "RyR closed state 2"),
+    _p("O", 9.30308e-19, "L-type channel open"),
+    _p("C2", 1.24216e-4, "L-type closed 2"),
+    _p("C3", 5.78679e-9, "L-type closed 3"),
+    _p("C4", 1.19816e-13, "L-type closed 4"),
+    _p("I1", 4.97923e-19, "L-type inactivated 1"),
+    _p("I2", 3.45847e-14, "L-type inactivated 2"),
+    _p("I3", 1.85106e-14, "L-type inactivated 3"),
+    _c("Nai", 14237.1, "myoplasmic Na+"),
+    _p("C_Na2", 0.020752, "Na channel closed 2"),
+    _p("C_Na1", 2.79132e-4, "Na channel closed 1"),
+    _p("O_Na", 7.13483e-7, "Na channel open"),
+    _p("IF_Na", 1.53176e-4, "Na channel fast-inactivated"),
+    _p("I1_Na", 6.73345e-7, "Na channel intermediate-inactivated 1"),
+    _p("I2_Na", 1.55787e-9, "Na channel intermediate-inactivated 2"),
+    _p("IC_Na2", 0.0113879, "Na channel closed-inactivated 2"),
+    _p("IC_Na3", 0.34278, "Na channel closed-inactivated 3"),
+    _c("Ki", 143720.0, "myoplasmic K+"),
+    _p("ato_f", 2.65563e-3, "I_Kto,f activation gate"),
+    _p("ito_f", 0.999977, "I_Kto,f inactivation gate"),
+    _p("ato_s", 4.17069e-4, "I_Kto,s activation gate"),
+    _p("ito_s", 0.998543, "I_Kto,s inactivation gate"),
+    _p("nKs", 2.62753e-4, "I_Ks activation gate"),
+    _p("aur", 4.17069e-4, "I_Kur activation gate"),
+    _p("iur", 0.998543, "I_Kur inactivation gate"),
+    _p("aKss", 4.17069e-4, "I_Kss activation gate"),
+    _p("iKss", 1.0, "I_Kss inactivation gate (dX/dt = 0: a constant)"),
+    _p("C_K2", 6.41229e-4, "mERG (I_Kr) closed 2"),
+    _p("C_K1", 9.92513e-4, "mERG closed 1"),
+    _p("O_K", 1.75298e-4, "mERG open"),
+    _p("I_K", 3.19129e-5, "mERG inactivated"),
+)
+
+# name: (value, unit, doc). Names are the CellML variable names. Order = spec.md §3 = the kernel's BP_* enum.
+_PARAMS = (
+    ("Acap", 1.534e-4, "cm2", "capacitive membrane area"),
+    ("Cm", 1.0, "uF/cm2", "specific membrane capacitance (only in the current-to-flux factors; dV/dt has no 1/Cm)"),
+    ("Vmyo", 25.84e-6, "uL", "myoplasm volume"),
+    ("VJSR", 0.12e-6, "uL", "junctional SR volume"),
+    ("VNSR", 2.098e-6, "uL", "network SR volume"),
+    ("Vss", 1.485e-9, "uL", "subspace volume"),
+    ("R", 8.314, "J/(mol*K)", "gas constant"),
+    ("T", 298.0, "K", "temperature"),
+    ("F", 96.5, "C/mmol", "Faraday constant"),
+    ("Ko", 5400.0, "uM", "extracellular K+"),
+    ("Nao", 140000.0, "uM", "extracellular Na+"),
+    ("Cao", 1800.0, "uM", "extracellular Ca2+"),
+    ("CMDN_tot", 50.0, "uM", "total calmodulin"),
+    ("Km_CMDN", 0.238, "uM", "calmodulin Ca2+ half-saturation"),
+    ("CSQN_tot", 15000.0, "uM", "total calsequestrin"),
+    ("Km_CSQN", 800.0, "uM", "calsequestrin Ca2+ half-saturation"),
+    ("LTRPN_tot", 70.0, "uM", "total low-affinity troponin sites"),
+    ("HTRPN_tot", 140.0, "uM", "total high-affinity troponin sites"),
+    ("k_plus_ltrpn", 0.0327, "1/(uM*ms)", "Ca2+ on-rate, low-affinity troponin"),
+    ("k_minus_ltrpn", 0.0196, "1/ms", "Ca2+ off-rate, low-affinity troponin"),
+    ("k_plus_htrpn", 0.00237, "1/(uM*ms)", "Ca2+ on-rate, high-affinity troponin"),
+    ("k_minus_htrpn", 3.2e-5, "1/ms", "Ca2+ off-rate, high-affinity troponin"),
+    ("v1", 4.5, "1/ms", "RyR release rate"),
+    ("v2", 1.74e-5, "1/ms", "SR leak rate"),
+    ("v3", 0.45, "uM/ms", "SERCA maximum uptake"),
+    ("Km_up", 0.5, "uM", "SERCA half-saturation"),
+    ("tau_tr", 20.0, "ms", "NSR -> JSR transfer time constant"),
+    ("tau_xfer", 8.0, "ms", "subspace -> myoplasm transfer time constant"),
+    ("k_plus_a", 0.006075, "1/(uM^4*ms)", "RyR P_C1 -> P_O1 rate (times Cass^n)"),
+    ("k_minus_a", 0.07125, "1/ms", "RyR P_O1 -> P_C1 rate"),
+    ("k_plus_b", 0.00405, "1/(uM^3*ms)", "RyR P_O1 -> P_O2 rate (times Cass^m)"),
+    ("k_minus_b", 0.965, "1/ms", "RyR P_O2 -> P_O1 rate"),
+    ("k_plus_c", 0.009, "1/ms", "RyR P_O1 -> P_C2 rate"),
+    ("k_minus_c", 0.0008, "1/ms", "RyR P_C2 -> P_O1 rate"),
+    ("n", 4.0, "1", "RyR Ca2+ cooperativity, P_C1 -> P_O1 (4 and 3 are evaluated as products, others with pow)"),
+    ("m", 3.0, "1", "RyR Ca2+ cooperativity, P_O1 -> P_O2"),
+    ("g_CaL", 0.1729, "mS/uF", "L-type Ca2+ conductance"),
+    ("E_CaL", 63.0, "mV", "L-type Ca2+ reversal potential"),
+    ("Kpc_max", 0.23324, "1/ms", "maximum Ca2+-dependent inactivation rate"),
+    ("Kpc_half", 20.0, "uM", "half-saturation of Ca2+-dependent inactivation"),
+    ("Kpcb", 0.0005, "1/ms", "voltage-insensitive recovery rate from inactivation"),
+    ("i_CaL_max", 7.0, "pA/pF", "normalisation of I_CaL in dP_RyR/dt"),
+    ("i_pCa_max", 1.0, "pA/pF", "maximum sarcolemmal Ca2+ pump current"),
+    ("Km_pCa", 0.5, "uM", "Ca2+ pump half-saturation"),
+    ("k_NaCa", 292.8, "pA/pF", "Na+/Ca2+ exchanger scaling"),
+    ("K_mNa", 87500.0, "uM", "exchanger Na+ half-saturation"),
+    ("K_mCa", 1380.0, "uM", "exchanger Ca2+ half-saturation"),
+    ("k_sat", 0.1, "1", "exchanger saturation at negative potentials"),
+    ("eta", 0.35, "1", "exchanger voltage dependence"),
+    ("g_Cab", 0.000367, "mS/uF", "background Ca2+ conductance"),
+    ("g_Na", 13.0, "mS/uF", "fast Na+ conductance"),
+    ("g_Nab", 0.0026, "mS/uF", "background Na+ conductance"),
+    ("i_NaK_max", 0.88, "pA/pF", "maximum Na+/K+ pump current"),
+    ("Km_Nai", 21000.0, "uM", "pump Nai half-saturation"),
+    ("Km_Ko", 1500.0, "uM", "pump Ko half-saturation"),
+    ("g_Kto_f", 0.4067, "mS/uF", "I_Kto,f conductance (variant)"),
+    ("g_Kto_s", 0.0, "mS/uF", "I_Kto,s conductance (variant)"),
+    ("g_Kur", 0.16, "mS/uF", "I_Kur conductance (variant)"),
+    ("g_Kss", 0.05, "mS/uF", "I_Kss conductance (variant)"),
+    ("g_Ks", 0.00575, "mS/uF", "I_Ks conductance"),
+    ("g_Kr", 0.078, "mS/uF", "I_Kr conductance"),
+    ("kf", 0.023761, "1/ms", "mERG C_K1 -> C_K2 rate"),
+    ("kb", 0.036778, "1/ms", "mERG C_K2 -> C_K1 rate"),
+    ("g_K1", 0.2938, "mS/uF", "I_K1 conductance"),
+    ("g_ClCa", 10.0, "mS/uF", "Ca2+-activated Cl- conductance"),
+    ("Km_Cl", 10.0, "uM", "I_ClCa Cai half-activation"),
+    ("E_Cl", -40.0, "mV", "Cl- reversal potential"),
+    ("conc_clamp", 1.0, "1", "scales dNai/dt and dKi/dt (0 clamps them; Chaste helper, neutral at 1)"),
+    ("shift_INa_inact", 0.0, "mV", "shift of the Na+ alpha_Na2 inactivation rate (Chaste helper, neutral at 0)"),
+)
+
+PARAMETER_ORDER: tuple[str, ...] = tuple(p[0] for p in _PARAMS)
+
+# Parameter-only constants the kernel reads instead of recomputing them every step (names become BP_<name>).
+DERIVED_ORDER: tuple[str, ...] = (
+    "RTF",          # R*T/F (mV)
+    "FRT",          # F/(R*T) (1/mV)
+    "RT2F",         # R*T/(2F) (mV)
+    "log_Cao",      # ln(Cao), for E_CaN
+    "log_Ko",       # ln(Ko), for E_K
+    "log_Na_out",   # ln(0.9*Nao + 0.1*Ko), for E_Na
+    "log_Kr_out",   # ln(0.98*Ko + 0.02*Nao), for E_Kr
+    "f_cai",        # Acap*Cm/(2*Vmyo*F): pA/pF -> uM/ms in the myoplasm, per Ca2+
+    "f_cass",       # Acap*Cm/(2*Vss*F): the same in the subspace
+    "f_myo",        # conc_clamp*Acap*Cm/(Vmyo*F): pA/pF -> uM/ms for Na+ and K+
+    "r_jsr_ss",     # VJSR/Vss
+    "r_myo_ss",     # Vmyo/Vss
+    "r_myo_nsr",    # Vmyo/VNSR
+    "r_jsr_nsr",    # VJSR/VNSR
+    "inv_tau_tr",   # 1/tau_tr
+    "inv_tau_xfer",  # 1/tau_xfer
+    "cmdn_k",       # CMDN_tot*Km_CMDN
+    "csqn_k",       # CSQN_tot*Km_CSQN
+    "Km_up2",       # Km_up^2
+    "Km_pCa2",      # Km_pCa^2
+    "naca_k",       # k_NaCa/((K_mNa^3 + Nao^3)*(K_mCa + Cao))
+    "naca_nao3",    # Nao^3
+    "eta_FRT",      # eta*F/(R*T)
+    "nak_sigma",    # 0.0365*sigma, sigma = (exp(Nao/67300) - 1)/7
+    "nak_k",        # i_NaK_max*Ko/(Ko + Km_Ko)
+    "k1_g",         # g_K1*Ko/(Ko + 210)
+    "pryr_k",       # 0.1/i_CaL_max
+)
+
+
+def derived_constants(p) -> dict[str, float]:
+    """The constants of :data:`DERIVED_ORDER` from a parameter mapping ``p`` (name -> value)."""
+    rtf = p["R"] * p["T"] / p["F"]
+    frt = p["F"] / (p["R"] * p["T"])
+    cap = p["Acap"] * p["Cm"]
+    nao3 = p["Nao"] ** 3
+    sigma = (math.exp(p["Nao"] / 67300.0) - 1.0) / 7.0
+    d = {
+        "RTF": rtf,
+        "FRT": frt,
+        "RT2F": p["R"] * p["T"] / (2.0 * p["F"]),
+        "log_Cao": math.log(p["Cao"]),
+        "log_Ko": math.log(p["Ko"]),
+        "log_Na_out": math.log(0.9 * p["Nao"] + 0.1 * p["Ko"]),
+        "log_Kr_out": math.log(0.98 * p["Ko"] + 0.02 * p["Nao"]),
+        "f_cai": cap / (2.0 * p["Vmyo"] * p["F"]),
+        "f_cass": cap / (2.0 * p["Vss"] * p["F"]),
+        "f_myo": p["conc_clamp"] * cap / (p["Vmyo"] * p["F"]),
+        "r_jsr_ss": p["VJSR"] / p["Vss"],
+        "r_myo_ss": p["Vmyo"] / p["Vss"],
+        "r_myo_nsr": p["Vmyo"] / p["VNSR"],
+        "r_jsr_nsr": p["VJSR"] / p["VNSR"],
+        "inv_tau_tr": 1.0 / p["tau_tr"],
+        "inv_tau_xfer": 1.0 / p["tau_xfer"],
+        "cmdn_k": p["CMDN_tot"] * p["Km_CMDN"],
+        "csqn_k": p["CSQN_tot"] * p["Km_CSQN"],
+        "Km_up2": p["Km_up"] ** 2,
+        "Km_pCa2": p["Km_pCa"] ** 2,
+        "naca_k": p["k_NaCa"] / ((p["K_mNa"] ** 3 + nao3) * (p["K_mCa"] + p["Cao"])),
+        "naca_nao3": nao3,
+        "eta_FRT": p["eta"] * frt,
+        "nak_sigma": 0.0365 * sigma,
+        "nak_k": p["i_NaK_max"] * p["Ko"] / (p["Ko"] + p["Km_Ko"]),
+        "k1_g": p["g_K1"] * p["Ko"] / (p["Ko"] + 210.0),
+        "pryr_k": 0.1 / p["i_CaL_max"],
+    }
+    assert tuple(d) == DERIVED_ORDER
+    return d
+
+
+# Literal constants shared with kernels/bondarenko.h (same digits there): exponentials of fixed shifts folded into
+# one exponential, e.g. beta_Na12 = 0.2*exp(-(V-2.5)/20.3) = (0.2*exp(5/20.3)) * exp(-(V+2.5)/20.3).
+BNA12_K = 0.2558580466131638       # 0.2*exp(5/20.3)
+BNA13_K = 0.3600483700918714       # 0.22*exp(10/20.3)
+AI_TOF_K = 0.0026465796256258034   # 0.000152*exp(20/7): alpha_i numerator in terms of exp(-(V+33.5)/7)
+ALPHA_N_LIM = 3.7604140624999995e-05  # 4.81333e-6/0.128, the limit of alpha_n at V = -26.5 mV
+ALPHA_N_EPS = 1e-6                 # |V + 26.5| (mV) below which the series of alpha_n is used
+
+
+class Bondarenko(CellModel):
+    """Bondarenko 2004 mouse ventricular myocyte; variants ``apical`` (default) and ``septal``."""
+
+    name = "bondarenko"
+    kernel_name = "bondarenko"     # kernels/bondarenko.h, bondarenko_rhs, BONDARENKO_N_STATES/N_PARAMS
+    states = STATES
+    parameters = {n: Parameter(v, u, d) for n, v, u, d in _PARAMS}
+    variants = {
+        "apical": {"g_Kto_f": 0.4067, "g_Kto_s": 0.0, "g_Kur": 0.16, "g_Kss": 0.05},
+        "septal": {"g_Kto_f": 0.0798, "g_Kto_s": 0.0629, "g_Kur": 0.0975, "g_Kss": 0.0324},
+    }
+    default_variant = "apical"
+
+    PARAMETER_ORDER = PARAMETER_ORDER
+    DERIVED_ORDER = DERIVED_ORDER
+
+    def __init__(self, variant=None, overrides=None, tissue=None):
+        super().__init__(variant, overrides, tissue)
+        # Everything below is read by rhs(); self.p is fixed after construction (build a new model to change it).
+        self._d = derived_constants(self.p)
+
+    def parameter_vector(self) -> np.ndarray:
+        """float64 vector: the parameters in PARAMETER_ORDER, then the derived constants in DERIVED_ORDER.
+
+        This is what the C/CUDA kernels read as ``CS_PARAM(BP_<name>)``; length BONDARENKO_N_PARAMS."""
+        d = derived_constants(self.p)
+        return np.array([self.p[k] for k in PARAMETER_ORDER] + [d[k] for k in DERIVED_ORDER], dtype=np.float64)
+
+    # ------------------------------------------------------------------------------------------------------------
+    def rhs(self, t, y, i_stim, dydt):
+        """dy/dt (per ms) into ``dydt``; y and dydt have shape (41, n_cells). ``i_stim`` in pA/pF (negative
+        depolarises), a scalar or an array over cells; it enters dV/dt only.
+
+        Line by line the same arithmetic as bondarenko_rhs() in kernels/bondarenko.h.
+        """
+        p, d = self.p, self._d
+        exp = np.exp
+        (V, Cai, Cass, CaJSR, CaNSR, P_RyR, LTRPN_Ca, HTRPN_Ca, P_O1, P_O2, P_C2, O, C2, C3, C4, I1, I2, I3,
+         Nai, C_Na2, C_Na1, O_Na, IF_Na, I1_Na, I2_Na, IC_Na2, IC_Na3, Ki, ato_f, ito_f, ato_s, ito_s, nKs,
+         aur, iur, aKss, iKss, C_K2, C_K1, O_K, I_K) = y
+
+        # --- reversal potentials (mV)
+        E_Na = d["RTF"] * (d["log_Na_out"] - np.log(0.9 * Nai + 0.1 * Ki))
+        E_K = d["RTF"] * (d["log_Ko"] - np.log(Ki))
+        E_CaN = d["RT2F"] * (d["log_Cao"] - np.log(Cai))
+        E_Kr = d["RTF"] * (d["log_Kr_out"] - np.log(0.98 * Ki + 0.02 * Nai))
+
+        # --- L-type Ca2+ channel (Markov)
+        vp12 = V + 12.0
+        ea = exp(vp12 * 0.1)
+        vp40 = V + 40.0
+        vp20 = V + 20.0
+        alpha = (0.4 * ea * (1.0 + 0.7 * exp(vp40 * vp40 * -0.1) - 0.75 * exp(vp20 * vp20 * -0.0025))
+                 / (1.0 + 0.12 * ea))
+        beta = 0.05 * exp(vp12 * (-1.0 / 13.0))
+        gamma = p["Kpc_max"] * Cass / (p["Kpc_half"] + Cass)
+        vp145 = V + 14.5
+        Kpcf = 13.0 * (1.0 - exp(vp145 * vp145 * -0.01))
+        Kpcb = p["Kpcb"]
+        C1 = 1.0 - (O + C2 + C3 + C4 + I1 + I2 + I3)
+        b4 = 4.0 * beta
+        i_CaL = p["g_CaL"] * O * (V - p["E_CaL"])
+        dydt[11] = (alpha * C4 + Kpcb * I1 + 0.001 * (alpha * I2 - Kpcf * O)) - (b4 * O + gamma * O)
+        dydt[12] = (4.0 * alpha * C1 + 2.0 * beta * C3) - (beta * C2 + 3.0 * alpha * C2)
+        dydt[13] = (3.0 * alpha * C2 + 3.0 * beta * C4) - (2.0 * beta * C3 + 2.0 * alpha * C3)
+        dydt[14] = ((2.0 * alpha * C3 + b4 * O + 0.01 * (b4 * Kpcb * I1 - alpha * gamma * C4)
+                     + 0.002 * (b4 * I2 - Kpcf * C4) + b4 * Kpcb * I3)
+                    - (3.0 * beta * C4 + alpha * C4 + gamma * Kpcf * C4))
+        # [D2]: Kpcb (CellML: Kpcf) in the last term, the reverse of the C4 equation's 0.01*4*Kpcb*beta*I1.
+        dydt[15] = ((gamma * O + 0.001 * (alpha * I3 - Kpcf * I1) + 0.01 * (alpha * gamma * C4 - b4 * Kpcb * I1))
+                    - Kpcb * I1)
+        dydt[16] = (0.001 * (Kpcf * O - alpha * I2) + Kpcb * I3 + 0.002 * (Kpcf * C4 - b4 * I2)) - gamma * I2
+        dydt[17] = ((0.001 * (Kpcf * I1 - alpha * I3) + gamma * I2 + gamma * Kpcf * C4)
+                    - (b4 * Kpcb * I3 + Kpcb * I3))
+
+        # --- RyR (Markov) and its modulation factor
+        c2 = Cass * Cass
+        cass_n = c2 * c2 if p["n"] == 4.0 else Cass ** p["n"]
+        cass_m = c2 * Cass if p["m"] == 3.0 else Cass ** p["m"]
+        P_C1 = 1.0 - (P_C2 + P_O1 + P_O2)
+        kb_O1 = p["k_plus_b"] * cass_m * P_O1
+        dydt[8] = ((p["k_plus_a"] * cass_n * P_C1 + p["k_minus_b"] * P_O2 + p["k_minus_c"] * P_C2)
+                   - (p["k_minus_a"] * P_O1 + kb_O1 + p["k_plus_c"] * P_O1))
+        dydt[9] = kb_O1 - p["k_minus_b"] * P_O2
+        dydt[10] = p["k_plus_c"] * P_O1 - p["k_minus_c"] * P_C2
+        vm5 = V - 5.0
+        dydt[5] = -0.04 * P_RyR - d["pryr_k"] * i_CaL * exp(vm5 * vm5 * (-1.0 / 648.0))
+
+        # --- other Ca2+ and Cl- currents
+        cai2 = Cai * Cai
+        i_pCa = p["i_pCa_max"] * cai2 / (d["Km_pCa2"] + cai2)
+        e_mV = exp(V * -d["FRT"])                  # exp(-VF/RT), shared by I_NaCa and I_NaK
+        e_eta = exp(V * d["eta_FRT"])              # exp(eta*VF/RT)
+        e_eta1 = e_eta * e_mV                      # exp((eta-1)*VF/RT)
+        nai3 = Nai * Nai * Nai
+        i_NaCa = (d["naca_k"] / (1.0 + p["k_sat"] * e_eta1)
+                  * (e_eta * nai3 * p["Cao"] - e_eta1 * d["naca_nao3"] * Cai))
+        i_Cab = p["g_Cab"] * (V - E_CaN)
+        O_ClCa = 0.2 / (1.0 + exp((V - 46.7) * (-1.0 / 7.8)))
+        i_ClCa = p["g_ClCa"] * O_ClCa * Cai / (Cai + p["Km_Cl"]) * (V - p["E_Cl"])
+
+        # --- fast Na+ channel (Markov)
+        xa = V + 2.5
+        e150 = exp(xa * (-1.0 / 150.0))
+        aNa11 = 3.802 / (0.1027 * exp(xa * (-1.0 / 17.0)) + 0.2 * e150)
+        aNa12 = 3.802 / (0.1027 * exp(xa * (-1.0 / 15.0)) + 0.23 * e150)
+        aNa13 = 3.802 / (0.1027 * exp(xa * (-1.0 / 12.0)) + 0.25 * e150)
+        e203 = exp(xa * (-1.0 / 20.3))
+        bNa11 = 0.1917 * e203
+        bNa12 = BNA12_K * e203
+        bNa13 = BNA13_K * e203
+        vp7 = V + 7.0
+        aNa3 = 7e-7 * exp(vp7 * (-1.0 / 7.7))
+        bNa3 = 0.0084 + 2e-5 * vp7
+        aNa2 = 1.0 / (0.188495 * exp((vp7 - p["shift_INa_inact"]) * (-1.0 / 16.6)) + 0.393956)
+        bNa2 = aNa13 * aNa2 * aNa3 / (bNa13 * bNa3)
+        aNa4 = aNa2 * 0.001
+        bNa4 = aNa3
+        aNa5 = aNa2 * (1.0 / 95000.0)
+        bNa5 = aNa3 * 0.02
+        C_Na3 = 1.0 - (O_Na + C_Na1 + C_Na2 + IF_Na + I1_Na + I2_Na + IC_Na2 + IC_Na3)
+        dydt[19] = (aNa11 * C_Na3 + bNa12 * C_Na1 + aNa3 * IC_Na2) - (bNa11 + aNa12 + bNa3) * C_Na2
+        dydt[20] = (aNa12 * C_Na2 + bNa13 * O_Na + aNa3 * IF_Na) - (bNa12 + aNa13 + bNa3) * C_Na1
+        dydt[21] = (aNa13 * C_Na1 + bNa2 * IF_Na) - (bNa13 + aNa2) * O_Na
+        dydt[22] = ((aNa2 * O_Na + bNa3 * C_Na1 + bNa4 * I1_Na + aNa12 * IC_Na2)
+                    - (bNa2 + aNa3 + aNa4 + bNa12) * IF_Na)
+        dydt[23] = (aNa4 * IF_Na + bNa5 * I2_Na) - (bNa4 + aNa5) * I1_Na
+        dydt[24] = aNa5 * I1_Na - bNa5 * I2_Na
+        dydt[25] = (aNa11 * IC_Na3 + bNa12 * IF_Na + bNa3 * C_Na2) - (bNa11 + aNa12 + aNa3) * IC_Na2
+        dydt[26] = (bNa11 * IC_Na2 + bNa3 * C_Na3) - (aNa11 + aNa3) * IC_Na3
+        i_Na = p["g_Na"] * O_Na * (V - E_Na)
+        i_Nab = p["g_Nab"] * (V - E_Na)
+
+        # --- Na+/K+ pump
+        f_NaK = 1.0 / (1.0 + 0.1245 * exp(V * (-0.1 * d["FRT"])) + d["nak_sigma"] * e_mV)
+        r = p["Km_Nai"] / Nai
+        i_NaK = d["nak_k"] * f_NaK / (1.0 + r * np.sqrt(r))
+
+        # --- K+ currents
+        vmEK = V - E_K
+        vp30 = V + 30.0
+        dydt[28] = (0.18064 * exp(0.03577 * vp30)) * (1.0 - ato_f) - (0.3956 * exp(-0.06237 * vp30)) * ato_f
+        e33 = exp((V + 33.5) * (-1.0 / 7.0))
+        alpha_i = AI_TOF_K * e33 / (0.0067083 * e33 + 1.0)     # [D1]: 0.0067083 as in the CellML
+        beta_i = 0.00095 / (0.051335 + e33)
+        dydt[29] = alpha_i * (1.0 - ito_f) - beta_i * ito_f
+        ato3 = ato_f * ato_f * ato_f
+        i_Kto_f = p["g_Kto_f"] * ato3 * ito_f * vmEK
+
+        ass = 1.0 / (1.0 + exp((V + 22.5) * (-1.0 / 7.7)))
+        iss = 1.0 / (1.0 + exp((V + 45.2) * (1.0 / 5.7)))
+        inv_tau_a = 1.0 / (0.493 * exp(-0.0629 * V) + 2.058)    # tau_ta_s = tau_aur
+        dydt[30] = (ass - ato_s) * inv_tau_a
+        dydt[31] = (iss - ito_s) / (270.0 + 1050.0 * iss)
+        i_Kto_s = p["g_Kto_s"] * ato_s * ito_s * vmEK
+
+        i_K1 = d["k1_g"] * vmEK / (1.0 + exp(0.0896 * vmEK))
+
+        x = V + 26.5
+        small = np.abs(x) < ALPHA_N_EPS
+        xs = np.where(small, 1.0, x)                            # keeps 0/0 out of the unused branch
+        alpha_n = np.where(small, ALPHA_N_LIM * (1.0 + 0.064 * x), 4.81333e-6 * xs / -np.expm1(-0.128 * xs))
+        beta_n = 9.53333e-5 * exp(-0.038 * x)
+        dydt[32] = alpha_n * (1.0 - nKs) - beta_n * nKs
+        i_Ks = p["g_Ks"] * nKs * nKs * vmEK
+
+        dydt[33] = (ass - aur) * inv_tau_a
+        dydt[34] = (iss - iur) / (1200.0 - 170.0 * iss)
+        i_Kur = p["g_Kur"] * aur * iur * vmEK
+
+        dydt[35] = (ass - aKss) / (39.3 * exp(-0.0862 * V) + 13.17)
+        dydt[36] = 0.0
+        i_Kss = p["g_Kss"] * aKss * iKss * vmEK
+
+        a_a0 = 0.022348 * exp(0.01176 * V)
+        b_a0 = 0.047002 * exp(-0.0631 * V)
+        a_a1 = 0.013733 * exp(0.038198 * V)
+        b_a1 = 6.89e-5 * exp(-0.04178 * V)
+        vp5 = V + 5.0
+        a_iK = 0.090821 * exp(0.023391 * vp5)
+        b_iK = 0.006497 * exp(-0.03268 * vp5)
+        C_K0 = 1.0 - (C_K1 + C_K2 + O_K + I_K)
+        dydt[37] = (p["kf"] * C_K1 + b_a1 * O_K) - (p["kb"] + a_a1) * C_K2
+        dydt[38] = (a_a0 * C_K0 + p["kb"] * C_K2) - (b_a0 + p["kf"]) * C_K1
+        dydt[39] = (a_a1 * C_K2 + b_iK * I_K) - (b_a1 + a_iK) * O_K
+        dydt[40] = a_iK * O_K - b_iK * I_K
+        i_Kr = p["g_Kr"] * O_K * (V - E_Kr)
+
+        # --- Ca2+ fluxes (uM/ms) and concentrations
+        J_rel = p["v1"] * (P_O1 + P_O2) * (CaJSR - Cass) * P_RyR
+        J_tr = (CaNSR - CaJSR) * d["inv_tau_tr"]
+        J_xfer = (Cass - Cai) * d["inv_tau_xfer"]
+        J_leak = p["v2"] * (CaNSR - Cai)
+        J_up = p["v3"] * cai2 / (d["Km_up2"] + cai2)
+        dLTRPN = p["k_plus_ltrpn"] * Cai * (p["LTRPN_tot"] - LTRPN_Ca) - p["k_minus_ltrpn"] * LTRPN_Ca
+        dHTRPN = p["k_plus_htrpn"] * Cai * (p["HTRPN_tot"] - HTRPN_Ca) - p["k_minus_htrpn"] * HTRPN_Ca
+        dydt[6] = dLTRPN
+        dydt[7] = dHTRPN
+        J_trpn = dHTRPN + dLTRPN
+        t1 = p["Km_CMDN"] + Cai
+        Bi = 1.0 / (1.0 + d["cmdn_k"] / (t1 * t1))
+        t2 = p["Km_CMDN"] + Cass
+        Bss = 1.0 / (1.0 + d["cmdn_k"] / (t2 * t2))
+        t3 = p["Km_CSQN"] + CaJSR
+        BJSR = 1.0 / (1.0 + d["csqn_k"] / (t3 * t3))
+        dydt[1] = Bi * ((J_leak + J_xfer) - (J_up + J_trpn + (i_Cab + i_pCa - 2.0 * i_NaCa) * d["f_cai"]))
+        dydt[2] = Bss * (J_rel * d["r_jsr_ss"] - (J_xfer * d["r_myo_ss"] + i_CaL * d["f_cass"]))
+        dydt[3] = BJSR * (J_tr - J_rel)
+        dydt[4] = (J_up - J_leak) * d["r_myo_nsr"] - J_tr * d["r_jsr_nsr"]
+
+        dydt[18] = -(i_Na + i_Nab + 3.0 * i_NaK + 3.0 * i_NaCa) * d["f_myo"]
+        dydt[27] = -((i_Kto_f + i_Kto_s + i_K1 + i_Ks + i_Kss + i_Kur + i_Kr) - 2.0 * i_NaK) * d["f_myo"]
+
+        dydt[0] = -(i_CaL + i_pCa + i_NaCa + i_Cab + i_Na + i_Nab + i_NaK + i_Kto_f + i_Kto_s + i_K1 + i_Ks
+                    + i_Kur + i_Kss + i_Kr + i_ClCa + i_stim)
