@@ -37,6 +37,22 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
 
+    cell = sub.add_parser("cell", help="pace a single cell; trace and per-beat biomarkers to HDF5 (and JSON)")
+    cell.add_argument("--list", action="store_true", help="list the cell models and their variants")
+    cell.add_argument("--model", default="bondarenko", help="cell model (default bondarenko)")
+    cell.add_argument("--variant", default=None, help="model variant (bondarenko: apical | septal)")
+    cell.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                      help="override a model parameter (model units), repeatable")
+    cell.add_argument("--amplitude", type=float, default=-80.0, help="stimulus, pA/pF (negative depolarises)")
+    cell.add_argument("--duration", type=float, default=0.5, help="stimulus duration, ms")
+    cell.add_argument("--period", type=float, default=1000.0, help="pacing period, ms")
+    cell.add_argument("--beats", type=int, default=1, help="number of beats")
+    cell.add_argument("--dt", type=float, default=1e-4, help="Forward-Euler step, ms")
+    cell.add_argument("--record-every", type=float, default=0.05, help="trace sampling interval, ms")
+    cell.add_argument("--output", default="out/cell.h5", help="HDF5 file (default out/cell.h5)")
+    cell.add_argument("--json", default=None, help="also write the biomarkers as JSON here")
+    cell.add_argument("--overwrite", action="store_true", help="replace existing output files")
+
     c = sub.add_parser("config", help="config reference and checking")
     c.add_argument("--doc", action="store_true", help="print the reference of every key (markdown)")
     c.add_argument("check", nargs="?", help=argparse.SUPPRESS)
@@ -74,6 +90,8 @@ def main(argv=None) -> int:
             return _run(args)
         if args.command == "config":
             return _config(args)
+        if args.command == "cell":
+            return _cell(args)
     except (UserError, SimulationError) as e:
         log.error(str(e))
         return e.exit_status
@@ -99,6 +117,44 @@ def _run(args) -> int:
         cfg.simulation.progress_interval = 0.0
     sim = Simulation(cfg, output_path=Path(args.output) if args.output else None, overwrite=args.overwrite)
     sim.run()
+    return 0
+
+
+def _cell(args) -> int:
+    from pathlib import Path
+    from mpi4py import MPI
+    from . import cells, log
+    from .biomarkers import format_table
+    from .errors import UserError
+    if MPI.COMM_WORLD.size > 1:
+        raise UserError("cardiosim cell: runs one cell; start it without mpirun")
+    if args.list:
+        for name in cells.available():
+            cls = cells.model_class(name)
+            variants = f" (variants: {', '.join(cls.variants)})" if cls.variants else ""
+            log.info(f"{name}: {len(cls.states)} states{variants}")
+        return 0
+    overrides = {}
+    for item in args.param:
+        name, sep, value = item.partition("=")
+        try:
+            overrides[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise UserError(f"cardiosim cell --param {item}: expected NAME=NUMBER")
+    for path in (args.output, args.json):
+        if path and Path(path).exists() and not args.overwrite:
+            raise UserError(f"cardiosim cell: {path} exists; pass --overwrite to replace it")
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    from .single_cell import run_cell
+    try:
+        rows = run_cell(args.model, args.variant, overrides, args.amplitude, args.duration, args.period, args.beats,
+                        args.dt, args.record_every, args.output, args.json)
+    except ValueError as e:   # bad arguments, found before any file is written
+        raise UserError(f"cardiosim cell: {e}") from None
+    log.info(format_table(rows))
+    log.info(f"wrote {args.output}" + (f" and {args.json}" if args.json else ""))
     return 0
 
 
