@@ -94,7 +94,7 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
     amplitude, duration, period, beats, dt, record_every, k = _validate(
         amplitude, duration, period, beats, dt, record_every, h5_path, json_path)
     model = cells.make(model_name, variant, overrides)      # CellModelError (a ValueError) for bad names/values
-    if not getattr(model, "kernel_name", None):
+    if not model.kernel_name:
         raise ValueError(f"cell model {model_name} has no native kernel; single-cell runs need one")
 
     model_overrides = {k: float(v) for k, v in (overrides or {}).items()}

@@ -60,6 +60,23 @@ class CellModel:
     variants: Mapping[str, Mapping[str, float]] = {}
     default_variant: str | None = None
     needs_tissue: tuple[str, ...] = ()
+    #: ``kernels/<kernel_name>.h`` holds the model's C right-hand side (native and CUDA backends); None: NumPy only.
+    kernel_name: str | None = None
+    #: The parameter vector the C code reads as CS_PARAM(i): these parameters, then these derived constants.
+    PARAMETER_ORDER: tuple[str, ...] = ()
+    DERIVED_ORDER: tuple[str, ...] = ()
+
+    @staticmethod
+    def derived_constants(p: Mapping[str, float]) -> dict:
+        """Parameter-only constants precomputed for the kernels (R·T/F, 1/τ, ...), by name."""
+        return {}
+
+    def parameter_vector(self) -> np.ndarray:
+        """float64: the parameters (variant and overrides applied) in PARAMETER_ORDER, then the derived constants in
+        DERIVED_ORDER; what the kernels read as CS_PARAM(i). Upload it whole."""
+        d = self.derived_constants(self.p)
+        return np.array([self.p[k] for k in self.PARAMETER_ORDER] + [d[k] for k in self.DERIVED_ORDER],
+                        dtype=np.float64)
 
     def __init__(self, variant: str | None = None, overrides: Mapping[str, float] | None = None,
                  tissue: Mapping[str, float] | None = None):

@@ -271,18 +271,12 @@ class Bondarenko(CellModel):
 
     PARAMETER_ORDER = PARAMETER_ORDER
     DERIVED_ORDER = DERIVED_ORDER
+    derived_constants = staticmethod(derived_constants)
 
     def __init__(self, variant=None, overrides=None, tissue=None):
         super().__init__(variant, overrides, tissue)
         # Everything below is read by rhs(); self.p is fixed after construction (build a new model to change it).
         self._d = derived_constants(self.p)
-
-    def parameter_vector(self) -> np.ndarray:
-        """float64 vector: the parameters in PARAMETER_ORDER, then the derived constants in DERIVED_ORDER.
-
-        This is what the C/CUDA kernels read as ``CS_PARAM(BP_<name>)``; length BONDARENKO_N_PARAMS."""
-        d = derived_constants(self.p)
-        return np.array([self.p[k] for k in PARAMETER_ORDER] + [d[k] for k in DERIVED_ORDER], dtype=np.float64)
 
     # ------------------------------------------------------------------------------------------------------------
     def rhs(self, t, y, i_stim, dydt):

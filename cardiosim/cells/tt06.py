@@ -227,15 +227,10 @@ class TenTusscher2006Epi(CellModel):
     PARAMETER_ORDER = tuple(parameters)
     #: Derived constants that follow them in the vector (TP_RTF .. TP_r_c_ss); see derived_constants().
     DERIVED_ORDER = DERIVED_ORDER
+    derived_constants = staticmethod(derived_constants)
 
     #: For cardiosim.ode.native (and the CUDA loader): kernels/tt06.h, tt06_rhs, TT06_N_STATES, TT06_N_PARAMS.
     kernel_name = "tt06"
-
-    def parameter_vector(self) -> np.ndarray:
-        """What kernels/tt06.h reads as ``CS_PARAM(TP_<name>)``: float64, the parameters (overrides applied) in
-        ``PARAMETER_ORDER``, then the constants derived from them in ``DERIVED_ORDER``; length TT06_N_PARAMS."""
-        d = derived_constants(self.p)
-        return np.array([self.p[k] for k in self.PARAMETER_ORDER] + [d[k] for k in DERIVED_ORDER], dtype=np.float64)
 
     # -- the model ---------------------------------------------------------------------------------------------
     def _evaluate(self, y, i_stim, dydt):

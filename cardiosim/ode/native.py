@@ -155,7 +155,7 @@ class NativeModel:
     """
 
     def __init__(self, model):
-        name = getattr(model, "kernel_name", None)
+        name = model.kernel_name
         if not name or not hasattr(model, "parameter_vector"):
             raise RuntimeError(f"cell model {model.name} has no native (C) kernel")
         self.model = model
