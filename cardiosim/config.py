@@ -204,9 +204,8 @@ def _convert(path, value, tp, meta):
         lo, hi = meta.get("length") or (0, math.inf)
         if not lo <= len(value) <= hi:
             raise ConfigError(f"{path}: must have {lo} to {hi} entries; got {len(value)}")
-        out = [_convert(f"{path}[{i}]" if not _is_section(inner) else f"{path}[{i}]", v, inner,
-                        meta if not _is_section(inner) else {}) for i, v in enumerate(value)]
-        return out
+        return [_convert(f"{path}[{i}]", v, inner, {} if _is_section(inner) else meta)
+                for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{path}: must be a table of name = number; got {_fmt(value)}")

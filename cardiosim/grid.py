@@ -11,8 +11,6 @@ scaled per node by the product of the region factors and the per-point file fact
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from petsc4py import PETSc
 
@@ -155,17 +153,7 @@ class Grid:
     def vec(self) -> PETSc.Vec:
         return self.da.createGlobalVec()
 
-    def local_array(self, v: PETSc.Vec) -> np.ndarray:
-        """Owned values of a global Vec as a numpy view (PETSc local order)."""
-        return v.getArray()
-
 
 def _mpi_lor():
     from mpi4py import MPI
     return MPI.LOR
-
-
-def check_writable_parent(path: Path, key: str):
-    parent = path.parent if str(path.parent) else Path(".")
-    if parent.exists() and not parent.is_dir():
-        raise UserError(f"{key}: {parent} is not a directory")

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Protocol:
@@ -59,12 +61,11 @@ class TissueStimuli:
     """
 
     protocols: list
-    amplitudes: "np.ndarray"
+    amplitudes: np.ndarray
     names: list
 
     @classmethod
     def from_config(cls, cfg, grid, coords):
-        import numpy as np
         protocols, amps, names = [], [], []
         Cm, chi = cfg.tissue.Cm, cfg.tissue.chi
         for i, st in enumerate(cfg.stimulus):
@@ -86,7 +87,6 @@ class TissueStimuli:
 
     def empty_regions(self, comm) -> list:
         """Names of stimuli whose region holds no node on any rank (a config mistake worth one line)."""
-        import numpy as np
         from mpi4py import MPI
         local = np.array([int((a != 0).sum()) for a in self.amplitudes], dtype=np.int64)
         counts = comm.allreduce(local, op=MPI.SUM) if len(local) else []

@@ -35,7 +35,7 @@ def max_difference(tmp_path, tag, petsc_args):
 def test_one_and_two_ranks_agree(tmp_path):
     default = max_difference(tmp_path, "default", [])
     tight = max_difference(tmp_path, "tight", ["-parabolic_ksp_rtol", "1e-13", "-elliptic_ksp_rtol", "1e-13"])
-    print(f"\nmax |1 rank - 2 ranks| (mV)   rtol 1e-10 (default)   rtol 1e-13")
+    print("\nmax |1 rank - 2 ranks| (mV)   rtol 1e-10 (default)   rtol 1e-13")
     for k in default:
         print(f"{k:<28}{default[k]:>20.3e}{tight[k]:>14.3e}")
     for k in default:

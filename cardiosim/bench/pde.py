@@ -54,7 +54,6 @@ def single(n: int, steps: int) -> dict:
     """Run one case in this (MPI) process group; returns per-step timings on rank 0."""
     import petsc4py
     petsc4py.init(sys.argv[:1] + _petsc_args())
-    from petsc4py import PETSc
     from .. import config
     from ..simulation import Simulation
     L = (n - 1) * 0.01

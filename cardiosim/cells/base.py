@@ -13,7 +13,7 @@ define variants (e.g. Bondarenko's apical and septal cells) that are named param
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
