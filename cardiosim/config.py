@@ -108,6 +108,9 @@ class Cell:
     variant: str = key("", doc="model variant, e.g. bondarenko: apical | septal")
     parameters: dict[str, float] = key(factory=dict, doc="parameter overrides by name, in the model's units")
     initial: dict[str, float] = key(factory=dict, doc="initial-state overrides by state name")
+    backend: str = key("auto", choices=("auto", "numpy", "native"),
+                       doc="CPU integration of the cells: numpy (the reference), native (the model's C kernel "
+                           "compiled with gcc; Bondarenko, TT06), auto: native where the model has one")
 
 
 @dataclass(kw_only=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import cells
-from .errors import SimulationError
+from .errors import SimulationError, UserError
 from .ode.numpy_backend import NumpyBackend
 from .stimulus import TissueStimuli
 
@@ -25,7 +25,16 @@ class Reaction:
         for name, value in c.initial.items():
             self.states[self.model.state_index(name)] = value
         self.stimuli = TissueStimuli.from_config(cfg, grid, coords)
-        self.backend = NumpyBackend(self.model, self.states)
+        backend = c.backend
+        if backend == "auto":
+            backend = "native" if self.model.kernel_name else "numpy"
+        if backend == "native":
+            if not self.model.kernel_name:
+                raise UserError(f"cell.backend: {self.model.name} has no C kernel; use 'numpy' (or 'auto')")
+            from .ode.native_backend import NativeBackend
+            self.backend = NativeBackend(self.model, self.states, self.stimuli)
+        else:
+            self.backend = NumpyBackend(self.model, self.states)
         self.k = cfg.simulation.ode_substeps
         self.comm = comm
         self.coords = coords
@@ -44,8 +53,8 @@ class Reaction:
     def check(self, t: float) -> None:
         """Stop every rank if any cell's state is non-finite or out of its range (collective)."""
         bad = self.model.find_bad_state(self.states)
-        msg = None
-        if bad is not None:
+        msg = self.backend.failure
+        if msg is None and bad is not None:
             s, cidx = bad
             st = self.model.states[s]
             pos = ", ".join(f"{x:.4g}" for x in self.coords[cidx])

@@ -15,6 +15,7 @@ class NumpyBackend:
         self.model = model
         self.y = states                       # (n_states, n_cells), float64, owned by the caller
         self.work = np.empty_like(states)
+        self.failure = None   # NumPy never stops mid-step; Reaction.check finds bad states
 
     def advance(self, t0: float, dt: float, k: int, stimuli) -> None:
         """k Forward-Euler substeps of dt ms from t0, in place; the stimulus is evaluated at each substep."""
