@@ -138,6 +138,9 @@ class Output:
     interval: float = key(1.0, unit="ms", gt=0, doc="time between field snapshots")
     fields: list[str] = key(factory=lambda: ["Vm", "phi_e"], choices=("Vm", "phi_e"),
                             doc="fields stored in snapshots (phi_e only with bidomain)")
+    activation_threshold: float = key(0.0, unit="mV",
+                                      doc="activation time map (/maps/activation_time): first upward crossing of "
+                                          "this potential, interpolated within the step")
 
 
 @dataclass(kw_only=True)

@@ -10,6 +10,7 @@ Layout (docs/output-format.md has the full description)::
     /probes/time         (n_steps + 1,) ms                        every PDE step
     /probes/<name>/Vm    (n_steps + 1,) mV   (and phi_e)          attrs: position, node_position (cm)
     /solver/<name>_iterations  (n_steps,)                          Krylov iterations per step
+    /maps/activation_time      ([nz,] [ny,] nx) ms                 first upward crossing of the threshold; NaN: none
     /timing              attrs: one per phase, seconds (max over ranks), written at the end
 
 Fields are gathered to rank 0 in natural order (x fastest), so ``f["fields/Vm"][i]`` indexes as [z, y, x]. The
@@ -172,6 +173,17 @@ class Output:
             self._append(pr["time"], times)
             for (i, fld), v in values.items():
                 self._append(pr[self.probes.names[i]][fld], v)
+
+    def write_map(self, name: str, local: np.ndarray, units: str, doc: str) -> None:
+        """Gather a per-node array (owned nodes, PETSc local order) and store it as /maps/<name> (collective)."""
+        v = self.gather.grid.vec()
+        v.getArray()[:] = local
+        arr = self.gather(v)
+        v.destroy()
+        if self.rank == 0:
+            ds = self.f.require_group("maps").create_dataset(name, data=arr)
+            ds.attrs["units"] = units
+            ds.attrs["description"] = doc
 
     def finish(self, timing: dict, iterations: dict, extra: dict) -> None:
         self.flush_probes()

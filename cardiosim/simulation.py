@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from . import log, output
+from .analysis import ActivationMap
 from .errors import UserError
 from .grid import Grid
 from .reaction import Reaction
@@ -50,6 +51,7 @@ class Simulation:
         self.phi = self.grid.vec()
         self.t = 0.0
         self.step_index = 0
+        self.activation = ActivationMap(self.V.getArray(), cfg.output.activation_threshold)
         self.layout = {"mpi_ranks": self.comm.size, "dmda_procs": list(self.grid.da.getProcSizes()),
                        "placement": "cpu", "ode_backend": self.reaction.backend.name}
         self.output = (output.Output(cfg, self.grid, self.path, self.stencil, self.layout, self.comm)
@@ -87,6 +89,8 @@ class Simulation:
         self.t = self.step_index * dt  # no accumulated round-off in t
         with self.timers("reaction"):
             self.reaction.check(self.t)
+        with self.timers("io"):
+            self.activation.update(t, self.t, self.V.getArray(readonly=True))
 
     def vecs(self) -> dict:
         return {"Vm": self.V, "phi_e": self.phi}
@@ -150,6 +154,8 @@ class Simulation:
         log.info("iterations per step: " + ", ".join(
             f"{k} {v['mean']:.1f} (max {v['max']})" for k, v in summary["iterations"].items()))
         if self.output:
+            self.output.write_map("activation_time", self.activation.time, "ms",
+                                  f"first upward crossing of {self.activation.threshold} mV; NaN: not activated")
             self.output.finish(timing, its, {"simulated_ms": self.t, "wall_s": wall})
             if self.comm.rank == 0:
                 self.path.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")

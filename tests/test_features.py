@@ -134,3 +134,23 @@ interval = 5.0
     a = activation_time(t, v, -40.0)
     print(f"\n3D slab: far corner activates at {a:.2f} ms")
     assert 5.0 < a < 40.0
+
+
+def test_activation_map_matches_probes_on_two_ranks(tmp_path):
+    from cardiosim.analysis import sample
+    from pathlib import Path
+    sheet = Path(__file__).parent / "configs" / "sheet.toml"
+    out = tmp_path / "sheet.h5"
+    run_cli(["run", sheet, "--quiet", "--output", out, "--set", "output.activation_threshold=-40.0"], np=2,
+            check=True)
+    with h5py.File(out) as f:
+        amap = f["maps/activation_time"][:]
+        assert amap.shape == tuple(f["grid"].attrs["shape"][::-1])
+        t = f["probes/time"][:]
+        for name in ("near", "middle", "far"):
+            pos = f["probes"][name].attrs["node_position"]
+            a_probe = activation_time(t, f["probes"][name]["Vm"][:], -40.0)
+            a_map = sample(amap, f["grid"].attrs["spacing"], pos)
+            print(f"{name}: probe {a_probe:.4f} ms, map {a_map:.4f} ms")
+            assert a_map == pytest.approx(a_probe, abs=1e-9)
+        assert np.nanmin(amap) == 0.0          # the stimulated corner

@@ -1,0 +1,297 @@
+"""CUDA backend: the cell model's C right-hand side (``kernels/<model>.h``) in the fused Forward-Euler kernel
+(``kernels/fused.cu``), compiled with PyCUDA for the model chosen at compile time.
+
+The state lives on the device in a pitched structure of arrays (one row per state); :meth:`CudaBackend.advance`
+does k substeps in one launch, the same arithmetic as :class:`cardiosim.ode.native.NativeModel.advance` (to
+round-off: the GPU contracts a*b+c into fused multiply-adds unless compiled with ``fmad=False``, and its exp/log
+differ from glibc's by an ulp). Parameters, admissible ranges and pulse trains sit in ``__constant__`` memory; the
+per-cell amplitudes in global memory.
+
+PyCUDA is imported inside the class, so importing this module needs no PyCUDA. The context is the device's primary
+context (the one PETSc's CUDA objects use too), pushed around every call and popped after: the backend can live
+next to PETSc in one process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import SimulationError
+from .native import kernel_dir
+
+KERNEL = "fused.cu"
+FUNCTION = "cs_fused_euler"
+MAX_PROTOCOLS = 16
+
+
+def _import_pycuda():
+    try:
+        import pycuda.driver as cuda
+        from pycuda.compiler import SourceModule
+    except ImportError as e:   # pragma: no cover - depends on the machine
+        raise RuntimeError(
+            "PyCUDA is not installed: the CUDA backend needs it (pip install 'cardiosim[gpu]', with the CUDA toolkit's "
+            f"nvcc on PATH); use the native CPU backend otherwise ({e})") from e
+    return cuda, SourceModule
+
+
+@dataclass(frozen=True)
+class CudaStimulus:
+    """Pulse trains for :meth:`CudaBackend.advance`: proto (start, duration, period, count per protocol, flattened,
+    host) and the amplitudes amp[p, c] in pA/pF already on the device. Build with :meth:`CudaBackend.stimulus`."""
+
+    proto: np.ndarray
+    amp: object            # pycuda DeviceAllocation, or None when there are no protocols
+    n_protocols: int
+    n_cells: int
+
+
+class CudaBackend:
+    """A cell model on one GPU: state on the device, k Forward-Euler substeps per launch.
+
+    ``model``: a :class:`~cardiosim.cells.base.CellModel` with ``kernel_name`` and ``parameter_vector()``.
+    ``states``: the initial state, float64 (n_states, n_cells); uploaded at once. ``device``: CUDA ordinal.
+    ``fmad``: let nvcc contract multiply-adds into FMAs (default, faster); False for a closer match to the CPU.
+    ``block``: threads per block. ``options``: extra nvcc options.
+    """
+
+    def __init__(self, model, states: np.ndarray, device: int = 0, fmad: bool = True, block: int = 128,
+                 options: Sequence[str] = ()):
+        cuda, SourceModule = _import_pycuda()
+        self.cuda = cuda
+        name = model.kernel_name
+        if not name or not hasattr(model, "parameter_vector"):
+            raise RuntimeError(f"cell model {model.name} has no C kernel for the CUDA backend")
+        self.model = model
+        self.n_states = model.n_states
+        states = np.asarray(states, dtype=np.float64)
+        if states.ndim != 2 or states.shape[0] != self.n_states:
+            raise ValueError(f"states must have shape ({self.n_states}, n_cells), got {states.shape}")
+        self.n_cells = int(states.shape[1])
+        if self.n_cells >= 2**31:
+            raise ValueError("the CUDA backend indexes cells with int: at most 2^31-1 cells per device")
+        self.params = np.ascontiguousarray(model.parameter_vector(), dtype=np.float64)
+        self.block = int(block)
+
+        cuda.init()
+        self.device = cuda.Device(device)
+        self.ctx = self.device.retain_primary_context()
+        self.ctx.push()
+        try:
+            kdir = kernel_dir()
+            src = (kdir / KERNEL).read_text()
+            # PyCUDA's cache keys on the source text and options only: add a digest of the headers it includes.
+            h = hashlib.sha256()
+            for hdr in sorted(kdir.glob("*.h")):
+                h.update(hdr.name.encode() + b"\0" + hdr.read_bytes())
+            src = f"// headers: {h.hexdigest()[:20]}\n" + src
+            opts = [f"-DCS_MODEL={name}", f"-DCS_MODEL_UP={name.upper()}", f"-DCS_N_STATES={self.n_states}",
+                    f"-DCS_N_PARAMS={self.params.size}", f"-DCS_MAX_PROTOCOLS={MAX_PROTOCOLS}",
+                    f"--fmad={'true' if fmad else 'false'}", *options]
+            self.options = opts
+            mod = None
+            errors = []
+            for std in ("-std=c++14", "-std=c++17"):     # nvcc 13 may have dropped C++14
+                try:
+                    mod = SourceModule(src, options=[std, *opts], include_dirs=[str(kdir)], no_extern_c=True)
+                    break
+                except Exception as e:                   # pycuda.driver.CompileError
+                    errors.append(str(e))
+            if mod is None:
+                raise RuntimeError(f"CUDA backend: compiling {KERNEL} for {name} failed:\n" + "\n".join(errors))
+            self.module = mod
+            self.func = mod.get_function(FUNCTION)
+            self.func.prepare("PqiddiiPiPPP")
+            self._upload("c_params", self.params)
+            self._upload("c_lower", np.array([s.lower for s in model.states], dtype=np.float64))
+            self._upload("c_upper", np.array([s.upper for s in model.states], dtype=np.float64))
+            self._proto_on_device = None
+            # pitched SoA state
+            self.y, pitch_bytes = cuda.mem_alloc_pitch(self.n_cells * 8, self.n_states, 8)
+            self.pitch = pitch_bytes // 8
+            self.bad = cuda.mem_alloc(4 * 4)
+            cuda.memset_d32(self.bad, 0, 4)
+            self._dvdt = None
+            self._to_device(states)
+        finally:
+            self.ctx.pop()
+
+    # -- context -------------------------------------------------------------------------------------------------
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _push(self):
+        self.ctx.push()
+
+    def _pop(self):
+        self.cuda.Context.pop()
+
+    def close(self):
+        """Free the device memory and release the primary context (the backend is unusable after)."""
+        if getattr(self, "ctx", None) is None:
+            return
+        self.ctx.push()
+        try:
+            for a in (self.y, self.bad):
+                a.free()
+            if self._dvdt is not None:
+                for a in self._dvdt:
+                    a.free()
+        finally:
+            self.cuda.Context.pop()
+            self.ctx.detach()
+            self.ctx = None
+
+    def _upload(self, symbol: str, values: np.ndarray):
+        ptr, size = self.module.get_global(symbol)
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        if values.nbytes > size:
+            raise ValueError(f"{symbol}: {values.nbytes} bytes do not fit its {size}")
+        self.cuda.memcpy_htod(ptr, values)
+
+    # -- state ---------------------------------------------------------------------------------------------------
+    def _copy2d(self):
+        cp = self.cuda.Memcpy2D()
+        cp.width_in_bytes = self.n_cells * 8
+        cp.height = self.n_states
+        return cp
+
+    def _to_device(self, states):
+        states = np.ascontiguousarray(states, dtype=np.float64)
+        if states.shape != (self.n_states, self.n_cells):
+            raise ValueError(f"states must have shape ({self.n_states}, {self.n_cells}), got {states.shape}")
+        cp = self._copy2d()
+        cp.set_src_host(states)
+        cp.src_pitch = self.n_cells * 8
+        cp.set_dst_device(self.y)
+        cp.dst_pitch = self.pitch * 8
+        cp(aligned=True)
+
+    def to_device(self, states: np.ndarray) -> None:
+        """Replace the device state by ``states`` (n_states, n_cells)."""
+        self._push()
+        try:
+            self._to_device(states)
+        finally:
+            self._pop()
+
+    def from_device(self) -> np.ndarray:
+        """The device state as a new float64 array (n_states, n_cells)."""
+        out = np.empty((self.n_states, self.n_cells), dtype=np.float64)
+        self._push()
+        try:
+            cp = self._copy2d()
+            cp.set_src_device(self.y)
+            cp.src_pitch = self.pitch * 8
+            cp.set_dst_host(out)
+            cp.dst_pitch = self.n_cells * 8
+            cp(aligned=True)
+        finally:
+            self._pop()
+        return out
+
+    # -- stimulus ------------------------------------------------------------------------------------------------
+    def stimulus(self, protocols: Sequence = (), amps=None) -> CudaStimulus:
+        """Pulse trains (``start, duration, period, count``: :class:`cardiosim.stimulus.Protocol`) and their currents
+        in pA/pF, shape (n_protocols, n_cells) or one number per protocol; the amplitudes go to the device once."""
+        n_p = len(protocols)
+        if n_p == 0:
+            return CudaStimulus(np.zeros(0), None, 0, self.n_cells)
+        if n_p > MAX_PROTOCOLS:
+            raise ValueError(f"the CUDA backend takes at most {MAX_PROTOCOLS} stimulus protocols, got {n_p}")
+        proto = np.array([[p.start, p.duration, p.period, p.count] for p in protocols], dtype=np.float64).reshape(-1)
+        a = np.asarray(amps, dtype=np.float64)
+        if a.ndim <= 1:
+            a = np.broadcast_to(a.reshape(-1, 1), (n_p, self.n_cells))
+        if a.shape != (n_p, self.n_cells):
+            raise ValueError(f"amps must have shape ({n_p}, {self.n_cells}), got {np.shape(amps)}")
+        self._push()
+        try:
+            amp = self.cuda.to_device(np.ascontiguousarray(a))
+        finally:
+            self._pop()
+        return CudaStimulus(proto, amp, n_p, self.n_cells)
+
+    # -- stepping ------------------------------------------------------------------------------------------------
+    def advance(self, t0: float, dt: float, k: int, protocols=(), amps=None, check_range: bool = True,
+                track_dvdt: bool = False, check: bool = True):
+        """k Forward-Euler substeps of ``dt`` ms from ``t0`` ms on the device state; substep j evaluates the rhs and
+        the stimulus at t0 + j*dt (as NativeModel.advance).
+
+        ``protocols``/``amps``: as for :meth:`stimulus`, or ``protocols`` a :class:`CudaStimulus` from it (no upload
+        of the amplitudes per call). ``check_range``: check the admissible ranges at the end of the launch
+        (non-finite values are checked at every substep). ``track_dvdt``: return (dvdt_max, t_dvdt_max) per cell
+        (host arrays). ``check``: read the error flag after the launch (a synchronisation); with False, call
+        :meth:`check` later. Raises SimulationError naming the cell, state, value and time.
+        """
+        stim = protocols if isinstance(protocols, CudaStimulus) else self.stimulus(protocols, amps)
+        if stim.n_cells != self.n_cells:
+            raise ValueError(f"the stimulus was prepared for {stim.n_cells} cells, the backend has {self.n_cells}")
+        self._push()
+        try:
+            if stim.n_protocols and (self._proto_on_device is None
+                                     or not np.array_equal(self._proto_on_device, stim.proto)):
+                self._upload("c_proto", stim.proto)
+                self._proto_on_device = stim.proto.copy()
+            d1 = d2 = np.intp(0)
+            if track_dvdt:
+                if self._dvdt is None:
+                    self._dvdt = (self.cuda.mem_alloc(self.n_cells * 8), self.cuda.mem_alloc(self.n_cells * 8))
+                d1, d2 = self._dvdt
+            grid = ((self.n_cells + self.block - 1) // self.block, 1)
+            self.func.prepared_call(grid, (self.block, 1, 1), self.y, np.int64(self.pitch), np.int32(self.n_cells),
+                                    float(t0), float(dt), np.int32(k), np.int32(stim.n_protocols),
+                                    stim.amp if stim.amp is not None else np.intp(0), np.int32(bool(check_range)),
+                                    self.bad, d1, d2)
+            out = None
+            if track_dvdt:
+                out = (self.cuda.from_device(self._dvdt[0], (self.n_cells,), np.float64),
+                       self.cuda.from_device(self._dvdt[1], (self.n_cells,), np.float64))
+        finally:
+            self._pop()
+        if check:
+            self.check(t0, dt)
+        return out
+
+    def synchronize(self):
+        self._push()
+        try:
+            self.cuda.Context.synchronize()
+        finally:
+            self._pop()
+
+    def check(self, t0: float, dt: float):
+        """Raise SimulationError if a cell went bad since the flag was last cleared (t0, dt: of the launch that
+        set it, to name the time)."""
+        flag = np.zeros(4, dtype=np.int32)
+        self._push()
+        try:
+            self.cuda.memcpy_dtoh(flag, self.bad)
+            if flag[0]:
+                self.cuda.memset_d32(self.bad, 0, 4)
+        finally:
+            self._pop()
+        status, c, s, j = (int(v) for v in flag)
+        if not status:
+            return
+        st = self.model.states[s]
+        v = self.from_device()[s, c]
+        what = "is not finite" if status == 1 else f"is outside its range [{st.lower:g}, {st.upper:g}]"
+        raise SimulationError(
+            f"{self.model.name}: cell {c}, state {st.name} = {v:.6g} {st.unit} {what} at t = {t0 + j * dt:.6g} ms "
+            f"(Forward Euler on the GPU, dt = {dt:g} ms); the time step is probably too large, try a smaller dt")
+
+    # -- reporting -----------------------------------------------------------------------------------------------
+    def registers(self) -> dict:
+        """What ptxas gave the kernel: registers per thread, local memory (spills) and constant bytes per thread."""
+        f = self.func
+        return {"num_regs": f.num_regs, "local_size_bytes": f.local_size_bytes,
+                "const_size_bytes": f.const_size_bytes, "shared_size_bytes": f.shared_size_bytes,
+                "max_threads_per_block": f.max_threads_per_block}
