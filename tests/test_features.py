@@ -153,4 +153,4 @@ def test_activation_map_matches_probes_on_two_ranks(tmp_path):
             a_map = sample(amap, f["grid"].attrs["spacing"], pos)
             print(f"{name}: probe {a_probe:.4f} ms, map {a_map:.4f} ms")
             assert a_map == pytest.approx(a_probe, abs=1e-9)
-        assert 0.0 < np.nanmin(amap) < 1.0     # the stimulated corner, during the 1 ms pulse
+        assert 0.0 < np.nanmin(amap) < 5.0     # the stimulated corner, just after the 1 ms pulse
