@@ -9,7 +9,7 @@ CONFIG ?= run/demo.toml
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.cardiosim-setup
 
-.PHONY: run test test-gpu bench lint setup clean
+.PHONY: run test test-gpu bench bench-niederer setup clean
 
 $(STAMP): tools/bootstrap.sh setup.cfg pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash tools/bootstrap.sh
@@ -31,7 +31,13 @@ test-gpu: $(STAMP)
 
 ## make bench: PDE-step benchmarks, written to docs/benchmarks.md
 bench: $(STAMP)
-	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m cardiosim.bench.pde --write docs/benchmarks.md
+	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/cardiosim bench pde --write docs/benchmarks.md
+
+## make bench-niederer: the Niederer 2011 slab, nine runs on $(NP) ranks, written to docs/niederer.md
+##   (RUNS="dx0.5_dt0.05 ..." for a subset)
+bench-niederer: $(STAMP)
+	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/cardiosim bench niederer --ranks $(NP) \
+	    $(if $(RUNS),--runs $(RUNS)) --write docs/niederer.md --json docs/bench/niederer.json
 
 clean:
 	rm -rf out .pytest_cache

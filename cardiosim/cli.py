@@ -3,6 +3,7 @@
     cardiosim run CONFIG [--set section.key=value ...] [--output FILE] [--overwrite] [-- PETSc options]
     cardiosim config --doc | cardiosim config check CONFIG
     cardiosim cell ...        single-cell runs and biomarkers (see ``cardiosim cell --help``)
+    cardiosim bench niederer | pde ...   benchmarks, written to docs/ (see ``cardiosim bench NAME --help``)
 
 Everything after ``--`` goes to PETSc (``-elliptic_pc_type gamg``, ``-log_view``, ...). A mistake in the input
 gives one line on stderr and exit status 2; a run that goes wrong (a state out of range, a diverged solver) one
@@ -75,6 +76,8 @@ def main(argv=None) -> int:
     from . import log
     from .errors import SimulationError, UserError
     try:
+        if ours[:1] == ["bench"]:
+            return _bench(argv[1:])
         args = _parser().parse_args(ours)
         if args.version:
             from . import __version__
@@ -118,6 +121,18 @@ def _run(args) -> int:
     sim = Simulation(cfg, output_path=Path(args.output) if args.output else None, overwrite=args.overwrite)
     sim.run()
     return 0
+
+
+BENCHMARKS = {"niederer": "cardiosim.bench.niederer", "pde": "cardiosim.bench.pde"}
+
+
+def _bench(argv) -> int:
+    """``cardiosim bench NAME ...``: each benchmark parses its own arguments (see its --help)."""
+    import importlib
+    from .errors import UserError
+    if not argv or argv[0] not in BENCHMARKS:
+        raise UserError(f"cardiosim bench: name a benchmark: {', '.join(BENCHMARKS)}")
+    return importlib.import_module(BENCHMARKS[argv[0]]).main(argv[1:])
 
 
 def _cell(args) -> int:

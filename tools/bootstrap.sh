@@ -7,13 +7,13 @@
 #          2 cores), cached as wheels under $CARDIOSIM_CACHE so the next fresh clone on this machine installs
 #          in seconds. A cached wheel that does not import is thrown away and rebuilt: a cold start never fails.
 #   BLAS   PETSc needs LAPACK; where none is installed and apt-get can be run (root), liblapack-dev is installed.
-#   GPU    EXTRAS=gpu adds PyCUDA (needs CUDA's nvcc).
+#   Extras test,plot by default (pytest, matplotlib); EXTRAS=test,plot,gpu adds PyCUDA (needs CUDA's nvcc).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 venv=${VENV:-$here/.venv}
 python=${PYTHON:-python3}
-extras=${EXTRAS:-test}
+extras=${EXTRAS:-test,plot}
 petsc_version=3.26.1
 cache=${CARDIOSIM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cardiosim}
 

@@ -290,7 +290,7 @@ class CudaBackend:
 
     # -- reporting -----------------------------------------------------------------------------------------------
     def registers(self) -> dict:
-        """What ptxas gave the kernel: registers per thread, local memory (spills) and constant bytes per thread."""
+        """What ptxas gave the kernel: registers per thread, local memory per thread (spills), constant bytes of the module."""
         f = self.func
         return {"num_regs": f.num_regs, "local_size_bytes": f.local_size_bytes,
                 "const_size_bytes": f.const_size_bytes, "shared_size_bytes": f.shared_size_bytes,

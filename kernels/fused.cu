@@ -1,0 +1,139 @@
+/* Fused Forward-Euler kernel for any cell model with a C right-hand side in kernels/<model>.h (DESIGN.md section 5).
+ *
+ * One thread per cell; the cell's state is loaded once into a local array (registers: every index is a compile-time
+ * constant after unrolling), advanced k substeps, and written straight back: one global read and one global write
+ * per state per launch, whatever k. Double precision throughout.
+ *
+ * Compile-time selection of the model (cardiosim/ode/cuda_backend.py passes these):
+ *   -DCS_MODEL=bondarenko     kernels/bondarenko.h, bondarenko_rhs
+ *   -DCS_MODEL_UP=BONDARENKO  BONDARENKO_N_STATES / BONDARENKO_N_PARAMS, checked against the two below
+ *   -DCS_N_STATES=41 -DCS_N_PARAMS=96   sizes as numbers (the parameter array is declared before the header)
+ *   -DCS_MAX_PROTOCOLS=16     optional: room for pulse trains in constant memory
+ *
+ * Constant memory, uploaded by the host (module.get_global + memcpy_htod): c_params (model.parameter_vector(),
+ * once per context), c_lower/c_upper (admissible ranges, once), c_proto (start, duration, period, count per
+ * protocol; when the protocols change).
+ *
+ * Layout: y[s*pitch + c] = state s of cell c; pitch in elements (a pitched allocation, one row per state).
+ * Stimulus: amp[p*n_cells + c] in pA/pF (negative depolarises); the timing rule is cardiosim.stimulus.Protocol.active
+ * (= protocol_active in kernels/cpu_driver.c), operation for operation, with the time t0 + j*dt and the products in
+ * the rule rounded explicitly (__dmul_rn/__dadd_rn) so that FMA contraction cannot move a pulse edge by a substep.
+ *
+ * Errors: after every substep the sum of the cell's states must be finite; after the last substep (check_range != 0)
+ * every state must lie in [c_lower, c_upper]. A bad cell stops where it is and is stored back as it is; the first
+ * thread to claim bad[0] (atomicCAS 0 -> status, 1 = non-finite, 2 = out of range) writes bad[1] = cell,
+ * bad[2] = state, bad[3] = substep count j (the bad value belongs to t0 + j*dt). Unlike the CPU driver, the other
+ * cells are still advanced (threads do not wait for each other).
+ */
+
+#define CS_STR2(x) #x
+#define CS_STR(x) CS_STR2(x)
+#define CS_CAT2(a, b) a##b
+#define CS_CAT(a, b) CS_CAT2(a, b)
+
+#if !defined(CS_MODEL) || !defined(CS_MODEL_UP) || !defined(CS_N_STATES) || !defined(CS_N_PARAMS)
+#error "define CS_MODEL, CS_MODEL_UP, CS_N_STATES and CS_N_PARAMS (cardiosim/ode/cuda_backend.py does)"
+#endif
+#ifndef CS_MAX_PROTOCOLS
+#define CS_MAX_PROTOCOLS 16
+#endif
+
+__constant__ double c_params[CS_N_PARAMS];
+__constant__ double c_lower[CS_N_STATES];
+__constant__ double c_upper[CS_N_STATES];
+__constant__ double c_proto[4 * CS_MAX_PROTOCOLS];
+
+#define CS_FN __device__ __forceinline__
+#define CS_PARAM(i) (c_params[i])
+#define CS_PARAM_ARG
+#include CS_STR(CS_MODEL.h)
+
+#define CS_RHS CS_CAT(CS_MODEL, _rhs)
+static_assert(CS_N_STATES == CS_CAT(CS_MODEL_UP, _N_STATES), "CS_N_STATES does not match the model header");
+static_assert(CS_N_PARAMS == CS_CAT(CS_MODEL_UP, _N_PARAMS), "CS_N_PARAMS does not match the model header");
+
+#define NS CS_N_STATES
+
+/* cardiosim.stimulus.Protocol.active(t), operation for operation (see protocol_active in cpu_driver.c). */
+__device__ __forceinline__ bool cs_active(int q, double t)
+{
+    const double start = c_proto[4 * q], duration = c_proto[4 * q + 1];
+    const double period = c_proto[4 * q + 2], count = c_proto[4 * q + 3];
+    if (t < start)
+        return false;
+    const double n = period > 0.0 ? floor((t - start) / period) : 0.0;
+    if (count != 0.0 && n >= count)
+        return false;
+    return __dsub_rn(t - start, __dmul_rn(n, period)) < duration;
+}
+
+/* k Forward-Euler substeps of dt ms from t0 for every cell, in place: y <- y + dt*f(t0 + j*dt, y), j = 0..k-1.
+ * dvdt_max / t_dvdt_max (n_cells each) may be null: else the largest dV/dt over the substeps and its time. */
+extern "C" __global__ void cs_fused_euler(double *__restrict__ y, long long pitch, int n_cells, double t0, double dt,
+                                          int k, int n_protocols, const double *__restrict__ amp, int check_range,
+                                          int *bad, double *__restrict__ dvdt_max, double *__restrict__ t_dvdt_max)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n_cells)
+        return;
+
+    double ys[NS], f[NS];
+#pragma unroll
+    for (int s = 0; s < NS; ++s)
+        ys[s] = y[(long long)s * pitch + c];
+
+    double dmax = -INFINITY, tmax = t0;
+    int status = 0, which = -1, jbad = 0;
+    for (int j = 0; j < k; ++j) {
+        const double t = __dadd_rn(t0, __dmul_rn((double)j, dt));
+        double i_stim = 0.0;
+        for (int q = 0; q < n_protocols; ++q)
+            if (cs_active(q, t))
+                i_stim += amp[(long long)q * n_cells + c];
+        CS_RHS(ys, f, i_stim);
+        if (f[0] > dmax) {
+            dmax = f[0];
+            tmax = t;
+        }
+        double sum = 0.0;
+#pragma unroll
+        for (int s = 0; s < NS; ++s) {
+            ys[s] += dt * f[s];
+            sum += ys[s];
+        }
+        if (!isfinite(sum)) {
+            status = 1;
+            jbad = j + 1;
+            break;
+        }
+    }
+    if (status == 0 && check_range) {
+#pragma unroll
+        for (int s = 0; s < NS; ++s)
+            if (which < 0 && !(ys[s] >= c_lower[s] && ys[s] <= c_upper[s]))
+                which = s;
+        if (which >= 0) {
+            status = 2;
+            jbad = k;
+        }
+    }
+    if (status == 1) {
+#pragma unroll
+        for (int s = 0; s < NS; ++s)
+            if (which < 0 && !isfinite(ys[s]))
+                which = s;
+    }
+
+#pragma unroll
+    for (int s = 0; s < NS; ++s)
+        y[(long long)s * pitch + c] = ys[s];
+    if (dvdt_max) {
+        dvdt_max[c] = dmax;
+        t_dvdt_max[c] = tmax;
+    }
+    if (status && atomicCAS(bad, 0, status) == 0) {
+        bad[1] = c;
+        bad[2] = which < 0 ? 0 : which;
+        bad[3] = jbad;
+    }
+}
