@@ -108,9 +108,10 @@ class Cell:
     variant: str = key("", doc="model variant, e.g. bondarenko: apical | septal")
     parameters: dict[str, float] = key(factory=dict, doc="parameter overrides by name, in the model's units")
     initial: dict[str, float] = key(factory=dict, doc="initial-state overrides by state name")
-    backend: str = key("auto", choices=("auto", "numpy", "native"),
-                       doc="CPU integration of the cells: numpy (the reference), native (the model's C kernel "
-                           "compiled with gcc; Bondarenko, TT06), auto: native where the model has one")
+    backend: str = key("auto", choices=("auto", "numpy", "native", "cuda"),
+                       doc="where the cells are integrated: numpy (the reference), native (the model's C kernel "
+                           "compiled with gcc; Bondarenko, TT06), cuda (the fused GPU kernel, one context per rank, "
+                           "GPU = node rank mod GPUs; needs PyCUDA), auto: native where the model has a C kernel")
 
 
 @dataclass(kw_only=True)

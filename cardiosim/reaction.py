@@ -28,11 +28,14 @@ class Reaction:
         backend = c.backend
         if backend == "auto":
             backend = "native" if self.model.kernel_name else "numpy"
+        if backend in ("native", "cuda") and not self.model.kernel_name:
+            raise UserError(f"cell.backend: {self.model.name} has no C kernel; use 'numpy' (or 'auto')")
         if backend == "native":
-            if not self.model.kernel_name:
-                raise UserError(f"cell.backend: {self.model.name} has no C kernel; use 'numpy' (or 'auto')")
             from .ode.native_backend import NativeBackend
             self.backend = NativeBackend(self.model, self.states, self.stimuli)
+        elif backend == "cuda":
+            from .ode.cuda_tissue_backend import CudaTissueBackend
+            self.backend = CudaTissueBackend(self.model, self.states, self.stimuli)
         else:
             self.backend = NumpyBackend(self.model, self.states)
         self.k = cfg.simulation.ode_substeps

@@ -36,12 +36,13 @@ POINTS = {                                  # mm
 DIAGONAL_SAMPLES = 41
 
 
-def run_one(name: str, ranks: int, out_dir: Path, petsc_args=()) -> dict:
+def run_one(name: str, ranks: int, out_dir: Path, petsc_args=(), overrides=()) -> dict:
     """Run one configuration under mpirun; return its activation times, diagonal and cost."""
     import h5py
     out = out_dir / f"{name}.h5"
+    sets = [a for o in overrides for a in ("--set", o)]
     cmd = mpirun_command(ranks) + [sys.executable, "-m", "cardiosim", "run", str(CONFIGS / f"{name}.toml"),
-                                   "--output", str(out), "--overwrite", "--quiet", "--", *petsc_args]
+                                   "--output", str(out), "--overwrite", "--quiet", *sets, "--", *petsc_args]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -60,6 +61,8 @@ def run_one(name: str, ranks: int, out_dir: Path, petsc_args=()) -> dict:
     return {"run": name, "dx_mm": float(name[2:name.index("_")]), "dt_ms": float(name.split("_dt")[1]),
             "points": points, "diagonal": diagonal, "diagonal_mm": list(s * float(np.linalg.norm(p8 - p1)) * 10),
             "ranks": ranks, "nodes": cells, "wall_s": wall, "run_s": summary["wall_s"],
+            "where": f"{machine()['host']}: {ranks} rank(s), cells {summary['layout']['ode_backend']}, "
+                     f"{'PETSc ' + ' '.join(petsc_args) if petsc_args else 'PETSc CPU'}",
             "cell_steps_per_s": cells * steps * k / reaction if reaction > 0 else None,
             "not_activated": int(np.isnan(amap).sum())}
 
@@ -116,13 +119,13 @@ def markdown(results: list[dict], meta: dict, png: str | None) -> str:
              f"{meta['date']} · {meta['machine']['cpu']} ({meta['machine']['cores']} cores) · GPU: "
              f"{meta['machine']['gpu']} · `{meta['command']}`", "",
              "Activation times (ms): interpolated first upward crossing of 0 mV, sampled at the points' coordinates.",
-             "", "| run | " + " | ".join(pts) + " | ranks | wall (s) | cell-steps/s (reaction) |",
+             "", "| run | " + " | ".join(pts) + " | wall (s) | cell-steps/s (reaction) | where |",
              "|---|" + "---|" * (len(pts) + 3)]
     for r in results:
         cs = f"{r['cell_steps_per_s']:.3g}" if r["cell_steps_per_s"] else "—"
         lines.append(f"| dx {r['dx_mm']:g} mm, dt {r['dt_ms']:g} ms | "
                      + " | ".join(f"{r['points'][p]:.2f}" for p in pts)
-                     + f" | {r['ranks']} | {r['wall_s']:.0f} | {cs} |")
+                     + f" | {r['wall_s']:.0f} | {cs} | {r.get('where', str(r['ranks']) + ' rank(s)')} |")
     lines += ["", "Convergence:", *convergence_lines(results), ""]
     if png:
         lines += [f"![activation along the diagonal]({png})", ""]
@@ -146,6 +149,8 @@ def main(argv=None) -> int:
     p.add_argument("--out-dir", default="out/niederer", help="where the runs' HDF5 files go")
     p.add_argument("--write", help="markdown page to update (docs/niederer.md)")
     p.add_argument("--json", help="write the results as JSON too")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="config override passed to every run (e.g. cell.backend=\"cuda\")")
     args = p.parse_args(ours)
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -153,7 +158,7 @@ def main(argv=None) -> int:
             "command": "cardiosim bench niederer " + " ".join(argv)}
     results = []
     for name in args.runs:
-        r = run_one(name, args.ranks, out_dir, petsc_args)
+        r = run_one(name, args.ranks, out_dir, petsc_args, args.set)
         results.append(r)
         print(f"{name}: " + " ".join(f"{k} {v:.2f}" for k, v in r["points"].items())
               + f" | {r['wall_s']:.0f} s", flush=True)

@@ -197,6 +197,22 @@ class CudaBackend:
             self._pop()
         return out
 
+    def set_row(self, s: int, values: np.ndarray) -> None:
+        """Overwrite state row ``s`` on the device (e.g. Vm from the PDE solve)."""
+        self._push()
+        try:
+            self.cuda.memcpy_htod(int(self.y) + s * self.pitch * 8, np.ascontiguousarray(values, dtype=np.float64))
+        finally:
+            self._pop()
+
+    def get_row(self, s: int, out: np.ndarray) -> None:
+        """Copy state row ``s`` from the device into ``out`` (float64, C-contiguous, n_cells)."""
+        self._push()
+        try:
+            self.cuda.memcpy_dtoh(out, int(self.y) + s * self.pitch * 8)
+        finally:
+            self._pop()
+
     # -- stimulus ------------------------------------------------------------------------------------------------
     def stimulus(self, protocols: Sequence = (), amps=None) -> CudaStimulus:
         """Pulse trains (``start, duration, period, count``: :class:`cardiosim.stimulus.Protocol`) and their currents
