@@ -47,7 +47,8 @@ def run_one(name: str, ranks: int, out_dir: Path, petsc_args=(), overrides=()) -
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise RuntimeError(f"{name} failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+        raise RuntimeError(f"{name} failed ({proc.returncode}):\n{proc.stdout.strip()[-2000:]}\n"
+                           f"{proc.stderr.strip()[-2000:]}")
     summary = json.loads(out.with_suffix(".json").read_text())
     with h5py.File(out) as f:
         amap = f["maps/activation_time"][:]
