@@ -24,6 +24,6 @@ class NativeBackend:
         if self.failure:
             return
         try:
-            self.native.advance(self.y, t0, dt, k, self.stimulus, check_range=False)
+            self.native.advance(self.y, t0, dt, k, self.stimulus, check_range=True)
         except SimulationError as e:
             self.failure = str(e)
