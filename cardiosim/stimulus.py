@@ -52,6 +52,20 @@ class Protocol:
             n += 1
 
 
+def kernel_layout(protocols, amps, n_cells: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pulse trains and currents in the layout the C/CUDA kernels read: proto = (start, duration, period, count)
+    per protocol, flattened; amp[p, c] (pA/pF), C-contiguous. ``amps`` is (n_protocols, n_cells) or one number
+    per protocol for all cells."""
+    n_p = len(protocols)
+    proto = np.array([[p.start, p.duration, p.period, p.count] for p in protocols], dtype=np.float64).reshape(-1)
+    a = np.asarray(amps, dtype=np.float64)
+    if a.ndim <= 1:
+        a = np.broadcast_to(a.reshape(-1, 1), (n_p, n_cells))
+    if a.shape != (n_p, n_cells):
+        raise ValueError(f"amps must have shape ({n_p}, {n_cells}), got {np.shape(amps)}")
+    return proto, np.ascontiguousarray(a)
+
+
 @dataclass
 class TissueStimuli:
     """The configured stimuli on this rank's cells: a protocol each and a per-cell current (µA/µF).

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +14,8 @@ REFERENCE = ROOT.parent / "shared" / "reference"
 
 
 def mpirun() -> str | None:
-    here = Path(sys.executable).parent / "mpirun"
-    return str(here) if here.exists() else shutil.which("mpirun")
+    from cardiosim.bench.launch import find_mpirun
+    return find_mpirun()
 
 
 def run_cli(args, np: int = 1, cwd=None, timeout=600, check=False):

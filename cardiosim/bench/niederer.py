@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from ..analysis import sample
-from .pde import machine, mpirun_command, write_section
+from .launch import machine, mpirun_command
+from .pde import write_section
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "run" / "niederer"

@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
+
+from .launch import machine, mpirun_command
 
 SHEET = """
 [simulation]
@@ -91,33 +91,6 @@ def single(n: int, steps: int) -> dict:
 def _petsc_args():
     argv = sys.argv
     return argv[argv.index("--") + 1:] if "--" in argv else []
-
-
-def machine() -> dict:
-    info = {"host": platform.node(), "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20).stdout.strip().splitlines()
-        info["gpu"] = ", ".join(gpu) if gpu else "none"
-    except (OSError, subprocess.SubprocessError):
-        info["gpu"] = "none"
-    return info
-
-
-def mpirun_command(ranks: int) -> list[str]:
-    import shutil
-    here = Path(sys.executable).parent / "mpirun"
-    launcher = str(here) if here.exists() else shutil.which("mpirun")
-    if launcher is None:
-        raise SystemExit("no mpirun found")
-    return [launcher, "-n", str(ranks)]
 
 
 def run_case(n, ranks, steps, petsc_args):

@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import SimulationError
+from ..stimulus import kernel_layout
 from .native import kernel_dir
 
 KERNEL = "fused.cu"
@@ -222,15 +223,10 @@ class CudaBackend:
             return CudaStimulus(np.zeros(0), None, 0, self.n_cells)
         if n_p > MAX_PROTOCOLS:
             raise ValueError(f"the CUDA backend takes at most {MAX_PROTOCOLS} stimulus protocols, got {n_p}")
-        proto = np.array([[p.start, p.duration, p.period, p.count] for p in protocols], dtype=np.float64).reshape(-1)
-        a = np.asarray(amps, dtype=np.float64)
-        if a.ndim <= 1:
-            a = np.broadcast_to(a.reshape(-1, 1), (n_p, self.n_cells))
-        if a.shape != (n_p, self.n_cells):
-            raise ValueError(f"amps must have shape ({n_p}, {self.n_cells}), got {np.shape(amps)}")
+        proto, a = kernel_layout(protocols, amps, self.n_cells)
         self._push()
         try:
-            amp = self.cuda.to_device(np.ascontiguousarray(a))
+            amp = self.cuda.to_device(a)
         finally:
             self._pop()
         return CudaStimulus(proto, amp, n_p, self.n_cells)

@@ -31,6 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import SimulationError
+from ..stimulus import kernel_layout
 
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC")
 LIBS = ("-lm",)
@@ -189,13 +190,8 @@ class NativeModel:
         n_p = len(protocols)
         if n_p == 0:
             return NativeStimulus(np.zeros(4), np.zeros(1), 0, n_cells)
-        proto = np.array([[p.start, p.duration, p.period, p.count] for p in protocols], dtype=np.float64).reshape(-1)
-        a = np.asarray(amps, dtype=np.float64)
-        if a.ndim <= 1:
-            a = np.broadcast_to(a.reshape(-1, 1), (n_p, n_cells))
-        if a.shape != (n_p, n_cells):
-            raise ValueError(f"amps must have shape ({n_p}, {n_cells}), got {np.shape(amps)}")
-        return NativeStimulus(proto, np.ascontiguousarray(a), n_p, n_cells)
+        proto, a = kernel_layout(protocols, amps, n_cells)
+        return NativeStimulus(proto, a, n_p, n_cells)
 
     def advance(self, y: np.ndarray, t0: float, dt: float, k: int, protocols=(), amps=None,
                 check_range: bool = True, track_dvdt: bool = False):
