@@ -26,6 +26,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 
 
 from .errors import UserError
+from .ode import kernel_variants
 
 
 class ConfigError(UserError):
@@ -112,6 +113,13 @@ class Cell:
                        doc="where the cells are integrated: numpy (the reference), native (the model's C kernel "
                            "compiled with gcc; Bondarenko, TT06), cuda (the fused GPU kernel, one context per rank, "
                            "GPU = node rank mod GPUs; needs PyCUDA), auto: native where the model has a C kernel")
+    integrator: str = key("forward-euler", choices=("forward-euler", "rush-larsen"),
+                          doc="method of each ODE substep: forward-euler, or rush-larsen (the gating variables "
+                              "updated exactly for frozen V, the rest by Forward Euler; models with gates: tt06)")
+    kernel: str = key("fused", choices=tuple(kernel_variants.VARIANTS),
+                      doc="CUDA kernel variant (backend = cuda): fused (k substeps per launch), or one of the seed's "
+                          "study (original, lean-registers, no-aux, constant-memory, all; one substep per launch; "
+                          "bondarenko only). Same results; see docs/benchmarks.md")
 
 
 @dataclass(kw_only=True)
@@ -362,6 +370,17 @@ def validate(cfg: Config) -> Config:
         cls = cells.model_class(cfg.cell.model)
     except cells.CellModelError as e:
         raise ConfigError(str(e)) from None
+    if cfg.cell.integrator == "rush-larsen" and not hasattr(cls, "rush_larsen"):
+        raise ConfigError(f"cell.integrator: 'rush-larsen' needs a model with Hodgkin-Huxley gates written for it "
+                          f"(tt06); {cfg.cell.model} has none, use 'forward-euler'")
+    if cfg.cell.kernel != kernel_variants.DEFAULT:
+        try:
+            kernel_variants.get(cfg.cell.kernel, cls.kernel_name)
+        except ValueError as e:
+            raise ConfigError(f"cell.kernel: {e}") from None
+        if cfg.cell.integrator != "forward-euler":
+            raise ConfigError(f"cell.kernel: the seed's variant '{cfg.cell.kernel}' is Forward Euler only; "
+                              f"use 'fused' with cell.integrator = '{cfg.cell.integrator}'")
     names = {st.name for st in cls.states}
     for k in cfg.cell.initial:
         if k not in names:

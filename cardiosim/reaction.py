@@ -1,4 +1,5 @@
-"""The reaction step: every cell integrates its model over one PDE step with k Forward-Euler substeps.
+"""The reaction step: every cell integrates its model over one PDE step with k substeps (Forward Euler, or
+Rush-Larsen for models with gates: cell.integrator).
 
 The cell states of this rank's nodes live here, as a structure of arrays (n_states, n_cells); V (state 0) is
 exchanged with the PDE's Vec before and after each step. Where the states are integrated (NumPy on this rank,
@@ -32,12 +33,12 @@ class Reaction:
             raise UserError(f"cell.backend: {self.model.name} has no C kernel; use 'numpy' (or 'auto')")
         if backend == "native":
             from .ode.native_backend import NativeBackend
-            self.backend = NativeBackend(self.model, self.states, self.stimuli)
+            self.backend = NativeBackend(self.model, self.states, self.stimuli, c.integrator)
         elif backend == "cuda":
             from .ode.cuda_tissue_backend import CudaTissueBackend
-            self.backend = CudaTissueBackend(self.model, self.states, self.stimuli)
+            self.backend = CudaTissueBackend(self.model, self.states, self.stimuli, c.integrator, c.kernel)
         else:
-            self.backend = NumpyBackend(self.model, self.states)
+            self.backend = NumpyBackend(self.model, self.states, c.integrator)
         self.k = cfg.simulation.ode_substeps
         self.comm = comm
         self.coords = coords

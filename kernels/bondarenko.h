@@ -14,6 +14,8 @@
  *                 Device: e.g. (c_params[i]) for a __constant__ double c_params[BONDARENKO_N_PARAMS].
  *   CS_PARAM_ARG  the extra argument that brings the parameters in. Host default: , const double *p.
  *                 Device: define it empty.
+ *   CS_DERIV_T    the type of dydt. Default: double *. The seed's kernel variants (cardiosim/ode/kernel_variants.py)
+ *                 pass an object whose operator[] addresses a derivative vector in global memory.
  * The parameter vector is Bondarenko.parameter_vector() in Python: the model parameters (BP_Acap .. BP_shift_INa_inact,
  * spec.md section 3, in cardiosim.cells.bondarenko.PARAMETER_ORDER) followed by parameter-only constants derived from
  * them in Python (BP_RTF .. BP_pryr_k, DERIVED_ORDER), so that no parameter-only arithmetic is done per step.
@@ -94,9 +96,12 @@ enum {
 #ifndef CS_PARAM_ARG
 #define CS_PARAM_ARG , const double *p
 #endif
+#ifndef CS_DERIV_T
+#define CS_DERIV_T double * /* anything indexable as dydt[i] = ...: the seed's kernel variants pass a global row */
+#endif
 
 /* dydt = f(y) for one cell; i_stim in pA/pF, negative depolarises, enters dV/dt only. */
-CS_FN void bondarenko_rhs(const double *y, double *dydt, double i_stim CS_PARAM_ARG)
+CS_FN void bondarenko_rhs(const double *y, CS_DERIV_T dydt, double i_stim CS_PARAM_ARG)
 {
     const double V = y[0], Cai = y[1], Cass = y[2], CaJSR = y[3], CaNSR = y[4], P_RyR = y[5];
     const double LTRPN_Ca = y[6], HTRPN_Ca = y[7], P_O1 = y[8], P_O2 = y[9], P_C2 = y[10];

@@ -3,6 +3,7 @@
  * Build (native.py does it, into a cache directory):
  *   gcc -O2 -std=c99 -shared -fPIC -I kernels -DMODEL_HEADER='"bondarenko.h"' -DMODEL_RHS=bondarenko_rhs
  *       -DMODEL_N_STATES=BONDARENKO_N_STATES -DMODEL_N_PARAMS=BONDARENKO_N_PARAMS cpu_driver.c -o X.so -lm
+ * -DMODEL_STEP_RL=tt06_rush_larsen replaces each Forward-Euler substep by the model's Rush-Larsen step.
  * Any model header following the conventions of kernels/bondarenko.h (CS_FN, CS_PARAM, CS_PARAM_ARG; a function
  * <name>_rhs(y, dydt, i_stim, p); <NAME>_N_STATES, <NAME>_N_PARAMS) plugs in the same way.
  *
@@ -74,15 +75,27 @@ int cs_advance(double *y, long n_cells, double t0, double dt, int k, int n_proto
             for (int q = 0; q < n_protocols; ++q)
                 if (protocol_active(proto + 4 * q, t))
                     i_stim += amp[(size_t)q * n_cells + c];
+#ifdef MODEL_STEP_RL
+            /* the model's Rush-Larsen step: gates exactly for frozen V, the rest by Forward Euler */
+            const double v_old = ys[0];
+            MODEL_STEP_RL(ys, dt, i_stim, p);
+            (void)f;
+            const double dvdt = (ys[0] - v_old) / dt;
+            double sum = 0.0;
+            for (int s = 0; s < NS; ++s)
+                sum += ys[s];
+#else
             MODEL_RHS(ys, f, i_stim, p);
-            if (f[0] > dmax) {
-                dmax = f[0];
-                tmax = t;
-            }
+            const double dvdt = f[0];
             double sum = 0.0;
             for (int s = 0; s < NS; ++s) {
                 ys[s] += dt * f[s];
                 sum += ys[s];
+            }
+#endif
+            if (dvdt > dmax) {
+                dmax = dvdt;
+                tmax = t;
             }
             if (!isfinite(sum)) {
                 status = 1;

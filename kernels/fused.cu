@@ -9,6 +9,8 @@
  *   -DCS_MODEL_UP=BONDARENKO  BONDARENKO_N_STATES / BONDARENKO_N_PARAMS, checked against the two below
  *   -DCS_N_STATES=41 -DCS_N_PARAMS=96   sizes as numbers (the parameter array is declared before the header)
  *   -DCS_MAX_PROTOCOLS=16     optional: room for pulse trains in constant memory
+ *   -DCS_AUX=0|1, -DCS_PARAMS_INITIALISED=0|1   the seed's kernel variants (cardiosim/ode/kernel_variants.py, which
+ *                             also swaps the model header for its one-local-per-intermediate form where asked)
  *
  * Constant memory, uploaded by the host (module.get_global + memcpy_htod): c_params (model.parameter_vector(),
  * once per context), c_lower/c_upper (admissible ranges, once), c_proto (start, duration, period, count per
@@ -38,13 +40,41 @@
 #define CS_MAX_PROTOCOLS 16
 #endif
 
-__constant__ double c_params[CS_N_PARAMS];
+#ifndef CS_AUX
+#define CS_AUX 0
+#endif
+#ifndef CS_PARAMS_INITIALISED
+#define CS_PARAMS_INITIALISED 0
+#endif
+#ifndef CS_RUSH_LARSEN
+#define CS_RUSH_LARSEN 0 /* 1: <model>_rush_larsen(y, dt, i_stim) does each substep instead of Forward Euler */
+#endif
+
 __constant__ double c_lower[CS_N_STATES];
 __constant__ double c_upper[CS_N_STATES];
 __constant__ double c_proto[4 * CS_MAX_PROTOCOLS];
 
-#define CS_FN __device__ __forceinline__
+#if CS_PARAMS_INITIALISED
+/* The seed's original form: one initialised __constant__ double c_<index name> per parameter, generated from the
+ * parameter vector and prepended to this file (constant_declarations in cardiosim/ode/kernel_variants.py). */
+#define CS_PARAM(i) (c_##i)
+#else
+__constant__ double c_params[CS_N_PARAMS];
 #define CS_PARAM(i) (c_params[i])
+#endif
+
+#if CS_AUX
+/* The seed's auxiliary derivative vector: row s of a global array pitched like the state. Volatile, so that every
+ * derivative is stored and loaded again as the seed's kernel did (the compiler would otherwise forward the stores). */
+struct cs_aux_row {
+    volatile double *p;
+    long long pitch;
+    __device__ __forceinline__ volatile double &operator[](int s) const { return p[(long long)s * pitch]; }
+};
+#define CS_DERIV_T cs_aux_row
+#endif
+
+#define CS_FN __device__ __forceinline__
 #define CS_PARAM_ARG
 #include CS_STR(CS_MODEL.h)
 
@@ -67,17 +97,26 @@ __device__ __forceinline__ bool cs_active(int q, double t)
     return __dsub_rn(t - start, __dmul_rn(n, period)) < duration;
 }
 
-/* k Forward-Euler substeps of dt ms from t0 for every cell, in place: y <- y + dt*f(t0 + j*dt, y), j = 0..k-1.
- * dvdt_max / t_dvdt_max (n_cells each) may be null: else the largest dV/dt over the substeps and its time. */
+/* k Forward-Euler substeps of dt ms from t0 for every cell, in place: y <- y + dt*f(t0 + j*dt, y), j = 0..k-1
+ * (or k Rush-Larsen steps, CS_RUSH_LARSEN). dvdt_max / t_dvdt_max (n_cells each) may be null: else the largest
+ * dV/dt over the substeps and its time.
+ * aux: the auxiliary derivative array (pitched like y) of the CS_AUX variants; unused otherwise (may be null). */
 extern "C" __global__ void cs_fused_euler(double *__restrict__ y, long long pitch, int n_cells, double t0, double dt,
                                           int k, int n_protocols, const double *__restrict__ amp, int check_range,
-                                          int *bad, double *__restrict__ dvdt_max, double *__restrict__ t_dvdt_max)
+                                          int *bad, double *__restrict__ dvdt_max, double *__restrict__ t_dvdt_max,
+                                          double *aux)
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= n_cells)
         return;
 
-    double ys[NS], f[NS];
+    double ys[NS];
+#if CS_AUX
+    const cs_aux_row f = {aux + c, pitch};
+#elif !CS_RUSH_LARSEN
+    double f[NS];
+#endif
+    (void)aux;
 #pragma unroll
     for (int s = 0; s < NS; ++s)
         ys[s] = y[(long long)s * pitch + c];
@@ -90,16 +129,28 @@ extern "C" __global__ void cs_fused_euler(double *__restrict__ y, long long pitc
         for (int q = 0; q < n_protocols; ++q)
             if (cs_active(q, t))
                 i_stim += amp[(long long)q * n_cells + c];
+#if CS_RUSH_LARSEN
+        /* the model's own step: gates exactly for frozen V, the rest by Forward Euler (kernels/<model>.h) */
+        const double v_old = ys[0];
+        CS_CAT(CS_MODEL, _rush_larsen)(ys, dt, i_stim);
+        const double dvdt = (ys[0] - v_old) / dt;
+        double sum = 0.0;
+#pragma unroll
+        for (int s = 0; s < NS; ++s)
+            sum += ys[s];
+#else
         CS_RHS(ys, f, i_stim);
-        if (f[0] > dmax) {
-            dmax = f[0];
-            tmax = t;
-        }
+        const double dvdt = f[0];
         double sum = 0.0;
 #pragma unroll
         for (int s = 0; s < NS; ++s) {
             ys[s] += dt * f[s];
             sum += ys[s];
+        }
+#endif
+        if (dvdt > dmax) {
+            dmax = dvdt;
+            tmax = t;
         }
         if (!isfinite(sum)) {
             status = 1;

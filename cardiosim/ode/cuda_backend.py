@@ -22,11 +22,33 @@ import numpy as np
 
 from ..errors import SimulationError
 from ..stimulus import kernel_layout
+from . import kernel_variants
 from .native import kernel_dir
 
 KERNEL = "fused.cu"
 FUNCTION = "cs_fused_euler"
 MAX_PROTOCOLS = 16
+
+
+def kernel_source(model, params: np.ndarray, variant, integrator: str = "forward-euler") -> tuple[str, list[str]]:
+    """The CUDA source and nvcc -D options of ``variant`` (a kernel_variants.Variant) for ``model``; also what
+    ``cardiosim kernels`` compiles. ``integrator``: "forward-euler" or "rush-larsen" (the header's
+    <kernel_name>_rush_larsen; fused kernel only)."""
+    kdir = kernel_dir()
+    name = model.kernel_name
+    header = (kdir / f"{name}.h").read_text()
+    if integrator == "rush-larsen" and (f"{name}_rush_larsen(" not in header or not variant.fused):
+        raise ValueError(f"Rush-Larsen needs {name}_rush_larsen in kernels/{name}.h and the fused kernel variant")
+    src, defines = kernel_variants.source((kdir / KERNEL).read_text(), header, name, params, variant)
+    # PyCUDA's cache keys on the source text and options only: add a digest of the headers it includes.
+    h = hashlib.sha256()
+    for hdr in sorted(kdir.glob("*.h")):
+        h.update(hdr.name.encode() + b"\0" + hdr.read_bytes())
+    src = f"// headers: {h.hexdigest()[:20]}\n" + src
+    opts = [f"-DCS_MODEL={name}", f"-DCS_MODEL_UP={name.upper()}", f"-DCS_N_STATES={model.n_states}",
+            f"-DCS_N_PARAMS={params.size}", f"-DCS_MAX_PROTOCOLS={MAX_PROTOCOLS}",
+            f"-DCS_RUSH_LARSEN={int(integrator == 'rush-larsen')}", *defines]
+    return src, opts
 
 
 def _import_pycuda():
@@ -57,11 +79,14 @@ class CudaBackend:
     ``model``: a :class:`~cardiosim.cells.base.CellModel` with ``kernel_name`` and ``parameter_vector()``.
     ``states``: the initial state, float64 (n_states, n_cells); uploaded at once. ``device``: CUDA ordinal.
     ``fmad``: let nvcc contract multiply-adds into FMAs (default, faster); False for a closer match to the CPU.
-    ``block``: threads per block. ``options``: extra nvcc options.
+    ``block``: threads per block. ``options``: extra nvcc options. ``variant``: the kernel variant
+    (cardiosim.ode.kernel_variants: the seed's ``original`` ... ``all``, one substep per launch, or ``fused``).
+    ``integrator``: "forward-euler", or "rush-larsen" where the model's header has one (TT06).
     """
 
     def __init__(self, model, states: np.ndarray, device: int = 0, fmad: bool = True, block: int = 128,
-                 options: Sequence[str] = ()):
+                 options: Sequence[str] = (), variant: str = kernel_variants.DEFAULT,
+                 integrator: str = "forward-euler"):
         cuda, SourceModule = _import_pycuda()
         self.cuda = cuda
         name = model.kernel_name
@@ -77,6 +102,7 @@ class CudaBackend:
             raise ValueError("the CUDA backend indexes cells with int: at most 2^31-1 cells per device")
         self.params = np.ascontiguousarray(model.parameter_vector(), dtype=np.float64)
         self.block = int(block)
+        self.variant = kernel_variants.get(variant, name)
 
         cuda.init()
         self.device = cuda.Device(device)
@@ -84,15 +110,8 @@ class CudaBackend:
         self.ctx.push()
         try:
             kdir = kernel_dir()
-            src = (kdir / KERNEL).read_text()
-            # PyCUDA's cache keys on the source text and options only: add a digest of the headers it includes.
-            h = hashlib.sha256()
-            for hdr in sorted(kdir.glob("*.h")):
-                h.update(hdr.name.encode() + b"\0" + hdr.read_bytes())
-            src = f"// headers: {h.hexdigest()[:20]}\n" + src
-            opts = [f"-DCS_MODEL={name}", f"-DCS_MODEL_UP={name.upper()}", f"-DCS_N_STATES={self.n_states}",
-                    f"-DCS_N_PARAMS={self.params.size}", f"-DCS_MAX_PROTOCOLS={MAX_PROTOCOLS}",
-                    f"--fmad={'true' if fmad else 'false'}", *options]
+            src, opts = kernel_source(model, self.params, self.variant, integrator)
+            opts += [f"--fmad={'true' if fmad else 'false'}", *options]
             self.options = opts
             mod = None
             errors = []
@@ -103,17 +122,23 @@ class CudaBackend:
                 except Exception as e:                   # pycuda.driver.CompileError
                     errors.append(str(e))
             if mod is None:
-                raise RuntimeError(f"CUDA backend: compiling {KERNEL} for {name} failed:\n" + "\n".join(errors))
+                raise RuntimeError(f"CUDA backend: compiling {KERNEL} ({self.variant.name}) for {name} failed:\n"
+                                   + "\n".join(errors))
             self.module = mod
             self.func = mod.get_function(FUNCTION)
-            self.func.prepare("PqiddiiPiPPP")
-            self._upload("c_params", self.params)
+            self.func.prepare("PqiddiiPiPPPP")
+            if not self.variant.initialised_params:
+                self._upload("c_params", self.params)
             self._upload("c_lower", np.array([s.lower for s in model.states], dtype=np.float64))
             self._upload("c_upper", np.array([s.upper for s in model.states], dtype=np.float64))
             self._proto_on_device = None
             # pitched SoA state
             self.y, pitch_bytes = cuda.mem_alloc_pitch(self.n_cells * 8, self.n_states, 8)
             self.pitch = pitch_bytes // 8
+            self.aux = None
+            if self.variant.aux:
+                self.aux, aux_pitch = cuda.mem_alloc_pitch(self.n_cells * 8, self.n_states, 8)
+                assert aux_pitch == pitch_bytes
             self.bad = cuda.mem_alloc(4 * 4)
             cuda.memset_d32(self.bad, 0, 4)
             self._dvdt = None
@@ -140,8 +165,9 @@ class CudaBackend:
             return
         self.ctx.push()
         try:
-            for a in (self.y, self.bad):
-                a.free()
+            for a in (self.y, self.bad, self.aux):
+                if a is not None:
+                    a.free()
             if self._dvdt is not None:
                 for a in self._dvdt:
                     a.free()
@@ -254,14 +280,23 @@ class CudaBackend:
                 self._proto_on_device = stim.proto.copy()
             d1 = d2 = np.intp(0)
             if track_dvdt:
+                if not self.variant.fused:
+                    raise ValueError("track_dvdt needs the fused kernel variant (one launch per call)")
                 if self._dvdt is None:
                     self._dvdt = (self.cuda.mem_alloc(self.n_cells * 8), self.cuda.mem_alloc(self.n_cells * 8))
                 d1, d2 = self._dvdt
             grid = ((self.n_cells + self.block - 1) // self.block, 1)
-            self.func.prepared_call(grid, (self.block, 1, 1), self.y, np.int64(self.pitch), np.int32(self.n_cells),
-                                    float(t0), float(dt), np.int32(k), np.int32(stim.n_protocols),
-                                    stim.amp if stim.amp is not None else np.intp(0), np.int32(bool(check_range)),
-                                    self.bad, d1, d2)
+            amp = stim.amp if stim.amp is not None else np.intp(0)
+            aux = self.aux if self.aux is not None else np.intp(0)
+            # The seed's variants launch once per substep, at t0 + j*dt: the time the fused kernel computes for
+            # substep j (both round the product and the sum once), so the pulse edges fall on the same substeps.
+            launches = [(t0, k)] if self.variant.fused else [(t0 + j * dt, 1) for j in range(k)]
+            for n, (t, kk) in enumerate(launches):
+                last = n == len(launches) - 1
+                self.func.prepared_call(grid, (self.block, 1, 1), self.y, np.int64(self.pitch),
+                                        np.int32(self.n_cells), float(t), float(dt), np.int32(kk),
+                                        np.int32(stim.n_protocols), amp, np.int32(bool(check_range) and last),
+                                        self.bad, d1, d2, aux)
             out = None
             if track_dvdt:
                 out = (self.cuda.from_device(self._dvdt[0], (self.n_cells,), np.float64),

@@ -23,7 +23,7 @@ def node_rank() -> int:
 class CudaTissueBackend:
     name = "cuda"
 
-    def __init__(self, model, states: np.ndarray, stimuli):
+    def __init__(self, model, states: np.ndarray, stimuli, integrator: str = "forward-euler", kernel: str = "fused"):
         from .cuda_backend import CudaBackend
         try:
             import pycuda.driver as cuda
@@ -36,7 +36,7 @@ class CudaTissueBackend:
         if n_gpus == 0:
             raise UserError("cell.backend: 'cuda' found no GPU")
         self.device = node_rank() % n_gpus
-        self.gpu = CudaBackend(model, states, device=self.device)
+        self.gpu = CudaBackend(model, states, device=self.device, variant=kernel, integrator=integrator)
         self.y = states
         self.stimulus = self.gpu.stimulus(stimuli.protocols, stimuli.amplitudes)
         self.failure: str | None = None

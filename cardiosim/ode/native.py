@@ -62,8 +62,10 @@ def _compiler_version(cc: str) -> str:
         raise RuntimeError(f"native backend: the C compiler '{cc}' does not run ({e}); install gcc or set CC") from e
 
 
-def build(kernel_name: str) -> Path:
-    """Path of the compiled driver for model ``kernel_name``, compiling it if it is not in the cache yet."""
+def build(kernel_name: str, header_text: str | None = None, integrator: str = "forward-euler") -> Path:
+    """Path of the compiled driver for model ``kernel_name``, compiling it if it is not in the cache yet.
+    ``header_text``: a replacement for kernels/<kernel_name>.h (the kernel variants' generated forms, to test them
+    on the CPU). ``integrator``: "forward-euler", or "rush-larsen" (the header's <kernel_name>_rush_larsen)."""
     kdir = kernel_dir()
     header = kdir / f"{kernel_name}.h"
     if not header.is_file():
@@ -72,11 +74,27 @@ def build(kernel_name: str) -> Path:
     up = kernel_name.upper()
     defines = (f'-DMODEL_HEADER="{kernel_name}.h"', f"-DMODEL_RHS={kernel_name}_rhs",
                f"-DMODEL_N_STATES={up}_N_STATES", f"-DMODEL_N_PARAMS={up}_N_PARAMS")
-    cmd_flags = CFLAGS + (f"-I{kdir}",) + defines
+    if integrator == "rush-larsen":
+        if f"{kernel_name}_rush_larsen(" not in (header_text or header.read_text()):
+            raise RuntimeError(f"native backend: {header.name} has no {kernel_name}_rush_larsen step")
+        defines += (f"-DMODEL_STEP_RL={kernel_name}_rush_larsen",)
+    elif integrator != "forward-euler":
+        raise ValueError(f"unknown integrator '{integrator}'")
+    include = (f"-I{kdir}",)
     # Key: every source the driver could include (all headers of the folder, cheap and safe), flags, compiler.
     h = hashlib.sha256()
     for src in [kdir / DRIVER] + sorted(kdir.glob("*.h")):
         h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+    if header_text is not None:
+        h.update(b"override\0" + header_text.encode())
+        gen = cache_dir() / f"gen_{hashlib.sha256(header_text.encode()).hexdigest()[:20]}"
+        gen.mkdir(exist_ok=True)
+        if not (gen / header.name).exists():           # atomic: a compiler never reads a half-written header
+            tmp = gen / f"{header.name}.{os.getpid()}.tmp"
+            tmp.write_text(header_text)
+            os.replace(tmp, gen / header.name)
+        include = (f"-I{gen}",) + include
+    cmd_flags = CFLAGS + include + defines
     h.update(" ".join((cc,) + CFLAGS + defines + LIBS).encode())   # not -I: the sources are hashed
     h.update(_compiler_version(cc).encode())
     out = cache_dir() / f"{kernel_name}_cpu_{h.hexdigest()[:20]}.so"
@@ -155,12 +173,13 @@ class NativeModel:
     parameters (variant, overrides) are taken at construction.
     """
 
-    def __init__(self, model):
+    def __init__(self, model, header_text: str | None = None, integrator: str = "forward-euler"):
         name = model.kernel_name
         if not name or not hasattr(model, "parameter_vector"):
             raise RuntimeError(f"cell model {model.name} has no native (C) kernel")
         self.model = model
-        self.lib = _load(build(name))
+        self.integrator = integrator
+        self.lib = _load(build(name, header_text, integrator))
         self.params = np.ascontiguousarray(model.parameter_vector(), dtype=np.float64)
         if self.lib.cs_n_states() != model.n_states or self.lib.cs_n_params() != self.params.size:
             raise RuntimeError(

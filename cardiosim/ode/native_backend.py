@@ -14,8 +14,8 @@ from .native import NativeModel
 class NativeBackend:
     name = "native"
 
-    def __init__(self, model, states, stimuli):
-        self.native = NativeModel(model)
+    def __init__(self, model, states, stimuli, integrator: str = "forward-euler"):
+        self.native = NativeModel(model, integrator=integrator)
         self.y = states
         self.stimulus = self.native.stimulus(stimuli.protocols, stimuli.amplitudes, states.shape[1])
         self.failure: str | None = None

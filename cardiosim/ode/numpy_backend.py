@@ -11,14 +11,16 @@ import numpy as np
 class NumpyBackend:
     name = "numpy"
 
-    def __init__(self, model, states: np.ndarray):
+    def __init__(self, model, states: np.ndarray, integrator: str = "forward-euler"):
         self.model = model
+        # Rush-Larsen: the model's own step (gates exactly for frozen V, the rest Forward Euler), same signature
+        self.step = model.rush_larsen if integrator == "rush-larsen" else model.forward_euler
         self.y = states                       # (n_states, n_cells), float64, owned by the caller
         self.work = np.empty_like(states)
         self.failure = None   # NumPy never stops mid-step; Reaction.check finds bad states
 
     def advance(self, t0: float, dt: float, k: int, stimuli) -> None:
-        """k Forward-Euler substeps of dt ms from t0, in place; the stimulus is evaluated at each substep."""
+        """k substeps of dt ms from t0 (Forward Euler or Rush-Larsen), in place; the stimulus is evaluated at each substep."""
         for s in range(k):
             t = t0 + s * dt
-            self.model.forward_euler(self.y, t, dt, stimuli.current(t), self.work)
+            self.step(self.y, t, dt, stimuli.current(t), self.work)
