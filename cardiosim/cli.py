@@ -54,6 +54,16 @@ def _parser() -> argparse.ArgumentParser:
     cell.add_argument("--json", default=None, help="also write the biomarkers as JSON here")
     cell.add_argument("--overwrite", action="store_true", help="replace existing output files")
 
+    k = sub.add_parser("kernels", help="compile every CUDA kernel variant fresh and print ptxas's registers, spills, "
+                                       "local and constant memory (needs nvcc)")
+    k.add_argument("--model", default="bondarenko", help="cell model (default bondarenko)")
+    k.add_argument("--variant", action="append", default=[], help="a variant (repeatable; default: all the model has)")
+    k.add_argument("--arch", default=None, help="target, e.g. sm_90 (default: the GPU nvidia-smi reports)")
+    k.add_argument("--no-fmad", action="store_true", help="compile without fused multiply-adds")
+    k.add_argument("--json", default=None, help="also write the figures as JSON here")
+    k.add_argument("--source", metavar="VARIANT", default=None,
+                   help="print the generated CUDA source of VARIANT (and its nvcc -D options) instead; no nvcc needed")
+
     c = sub.add_parser("config", help="config reference and checking")
     c.add_argument("--doc", action="store_true", help="print the reference of every key (markdown)")
     c.add_argument("check", nargs="?", help=argparse.SUPPRESS)
@@ -86,7 +96,8 @@ def main(argv=None) -> int:
             log.info(f"cardiosim {__version__}")
             return 0
         if args.command is None:
-            raise UserError("cardiosim: no command given; commands: run, config, cell (see cardiosim --help)")
+            raise UserError("cardiosim: no command given; commands: run, config, cell, kernels, bench "
+                            "(see cardiosim --help)")
         import petsc4py
         # Before anything imports PETSc. Our own defaults for one preconditioner are unused when the user picks
         # another, so the unused-options report is off unless asked for (later options win).
@@ -97,6 +108,8 @@ def main(argv=None) -> int:
             return _config(args)
         if args.command == "cell":
             return _cell(args)
+        if args.command == "kernels":
+            return _kernels(args)
     except (UserError, SimulationError) as e:
         log.error(str(e))
         return e.exit_status
@@ -135,6 +148,39 @@ def _bench(argv) -> int:
         print(f"cardiosim: error: cardiosim bench: name a benchmark: {', '.join(BENCHMARKS)}", file=sys.stderr)
         return 2
     return importlib.import_module(BENCHMARKS[argv[0]]).main(argv[1:])
+
+
+def _kernels(args) -> int:
+    import json
+    from pathlib import Path
+    from . import cells
+    from .errors import UserError
+    from .ode import kernel_variants, ptxas
+    from .ode.cuda_backend import kernel_source
+    try:
+        model = cells.make(args.model)
+    except cells.CellModelError as e:
+        raise UserError(f"cardiosim kernels: --model: {e}") from None
+    if not model.kernel_name:
+        raise UserError(f"cardiosim kernels: --model: {args.model} has no C/CUDA kernel")
+    seed = model.kernel_name in kernel_variants.SEED_MODELS
+    names = args.variant or (list(kernel_variants.VARIANTS) if seed else [kernel_variants.DEFAULT])
+    if args.source:
+        names = [args.source]
+    try:
+        variants = [kernel_variants.get(n, model.kernel_name) for n in names]
+    except ValueError as e:
+        raise UserError(f"cardiosim kernels: {e}") from None
+    if args.source:
+        src, opts = kernel_source(model, model.parameter_vector(), variants[0])
+        print(f"// nvcc options: {' '.join(opts)}\n{src}")
+        return 0
+    rows = ptxas.report(model, names, args.arch, fmad=not args.no_fmad)
+    print(f"{model.name}, {rows[0]['arch']}, fmad={'off' if args.no_fmad else 'on'}, compiled fresh by nvcc:")
+    print(ptxas.table(rows), end="")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
 
 
 def _cell(args) -> int:

@@ -91,3 +91,41 @@ def test_bad_kernel_choices(tmp_path, cell, message):
     r = run_cli(["config", "check", cfg])
     assert r.returncode == 2
     assert message in r.stderr, r.stderr
+
+
+PTXAS_12 = """ptxas info    : 1936 bytes gmem, 1936 bytes cmem[3]
+ptxas info    : Compiling entry function 'cs_fused_euler' for 'sm_90'
+ptxas info    : Function properties for cs_fused_euler
+    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 238 registers, 624 bytes cmem[0]
+ptxas info    : Function properties for __internal_accurate_pow
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+"""
+
+
+def test_ptxas_report_is_parsed():
+    from cardiosim.ode.ptxas import parse
+    r = parse(PTXAS_12)
+    assert (r["registers"], r["stack_frame"], r["spill_stores"], r["spill_loads"]) == (238, 8, 4, 12)
+    assert r["cmem"] == {3: 1936, 0: 624}
+    with pytest.raises(RuntimeError, match="no ptxas report for other"):
+        parse(PTXAS_12, "other")
+
+
+def test_kernels_command(tmp_path):
+    """Compiled fresh by nvcc where the toolkit is installed (no GPU needed); one clear line where it is not."""
+    import json
+    import shutil
+    out = tmp_path / "k.json"
+    r = run_cli(["kernels", "--arch", "sm_90", "--variant", "original", "--variant", "fused", "--json", out])
+    if not shutil.which("nvcc"):
+        assert r.returncode == 2 and "nvcc (the CUDA toolkit) is not on PATH" in r.stderr
+        pytest.skip("no nvcc here")
+    assert r.returncode == 0, r.stderr
+    print("\n" + r.stdout)
+    rows = json.loads(out.read_text())
+    assert [x["variant"] for x in rows] == ["original", "fused"]
+    for x in rows:
+        assert 0 < x["registers"] <= 255
+        # the module's __constant__ data: parameters, state ranges, pulse trains (the same in both forms)
+        assert x["cmem"]["3"] == 96 * 8 + 2 * 41 * 8 + 16 * 4 * 8

@@ -1,0 +1,112 @@
+"""What ptxas makes of each CUDA kernel variant: registers per thread, spills, local and constant memory.
+
+``cardiosim kernels`` compiles every variant fresh (nvcc in a temporary folder, no cache) with ``-Xptxas -v`` and
+reads ptxas's report. Needs nvcc (the CUDA toolkit), not a GPU: ``--arch`` names the target where no GPU is visible.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import UserError
+from . import kernel_variants
+from .cuda_backend import FUNCTION, kernel_source
+from .native import kernel_dir
+
+
+def parse(text: str, function: str = FUNCTION) -> dict:
+    """ptxas -v output -> registers, spill_stores, spill_loads, stack_frame (local bytes per thread), cmem (bytes per
+    constant bank: bank 0 holds the kernel arguments, a higher bank the module's __constant__ data)."""
+    out: dict = {"cmem": {}}
+    lines = text.splitlines()
+    mine = False
+    for line in lines:
+        if "Compiling entry function" in line or "Function properties for" in line:
+            mine = f"'{function}'" in line or line.rstrip().endswith(function)
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m and mine:
+            out["stack_frame"], out["spill_stores"], out["spill_loads"] = map(int, m.groups())
+        m = re.search(r"Used (\d+) registers", line)
+        if m and mine:
+            out["registers"] = int(m.group(1))
+        for size, bank in re.findall(r"(\d+) bytes cmem\[(\d+)\]", line):
+            out["cmem"][int(bank)] = out["cmem"].get(int(bank), 0) + int(size)
+    if "registers" not in out:
+        raise RuntimeError(f"no ptxas report for {function} in:\n{text}")
+    return out
+
+
+def constant_banks(cubin: bytes) -> dict:
+    """Bytes per constant bank from a cubin's ELF sections (.nv.constant<bank>[.<kernel>]): ptxas from CUDA 13 on no
+    longer prints cmem, the sizes of these sections are the same figures."""
+    import struct
+    if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+        raise RuntimeError("not a 64-bit ELF cubin")
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    strtab_off = sections[shstrndx][4]
+    banks: dict = {}
+    for name_off, _type, _flags, _addr, _off, size in sections:
+        end = cubin.index(b"\0", strtab_off + name_off)
+        name = cubin[strtab_off + name_off:end].decode()
+        m = re.match(r"\.nv\.constant(\d+)", name)
+        if m:
+            banks[int(m.group(1))] = banks.get(int(m.group(1)), 0) + size
+    return banks
+
+
+def detect_arch() -> str | None:
+    """sm_XY of GPU 0 from nvidia-smi, or None."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    r = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True, text=True)
+    cap = r.stdout.strip().splitlines()[0].strip() if r.returncode == 0 and r.stdout.strip() else ""
+    return "sm_" + cap.replace(".", "") if re.fullmatch(r"\d+\.\d+", cap) else None
+
+
+def report(model, variants, arch: str | None = None, fmad: bool = True) -> list[dict]:
+    """Compile each of ``variants`` (names) for ``model`` and return ptxas's figures, one dict per variant."""
+    nvcc = shutil.which("nvcc")
+    if not nvcc:
+        raise UserError("cardiosim kernels: nvcc (the CUDA toolkit) is not on PATH; load CUDA, or run this on a GPU "
+                        "node (cardiosim kernels --source VARIANT prints a variant's source without it)")
+    arch = arch or detect_arch()
+    if not arch:
+        raise UserError("cardiosim kernels: no GPU visible to choose the target from; pass --arch, e.g. sm_90")
+    params = model.parameter_vector()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="cardiosim-ptxas-") as tmp:
+        for name in variants:
+            v = kernel_variants.get(name, model.kernel_name)
+            src, opts = kernel_source(model, params, v)
+            cu = Path(tmp) / f"{name}.cu"
+            cu.write_text(src)
+            cmd = [nvcc, "-cubin", f"-arch={arch}", "-Xptxas", "-v", "-std=c++17", f"--fmad={str(fmad).lower()}",
+                   f"-I{kernel_dir()}", *opts, "-o", str(cu.with_suffix(".cubin")), str(cu)]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"nvcc failed for {name}:\n{' '.join(cmd)}\n{r.stderr}")
+            row = {"variant": name, "arch": arch, "fmad": fmad, **parse(r.stderr + r.stdout)}
+            if not row["cmem"]:
+                row["cmem"] = constant_banks(cu.with_suffix(".cubin").read_bytes())
+            rows.append(row)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown table of :func:`report`'s rows."""
+    head = ("| variant | registers/thread | spill stores (B) | spill loads (B) | local/stack (B/thread) "
+            "| constant, module (B) | constant, arguments (B) |\n|---|---|---|---|---|---|---|\n")
+    body = ""
+    for r in rows:
+        banks = r["cmem"]
+        module = sum(v for b, v in banks.items() if b != 0)
+        body += (f"| {r['variant']} | {r['registers']} | {r.get('spill_stores', 0)} | {r.get('spill_loads', 0)} "
+                 f"| {r.get('stack_frame', 0)} | {module} | {banks.get(0, 0)} |\n")
+    return head + body
