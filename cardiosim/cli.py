@@ -138,7 +138,7 @@ def _run(args) -> int:
     return 0
 
 
-BENCHMARKS = {"niederer": "cardiosim.bench.niederer", "pde": "cardiosim.bench.pde"}
+BENCHMARKS = {"kernels": "cardiosim.bench.kernels", "niederer": "cardiosim.bench.niederer", "pde": "cardiosim.bench.pde"}
 
 
 def _bench(argv) -> int:

@@ -1,9 +1,11 @@
-"""The fused CUDA Forward-Euler kernel (kernels/fused.cu, cardiosim/ode/cuda_backend.py) against the native CPU driver.
+"""The CUDA Forward-Euler kernels (kernels/fused.cu and the seed's variants, cardiosim/ode/cuda_backend.py) against
+the NumPy reference and the native CPU driver.
 
 Skipped where PyCUDA or a GPU is missing. Run on a GPU node with
     python3 -m pytest -q -s -m gpu tests/test_cuda_kernels.py
-CARDIOSIM_GPU_TEST_MS (default 50) sets the simulated time of the comparison; CARDIOSIM_GPU_CPU_CELLS (default 400)
-the number of cells also run on the CPU.
+CARDIOSIM_GPU_TEST_MS (default 50) sets the simulated time of the comparison with the CPU driver;
+CARDIOSIM_GPU_CPU_CELLS (default 400) the number of cells also run on the CPU; CARDIOSIM_GPU_VARIANT_MS (default 1000,
+one beat) the simulated time of the seed's variants against the NumPy reference (the fused kernel always runs the beat).
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import time
 import numpy as np
 import pytest
 
+from pathlib import Path
+
 from cardiosim.cells import make
+from cardiosim.ode.kernel_variants import VARIANTS
 from cardiosim.ode.native import NativeModel
 from cardiosim.stimulus import Protocol
 
@@ -53,11 +58,11 @@ def _snap_launches(t_end, k):
     return {int(round(t / (k * DT))) - 1: t for t in (5.0, 10.0, t_end) if t <= t_end}
 
 
-def _run_gpu(model, y0, protocols, amps, t_end, k, fmad):
+def _run_gpu(model, y0, protocols, amps, t_end, k, fmad, variant="fused", when=None):
     from cardiosim.ode.cuda_backend import CudaBackend
     snaps = {}
-    when = _snap_launches(t_end, k)
-    with CudaBackend(model, y0, fmad=fmad) as be:
+    when = when or _snap_launches(t_end, k)
+    with CudaBackend(model, y0, fmad=fmad, variant=variant) as be:
         stim = be.stimulus(protocols, amps)
         n_launch = int(round(t_end / (k * DT)))
         be.synchronize()
@@ -134,6 +139,53 @@ def test_fused_kernel_matches_cpu_driver(gpu):
           "twice); with fmad=false the remaining differences come from CUDA's exp/log (<= 1-2 ulp) against glibc's.")
     for fmad, rel in worst.items():
         assert rel.max() < 1e-10, f"fmad={fmad}: {names[int(np.argmax(rel))]} differs by {rel.max():.3e} relative"
+
+
+NUMPY_BEAT = Path(__file__).parent / "data" / "bondarenko_apical_beat1.npz"   # tests/data/make_bondarenko_beat1.py
+
+
+_FUSED_SNAPS: dict = {}   # the fused kernel's states, for the bitwise comparison of the seed's variants
+
+
+@pytest.mark.parametrize("variant", ["fused"] + [v for v in VARIANTS if v != "fused"])
+def test_variant_matches_numpy_reference(gpu, variant):
+    """10^5 apical cells, staggered stimuli, one beat (1000 ms at dt 1e-4 ms, k = 100) on the GPU with each kernel
+    variant: all 41 states equal the NumPy reference (one cell per stimulus group, computed once by
+    tests/data/make_bondarenko_beat1.py) to 1e-10 relative, at 5, 10, 50 and 1000 ms."""
+    ref = np.load(NUMPY_BEAT)
+    assert tuple(ref["starts"]) == STARTS and float(ref["dt"]) == DT
+    k = int(ref["k"])
+    t_end = 1000.0 if variant == "fused" else float(os.environ.get("CARDIOSIM_GPU_VARIANT_MS", "1000"))
+    times = [float(t) for t in ref["times"] if t <= t_end]
+    when = {int(round(t / (k * DT))) - 1: t for t in times}
+    n = 100_000
+    model = make("bondarenko", "apical")
+    protocols, amps = _stimulus(n)
+    snaps, wall, regs = _run_gpu(model, model.initial_state(n), protocols, amps, max(times), k, True, variant, when)
+    print(f"\n{variant}: {n} cells x {max(times):g} ms, k = {k}: {wall:.1f} s, "
+          f"{n * max(times) / DT / wall:.3g} cell-steps/s, {regs['num_regs']} registers")
+    names = model.state_names
+    for i, t in enumerate(times):
+        y_ref = ref["states"][list(ref["times"]).index(t)]          # (41, 5): one cell per group
+        y = snaps[t]
+        worst = 0.0
+        for g in range(N_GROUPS):
+            grp = y[:, g::N_GROUPS]
+            assert (grp == grp[:, :1]).all(), f"group {g}: cells with the same inputs differ on the GPU"
+        d = np.abs(y[:, :N_GROUPS] - y_ref)                          # cells 0..4 are groups 0..4
+        scale = np.abs(y_ref).max(axis=1)
+        rel = d.max(axis=1) / np.where(scale > 0, scale, 1.0)
+        worst = rel.max()
+        print(f"  t = {t:g} ms: max relative |GPU - NumPy| {worst:.2e} ({names[int(np.argmax(rel))]}); V = "
+              + ", ".join(f"{v:.3f}" for v in y[0, :N_GROUPS]) + " mV")
+        assert worst < 1e-10, f"{variant}, t = {t} ms: {names[int(np.argmax(rel))]} differs by {worst:.3e}"
+        # Same arithmetic in every variant: expect the fused kernel's numbers bit for bit (reported, not asserted:
+        # the compiler may contract a multiply-add differently in differently organised code).
+        if variant == "fused":
+            _FUSED_SNAPS[t] = y[:, :N_GROUPS].copy()
+        elif t in _FUSED_SNAPS:
+            same = int((y[:, :N_GROUPS] == _FUSED_SNAPS[t]).all(axis=1).sum())
+            print(f"    states bitwise equal to the fused kernel's: {same}/41")
 
 
 def test_registers_and_spills(gpu):

@@ -1,0 +1,212 @@
+"""Cell-kernel benchmark: cell-steps per second of every CUDA kernel variant, beside the ceilings of DESIGN.md §8.
+
+For each variant (cardiosim/ode/kernel_variants.py), each number of cells and each number of substeps per PDE step
+k: Bondarenko apical cells with staggered stimuli, one call of CudaBackend.advance per PDE step (one launch for
+``fused``, k launches for the seed's variants), timed after a warm-up call. In the same run:
+
+- the device-to-device copy bandwidth, measured, and from it the bandwidth ceiling of each variant: bytes moved per
+  cell-step = 2 x 41 x 8 B of state per launch (+ the same again for the auxiliary array of the aux variants),
+  divided by the substeps per launch;
+- the compute ceiling: the FP64 issue rate of the GPU (DESIGN.md §8: ~1.7e13 instructions/s on an H100) over the
+  FP64 instructions of one substep, counted in the fused kernel's PTX (a division counted as 10, its SASS expansion);
+- registers and spills of each variant, from the loaded module;
+- the NumPy reference backend on one core, for scale.
+
+    python -m cardiosim.bench.kernels --write docs/benchmarks.md --json docs/bench/kernels.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .launch import machine
+from .pde import write_section
+
+FP64_ISSUE_RATE = {"H100": 1.7e13, "H200": 1.7e13}   # instructions/s, DESIGN.md §8 (same SMs on the H200)
+PEER = "Myokit 1.39.2 CUDA Euler, FP64, one H100, 10⁶ cells: 1.9·10⁹ (k = 1), 2.2·10⁹ (k = 100) cell-steps/s"
+TARGET = 4e9
+DT = 1e-4       # ms
+STARTS = (1.0, 2.0, 3.0, 4.0)
+
+
+def stimulus(n):
+    from ..stimulus import Protocol
+    protocols = [Protocol(s, 0.5, 0.0, 1) for s in STARTS]
+    amps = np.zeros((len(STARTS), n))
+    c = np.arange(n)
+    for p in range(len(STARTS)):
+        amps[p, c % (len(STARTS) + 1) == p] = -80.0
+    return protocols, amps
+
+
+def copy_bandwidth(n_bytes=2 << 30, repeats=10) -> float:
+    """Device-to-device copy, bytes read + written per second."""
+    import pycuda.driver as cuda
+    a, b = cuda.mem_alloc(n_bytes), cuda.mem_alloc(n_bytes)
+    cuda.memcpy_dtod(b, a, n_bytes)
+    cuda.Context.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        cuda.memcpy_dtod(b, a, n_bytes)
+    cuda.Context.synchronize()
+    wall = time.perf_counter() - t0
+    a.free()
+    b.free()
+    return 2 * n_bytes * repeats / wall
+
+
+def fp64_instructions_per_step(model) -> int:
+    """FP64 instructions in the fused kernel's PTX (one substep's worth; the loop body is the whole kernel but for
+    the load/store of the state), a division counted as 10."""
+    import subprocess
+    import tempfile
+    from ..ode import kernel_variants
+    from ..ode.cuda_backend import kernel_source
+    from ..ode.native import kernel_dir
+    src, opts = kernel_source(model, model.parameter_vector(), kernel_variants.VARIANTS["fused"])
+    with tempfile.TemporaryDirectory() as tmp:
+        cu = Path(tmp) / "k.cu"
+        cu.write_text(src)
+        subprocess.run(["nvcc", "-ptx", "-arch=sm_90", "-std=c++17", f"-I{kernel_dir()}", *opts, "-o",
+                        str(cu.with_suffix(".ptx")), str(cu)], check=True, capture_output=True)
+        ptx = cu.with_suffix(".ptx").read_text()
+    body = ptx[ptx.index(".entry cs_fused_euler"):]
+    body = re.split(r"^\.(?:visible\s+)?\.?func|^\.func|^// .globl", body[1:], flags=re.M)[0]  # this entry only
+    n = len(re.findall(r"^\s*(?:@%p\d+\s+)?(?:add|sub|mul|fma|neg|abs|min|max|setp\.\w+|rcp\.\w+|cvt\.\w+)\S*\.f64",
+                       body, flags=re.M))
+    n += 10 * len(re.findall(r"^\s*div\.rn\.f64", body, flags=re.M))
+    return n
+
+
+def measure(model, variant, n, k, min_seconds=0.3) -> dict:
+    from ..ode.cuda_backend import CudaBackend
+    protocols, amps = stimulus(n)
+    with CudaBackend(model, model.initial_state(n), variant=variant) as be:
+        stim = be.stimulus(protocols, amps)
+        be.advance(0.0, DT, k, stim)                    # warm-up (and the pulse trains uploaded)
+        be.synchronize()
+        calls, t0 = 0, time.perf_counter()
+        while True:
+            be.advance((calls + 1) * k * DT, DT, k, stim, check=False)
+            calls += 1
+            if calls % 4 == 0 or n * k >= 10**8:
+                be.synchronize()
+                if time.perf_counter() - t0 >= min_seconds:
+                    break
+        be.synchronize()
+        wall = time.perf_counter() - t0
+        be.check(0.0, DT)
+        regs = be.registers()
+    return {"variant": variant, "cells": n, "k": k, "calls": calls, "wall_s": wall,
+            "cell_steps_per_s": n * k * calls / wall, "registers": regs["num_regs"],
+            "local_bytes": regs["local_size_bytes"]}
+
+
+def numpy_one_core(model, n=10_000, steps=20) -> float:
+    from ..ode.numpy_backend import NumpyBackend
+
+    class _NoStim:
+        @staticmethod
+        def current(t):
+            return 0.0
+    be = NumpyBackend(model, model.initial_state(n))
+    be.advance(0.0, DT, 1, _NoStim)
+    t0 = time.perf_counter()
+    be.advance(0.0, DT, steps, _NoStim)
+    return n * steps / (time.perf_counter() - t0)
+
+
+def bytes_per_step(variant, k, n_states) -> float:
+    per_launch = 2 * n_states * 8 * (2 if variant.aux else 1)
+    return per_launch / (k if variant.fused else 1)
+
+
+def markdown(meta, rows, names) -> str:
+    from ..ode import kernel_variants
+    bw, rate, ins = meta["copy_bandwidth_Bps"], meta["fp64_issue_rate"], meta["fp64_instructions_per_step"]
+    compute = rate / ins if rate and ins else None
+    lines = ["### Cell kernels: every variant, Bondarenko (41 states, FP64)", "",
+             f"{meta['date']} · {meta['machine']['gpu']} · host {meta['machine']['cpu']} · one GPU, one process · "
+             f"`{meta['command']}`", "",
+             f"Measured copy bandwidth {bw / 1e12:.2f} TB/s (read + write). Compute ceiling: "
+             + (f"{rate:.2g} FP64 instructions/s (DESIGN.md §8) / {ins} FP64 instructions per step (PTX of the "
+                f"fused kernel) = **{compute:.2g} cell-steps/s**." if compute else "n/a (GPU not in the table).")
+             + f" Peer: {PEER}. Target for the fused kernel: ≥ {TARGET:.0e} at 10⁶ cells.", "",
+             "| variant | registers | spills (B) | cells | k | cell-steps/s | × original | bandwidth ceiling | "
+             "% of min(ceilings) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    base = {(r["cells"], r["k"]): r["cell_steps_per_s"] for r in rows if r["variant"] == "original"}
+    for name in names:
+        v = kernel_variants.VARIANTS[name]
+        for r in (r for r in rows if r["variant"] == name):
+            ceil_bw = bw / bytes_per_step(v, r["k"], 41)
+            ceiling = min(ceil_bw, compute) if compute else ceil_bw
+            ratio = r["cell_steps_per_s"] / base[(r["cells"], r["k"])] if (r["cells"], r["k"]) in base else None
+            lines.append(f"| {name} | {r['registers']} | {r['local_bytes']} | {r['cells']:.0e} | {r['k']} | "
+                         f"{r['cell_steps_per_s']:.3g} | {f'{ratio:.2f}' if ratio else '–'} | {ceil_bw:.3g} | "
+                         f"{100 * r['cell_steps_per_s'] / ceiling:.0f} % |")
+    lines += ["", f"NumPy reference backend, one core of the host, 10⁴ cells: {meta['numpy_one_core']:.3g} "
+                  "cell-steps/s.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    from ..ode import kernel_variants
+    p = argparse.ArgumentParser(prog="python -m cardiosim.bench.kernels", description=__doc__.split("\n")[0])
+    p.add_argument("--variants", nargs="+", default=list(kernel_variants.VARIANTS))
+    p.add_argument("--cells", type=float, nargs="+", default=[1e5, 1e6, 1e7])
+    p.add_argument("--k", type=int, nargs="+", default=[1, 100])
+    p.add_argument("--seconds", type=float, default=0.3, help="minimum timed wall time per case")
+    p.add_argument("--write", help="markdown page to update (e.g. docs/benchmarks.md)")
+    p.add_argument("--json", help="write the results here too")
+    args = p.parse_args(argv)
+    try:
+        import pycuda.driver as cuda
+    except ImportError:
+        print("cardiosim bench kernels: needs PyCUDA and a GPU (EXTRAS=test,plot,gpu make setup)", file=sys.stderr)
+        return 2
+    from ..cells import make
+    model = make("bondarenko", "apical")
+    cuda.init()
+    ctx = cuda.Device(0).retain_primary_context()
+    ctx.push()
+    try:
+        bw = copy_bandwidth()
+    finally:
+        ctx.pop()
+    gpu = machine()["gpu"]
+    rate = next((r for name, r in FP64_ISSUE_RATE.items() if name in gpu), None)
+    meta = {"date": datetime.date.today().isoformat(), "machine": machine(),
+            "command": "cardiosim bench kernels " + " ".join(argv), "copy_bandwidth_Bps": bw,
+            "fp64_issue_rate": rate, "fp64_instructions_per_step": fp64_instructions_per_step(model),
+            "numpy_one_core": numpy_one_core(model)}
+    print(f"copy bandwidth {bw / 1e12:.2f} TB/s; {meta['fp64_instructions_per_step']} FP64 instructions per step; "
+          f"NumPy one core {meta['numpy_one_core']:.3g} cell-steps/s", flush=True)
+    rows = []
+    for name in args.variants:
+        for n in (int(c) for c in args.cells):
+            for k in args.k:
+                r = measure(model, name, n, k, args.seconds)
+                rows.append(r)
+                print(f"{name:>16} {n:>9} cells k = {k:>3}: {r['cell_steps_per_s']:.3g} cell-steps/s "
+                      f"({r['registers']} regs)", flush=True)
+    text = markdown(meta, rows, args.variants)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"meta": meta, "results": rows}, indent=2) + "\n")
+    if args.write:
+        write_section(Path(args.write), "kernels:" + meta["machine"]["gpu"], text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
