@@ -9,7 +9,7 @@ CONFIG ?= run/demo.toml
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.cardiosim-setup
 
-.PHONY: run test test-gpu bench bench-niederer setup clean
+.PHONY: run test test-gpu bench bench-kernels bench-niederer setup clean
 
 $(STAMP): tools/bootstrap.sh setup.cfg pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash tools/bootstrap.sh
@@ -32,6 +32,11 @@ test-gpu: $(STAMP)
 ## make bench: PDE-step benchmarks, written to docs/benchmarks.md
 bench: $(STAMP)
 	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/cardiosim bench pde --write docs/benchmarks.md
+
+## make bench-kernels: every CUDA kernel variant, 1e5-1e7 cells, k = 1 and 100 (GPU node), to docs/benchmarks.md
+bench-kernels: $(STAMP)
+	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/cardiosim bench kernels --write docs/benchmarks.md \
+	    --json docs/bench/kernels.json
 
 ## make bench-niederer: the Niederer 2011 slab, nine runs on $(NP) ranks, written to docs/niederer.md
 ##   (RUNS="dx0.5_dt0.05 ..." for a subset)
