@@ -103,6 +103,8 @@ class CudaBackend:
         self.params = np.ascontiguousarray(model.parameter_vector(), dtype=np.float64)
         self.block = int(block)
         self.variant = kernel_variants.get(variant, name)
+        self.integrator = integrator
+        self._last_k = 1
 
         cuda.init()
         self.device = cuda.Device(device)
@@ -291,6 +293,7 @@ class CudaBackend:
             # The seed's variants launch once per substep, at t0 + j*dt: the time the fused kernel computes for
             # substep j (both round the product and the sum once), so the pulse edges fall on the same substeps.
             launches = [(t0, k)] if self.variant.fused else [(t0 + j * dt, 1) for j in range(k)]
+            self._last_k = k
             for n, (t, kk) in enumerate(launches):
                 last = n == len(launches) - 1
                 self.func.prepared_call(grid, (self.block, 1, 1), self.y, np.int64(self.pitch),
@@ -331,9 +334,13 @@ class CudaBackend:
         st = self.model.states[s]
         v = self.from_device()[s, c]
         what = "is not finite" if status == 1 else f"is outside its range [{st.lower:g}, {st.upper:g}]"
+        # One launch per substep (the seed's variants): the flag cannot tell which launch set it.
+        when = (f"t = {t0 + j * dt:.6g} ms" if self.variant.fused else
+                f"a time in ({t0:.6g}, {t0 + self._last_k * dt:.6g}] ms")
         raise SimulationError(
-            f"{self.model.name}: cell {c}, state {st.name} = {v:.6g} {st.unit} {what} at t = {t0 + j * dt:.6g} ms "
-            f"(Forward Euler on the GPU, dt = {dt:g} ms); the time step is probably too large, try a smaller dt")
+            f"{self.model.name}: cell {c}, state {st.name} = {v:.6g} {st.unit} {what} at {when} "
+            f"({self.integrator.replace('-', ' ')} on the GPU, dt = {dt:g} ms); the time step is probably too large, "
+            f"try a smaller dt")
 
     # -- reporting -----------------------------------------------------------------------------------------------
     def registers(self) -> dict:
