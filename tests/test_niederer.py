@@ -32,3 +32,14 @@ def test_coarse_runs_hardly_depend_on_dt(coarse):
     spread = {k: np.ptp([r["points"][k] for r in coarse.values()]) for k in niederer.POINTS}
     print("\nspread over dt (ms): " + " ".join(f"{k} {v:.4f}" for k, v in spread.items()))
     assert max(spread.values()) < 0.05
+
+
+def test_coarse_run_sits_among_the_published_codes(coarse):
+    """dx 0.5 mm, dt 0.01 ms: every published point within one standard deviation of the eleven codes' mean
+    (cardiosim/bench/niederer_published.py)."""
+    from cardiosim.bench import niederer_published as pub
+    rows = pub.compare(coarse[0.01]["points"], niederer.POINTS, 0.5)
+    assert len(rows) == 8
+    for label, pos, ours, mean, sd in rows:
+        print(f"{label} {pos}: {ours:.2f} ms, eleven codes {mean:.2f} ± {sd:.2f} ms")
+        assert abs(ours - mean) < sd, f"{label}: {ours:.2f} ms is outside {mean} ± {sd} ms"

@@ -115,6 +115,21 @@ def plot(results: list[dict], path: Path) -> bool:
     return True
 
 
+def published_lines(results: list[dict]) -> list[str]:
+    """Our dt = 0.01 ms runs beside the eleven codes' mean ± SD (cardiosim/bench/niederer_published.py)."""
+    from . import niederer_published as pub
+    lines = ["Against the eleven codes of the paper (mean ± SD at dt = 0.01 ms; source and caveat in "
+             "cardiosim/bench/niederer_published.py), our dt = 0.01 ms runs:", "",
+             "| dx (mm) | point (position, mm) | cardiosim | 11 codes | (ours − mean)/SD |", "|---|---|---|---|---|"]
+    for r in (r for r in results if r["dt_ms"] == 0.01):
+        for label, pos, ours, mean, sd in pub.compare(r["points"], POINTS, r["dx_mm"]):
+            lines.append(f"| {r['dx_mm']:g} | {label} {tuple(pos)} | {ours:.2f} | {mean:.2f} ± {sd:.2f} | "
+                         f"{(ours - mean) / sd:+.2f} |")
+    others = "; ".join(f"{name}: " + ", ".join(f"dx {dx} mm {v}" for dx, v in p8.items())
+                       for name, _, p8 in pub.OTHER_CODES_P8)
+    return lines + ["", f"P8 of later codes, from their repositories: {others} ms.", ""]
+
+
 def markdown(results: list[dict], meta: dict, png: str | None) -> str:
     pts = list(POINTS)
     lines = ["## Niederer et al. 2011 slab: cardiosim results", "",
@@ -129,6 +144,7 @@ def markdown(results: list[dict], meta: dict, png: str | None) -> str:
                      + " | ".join(f"{r['points'][p]:.2f}" for p in pts)
                      + f" | {r['wall_s']:.0f} | {cs} | {r.get('where', str(r['ranks']) + ' rank(s)')} |")
     lines += ["", "Convergence:", *convergence_lines(results), ""]
+    lines += published_lines(results)
     if png:
         lines += [f"![activation along the diagonal]({png})", ""]
     lines += ["Activation along the diagonal P1→P8 (ms), at 0, 25, 50, 75 and 100 % of its length:", "",
