@@ -17,6 +17,11 @@ class NumpyBackend:
         self.work = np.empty_like(states)
         self.failure = None   # NumPy never stops mid-step; Reaction.check finds bad states
 
+    def download(self) -> None:   # the states live on the host
+        pass
+
+    upload = download
+
     def advance(self, t0: float, dt: float, k: int, stimuli) -> None:
         """k Forward-Euler substeps of dt ms from t0, in place; the stimulus is evaluated at each substep."""
         for s in range(k):
