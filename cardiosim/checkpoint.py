@@ -161,9 +161,8 @@ def save(sim, path: Path) -> None:
         field = tuple(int(n) for n in reversed(sim.grid.n))
 
         def create():   # one chunk per row; the checksum makes a damaged file fail loudly on restart
-            ds = f.create_dataset(name, shape=lead + field, dtype="f8", chunks=(1,) * len(lead) + field,
-                                  fletcher32=True)
-            ds.attrs.update(attrs)
+            f.create_dataset(name, shape=lead + field, dtype="f8", chunks=(1,) * len(lead) + field,
+                             fletcher32=True).attrs.update(attrs)
         attempt(create)
         for idx in np.ndindex(*lead):
             work.getArray()[:] = local[idx]
@@ -174,7 +173,9 @@ def save(sim, path: Path) -> None:
         nonlocal f
         import h5py
         path.parent.mkdir(parents=True, exist_ok=True)
-        f = h5py.File(tmp, "w")
+        # No chunk cache: each row goes to disk as it is written, so a full disk shows up here, as an exception,
+        # and not later while HDF5 closes objects (where it could only print).
+        f = h5py.File(tmp, "w", rdcc_nbytes=0)
         a = f.attrs
         a["format"] = FORMAT
         a["cardiosim_version"] = __version__
@@ -218,11 +219,17 @@ def save(sim, path: Path) -> None:
         except Exception:
             pass
         tmp.unlink(missing_ok=True)
-    msg = comm.bcast(None if error is None else f"{type(error).__name__}: {error}", root=0)
-    if msg:
-        kept = f"; the previous checkpoint {path} is kept" if path.exists() else ""
-        raise SimulationError(f"checkpoint: cannot write {path} at t = {sim.t:.6g} ms ({msg}){kept}; "
+    msg = comm.bcast(None if error is None else _reason(error), root=0)
+    if msg:   # Simulation.run adds where the last checkpoint is
+        raise SimulationError(f"checkpoint: cannot write {path} at t = {sim.t:.6g} ms ({msg}); "
                               f"the output {out.path} keeps everything written so far")
+
+
+def _reason(e: Exception) -> str:
+    """One short line: the OS's words where there is an errno (HDF5's own messages run over several lines)."""
+    if getattr(e, "errno", None):
+        return f"{os.strerror(e.errno)}, errno {e.errno}"
+    return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
 
 
 def _fsync(path: Path) -> None:
