@@ -328,7 +328,7 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
     now = physics(cfg)
     if then != now:
         raise UserError(f"{where}: written for another config: {_differences(then, now)} (a restart may change "
-                        f"only {', '.join(k.rstrip('.') for k in FREE_KEYS)})")
+                        f"only {', '.join(k + '*' if k.endswith('.') else k for k in FREE_KEYS)})")
     # The config fits; the arrays must fit it too, or the file is damaged.
     from . import cells
     n_states = len(cells.model_class(cfg.cell.model).states)
