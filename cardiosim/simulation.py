@@ -194,6 +194,8 @@ class Simulation:
                  f"{self.comm.size} rank(s); {solvers}")
         if self.output:
             log.info(f"output: {self.path}")
+        if self.start_step:
+            log.info(f"restart: from {self.last_checkpoint[0]} at t = {self.t:g} ms, appending to the output")
 
     def _finish(self) -> dict:
         timing = self.timers.summary(self.comm)

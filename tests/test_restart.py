@@ -130,6 +130,65 @@ def test_restart_on_one_rank_agrees(stopped_and_restarted):
     assert np.array_equal(full["fields/Vm"][:n_before], one["fields/Vm"][:n_before])
 
 
+def _rank_pids(launcher_pid: int) -> list[int]:
+    """The cardiosim processes started by an mpirun (its descendants, from /proc)."""
+    parent = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+                parent[int(d.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, todo = [], [launcher_pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        todo += kids
+        for c in kids:
+            try:
+                if b"cardiosim" in (Path("/proc") / str(c) / "cmdline").read_bytes():
+                    found.append(c)
+            except OSError:
+                pass
+    return found
+
+
+def test_sigusr1_to_one_rank_stops_all(tmp_path):
+    """SLURM's --signal without B: reaches every task, but one rank's flag is enough: the ranks agree in the step's
+    collective, write one checkpoint of the same step and all exit with 75."""
+    launcher = mpirun()
+    if launcher is None:
+        pytest.skip("no mpirun available")
+    out = tmp_path / "out.h5"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    proc = subprocess.Popen([launcher, "-n", "2", sys.executable, "-m", "cardiosim", "run", str(CONFIG), "--quiet",
+                             "--output", str(out), "--set", "simulation.duration=10.0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    while snapshots(out) < 2 and proc.poll() is None:
+        time.sleep(0.1)
+    ranks = _rank_pids(proc.pid)
+    assert len(ranks) == 2, ranks
+    os.kill(max(ranks), signal.SIGUSR1)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == STOPPED, stdout + stderr
+    with h5py.File(tmp_path / "out.ckpt.h5") as c, h5py.File(out) as f:
+        t = float(c.attrs["t"])
+        assert f"checkpoint written at t = {t:g} ms" in stdout
+        assert f["probes/time"][-1] == t   # the output stops where the checkpoint is
+
+
+def test_wall_interval_checkpoints(tmp_path):
+    """checkpoint.wall_interval: rank 0's clock decides, every rank follows (2 ranks); here every step, so the last
+    checkpoint is one step before the end."""
+    out = tmp_path / "out.h5"
+    run_cli(["run", CONFIG, "--output", out, "--quiet", "--set", "simulation.duration=0.2",
+             "--set", "checkpoint.wall_interval=1e-6"], np=2, check=True)
+    with h5py.File(tmp_path / "out.ckpt.h5") as c:
+        assert int(c.attrs["step"]) == 9 and c.attrs["mpi_ranks"] == 2
+
+
 def test_lengthen_a_finished_run(tmp_path):
     """A checkpoint of a finished run, restarted with a longer duration, gives the longer run (1 rank, bitwise);
     the finished file's maps and iteration counts are written anew."""
