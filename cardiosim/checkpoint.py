@@ -140,7 +140,7 @@ def save(sim, path: Path) -> None:
     out, comm = sim.output, sim.comm
     out.flush_probes()
     root = comm.rank == 0
-    position = out.position() if root else None
+    position = {}
     model = sim.reaction.model
     gather = out.gather
     work = sim.grid.vec()
@@ -194,6 +194,7 @@ def save(sim, path: Path) -> None:
         for name, its in sim.tissue.iterations().items():
             f.create_dataset(f"solver/{name}_iterations", data=np.array(its, dtype=np.int64))
 
+    attempt(lambda: position.update(out.position()))
     attempt(open_tmp)
     put("fields/Vm", sim.V.getArray(readonly=True), units="mV")
     put("fields/phi_e", sim.phi.getArray(readonly=True), units="mV")
@@ -273,19 +274,23 @@ class Checkpoint:
     def read(self, name: str, gather, v) -> np.ndarray:
         """Dataset ``name`` (natural order) into this rank's nodes: a copy, shape (leading axes..., n_local)
         (collective). A read error (a corrupt file) is one line on every rank."""
-        lead = self.comm.bcast(self.f[name].shape[:-gather.grid.dim] if self.f is not None else None, root=0)
-        out = []
-        for idx in np.ndindex(*lead):
-            arr, msg = None, None
+        def on_root(action):
+            """``action()`` on rank 0; its failure is the same UserError on every rank."""
+            value, msg = None, None
             if self.f is not None:
                 try:
-                    arr = self.f[name][idx]
+                    value = action()
                 except (OSError, KeyError, ValueError) as e:
                     msg = f"--restart {self.path}: cannot read {name}: {e}; the file is damaged"
             msg = self.comm.bcast(msg, root=0)
             if msg:
                 raise UserError(msg)
-            gather.distribute(arr, v)
+            return value
+
+        lead = self.comm.bcast(on_root(lambda: self.f[name].shape[:-gather.grid.dim]), root=0)
+        out = []
+        for idx in np.ndindex(*lead):
+            gather.distribute(on_root(lambda: self.f[name][idx]), v)
             out.append(v.getArray(readonly=True).copy())
         return np.array(out).reshape(*lead, -1)
 
