@@ -45,6 +45,17 @@ class ActivationMap:
             self.time[new] = t0 + frac * (t1 - t0)
         prev[:] = v
 
+    # A run's accumulators (this one, and any other map computed during the run) are saved in checkpoints
+    # through these two methods: a dict of per-node arrays whose last axis is this rank's owned nodes (PETSc local
+    # order), and plain numbers. The checkpoint stores the arrays in natural order, so a restart may use another
+    # number of ranks.
+    def state(self) -> dict:
+        return {"time": self.time, "prev": self.prev}
+
+    def load_state(self, state: dict) -> None:
+        self.time[:] = state["time"]
+        self.prev[:] = state["prev"]
+
 
 def sample(field: np.ndarray, spacing, point) -> float:
     """Multilinear interpolation of a nodal field (natural shape [z,] [y,] x) at ``point`` (cm, x first).

@@ -1,13 +1,15 @@
 """``cardiosim`` command line.
 
-    cardiosim run CONFIG [--set section.key=value ...] [--output FILE] [--overwrite] [-- PETSc options]
+    cardiosim run CONFIG [--set section.key=value ...] [--output FILE] [--overwrite | --restart CHECKPOINT]
+                  [-- PETSc options]
     cardiosim config --doc | cardiosim config check CONFIG
     cardiosim cell ...        single-cell runs and biomarkers (see ``cardiosim cell --help``)
     cardiosim bench niederer | pde ...   benchmarks, written to docs/ (see ``cardiosim bench NAME --help``)
 
 Everything after ``--`` goes to PETSc (``-elliptic_pc_type gamg``, ``-log_view``, ...). A mistake in the input
 gives one line on stderr and exit status 2; a run that goes wrong (a state out of range, a diverged solver) one
-line and exit status 3; anything else is a bug and aborts the whole MPI job with a traceback, so no rank hangs.
+line and exit status 3; a run stopped by SIGTERM/SIGUSR1 writes a checkpoint and exits with 75
+(docs/checkpoints.md); anything else is a bug and aborts the whole MPI job with a traceback, so no rank hangs.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--output", help="HDF5 output file (overrides output.path)")
     r.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.add_argument("--restart", metavar="CHECKPOINT",
+                   help="go on from this checkpoint, appending to its output file (same config; any number of ranks)")
 
     cell = sub.add_parser("cell", help="pace a single cell; trace and per-beat biomarkers to HDF5 (and JSON)")
     cell.add_argument("--list", action="store_true", help="list the cell models and their variants")
@@ -133,8 +137,18 @@ def _run(args) -> int:
     cfg = config.load(args.config, args.set)
     if args.quiet:
         cfg.simulation.progress_interval = 0.0
-    sim = Simulation(cfg, output_path=Path(args.output) if args.output else None, overwrite=args.overwrite)
-    sim.run()
+    if args.restart and args.overwrite:
+        raise config.ConfigError("cardiosim run: --restart continues the output file and --overwrite would replace "
+                                 "it; give one of them")
+    sim = Simulation(cfg, output_path=Path(args.output) if args.output else None, overwrite=args.overwrite,
+                     restart=Path(args.restart) if args.restart else None)
+    summary = sim.run()
+    if summary.get("stopped"):
+        from .checkpoint import STOPPED
+        same = " (with the same --set/--output options)" if args.set or args.output else ""
+        log.info(f"checkpoint written at t = {summary['simulated_ms']:g} ms; resume with "
+                 f"cardiosim run {args.config} --restart {summary['checkpoint']}{same}", force=True)
+        return STOPPED
     return 0
 
 

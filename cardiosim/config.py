@@ -153,6 +153,16 @@ class Output:
 
 
 @dataclass(kw_only=True)
+class Checkpoint:
+    path: str = key("", doc="checkpoint file (HDF5, replaced atomically); default: beside the output, "
+                            "<output name>.ckpt.h5 (docs/checkpoints.md)")
+    interval: float = key(0.0, unit="ms", ge=0, doc="simulated time between checkpoints (0: none)")
+    wall_interval: float = key(0.0, unit="s", ge=0, doc="wall time between checkpoints, measured on rank 0 (0: none)")
+    on_signal: bool = key(True, doc="on SIGTERM or SIGUSR1 (e.g. SLURM --signal), write a checkpoint at the next "
+                                    "step and stop with exit status 75")
+
+
+@dataclass(kw_only=True)
 class Config:
     simulation: Simulation
     grid: Grid
@@ -161,6 +171,7 @@ class Config:
     stimulus: list[Stimulus] = key(factory=list, doc="[[stimulus]] tables")
     probe: list[Probe] = key(factory=list, doc="[[probe]] tables: Vm/φe traces every PDE step")
     output: Output = key(factory=Output)
+    checkpoint: Checkpoint = key(factory=Checkpoint)
     # Not keys: where the config came from, kept for the output file.
     source_text: str = field(default="", repr=False, metadata={"internal": True})
     source_name: str = field(default="config", repr=False, metadata={"internal": True})
@@ -336,6 +347,9 @@ def validate(cfg: Config) -> Config:
     s = cfg.simulation
     if s.dt > s.duration:
         raise ConfigError(f"simulation.dt: must be <= simulation.duration = {s.duration} ms; got {s.dt}")
+    ck = cfg.checkpoint
+    if 0 < ck.interval < s.dt:
+        raise ConfigError(f"checkpoint.interval: must be 0 (none) or >= simulation.dt = {s.dt} ms; got {ck.interval}")
     t = cfg.tissue
     if t.fibre_file and not Path(t.fibre_file).is_file():
         raise ConfigError(f"tissue.fibre_file: no such file: {t.fibre_file}")

@@ -14,8 +14,9 @@ def set_quiet(quiet: bool) -> None:
     _quiet = quiet
 
 
-def info(msg: str) -> None:
-    if MPI.COMM_WORLD.rank == 0 and not _quiet:
+def info(msg: str, force: bool = False) -> None:
+    """On stdout from rank 0; ``force``: also with --quiet (what the user must act on)."""
+    if MPI.COMM_WORLD.rank == 0 and (force or not _quiet):
         print(msg, flush=True)
 
 

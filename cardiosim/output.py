@@ -20,6 +20,7 @@ file is flushed after every snapshot: a run that dies keeps everything written b
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +67,14 @@ class Gatherer:
             return self.zero.getArray().reshape(tuple(int(n) for n in reversed(self.grid.n))).copy()
         return None
 
+    def distribute(self, arr, v: PETSc.Vec) -> None:
+        """The inverse: a natural-order array given on rank 0 (ignored elsewhere) into the distributed Vec v."""
+        if self.grid.da.comm.rank == 0:
+            self.zero.getArray()[:] = np.asarray(arr).reshape(-1)
+        self.scatter.scatter(self.zero, self.natural, addv=PETSc.InsertMode.INSERT_VALUES,
+                             mode=PETSc.ScatterMode.REVERSE)
+        self.grid.da.naturalToGlobal(self.natural, v)
+
 
 class Probes:
     """Vm (and φe) at the nodes nearest the configured points, every PDE step; buffered, gathered at flush."""
@@ -101,7 +110,12 @@ class Probes:
 
 
 class Output:
-    def __init__(self, cfg, grid, path: Path, stencil: str, layout: dict, comm):
+    # What finish() writes; a resumed run drops it and writes it again at its own end.
+    FINAL_GROUPS = ("maps", "solver", "timing")
+    FINAL_ATTRS = ("simulated_ms", "wall_s")
+
+    def __init__(self, cfg, grid, path: Path, stencil: str, layout: dict, comm, resume: dict | None = None):
+        """Create the file, or with ``resume`` (a checkpoint's :meth:`position`) continue the existing one."""
         self.cfg = cfg
         self.comm = comm
         self.rank = comm.rank
@@ -110,7 +124,9 @@ class Output:
         self.gather = Gatherer(grid)
         self.probes = Probes(cfg, grid, ["Vm", "phi_e"] if cfg.simulation.equations == "bidomain" else ["Vm"])
         self.f = None
-        if self.rank == 0:
+        if self.rank == 0 and resume is not None:
+            self._resume(resume, layout)
+        elif self.rank == 0:
             import h5py
             path.parent.mkdir(parents=True, exist_ok=True)
             f = self.f = h5py.File(path, "w")
@@ -121,6 +137,7 @@ class Output:
             f.attrs["equations"] = cfg.simulation.equations
             f.attrs["units"] = json.dumps(UNITS)
             f.attrs["layout"] = json.dumps(layout)
+            f.attrs["run_id"] = uuid.uuid4().hex   # ties checkpoints to this file
             g = f.create_group("grid")
             g.attrs["dim"] = grid.dim
             g.attrs["shape"] = grid.n
@@ -197,6 +214,60 @@ class Output:
                 self.f.attrs[k] = v
             self.f.close()
             self.f = None
+
+    # -- continuing after a restart ------------------------------------------------------------------------------
+    def position(self) -> dict:
+        """What this file holds so far (rank 0, after flush_probes): a checkpoint records it, and a restart cuts the
+        time-stacked datasets back to it before appending."""
+        self.f.flush()
+        return {"run_id": self.f.attrs["run_id"], "snapshots": int(self.f["fields/time"].shape[0]),
+                "probe_samples": int(self.f["probes/time"].shape[0])}
+
+    @staticmethod
+    def check_resumable(path: Path, position: dict) -> None:
+        """Refuse a restart whose output file is missing, unreadable, another run's, or shorter than the checkpoint
+        says (rank 0, before anything is changed)."""
+        import os
+        import h5py
+        if not path.is_file():
+            raise UserError(f"output.path: {path} does not exist; a restart continues the output file that the "
+                            f"checkpoint was written with (give it with --output)")
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise UserError(f"output.path: {path} is not readable and writable; a restart appends to it")
+        try:
+            with h5py.File(path, "r") as f:
+                run_id = f.attrs.get("run_id")
+                have = (f["fields/time"].shape[0], f["probes/time"].shape[0])
+        except (OSError, KeyError) as e:
+            raise UserError(f"output.path: {path} is not a readable cardiosim output file ({e})") from None
+        if run_id != position["run_id"]:
+            raise UserError(f"output.path: {path} was written by another run than the checkpoint (run id {run_id} "
+                            f"in the file, {position['run_id']} in the checkpoint)")
+        want = (position["snapshots"], position["probe_samples"])
+        if have[0] < want[0] or have[1] < want[1]:
+            raise UserError(f"output.path: {path} holds {have[0]} snapshots and {have[1]} probe samples, fewer than "
+                            f"the checkpoint's {want[0]} and {want[1]}; it was cut short or replaced")
+
+    def _resume(self, position: dict, layout: dict) -> None:
+        import h5py
+        f = self.f = h5py.File(self.path, "r+")
+        n, m = position["snapshots"], position["probe_samples"]
+        for name in ["time", *self.fields]:
+            f["fields"][name].resize(n, axis=0)
+        f["probes/time"].resize(m, axis=0)
+        for name in self.probes.names:
+            for fld in self.probes.fields:
+                f["probes"][name][fld].resize(m, axis=0)
+        for g in self.FINAL_GROUPS:
+            if g in f:
+                del f[g]
+        f.create_group("solver")   # as a new file has it
+        for a in self.FINAL_ATTRS:
+            f.attrs.pop(a, None)
+        restarts = json.loads(f.attrs.get("restarts", "[]"))
+        restarts.append({"snapshots": n, "probe_samples": m, "layout": layout})
+        f.attrs["restarts"] = json.dumps(restarts)
+        f.flush()
 
     def close(self) -> None:
         if self.f is not None:

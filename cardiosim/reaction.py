@@ -9,6 +9,7 @@ or a GPU owned by another rank of the node) is the backend's business.
 from __future__ import annotations
 
 import numpy as np
+from mpi4py import MPI
 
 from . import cells
 from .errors import SimulationError, UserError
@@ -54,8 +55,21 @@ class Reaction:
         self.backend.advance(t, dt / k, k, self.stimuli)
         v[:] = self.states[0]
 
-    def check(self, t: float) -> None:
-        """Stop every rank if any cell's state is non-finite or out of its range (collective)."""
+    def host_states(self) -> np.ndarray:
+        """Every cell state of this rank, current on the host (the CUDA backend keeps them on the GPU)."""
+        self.backend.download()
+        return self.states
+
+    def load_states(self, states: np.ndarray) -> None:
+        """Replace every cell state of this rank (a restart), wherever the backend keeps them."""
+        self.states[:] = states
+        self.backend.upload()
+
+    def check(self, t: float, requests: int = 0) -> int:
+        """Stop every rank if any cell's state is non-finite or out of its range (collective).
+
+        ``requests`` is a bit mask of other per-step decisions (a checkpoint asked for by a signal) that rides on
+        the same collective, so that a step costs one; returns its OR over all ranks."""
         # The compiled backends check every state themselves (ranges included) and keep only Vm current on the
         # host; the NumPy backend is checked here.
         msg = self.backend.failure
@@ -68,6 +82,8 @@ class Reaction:
                    f"{'not finite' if not np.isfinite(self.states[s, cidx]) else 'outside its range'} "
                    f"[{st.lower:g}, {st.upper:g}]; the time step may be too large "
                    f"(simulation.dt / simulation.ode_substeps)")
-        if self.comm.allreduce(msg is not None):  # one small collective per step; messages only on failure
+        flags = self.comm.allreduce(int(msg is not None) | requests << 1, op=MPI.BOR)  # one small collective
+        if flags & 1:                                                                   # messages only on failure
             first = next(m for m in self.comm.allgather(msg) if m)
             raise SimulationError(first)
+        return flags >> 1

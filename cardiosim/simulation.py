@@ -14,9 +14,9 @@ import math
 import time
 from pathlib import Path
 
-from . import log, output
+from . import checkpoint, log, output
 from .analysis import ActivationMap
-from .errors import UserError
+from .errors import SimulationError, UserError
 from .grid import Grid
 from .reaction import Reaction
 from .tissue import make as make_tissue
@@ -25,7 +25,8 @@ from .timing import Timers, table
 
 class Simulation:
     def __init__(self, cfg, comm=None, output_path: Path | None = None, overwrite: bool = False,
-                 write_output: bool = True):
+                 write_output: bool = True, restart: Path | None = None):
+        """``restart``: a checkpoint to go on from (docs/checkpoints.md); the output file is continued."""
         from petsc4py import PETSc
         self.comm = comm or PETSc.COMM_WORLD.tompi4py()
         self.cfg = cfg
@@ -37,8 +38,15 @@ class Simulation:
             raise UserError(f"simulation.duration: {sim.duration} ms is not a whole number of steps of "
                             f"simulation.dt = {sim.dt} ms")
         self.path = output_path or output.resolve_path(cfg)
+        # Checkpoints go with the output file, whose position they record; a run without output has none.
+        self.checkpoint_path = checkpoint.resolve_path(cfg, self.path) if write_output else None
+        ckpt = checkpoint.Checkpoint.open(restart, cfg, self.n_steps, self.comm) if restart else None
         if write_output:
-            _collective(self.comm, lambda: output.check_path(self.path, overwrite))
+            if ckpt:
+                _collective(self.comm, lambda: output.Output.check_resumable(self.path, ckpt.output))
+            else:
+                _collective(self.comm, lambda: output.check_path(self.path, overwrite))
+            _collective(self.comm, lambda: checkpoint.check_path(self.checkpoint_path, overwrite or bool(ckpt)))
 
         self.grid = Grid(cfg, PETSc.COMM_WORLD)
         self.stencil = self._choose_stencil()
@@ -52,11 +60,39 @@ class Simulation:
         self.t = 0.0
         self.step_index = 0
         self.activation = ActivationMap(self.V.getArray(), cfg.output.activation_threshold)
+        self.accumulators = {"activation": self.activation}   # what checkpoints save through state()/load_state()
         self.layout = {"mpi_ranks": self.comm.size, "dmda_procs": list(self.grid.da.getProcSizes()),
                        "placement": "cpu", "ode_backend": self.reaction.backend.name}
-        self.output = (output.Output(cfg, self.grid, self.path, self.stencil, self.layout, self.comm)
+        self.start_step = 0
+        self.last_checkpoint = None   # (path, t) of the newest checkpoint, named when a run fails
+        if ckpt:
+            self._restore(ckpt)
+        elif write_output and self.comm.rank == 0:
+            self.checkpoint_path.unlink(missing_ok=True)   # an earlier run's, replaced by --overwrite
+        self.output = (output.Output(cfg, self.grid, self.path, self.stencil, self.layout, self.comm,
+                                     resume=ckpt.output if ckpt else None)
                        if write_output else None)
+        self.schedule = None
+        self.requests = 0
+        self.stopped = False
         self.setup_time = self.timers.elapsed()
+
+    def _restore(self, ckpt) -> None:
+        """Every piece of state from a checkpoint (collective); the arrays are read before the output is touched,
+        so a damaged checkpoint changes nothing."""
+        gather, v = output.Gatherer(self.grid), self.grid.vec()
+        self.V.getArray()[:] = ckpt.read("fields/Vm", gather, v)
+        self.phi.getArray()[:] = ckpt.read("fields/phi_e", gather, v)
+        self.reaction.load_states(ckpt.read("states", gather, v))
+        for name, acc in self.accumulators.items():
+            acc.load_state(ckpt.accumulator(name, gather, v))
+        for s in self.tissue.solvers():
+            s.iterations[:] = ckpt.iterations.get(s.name, [])
+        v.destroy()
+        ckpt.close()
+        self.step_index = self.start_step = ckpt.step
+        self.t = self.step_index * self.dt
+        self.last_checkpoint = (ckpt.path, self.t)
 
     def _choose_stencil(self) -> str:
         want = self.cfg.grid.stencil
@@ -88,7 +124,8 @@ class Simulation:
         self.step_index += 1
         self.t = self.step_index * dt  # no accumulated round-off in t
         with self.timers("reaction"):
-            self.reaction.check(self.t)
+            # The step's one collective: a bad cell anywhere stops every rank; checkpoint requests ride along.
+            self.requests = self.reaction.check(self.t, self.schedule.requests() if self.schedule else 0)
         with self.timers("io"):
             self.activation.update(t, self.t, self.V.getArray(readonly=True))
 
@@ -100,14 +137,17 @@ class Simulation:
         cfg = self.cfg
         interval = max(1, int(round(cfg.output.interval / self.dt)))
         self._announce()
-        with self.timers("elliptic"):
-            self.tissue.solve_phi(self.V, self.phi, 0.0)   # φe consistent with the initial Vm
         out = self.output
-        with self.timers("io"):
-            if out:
-                out.probes.record(0.0, self.vecs())
-                out.snapshot(0.0, self.vecs())
-        progress = Progress(self.n_steps, self.dt, cfg.simulation.progress_interval, self.comm)
+        if self.step_index == 0:   # a restarted run has all this from its checkpoint
+            with self.timers("elliptic"):
+                self.tissue.solve_phi(self.V, self.phi, 0.0)   # φe consistent with the initial Vm
+            with self.timers("io"):
+                if out:
+                    out.probes.record(0.0, self.vecs())
+                    out.snapshot(0.0, self.vecs())
+        progress = Progress(self.n_steps, self.dt, cfg.simulation.progress_interval, self.comm, self.step_index)
+        if out:
+            self.schedule = checkpoint.Schedule(cfg, self.dt, self.comm)
         try:
             while self.step_index < self.n_steps:
                 self.step()
@@ -119,10 +159,31 @@ class Simulation:
                         if self.step_index % interval == 0 or self.step_index == self.n_steps:
                             out.snapshot(self.t, self.vecs())
                 progress.update(self.step_index, self.tissue.iterations())
+                if out and self.step_index < self.n_steps and self.schedule.due(self.step_index, self.requests):
+                    with self.timers("io"):
+                        self.write_checkpoint()
+                    if self.requests & checkpoint.Schedule.STOP:
+                        self.stopped = True
+                        break
+        except SimulationError as e:
+            if self.last_checkpoint:
+                path, t = self.last_checkpoint
+                raise SimulationError(f"{e}; the last checkpoint, t = {t:.6g} ms, is kept in {path}") from None
+            raise
         finally:
+            if self.schedule:
+                self.schedule.close()
             if out and out.f is not None and self.step_index < self.n_steps:
-                out.close()   # a failed run keeps what it wrote
+                out.close()   # a failed or stopped run keeps what it wrote
+        if self.stopped:
+            return {"stopped": True, "simulated_ms": self.t, "checkpoint": str(self.checkpoint_path)}
         return self._finish()
+
+    def write_checkpoint(self) -> None:
+        """Save every piece of the run's state to checkpoint.path (collective; cardiosim/checkpoint.py)."""
+        checkpoint.save(self, self.checkpoint_path)
+        self.schedule.written()
+        self.last_checkpoint = (self.checkpoint_path, self.t)
 
     def _announce(self) -> None:
         g, c = self.grid, self.cfg
@@ -133,18 +194,22 @@ class Simulation:
                  f"{self.comm.size} rank(s); {solvers}")
         if self.output:
             log.info(f"output: {self.path}")
+        if self.start_step:
+            log.info(f"restart: from {self.last_checkpoint[0]} at t = {self.t:g} ms, appending to the output")
 
     def _finish(self) -> dict:
         timing = self.timers.summary(self.comm)
         its = self.tissue.iterations()
         wall = timing["total"]["max"]
         loop = wall - self.setup_time
+        simulated = self.t - self.start_step * self.dt   # by this run (after a restart: since the checkpoint)
         summary = {
             "config": self.cfg.source_name, "equations": self.cfg.simulation.equations,
             "cell_model": self.cfg.cell.model, "grid": [int(n) for n in self.grid.n], "nodes": self.grid.n_nodes,
             "steps": self.n_steps, "dt_ms": self.dt, "ode_substeps": self.cfg.simulation.ode_substeps,
             "simulated_ms": self.t, "wall_s": wall, "setup_s": self.setup_time,
-            "simulated_ms_per_wall_s": self.t / loop if loop > 0 else None,
+            "simulated_ms_per_wall_s": simulated / loop if loop > 0 else None,
+            "restarted_at_ms": self.start_step * self.dt if self.start_step else None,
             "layout": self.layout, "timing_s": timing,
             "iterations": {k: {"mean": sum(v) / len(v) if v else 0, "max": max(v) if v else 0,
                                "total": sum(v)} for k, v in its.items()},
@@ -166,8 +231,8 @@ class Simulation:
 class Progress:
     """Rank 0 prints simulated time, rate (simulated ms per wall s) and ETA every ``interval`` wall seconds."""
 
-    def __init__(self, n_steps, dt, interval, comm):
-        self.n, self.dt, self.interval = n_steps, dt, interval
+    def __init__(self, n_steps, dt, interval, comm, first_step=0):
+        self.n, self.dt, self.interval, self.first = n_steps, dt, interval, first_step
         self.start = self.last = time.perf_counter()
         self.quiet = interval <= 0 or comm.rank != 0
 
@@ -179,7 +244,7 @@ class Progress:
             return
         self.last = now
         t = step * self.dt
-        rate = t / (now - self.start)
+        rate = (step - self.first) * self.dt / (now - self.start)
         eta = (self.n - step) * self.dt / rate if rate > 0 else float("inf")
         its = ", ".join(f"{k} {v[-1]}" for k, v in iterations.items() if v)
         log.info(f"t = {t:9.3f} / {self.n * self.dt:.3f} ms ({100 * step / self.n:5.1f} %) | "

@@ -124,3 +124,129 @@ def test_blow_up_stops_every_rank_with_one_line(tmp_path):
     assert len(lines) == 1 and "cell state" in lines[0] and "t = " in lines[0] and "time step" in lines[0]
     with h5py.File(out) as f:
         assert f["fields/Vm"].shape[0] >= 1
+
+
+# -- restarts: the same rules; besides, neither the output file nor the checkpoint is changed --------------------
+def _checkpointed(d: Path) -> tuple[Path, Path, Path]:
+    """A finished 1-rank run of the sheet (2 ms) with a checkpoint at 1 ms: (config, output, checkpoint)."""
+    cfg = d / "case.toml"
+    cfg.write_text(SHEET.replace("duration = 40.0", "duration = 2.0"))
+    run_cli(["run", cfg, "--output", d / "out.h5", "--quiet", "--set", "checkpoint.interval=1.0"], cwd=d, check=True)
+    return cfg, d / "out.h5", d / "out.ckpt.h5"
+
+
+@pytest.fixture(scope="module")
+def checkpointed(tmp_path_factory):
+    return _checkpointed(tmp_path_factory.mktemp("checkpointed"))
+
+
+def _garbage(p):
+    p.write_bytes(b"this is not HDF5\n" * 100)
+
+
+def _halve(p):
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+
+
+def _damage_states(p):
+    """Flip bytes inside the first row of the cell states (the checksum must catch it)."""
+    import h5py
+    with h5py.File(p, "r") as f:
+        offset = f["states"].id.get_chunk_info(0).byte_offset
+    data = bytearray(p.read_bytes())
+    for i in range(offset + 100, offset + 108):
+        data[i] ^= 0xFF
+    p.write_bytes(bytes(data))
+
+
+def _h5(edit_fn):
+    def edit_file(p):
+        import h5py
+        with h5py.File(p, "r+") as f:
+            edit_fn(f)
+    return edit_file
+
+
+def _other_run(f):
+    f.attrs["run_id"] = "0" * 32
+
+
+def _cut_short(f):
+    for name in ("time", "Vm", "phi_e"):
+        f["fields"][name].resize(0, axis=0)
+
+
+# (case, file to edit ("ckpt"/"out") and how, arguments after `run CONFIG`, words the message must contain)
+RESTART_CASES = [
+    ("missing checkpoint", None, ["--restart", "nowhere.ckpt.h5"], ["nowhere.ckpt.h5", "no such checkpoint file"]),
+    ("checkpoint is not HDF5", ("ckpt", _garbage), ["--restart", "out.ckpt.h5"],
+     ["out.ckpt.h5", "not a readable cardiosim checkpoint"]),
+    ("truncated checkpoint", ("ckpt", _halve), ["--restart", "out.ckpt.h5"], ["not a readable cardiosim checkpoint"]),
+    ("damaged cell states", ("ckpt", _damage_states), ["--restart", "out.ckpt.h5"],
+     ["out.ckpt.h5", "cannot read states", "damaged"]),
+    ("output file given as checkpoint", None, ["--restart", "out.h5"], ["out.h5", "not a cardiosim checkpoint"]),
+    ("checkpoint of other conductivities", None, ["--restart", "out.ckpt.h5", "--set", "tissue.sigma_il=2.0"],
+     ["another config", "tissue.sigma_il = 1.74 there, 2.0 here", "simulation.duration"]),
+    ("checkpoint of another grid", None, ["--restart", "out.ckpt.h5", "--set", "grid.spacing=0.04"],
+     ["another config", "grid.spacing = [0.02, 0.02] there, [0.04, 0.04] here"]),
+    ("checkpoint of another cell model", None, ["--restart", "out.ckpt.h5", "--set", 'cell.model="pathmanathan-gray"'],
+     ["cell.model = \"mitchell-schaeffer\" there, \"pathmanathan-gray\" here"]),
+    ("checkpoint of another time step", None, ["--restart", "out.ckpt.h5", "--set", "simulation.dt=0.01"],
+     ["simulation.dt = 0.02 there, 0.01 here"]),
+    ("checkpoint at the end of the run", None, ["--restart", "out.ckpt.h5", "--set", "simulation.duration=1.0"],
+     ["t = 1 ms", "not before the end", "simulation.duration"]),
+    ("restart without the output file", ("out", Path.unlink), ["--restart", "out.ckpt.h5"],
+     ["out.h5 does not exist", "--output"]),
+    ("output file of another run", ("out", _h5(_other_run)), ["--restart", "out.ckpt.h5"],
+     ["out.h5", "another run"]),
+    ("output file cut short", ("out", _h5(_cut_short)), ["--restart", "out.ckpt.h5"],
+     ["out.h5", "0 snapshots", "fewer than"]),
+    ("restart and overwrite", None, ["--restart", "out.ckpt.h5", "--overwrite"], ["--restart", "--overwrite"]),
+    ("new run over an existing checkpoint", None, ["--output", "new.h5", "--set", 'checkpoint.path="out.ckpt.h5"'],
+     ["checkpoint.path", "out.ckpt.h5 exists", "--restart", "--overwrite"]),
+    ("checkpoint in an unwritable place", None, ["--output", "new.h5", "--set", 'checkpoint.path="case.toml/x.h5"'],
+     ["checkpoint.path", "cannot write in case.toml"]),
+    ("checkpoint interval below the step", None, ["--output", "new.h5", "--set", "checkpoint.interval=0.01"],
+     ["checkpoint.interval", ">= simulation.dt"]),
+]
+
+
+def _snapshot_files(d: Path) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("case,edit_file,extra,words", RESTART_CASES, ids=[c[0] for c in RESTART_CASES])
+def test_bad_restart_one_line_exit_2(tmp_path, checkpointed, case, edit_file, extra, words):
+    import shutil
+    for p in checkpointed:
+        shutil.copy(p, tmp_path / p.name)
+    if edit_file:
+        which, fn = edit_file
+        fn(tmp_path / {"ckpt": "out.ckpt.h5", "out": "out.h5"}[which])
+    before = _snapshot_files(tmp_path)
+    args = ["run", "case.toml", *extra]
+    if "--output" not in extra:
+        args += ["--output", "out.h5"]
+    proc = run_cli(args, cwd=tmp_path)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    print(f"{case}: {lines}")
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    for w in words:
+        assert w in lines[0], f"{w!r} not in {lines[0]!r}"
+    assert _snapshot_files(tmp_path) == before   # nothing written, nothing changed
+
+
+def test_bad_restart_under_mpirun_is_one_line(tmp_path, checkpointed):
+    import shutil
+    for p in checkpointed:
+        shutil.copy(p, tmp_path / p.name)
+    _damage_states(tmp_path / "out.ckpt.h5")
+    before = _snapshot_files(tmp_path)
+    proc = run_cli(["run", "case.toml", "--output", "out.h5", "--restart", "out.ckpt.h5"], np=2, cwd=tmp_path,
+                   timeout=120)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and "cannot read states" in lines[0], proc.stderr
+    assert _snapshot_files(tmp_path) == before

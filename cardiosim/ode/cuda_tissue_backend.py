@@ -55,3 +55,7 @@ class CudaTissueBackend:
     def download(self) -> None:
         """Bring every state to the host copy (for output or checks of states other than Vm)."""
         self.y[:] = self.gpu.from_device()
+
+    def upload(self) -> None:
+        """Replace every state on the GPU by the host copy (a restart)."""
+        self.gpu.to_device(self.y)

@@ -19,6 +19,11 @@ class NumpyBackend:
         self.work = np.empty_like(states)
         self.failure = None   # NumPy never stops mid-step; Reaction.check finds bad states
 
+    def download(self) -> None:   # the states live on the host
+        pass
+
+    upload = download
+
     def advance(self, t0: float, dt: float, k: int, stimuli) -> None:
         """k substeps of dt ms from t0 (Forward Euler or Rush-Larsen), in place; the stimulus is evaluated at each substep."""
         for s in range(k):

@@ -1,0 +1,349 @@
+"""Checkpoints: every piece of a run's state in one HDF5 file, so that a run can stop and go on later, on the same
+or another number of ranks (docs/checkpoints.md).
+
+What a step carries to the next, and so what a checkpoint holds: the time (as the step index), Vm, φe (used
+lagged by the parabolic step and as the elliptic solve's initial guess: the only warm-start data), every cell state,
+the analysis accumulators (activation map, ...), the solver iteration counts written at the end, and how far the
+output file has got. Nothing else is carried: Crank–Nicolson and Strang splitting start each step from Vm alone,
+the matrices and preconditioners are rebuilt identically from the config, and the stimuli are a pure function of t
+(stimulus.Protocol.active), so there is no stimulus bookkeeping to save.
+
+Rank 0 gathers each per-node array in natural order (x fastest, stored in the output's [z,] [y,] x shape) and writes
+``<path>.tmp``, which replaces the previous checkpoint only once it is complete (os.replace). A restart reads them
+on rank 0 and scatters them back through the DMDA's natural ordering, whatever the new decomposition.
+
+When: every ``checkpoint.interval`` ms of simulated time, every ``checkpoint.wall_interval`` s of wall time (rank 0's
+clock), and on SIGTERM/SIGUSR1, after which the run stops with exit status STOPPED. A signal only raises a flag;
+the ranks agree on it in the collective that ends every step (reaction.Reaction.check), so all of them write the
+same step's state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .errors import SimulationError, UserError
+
+FORMAT = "cardiosim-checkpoint-1"
+STOPPED = 75   # exit status after a checkpoint on a signal (sysexits EX_TEMPFAIL: "try again later")
+SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+# Keys a restart may change; every other key must equal the checkpointed run's (the physics, the grid, the model,
+# the probes and fields of the output file). A prefix ending in "." stands for a whole section. cell.backend may
+# change (e.g. a CPU run continued on GPUs): the same equations, with the backends' round-off differences.
+FREE_KEYS = ("simulation.duration", "simulation.progress_interval", "output.path", "cell.backend", "checkpoint.")
+
+
+def resolve_path(cfg, output_path: Path) -> Path:
+    """checkpoint.path, or beside the output: out/demo.h5 -> out/demo.ckpt.h5."""
+    return Path(cfg.checkpoint.path) if cfg.checkpoint.path else output_path.with_suffix(".ckpt.h5")
+
+
+def check_path(path: Path, overwrite: bool) -> None:
+    """Before anything is computed: an existing checkpoint is not replaced by a new run without --overwrite (or
+    --restart), and its directory must be writable."""
+    if path.is_dir():
+        raise UserError(f"checkpoint.path: {path} is a directory")
+    if path.exists() and not overwrite:
+        raise UserError(f"checkpoint.path: {path} exists (a checkpoint of an earlier run); resume it with "
+                        f"--restart {path}, or pass --overwrite to start afresh")
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"checkpoint.path: cannot write in {parent} (not a writable directory)")
+
+
+def physics(cfg) -> dict:
+    """The config as {dotted key: value}, less the keys a restart may change."""
+    flat = {}
+
+    def walk(prefix, value):
+        if dataclasses.is_dataclass(value):
+            for f in dataclasses.fields(value):
+                if not f.metadata.get("internal"):
+                    walk(f"{prefix}{f.name}.", getattr(value, f.name))
+        elif isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
+            for i, v in enumerate(value):
+                walk(f"{prefix[:-1]}[{i}].", v)
+        else:
+            key = prefix[:-1]
+            if not any(key == k or (k.endswith(".") and key.startswith(k)) for k in FREE_KEYS):
+                flat[key] = value
+    walk("", cfg)
+    return flat
+
+
+def _differences(then: dict, now: dict) -> str:
+    keys = sorted(set(then) | set(now))
+    diff = [k for k in keys if then.get(k, "(absent)") != now.get(k, "(absent)")]
+    shown = "; ".join(f"{k} = {json.dumps(then.get(k, '(absent)'))} there, {json.dumps(now.get(k, '(absent)'))} here"
+                      for k in diff[:3])
+    return shown + (f"; and {len(diff) - 3} more" if len(diff) > 3 else "")
+
+
+class Schedule:
+    """When to write: every ``interval`` steps, every ``wall_interval`` s (rank 0's clock) and on a signal, which
+    also stops the run. ``requests()`` is this rank's contribution to the step's collective (a bit mask)."""
+
+    STOP, WALL = 1, 2
+
+    def __init__(self, cfg, dt: float, comm):
+        c = cfg.checkpoint
+        self.every = max(1, int(round(c.interval / dt))) if c.interval > 0 else 0
+        self.wall = c.wall_interval
+        self.is_root = comm.rank == 0
+        self.last_wall = time.perf_counter()
+        self.signalled = False
+        self.previous = {}
+        if c.on_signal:
+            for s in SIGNALS:
+                self.previous[s] = signal.signal(s, self._on_signal)
+
+    def _on_signal(self, signum, frame):   # nothing else is safe here: the step boundary does the work
+        self.signalled = True
+
+    def requests(self) -> int:
+        r = self.STOP if self.signalled else 0
+        if self.wall and self.is_root and time.perf_counter() - self.last_wall >= self.wall:
+            r |= self.WALL
+        return r
+
+    def due(self, step: int, agreed: int) -> bool:
+        return bool(agreed) or (self.every > 0 and step % self.every == 0)
+
+    def written(self) -> None:
+        self.last_wall = time.perf_counter()
+
+    def close(self) -> None:
+        for s, h in self.previous.items():
+            signal.signal(s, h)
+        self.previous = {}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------------------------------------------
+def save(sim, path: Path) -> None:
+    """Write sim's state to ``path`` (collective). The output file is flushed first, so that what the checkpoint
+    says was written is on disk. A failure (full disk, ...) leaves the previous checkpoint and the output as they
+    were and stops every rank with one line."""
+    out, comm = sim.output, sim.comm
+    out.flush_probes()
+    root = comm.rank == 0
+    position = {}
+    model = sim.reaction.model
+    gather = out.gather
+    work = sim.grid.vec()
+    tmp = path.with_name(path.name + ".tmp")
+    f, error = None, None
+
+    def attempt(action):
+        nonlocal error
+        if root and error is None:
+            try:
+                action()
+            except Exception as e:   # an I/O error on rank 0 must not leave the others in a collective
+                error = e
+
+    def put(name, local, **attrs):
+        """Gather a per-node array with any leading axes, row by row (collective), into dataset ``name``."""
+        local = np.asarray(local)
+        lead = local.shape[:-1]
+        field = tuple(int(n) for n in reversed(sim.grid.n))
+
+        def create():   # one chunk per row; the checksum makes a damaged file fail loudly on restart
+            f.create_dataset(name, shape=lead + field, dtype="f8", chunks=(1,) * len(lead) + field,
+                             fletcher32=True).attrs.update(attrs)
+        attempt(create)
+        for idx in np.ndindex(*lead):
+            work.getArray()[:] = local[idx]
+            arr = gather(work)
+            attempt(lambda: f[name].__setitem__(idx, arr))
+
+    def open_tmp():
+        nonlocal f
+        import h5py
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # No chunk cache: each row goes to disk as it is written, so a full disk shows up here, as an exception,
+        # and not later while HDF5 closes objects (where it could only print).
+        f = h5py.File(tmp, "w", rdcc_nbytes=0)
+        a = f.attrs
+        a["format"] = FORMAT
+        a["cardiosim_version"] = __version__
+        a["written"] = datetime.datetime.now().isoformat(timespec="seconds")
+        a["t"] = sim.t
+        a["step"] = sim.step_index
+        a["dt"] = sim.dt
+        a["equations"] = sim.cfg.simulation.equations
+        a["cell_model"] = model.name
+        a["grid_shape"] = np.array(sim.grid.n)
+        a["mpi_ranks"] = comm.size
+        a["physics"] = json.dumps(physics(sim.cfg))
+        a["config"] = sim.cfg.source_text
+        a["output"] = json.dumps({"path": str(out.path), **position})
+        for name, its in sim.tissue.iterations().items():
+            f.create_dataset(f"solver/{name}_iterations", data=np.array(its, dtype=np.int64))
+
+    attempt(lambda: position.update(out.position()))
+    attempt(open_tmp)
+    put("fields/Vm", sim.V.getArray(readonly=True), units="mV")
+    put("fields/phi_e", sim.phi.getArray(readonly=True), units="mV")
+    put("states", sim.reaction.host_states(), names=[s.name for s in model.states],
+        units=[s.unit for s in model.states])
+    for acc_name, acc in sim.accumulators.items():
+        for key, value in acc.state().items():
+            if np.ndim(value) == 0:
+                attempt(lambda: f.require_group(f"accumulators/{acc_name}").attrs.__setitem__(key, value))
+            else:
+                put(f"accumulators/{acc_name}/{key}", value)
+    work.destroy()
+
+    def commit():
+        f.close()
+        _fsync(tmp)
+        os.replace(tmp, path)     # atomic: the old checkpoint stays whole until this moment
+        _fsync(path.parent)
+    attempt(commit)
+    if root and error is not None:
+        try:
+            if f is not None:
+                f.close()
+        except Exception:
+            pass
+        tmp.unlink(missing_ok=True)
+    msg = comm.bcast(None if error is None else _reason(error), root=0)
+    if msg:   # Simulation.run adds where the last checkpoint is
+        raise SimulationError(f"checkpoint: cannot write {path} at t = {sim.t:.6g} ms ({msg}); "
+                              f"the output {out.path} keeps everything written so far")
+
+
+def _reason(e: Exception) -> str:
+    """One short line: the OS's words where there is an errno (HDF5's own messages run over several lines)."""
+    if getattr(e, "errno", None):
+        return f"{os.strerror(e.errno)}, errno {e.errno}"
+    return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------------------------
+class Checkpoint:
+    """A checkpoint opened for a restart: metadata on every rank; arrays read on rank 0 and scattered on demand."""
+
+    def __init__(self, path: Path, meta: dict, comm):
+        self.path, self.comm = path, comm
+        self.t, self.step, self.output = meta["t"], meta["step"], meta["output"]
+        self.iterations = meta["iterations"]
+        self.f = None
+        if comm.rank == 0:
+            import h5py
+            self.f = h5py.File(path, "r")
+
+    @classmethod
+    def open(cls, path: Path, cfg, n_steps: int, comm) -> Checkpoint:
+        """Check the file on rank 0 against the config; every rank raises the same UserError if it does not fit."""
+        meta, msg = None, None
+        if comm.rank == 0:
+            try:
+                meta = _read_meta(Path(path), cfg, n_steps)
+            except UserError as e:
+                msg = str(e)
+        meta, msg = comm.bcast((meta, msg), root=0)
+        if msg:
+            raise UserError(msg)
+        return cls(Path(path), meta, comm)
+
+    def read(self, name: str, gather, v) -> np.ndarray:
+        """Dataset ``name`` (natural order) into this rank's nodes: a copy, shape (leading axes..., n_local)
+        (collective). A read error (a corrupt file) is one line on every rank."""
+        def on_root(action):
+            """``action()`` on rank 0; its failure is the same UserError on every rank."""
+            value, msg = None, None
+            if self.f is not None:
+                try:
+                    value = action()
+                except (OSError, KeyError, ValueError) as e:
+                    msg = f"--restart {self.path}: cannot read {name}: {e}; the file is damaged"
+            msg = self.comm.bcast(msg, root=0)
+            if msg:
+                raise UserError(msg)
+            return value
+
+        lead = self.comm.bcast(on_root(lambda: self.f[name].shape[:-gather.grid.dim]), root=0)
+        out = []
+        for idx in np.ndindex(*lead):
+            gather.distribute(on_root(lambda: self.f[name][idx]), v)
+            out.append(v.getArray(readonly=True).copy())
+        return np.array(out).reshape(*lead, -1)
+
+    def accumulator(self, name: str, gather, v) -> dict:
+        """A saved accumulator state (see analysis.ActivationMap.state), arrays scattered to this rank."""
+        keys = None
+        if self.f is not None:
+            g = self.f.get(f"accumulators/{name}")
+            keys = ([], {}) if g is None else (sorted(g.keys()), dict(g.attrs))
+        arrays, scalars = self.comm.bcast(keys, root=0)
+        if not arrays and not scalars:
+            raise UserError(f"--restart {self.path}: holds no state of the {name} accumulator")
+        return {**scalars, **{k: self.read(f"accumulators/{name}/{k}", gather, v) for k in arrays}}
+
+    def close(self) -> None:
+        if self.f is not None:
+            self.f.close()
+            self.f = None
+
+
+def _read_meta(path: Path, cfg, n_steps: int) -> dict:
+    import h5py
+    where = f"--restart {path}"
+    if not path.is_file():
+        raise UserError(f"{where}: no such checkpoint file")
+    try:
+        with h5py.File(path, "r") as f:
+            a = f.attrs
+            if a.get("format") != FORMAT:
+                raise UserError(f"{where}: not a cardiosim checkpoint (format {a.get('format')!r}, "
+                                f"expected {FORMAT!r})")
+            then = json.loads(a["physics"])
+            meta = {"t": float(a["t"]), "step": int(a["step"]), "output": json.loads(a["output"]),
+                    "iterations": {k[: -len("_iterations")]: [int(i) for i in ds[:]]
+                                   for k, ds in f["solver"].items()},
+                    "shapes": {k: f[k].shape for k in ("fields/Vm", "fields/phi_e", "states")}}
+    except UserError:
+        raise
+    except (OSError, KeyError, ValueError, TypeError) as e:
+        raise UserError(f"{where}: not a readable cardiosim checkpoint ({e})") from None
+    now = physics(cfg)
+    if then != now:
+        raise UserError(f"{where}: written for another config: {_differences(then, now)} (a restart may change "
+                        f"only {', '.join(k + '*' if k.endswith('.') else k for k in FREE_KEYS)})")
+    # The config fits; the arrays must fit it too, or the file is damaged.
+    from . import cells
+    n_states = len(cells.model_class(cfg.cell.model).states)
+    shape = tuple(int(round(L / h)) + 1 for L, h in zip(reversed(cfg.grid.size), reversed(cfg.grid.spacing)))
+    want = {"fields/Vm": shape, "fields/phi_e": shape, "states": (n_states, *shape)}
+    for k, s in want.items():
+        if tuple(meta["shapes"][k]) != s:
+            raise UserError(f"{where}: {k} has shape {meta['shapes'][k]}, the config needs {s}; the file is damaged")
+    if meta["step"] >= n_steps:
+        raise UserError(f"{where}: the checkpoint is at t = {meta['t']:g} ms, not before the end of the run "
+                        f"(simulation.duration = {cfg.simulation.duration:g} ms); lengthen the duration to go on")
+    return meta
