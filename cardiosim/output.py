@@ -155,7 +155,6 @@ class Output:
         self.f = None
         self.n_snapshots = 0              # complete snapshots in the file
         self.n_samples = 0                # complete probe samples
-        self.times: list[float] = []      # of the complete snapshots (for the XDMF sidecar)
         if self.rank == 0:
             self._create(cfg, grid, stencil, layout)
 
@@ -186,20 +185,23 @@ class Output:
         for d, name in enumerate("xyz"[: grid.dim]):
             g[name] = np.arange(grid.n[d]) * grid.h[d]
             g[name].attrs["units"] = "cm"
+        # Handles to every dataset a snapshot writes (looking them up by path each time costs more than writing).
         fl = f.create_group("fields")
-        _planned(fl, "time", (n_snap,), "ms")
+        self.time = _planned(fl, "time", (n_snap,), "ms")
         shape = tuple(int(n) for n in reversed(grid.n))
-        for name in self.fields:
-            _planned(fl, name, (n_snap, *shape), "mV", chunks=(1, *shape), fill=False)
+        self.data = {name: _planned(fl, name, (n_snap, *shape), "mV", chunks=(1, *shape), fill=False)
+                     for name in self.fields}
         pr = f.create_group("probes")
-        _planned(pr, "time", (n_steps + 1,), "ms")
-        for name, node, pos in zip(self.probes.names, self.probes.nodes, self.probes.positions):
+        self.probe_time = _planned(pr, "time", (n_steps + 1,), "ms")
+        self.traces = {}
+        for i, (name, node, pos) in enumerate(zip(self.probes.names, self.probes.nodes, self.probes.positions)):
             pg = pr.create_group(name)
             pg.attrs["position"] = pos
             pg.attrs["node_position"] = np.array(node) * grid.h
             for fld in self.probes.fields:
-                _planned(pg, fld, (n_steps + 1,), "mV")
+                self.traces[i, fld] = _planned(pg, fld, (n_steps + 1,), "mV")
         f.create_group("solver")
+        self.sidecar = xdmf.Sidecar(self.path, shape, grid.h, self.fields)
         f.flush()
 
     def snapshot(self, t: float, vecs: dict) -> None:
@@ -207,14 +209,12 @@ class Output:
         gathered = {name: self.gather(vecs[name]) for name in self.fields}
         self.flush_probes()
         if self.rank == 0:
-            fl = self.f["fields"]
             i = self.n_snapshots
             for name, arr in gathered.items():
-                fl[name][i] = arr
-            self._commit(fl["time"], i, [t])
+                self.data[name][i] = arr
+            self._commit(self.time, i, [t])
             self.n_snapshots += 1
-            self.times.append(t)
-            self._write_xdmf()
+            self.sidecar.add(t, {f"/fields/{n}": ds.shape for n, ds in self.data.items()})
 
     def _commit(self, time_ds, start: int, times) -> None:
         """Data first, then the times that mark it complete, each made durable by a flush."""
@@ -226,11 +226,10 @@ class Output:
         got = self.probes.collect(self.comm)
         if self.rank == 0 and got is not None:
             times, values = got
-            pr = self.f["probes"]
             a, b = self.n_samples, self.n_samples + len(times)
-            for (i, fld), v in values.items():
-                pr[self.probes.names[i]][fld][a:b] = v
-            self._commit(pr["time"], a, times)
+            for key, v in values.items():
+                self.traces[key][a:b] = v
+            self._commit(self.probe_time, a, times)
             self.n_samples = b
 
     def write_map(self, name: str, local: np.ndarray, units: str, doc: str, **attrs) -> None:
@@ -266,27 +265,17 @@ class Output:
             self._close("stopped")
 
     def _close(self, status: str) -> None:
-        f = self.f
-        for ds in [f["fields/time"], *(f["fields"][n] for n in self.fields)]:
+        for ds in (self.time, *self.data.values()):
             ds.resize(self.n_snapshots, axis=0)
-        pr = f["probes"]
-        pr["time"].resize(self.n_samples, axis=0)
-        for name in self.probes.names:
-            for fld in self.probes.fields:
-                pr[name][fld].resize(self.n_samples, axis=0)
-        f.attrs["status"] = status
-        self._write_xdmf()
-        f.close()
+        for ds in (self.probe_time, *self.traces.values()):
+            ds.resize(self.n_samples, axis=0)
+        self.f.attrs["status"] = status
+        datasets = {f"/fields/{n}": ds.shape for n, ds in self.data.items()}
+        maps = self.f.get("maps", {})
+        datasets.update({f"/maps/{n}": maps[n].shape for n in maps})
+        self.sidecar.finish(datasets, sorted(maps))
+        self.f.close()
         self.f = None
-
-    def _write_xdmf(self) -> None:
-        f = self.f
-        datasets = {}
-        f.visititems(lambda name, obj: datasets.update({f"/{name}": obj.shape}) if hasattr(obj, "shape") else None)
-        maps = sorted(f["maps"]) if "maps" in f else []
-        g = f["grid"].attrs
-        xdmf.write(xdmf.sidecar(self.path), xdmf.document(self.path.name, g["shape"][::-1], g["spacing"], datasets,
-                                                          self.times, self.fields, maps))
 
 
 def _planned(group, name: str, shape: tuple, units: str, chunks=None, fill: bool = True):
