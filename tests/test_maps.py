@@ -122,7 +122,7 @@ def test_tissue_apd_map_matches_probe_traces(tmp_path):
     from cardiosim.analysis import activation_time
     out = tmp_path / "apd.h5"
     run_cli(["run", Path(__file__).parent / "configs" / "sheet.toml", "--quiet", "--output", out,
-             "--set", "simulation.duration=80.0", "--set", "simulation.dt=0.05", "--set", "grid.spacing=0.04",
+             "--set", "simulation.duration=100.0", "--set", "simulation.dt=0.05", "--set", "grid.spacing=0.04",
              "--set", "cell.parameters={tau_close=15.0}", "--set", "output.activation_threshold=-40.0",
              "--set", "output.apd_level=75.0", "--set", "output.interval=10.0"],
             np=2, cwd=tmp_path, check=True, timeout=300)
