@@ -54,10 +54,11 @@ def planned_snapshots(n_steps: int, every: int) -> int:
     return 1 + n_steps // every + (1 if n_steps % every else 0)
 
 
-def git_hash() -> str:
-    """The commit of the source tree cardiosim runs from ("-dirty" added if it has uncommitted changes), or
-    "unknown" where it is not a git checkout (an installed wheel) or git is missing. Never raises."""
-    src = Path(__file__).resolve().parent
+def git_hash(src: Path | None = None) -> str:
+    """The commit of the source tree cardiosim runs from (``src``: the package's directory), "-dirty" added if
+    the checkout has uncommitted changes; "unknown" where it is not a git checkout (an installed wheel) or git is
+    missing. Never raises."""
+    src = src or Path(__file__).resolve().parent
 
     def git(*args):
         return subprocess.run(["git", "-C", str(src), *args], capture_output=True, text=True, timeout=20)
