@@ -192,7 +192,7 @@ class Output:
         shape = tuple(int(n) for n in reversed(grid.n))
         self.data = {name: _planned(fl, name, (n_snap, *shape), "mV", chunks=(1, *shape), fill=False)
                      for name in self.fields}
-        pr = f.create_group("probes")
+        pr = f.create_group("probes", track_order=True)    # the config's order
         self.probe_time = _planned(pr, "time", (n_steps + 1,), "ms")
         self.traces = {}
         for i, (name, node, pos) in enumerate(zip(self.probes.names, self.probes.nodes, self.probes.positions)):

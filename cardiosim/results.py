@@ -46,8 +46,8 @@ class Results:
         fmt = fmt.decode() if isinstance(fmt, bytes) else fmt
         if fmt not in FORMATS or "grid" not in f or "fields" not in f:
             f.close()
-            raise UserError(f"{path}: not a cardiosim run file (format attribute {fmt!r}; expected one of "
-                            f"{', '.join(FORMATS)})")
+            what = f"format attribute {fmt!r}" if fmt is not None else "no format attribute"
+            raise UserError(f"{path}: not a cardiosim run file ({what}; expected one of {', '.join(FORMATS)})")
         g = f["grid"].attrs
         self.dim = int(g["dim"])
         self.shape = tuple(int(n) for n in g["shape"])          # x first

@@ -20,53 +20,8 @@ from conftest import ROOT, run_cli
 
 SHEET = Path(__file__).parent / "configs" / "sheet.toml"
 
-CABLE = """
-[simulation]
-equations = "monodomain"
-duration = 6.0
-dt = 0.05
-progress_interval = 0
-[grid]
-size = [1.0]
-spacing = 0.05
-[cell]
-model = "mitchell-schaeffer"
-[[stimulus]]
-shape = "box"
-lower = [0.0]
-upper = [0.1]
-duration = 1.0
-current_density = -30.0
-[[probe]]
-name = "mid"
-position = [0.5]
-[output]
-interval = 1.5
-"""
-
-SLAB = """
-[simulation]
-equations = "bidomain"
-duration = 4.0
-dt = 0.05
-progress_interval = 0
-[grid]
-size = [0.5, 0.2, 0.1]
-spacing = [0.05, 0.05, 0.025]
-[cell]
-model = "mitchell-schaeffer"
-[[stimulus]]
-shape = "sphere"
-center = [0.0, 0.0, 0.0]
-radius = 0.1
-duration = 1.0
-current_per_volume = -42000.0
-[[probe]]
-name = "corner"
-position = [0.5, 0.2, 0.1]
-[output]
-interval = 1.0
-"""
+CABLE = (Path(__file__).parent / "configs" / "cable.toml").read_text()
+SLAB = (Path(__file__).parent / "configs" / "slab.toml").read_text()
 
 
 @pytest.fixture(scope="module")
