@@ -3,7 +3,7 @@
 Layout (docs/output-format.md has the full description)::
 
     /                    attrs: format, status, cardiosim_version, git_hash, config (TOML text), config_name,
-                                equations, units (JSON), layout (JSON: ranks, hosts, GPUs), created
+                                equations, cell_model, units (JSON), layout (JSON: ranks, hosts, GPUs), created
     /grid                attrs: dim, shape (x first), spacing (cm), size (cm), stencil; datasets x, y, z (cm)
     /fields/time         (n_snapshots,) ms
     /fields/Vm           (n_snapshots, [nz,] [ny,] nx) mV        chunked one snapshot per chunk
@@ -175,6 +175,7 @@ class Output:
         f.attrs["config"] = cfg.source_text
         f.attrs["config_name"] = cfg.source_name
         f.attrs["equations"] = cfg.simulation.equations
+        f.attrs["cell_model"] = cfg.cell.model + (f" ({cfg.cell.variant})" if cfg.cell.variant else "")
         f.attrs["units"] = json.dumps(UNITS)
         f.attrs["layout"] = json.dumps(layout)
         g = f.create_group("grid")

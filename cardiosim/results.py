@@ -169,7 +169,7 @@ def describe(r: Results) -> str:
     lines.append(f"{r.path}: {r.attr('format')}, {ended}")
     lines.append(f"  written by cardiosim {r.attr('cardiosim_version', '?')} (git {r.attr('git_hash', 'unknown')})"
                  + (f" on {r.attr('created')}" if r.attr("created") else ""))
-    lines.append(f"config: {r.attr('config_name', '?')} ({r.attr('equations', '?')}); "
+    lines.append(f"config: {r.attr('config_name', '?')} ({r.attr('equations', '?')}, {r.attr('cell_model', '?')}); "
                  f"`cardiosim inspect --config` prints it")
     lay = r.layout
     if lay:

@@ -76,7 +76,7 @@ def test_every_dataset_and_attribute(sheet_file):
         a = f.attrs
         assert a["format"] == "cardiosim-2" and a["status"] == "finished"
         assert a["config"] == SHEET.read_text() and a["config_name"] == "sheet"
-        assert a["equations"] == "bidomain"
+        assert a["equations"] == "bidomain" and a["cell_model"] == "mitchell-schaeffer"
         assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?|unknown", a["git_hash"])
         assert a["cardiosim_version"]
         units = json.loads(a["units"])

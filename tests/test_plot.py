@@ -39,6 +39,7 @@ def test_inspect_report(runs):
         apd = f["maps/apd"][:]
         vm = f["fields/Vm"][:]
     assert "cardiosim-2, finished" in text
+    assert "config: sheet (bidomain, mitchell-schaeffer)" in text
     assert "grid: 2D, 26 x 11 = 286 nodes, spacing 0.04 x 0.04 cm, size 1 x 0.4 cm" in text
     assert "snapshots: 19, t = 0 to 90 ms, every 5 ms" in text
     assert re.search(rf"Vm\s+{vm.min():.4g} to\s+{vm.max():.4g} mV", text)
