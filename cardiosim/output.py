@@ -22,7 +22,7 @@ sample written before: every dataset the run writes into is created at its full 
 starts (space allocated, not written), so writing a snapshot changes no HDF5 metadata, only data; each entry's
 time is written (and flushed) after its data, so an entry is complete exactly when its time is finite (NaN
 beyond). When the run ends (finished, or stopped by an error) the datasets are trimmed to what was written and
-``status`` says how it ended; the XDMF sidecar (cardiosim.xdmf) is rewritten after every snapshot.
+``status`` says how it ended; the XDMF sidecar (cardiosim.xdmf) is rewritten as snapshots complete.
 """
 
 from __future__ import annotations
