@@ -157,6 +157,10 @@ def _result_file(argv) -> int:
     except UserError as e:
         print(f"cardiosim: error: {e}", file=sys.stderr, flush=True)
         return e.exit_status
+    except BrokenPipeError:                  # `cardiosim inspect FILE | head`: the reader has what it wanted
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 BENCHMARKS = {"niederer": "cardiosim.bench.niederer", "pde": "cardiosim.bench.pde"}
