@@ -9,7 +9,7 @@ CONFIG ?= run/demo.toml
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.cardiosim-setup
 
-.PHONY: run test test-gpu bench bench-kernels bench-niederer setup clean
+.PHONY: run test test-gpu bench bench-kernels bench-niederer examples setup clean
 
 $(STAMP): tools/bootstrap.sh setup.cfg pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash tools/bootstrap.sh
@@ -28,6 +28,15 @@ test: $(STAMP)
 ## make test-gpu: only the GPU-marked tests (on a GPU node; see docs/gpu-tests.md)
 test-gpu: $(STAMP)
 	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest -ra -m gpu
+
+## make examples: the example PNGs of docs/output-format.md (run/demo.toml at 0.05 cm for 400 ms; about a minute)
+EXAMPLE_RUN = --set grid.spacing=0.05 --set simulation.duration=400 --set output.interval=2
+examples: $(STAMP)
+	PATH=$(abspath $(VENV))/bin:$$PATH mpirun -n $(NP) $(VENV)/bin/cardiosim run run/demo.toml \
+	    --output out/examples/demo.h5 --overwrite --quiet $(EXAMPLE_RUN)
+	$(VENV)/bin/cardiosim plot out/examples/demo.h5 --times 10 30 50 70 --out docs/examples
+	$(VENV)/bin/cardiosim plot out/examples/demo.h5 --times 10 30 50 70 --field phi_e --out docs/examples
+	$(VENV)/bin/cardiosim inspect out/examples/demo.h5 > docs/examples/demo_inspect.txt
 
 ## make bench: PDE-step benchmarks, written to docs/benchmarks.md
 bench: $(STAMP)

@@ -1,7 +1,11 @@
-"""Quantities derived from traces: activation times and conduction velocity.
+"""Quantities derived from traces: activation times, action-potential durations and conduction velocity.
 
 Activation time: the first upward crossing of a threshold (default 0 mV, as in the Niederer benchmark),
 linearly interpolated between samples; NaN where the trace never crosses.
+
+The per-node maps (:class:`ActivationMap`, :class:`APDMap`) are accumulated step by step during the run. Their
+whole state is a few plain arrays of this rank's nodes: ``state()`` returns them, ``load_state()`` puts them back
+(checkpoints), so that a resumed run continues exactly where it stopped.
 """
 
 from __future__ import annotations
@@ -27,10 +31,32 @@ def conduction_velocity(x0: float, t0: float, x1: float, t1: float) -> float:
     return abs(x1 - x0) / (t1 - t0)
 
 
-class ActivationMap:
+class _Accumulator:
+    """Plain named arrays, saved and restored whole (``_arrays`` names them). Checkpoints save a run's accumulators
+    through :meth:`state`/:meth:`load_state`: per-node arrays over this rank's owned nodes (PETSc local order),
+    stored in natural order, so a restart may use another number of ranks."""
+    _arrays: tuple[str, ...] = ()
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Copies of the arrays that make up the accumulator's state (this rank's nodes)."""
+        return {name: getattr(self, name).copy() for name in self._arrays}
+
+    def load_state(self, state: dict) -> None:
+        """Restore what :meth:`state` returned (same nodes, same shapes)."""
+        for name in self._arrays:
+            mine = getattr(self, name)
+            value = np.asarray(state[name], dtype=mine.dtype)
+            if value.shape != mine.shape:
+                raise ValueError(f"{type(self).__name__}.load_state: '{name}' has shape {value.shape}, "
+                                 f"expected {mine.shape}")
+            mine[...] = value
+
+
+class ActivationMap(_Accumulator):
     """Per-node activation time, updated every PDE step: the first upward crossing of ``threshold`` (mV),
     linearly interpolated within the step; NaN until the node activates. A node above threshold at t = 0
     counts as activated at 0."""
+    _arrays = ("time", "prev")
 
     def __init__(self, v0: np.ndarray, threshold: float):
         self.threshold = threshold
@@ -45,16 +71,42 @@ class ActivationMap:
             self.time[new] = t0 + frac * (t1 - t0)
         prev[:] = v
 
-    # A run's accumulators (this one, and any other map computed during the run) are saved in checkpoints
-    # through these two methods: a dict of per-node arrays whose last axis is this rank's owned nodes (PETSc local
-    # order), and plain numbers. The checkpoint stores the arrays in natural order, so a restart may use another
-    # number of ranks.
-    def state(self) -> dict:
-        return {"time": self.time, "prev": self.prev}
 
-    def load_state(self, state: dict) -> None:
-        self.time[:] = state["time"]
-        self.prev[:] = state["prev"]
+class APDMap(_Accumulator):
+    """Per-node action-potential duration of the first beat at ``level`` % repolarisation (APD90 by default).
+
+    The beat starts at the node's activation time (``activation``, an :class:`ActivationMap`: the upward crossing
+    of its threshold) and ends when V first falls below V_rest + (1 − level/100)·(V_peak − V_rest) after the
+    peak: V_rest is the node's V at t = 0, V_peak the largest V sampled since activation. The crossing is
+    linearly interpolated within the PDE step. This is the level of :mod:`cardiosim.biomarkers` (and of the
+    Bondarenko and TT06 references); only the origin differs: the local activation time instead of the stimulus
+    onset, which is what a tissue map needs. NaN until the node has repolarised.
+    Call :meth:`update` after ``activation.update`` of the same step."""
+    _arrays = ("v_rest", "v_peak", "repolarisation", "prev")
+
+    def __init__(self, activation: ActivationMap, v0: np.ndarray, level: float):
+        self.activation = activation
+        self.level = level
+        self.v_rest = v0.copy()
+        self.v_peak = np.full(v0.shape, -np.inf)
+        self.repolarisation = np.full(v0.shape, np.nan)
+        self.prev = v0.copy()
+
+    def update(self, t0: float, t1: float, v: np.ndarray) -> None:
+        beating = ~np.isnan(self.activation.time) & np.isnan(self.repolarisation)
+        np.maximum(self.v_peak, v, out=self.v_peak, where=beating)
+        level = self.v_rest + (1.0 - self.level / 100.0) * (self.v_peak - self.v_rest)
+        prev = self.prev
+        new = beating & (prev >= level) & (v < level)
+        if new.any():
+            frac = (level[new] - prev[new]) / (v[new] - prev[new])
+            self.repolarisation[new] = t0 + frac * (t1 - t0)
+        prev[:] = v
+
+    @property
+    def apd(self) -> np.ndarray:
+        """Repolarisation minus activation time (ms); NaN where either is missing."""
+        return self.repolarisation - self.activation.time
 
 
 def sample(field: np.ndarray, spacing, point) -> float:

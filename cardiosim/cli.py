@@ -5,6 +5,8 @@
     cardiosim config --doc | cardiosim config check CONFIG
     cardiosim cell ...        single-cell runs and biomarkers (see ``cardiosim cell --help``)
     cardiosim bench niederer | pde ...   benchmarks, written to docs/ (see ``cardiosim bench NAME --help``)
+    cardiosim inspect FILE [--config]          what a result file holds (docs/output-format.md)
+    cardiosim plot FILE [--times T ...] [--field Vm|phi_e] [--out DIR]   PNGs of a result file
 
 Everything after ``--`` goes to PETSc (``-elliptic_pc_type gamg``, ``-log_view``, ...). A mistake in the input
 gives one line on stderr and exit status 2; a run that goes wrong (a state out of range, a diverged solver) one
@@ -68,6 +70,19 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--source", metavar="VARIANT", default=None,
                    help="print the generated CUDA source of VARIANT (and its nvcc -D options) instead; no nvcc needed")
 
+    i = sub.add_parser("inspect", help="what a result file holds: grid, snapshots, ranges, probes, maps, timings")
+    i.add_argument("file", help="HDF5 file of a run")
+    i.add_argument("--config", action="store_true", help="print the run's config text instead")
+
+    pl = sub.add_parser("plot", help="PNGs of a result file: field maps, probe traces, activation and APD maps")
+    pl.add_argument("file", help="HDF5 file of a run")
+    pl.add_argument("--times", type=float, nargs="+", metavar="MS",
+                    help="snapshot times to show (ms; the nearest snapshot); default: four spread over the run")
+    pl.add_argument("--field", default="Vm", help="Vm (default) or phi_e")
+    pl.add_argument("--out", help="directory for the PNGs (default: beside FILE)")
+    pl.add_argument("--isochrones", type=float, metavar="MS",
+                    help="spacing of the activation isochrones (ms; default: about ten lines)")
+
     c = sub.add_parser("config", help="config reference and checking")
     c.add_argument("--doc", action="store_true", help="print the reference of every key (markdown)")
     c.add_argument("check", nargs="?", help=argparse.SUPPRESS)
@@ -89,6 +104,8 @@ def main(argv=None) -> int:
         # Benchmarks start their runs with mpirun; this process must not be an MPI process itself (an OpenMPI
         # singleton's environment makes a nested mpirun fail without a word).
         return _bench(argv[1:])
+    if ours[:1] in (["inspect"], ["plot"]):
+        return _result_file(ours)
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     from . import log
@@ -100,8 +117,8 @@ def main(argv=None) -> int:
             log.info(f"cardiosim {__version__}")
             return 0
         if args.command is None:
-            raise UserError("cardiosim: no command given; commands: run, config, cell, kernels, bench "
-                            "(see cardiosim --help)")
+            raise UserError("cardiosim: no command given; commands: run, config, cell, kernels, inspect, plot, "
+                            "bench (see cardiosim --help)")
         import petsc4py
         # Before anything imports PETSc. Our own defaults for one preconditioner are unused when the user picks
         # another, so the unused-options report is off unless asked for (later options win).
@@ -150,6 +167,26 @@ def _run(args) -> int:
                  f"cardiosim run {args.config} --restart {summary['checkpoint']}{same}", force=True)
         return STOPPED
     return 0
+
+
+def _result_file(argv) -> int:
+    """``inspect`` and ``plot`` read a result file: h5py, NumPy and matplotlib only, no MPI or PETSc, so they run
+    anywhere (a login node, a laptop) and while the run is still writing."""
+    from .errors import UserError
+    try:
+        args = _parser().parse_args(argv)
+        if args.command == "inspect":
+            from .results import inspect_main
+            return inspect_main(args)
+        from .plot import plot_main
+        return plot_main(args)
+    except UserError as e:
+        print(f"cardiosim: error: {e}", file=sys.stderr, flush=True)
+        return e.exit_status
+    except BrokenPipeError:                  # `cardiosim inspect FILE | head`: the reader has what it wanted
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 BENCHMARKS = {"kernels": "cardiosim.bench.kernels", "niederer": "cardiosim.bench.niederer", "pde": "cardiosim.bench.pde"}

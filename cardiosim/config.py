@@ -58,6 +58,11 @@ class Simulation:
                            doc="implicit scheme of the parabolic step")
     progress_interval: float = key(5.0, unit="s", ge=0, doc="wall time between progress lines on rank 0 (0: none)")
 
+    @property
+    def n_steps(self) -> int:
+        """PDE steps of the run (duration / dt, rounded)."""
+        return int(round(self.duration / self.dt))
+
 
 @dataclass(kw_only=True)
 class Grid:
@@ -150,6 +155,9 @@ class Output:
     activation_threshold: float = key(0.0, unit="mV",
                                       doc="activation time map (/maps/activation_time): first upward crossing of "
                                           "this potential, interpolated within the step")
+    apd_level: float = key(90.0, unit="%", gt=0, lt=100,
+                           doc="APD map (/maps/apd): first beat, from activation until V falls below "
+                               "V_rest + (1 − level/100)·(V_peak − V_rest); 90 gives APD90")
 
 
 @dataclass(kw_only=True)

@@ -1,36 +1,80 @@
-"""HDF5 output: field snapshots, probe traces, the config and the run's metadata, written by rank 0.
+"""HDF5 output: field snapshots, probe traces, maps, the config and the run's metadata, written by rank 0.
 
 Layout (docs/output-format.md has the full description)::
 
-    /                    attrs: format, cardiosim_version, config (TOML text), equations, mpi_ranks, units (JSON)
+    /                    attrs: format, status, cardiosim_version, git_hash, config (TOML text), config_name,
+                                equations, cell_model, units (JSON), layout (JSON: ranks, hosts, GPUs), created
     /grid                attrs: dim, shape (x first), spacing (cm), size (cm), stencil; datasets x, y, z (cm)
     /fields/time         (n_snapshots,) ms
     /fields/Vm           (n_snapshots, [nz,] [ny,] nx) mV        chunked one snapshot per chunk
     /fields/phi_e        (same) mV                               bidomain only
     /probes/time         (n_steps + 1,) ms                        every PDE step
     /probes/<name>/Vm    (n_steps + 1,) mV   (and phi_e)          attrs: position, node_position (cm)
-    /solver/<name>_iterations  (n_steps,)                          Krylov iterations per step
+    /solver/<name>_iterations  (n_steps [+ 1],)                    Krylov iterations per step
     /maps/activation_time      ([nz,] [ny,] nx) ms                 first upward crossing of the threshold; NaN: none
-    /timing              attrs: one per phase, seconds (max over ranks), written at the end
+    /maps/apd                  ([nz,] [ny,] nx) ms                 APD of the first beat at output.apd_level %
+    /timing              attrs: per phase, seconds: max over ranks (<phase>) and mean (<phase>_mean)
 
-Fields are gathered to rank 0 in natural order (x fastest), so ``f["fields/Vm"][i]`` indexes as [z, y, x]. The
-file is flushed after every snapshot: a run that dies keeps everything written before.
+Fields are gathered to rank 0 in natural order (x fastest), so ``f["fields/Vm"][i]`` indexes as [z, y, x].
+
+A run killed at any moment (SIGKILL, a node failure) leaves a file that opens, holding every snapshot and probe
+sample written before: every dataset the run writes into is created at its full planned length when the run
+starts (space allocated, not written), so writing a snapshot changes no HDF5 metadata, only data; each entry's
+time is written (and flushed) after its data, so an entry is complete exactly when its time is finite (NaN
+beyond). When the run ends (finished, or stopped by an error) the datasets are trimmed to what was written and
+``status`` says how it ended; the XDMF sidecar (cardiosim.xdmf) is rewritten as snapshots complete.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
+import subprocess
 import uuid
 from pathlib import Path
 
 import numpy as np
 from petsc4py import PETSc
 
-from . import __version__
+from . import __version__, xdmf
 from .errors import UserError
+
+FORMAT = "cardiosim-2"
 
 UNITS = {"time": "ms", "x": "cm", "Vm": "mV", "phi_e": "mV", "conductivity": "mS/cm", "chi": "cm^-1",
          "Cm": "uF/cm^2", "stimulus": "uA/cm^2 or uA/cm^3"}
+
+
+def snapshot_every(cfg) -> int:
+    """PDE steps between field snapshots: output.interval in whole steps (at least one)."""
+    return max(1, int(round(cfg.output.interval / cfg.simulation.dt)))
+
+
+def planned_snapshots(n_steps: int, every: int) -> int:
+    """Snapshots of a whole run: t = 0, every ``every`` steps, and the last step."""
+    return 1 + n_steps // every + (1 if n_steps % every else 0)
+
+
+def git_hash(src: Path | None = None) -> str:
+    """The commit of the source tree cardiosim runs from (``src``: the package's directory), "-dirty" added if
+    the checkout has uncommitted changes; "unknown" where it is not a git checkout (an installed wheel) or git is
+    missing. Never raises."""
+    src = src or Path(__file__).resolve().parent
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(src), *args], capture_output=True, text=True, timeout=20)
+
+    try:
+        # The package must itself be tracked: an installed copy inside some other checkout is not that commit.
+        if not git("ls-files", "__init__.py").stdout.strip():
+            return "unknown"
+        head = git("rev-parse", "HEAD")
+        if head.returncode != 0:
+            return "unknown"
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+        return head.stdout.strip() + ("-dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def resolve_path(cfg) -> Path:
@@ -124,74 +168,90 @@ class Output:
         self.gather = Gatherer(grid)
         self.probes = Probes(cfg, grid, ["Vm", "phi_e"] if cfg.simulation.equations == "bidomain" else ["Vm"])
         self.f = None
+        self.n_snapshots = 0              # complete snapshots in the file
+        self.n_samples = 0                # complete probe samples
         if self.rank == 0 and resume is not None:
-            self._resume(resume, layout)
+            self._resume(cfg, grid, resume, layout)
         elif self.rank == 0:
-            import h5py
-            path.parent.mkdir(parents=True, exist_ok=True)
-            f = self.f = h5py.File(path, "w")
-            f.attrs["format"] = "cardiosim-1"
-            f.attrs["cardiosim_version"] = __version__
-            f.attrs["config"] = cfg.source_text
-            f.attrs["config_name"] = cfg.source_name
-            f.attrs["equations"] = cfg.simulation.equations
-            f.attrs["units"] = json.dumps(UNITS)
-            f.attrs["layout"] = json.dumps(layout)
-            f.attrs["run_id"] = uuid.uuid4().hex   # ties checkpoints to this file
-            g = f.create_group("grid")
-            g.attrs["dim"] = grid.dim
-            g.attrs["shape"] = grid.n
-            g.attrs["spacing"] = grid.h
-            g.attrs["size"] = grid.size
-            g.attrs["stencil"] = stencil
-            for d, name in enumerate("xyz"[: grid.dim]):
-                g[name] = np.arange(grid.n[d]) * grid.h[d]
-                g[name].attrs["units"] = "cm"
-            fl = f.create_group("fields")
-            fl.create_dataset("time", shape=(0,), maxshape=(None,), dtype="f8").attrs["units"] = "ms"
-            shape = tuple(int(n) for n in reversed(grid.n))
-            for name in self.fields:
-                ds = fl.create_dataset(name, shape=(0, *shape), maxshape=(None, *shape), dtype="f8",
-                                       chunks=(1, *shape))
-                ds.attrs["units"] = "mV"
-            pr = f.create_group("probes")
-            pr.create_dataset("time", shape=(0,), maxshape=(None,), dtype="f8").attrs["units"] = "ms"
-            for name, node, pos in zip(self.probes.names, self.probes.nodes, self.probes.positions):
-                pg = pr.create_group(name)
-                pg.attrs["position"] = pos
-                pg.attrs["node_position"] = np.array(node) * grid.h
-                for fld in self.probes.fields:
-                    pg.create_dataset(fld, shape=(0,), maxshape=(None,), dtype="f8").attrs["units"] = "mV"
-            f.create_group("solver")
-            f.flush()
+            self._create(cfg, grid, stencil, layout)
 
-    @staticmethod
-    def _append(ds, values):
-        n = ds.shape[0]
-        ds.resize(n + len(values), axis=0)
-        ds[n:] = values
+    def _create(self, cfg, grid, stencil, layout) -> None:
+        import h5py
+        n_steps = cfg.simulation.n_steps
+        n_snap = planned_snapshots(n_steps, snapshot_every(cfg))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # The HDF5 1.8 format: readable by every HDF5 since 2008, attributes of any size, and no "file open for
+        # writing" flag that would stop a killed run's file from opening.
+        f = self.f = h5py.File(self.path, "w", libver=("v108", "v108"))
+        f.attrs["format"] = FORMAT
+        f.attrs["status"] = "running"
+        f.attrs["cardiosim_version"] = __version__
+        f.attrs["git_hash"] = git_hash()
+        f.attrs["created"] = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        f.attrs["config"] = cfg.source_text
+        f.attrs["config_name"] = cfg.source_name
+        f.attrs["equations"] = cfg.simulation.equations
+        f.attrs["cell_model"] = cfg.cell.model + (f" ({cfg.cell.variant})" if cfg.cell.variant else "")
+        f.attrs["units"] = json.dumps(UNITS)
+        f.attrs["layout"] = json.dumps(layout)
+        f.attrs["run_id"] = uuid.uuid4().hex   # ties checkpoints to this file
+        g = f.create_group("grid")
+        g.attrs["dim"] = grid.dim
+        g.attrs["shape"] = grid.n
+        g.attrs["spacing"] = grid.h
+        g.attrs["size"] = grid.size
+        g.attrs["stencil"] = stencil
+        for d, name in enumerate("xyz"[: grid.dim]):
+            g[name] = np.arange(grid.n[d]) * grid.h[d]
+            g[name].attrs["units"] = "cm"
+        # Handles to every dataset a snapshot writes (looking them up by path each time costs more than writing).
+        fl = f.create_group("fields")
+        self.time = _planned(fl, "time", (n_snap,), "ms")
+        shape = tuple(int(n) for n in reversed(grid.n))
+        self.data = {name: _planned(fl, name, (n_snap, *shape), "mV", chunks=(1, *shape), fill=False)
+                     for name in self.fields}
+        pr = f.create_group("probes", track_order=True)    # the config's order
+        self.probe_time = _planned(pr, "time", (n_steps + 1,), "ms")
+        self.traces = {}
+        for i, (name, node, pos) in enumerate(zip(self.probes.names, self.probes.nodes, self.probes.positions)):
+            pg = pr.create_group(name)
+            pg.attrs["position"] = pos
+            pg.attrs["node_position"] = np.array(node) * grid.h
+            for fld in self.probes.fields:
+                self.traces[i, fld] = _planned(pg, fld, (n_steps + 1,), "mV")
+        f.create_group("solver")
+        self.sidecar = xdmf.Sidecar(self.path, shape, grid.h, self.fields)
+        f.flush()
 
     def snapshot(self, t: float, vecs: dict) -> None:
-        """Write the configured fields at time t (collective)."""
+        """Write the configured fields at time t, and the probe samples so far (collective)."""
         gathered = {name: self.gather(vecs[name]) for name in self.fields}
         self.flush_probes()
         if self.rank == 0:
-            fl = self.f["fields"]
+            i = self.n_snapshots
             for name, arr in gathered.items():
-                self._append(fl[name], arr[None])
-            self._append(fl["time"], [t])
-            self.f.flush()
+                self.data[name][i] = arr
+            self._commit(self.time, i, [t])
+            self.n_snapshots += 1
+            self.sidecar.add(t, {f"/fields/{n}": ds.shape for n, ds in self.data.items()})
+
+    def _commit(self, time_ds, start: int, times) -> None:
+        """Data first, then the times that mark it complete, each made durable by a flush."""
+        self.f.flush()
+        time_ds[start:start + len(times)] = times
+        self.f.flush()
 
     def flush_probes(self) -> None:
         got = self.probes.collect(self.comm)
         if self.rank == 0 and got is not None:
             times, values = got
-            pr = self.f["probes"]
-            self._append(pr["time"], times)
-            for (i, fld), v in values.items():
-                self._append(pr[self.probes.names[i]][fld], v)
+            a, b = self.n_samples, self.n_samples + len(times)
+            for key, v in values.items():
+                self.traces[key][a:b] = v
+            self._commit(self.probe_time, a, times)
+            self.n_samples = b
 
-    def write_map(self, name: str, local: np.ndarray, units: str, doc: str) -> None:
+    def write_map(self, name: str, local: np.ndarray, units: str, doc: str, **attrs) -> None:
         """Gather a per-node array (owned nodes, PETSc local order) and store it as /maps/<name> (collective)."""
         v = self.gather.grid.vec()
         v.getArray()[:] = local
@@ -201,6 +261,8 @@ class Output:
             ds = self.f.require_group("maps").create_dataset(name, data=arr)
             ds.attrs["units"] = units
             ds.attrs["description"] = doc
+            for k, val in attrs.items():
+                ds.attrs[k] = val
 
     def finish(self, timing: dict, iterations: dict, extra: dict) -> None:
         self.flush_probes()
@@ -208,20 +270,20 @@ class Output:
             for name, its in iterations.items():
                 self.f["solver"].create_dataset(f"{name}_iterations", data=np.array(its, dtype=np.int32))
             tg = self.f.require_group("timing")
+            tg.attrs["units"] = "s"
             for k, v in timing.items():
                 tg.attrs[k] = v["max"]
+                tg.attrs[f"{k}_mean"] = v["mean"]
             for k, v in extra.items():
                 self.f.attrs[k] = v
-            self.f.close()
-            self.f = None
+            self._close("finished")
 
     # -- continuing after a restart ------------------------------------------------------------------------------
     def position(self) -> dict:
-        """What this file holds so far (rank 0, after flush_probes): a checkpoint records it, and a restart cuts the
-        time-stacked datasets back to it before appending."""
+        """What this file holds so far (rank 0, after flush_probes): a checkpoint records it, and a restart continues
+        from it."""
         self.f.flush()
-        return {"run_id": self.f.attrs["run_id"], "snapshots": int(self.f["fields/time"].shape[0]),
-                "probe_samples": int(self.f["probes/time"].shape[0])}
+        return {"run_id": self.f.attrs["run_id"], "snapshots": self.n_snapshots, "probe_samples": self.n_samples}
 
     @staticmethod
     def check_resumable(path: Path, position: dict) -> None:
@@ -237,7 +299,7 @@ class Output:
         try:
             with h5py.File(path, "r") as f:
                 run_id = f.attrs.get("run_id")
-                have = (f["fields/time"].shape[0], f["probes/time"].shape[0])
+                have = (_complete(f["fields/time"]), _complete(f["probes/time"]))
         except (OSError, KeyError) as e:
             raise UserError(f"output.path: {path} is not a readable cardiosim output file ({e})") from None
         if run_id != position["run_id"]:
@@ -248,28 +310,81 @@ class Output:
             raise UserError(f"output.path: {path} holds {have[0]} snapshots and {have[1]} probe samples, fewer than "
                             f"the checkpoint's {want[0]} and {want[1]}; it was cut short or replaced")
 
-    def _resume(self, position: dict, layout: dict) -> None:
+    def _resume(self, cfg, grid, position: dict, layout: dict) -> None:
+        """Reopen the file at the checkpoint's position: every dataset back at this run's planned length, the
+        entries after the position marked incomplete (NaN time), what finish() wrote removed."""
         import h5py
         f = self.f = h5py.File(self.path, "r+")
         n, m = position["snapshots"], position["probe_samples"]
-        for name in ["time", *self.fields]:
-            f["fields"][name].resize(n, axis=0)
-        f["probes/time"].resize(m, axis=0)
-        for name in self.probes.names:
-            for fld in self.probes.fields:
-                f["probes"][name][fld].resize(m, axis=0)
+        n_steps = cfg.simulation.n_steps
+        n_snap = max(planned_snapshots(n_steps, snapshot_every(cfg)), n)
+        fl, pr = f["fields"], f["probes"]
+        self.time = fl["time"]
+        self.data = {name: fl[name] for name in self.fields}
+        self.probe_time = pr["time"]
+        self.traces = {(i, fld): pr[name][fld] for i, name in enumerate(self.probes.names)
+                       for fld in self.probes.fields}
+        for ds in (self.time, *self.data.values()):
+            ds.resize(n_snap, axis=0)
+        for ds in (self.probe_time, *self.traces.values()):
+            ds.resize(max(n_steps + 1, m), axis=0)
+        self.time[n:] = np.nan
+        self.probe_time[m:] = np.nan
+        self.n_snapshots, self.n_samples = n, m
         for g in self.FINAL_GROUPS:
             if g in f:
                 del f[g]
         f.create_group("solver")   # as a new file has it
         for a in self.FINAL_ATTRS:
             f.attrs.pop(a, None)
+        f.attrs["status"] = "running"
         restarts = json.loads(f.attrs.get("restarts", "[]"))
         restarts.append({"snapshots": n, "probe_samples": m, "layout": layout})
         f.attrs["restarts"] = json.dumps(restarts)
+        shape = tuple(int(k) for k in reversed(grid.n))
+        self.sidecar = xdmf.Sidecar(self.path, shape, grid.h, self.fields)
+        datasets = {f"/fields/{name}": ds.shape for name, ds in self.data.items()}
+        for t in self.time[:n]:
+            self.sidecar.add(float(t), datasets)
         f.flush()
 
     def close(self) -> None:
+        """End a run that stopped early: keep what was written, trimmed, and say so."""
         if self.f is not None:
-            self.f.close()
-            self.f = None
+            self._close("stopped")
+
+    def _close(self, status: str) -> None:
+        for ds in (self.time, *self.data.values()):
+            ds.resize(self.n_snapshots, axis=0)
+        for ds in (self.probe_time, *self.traces.values()):
+            ds.resize(self.n_samples, axis=0)
+        self.f.attrs["status"] = status
+        datasets = {f"/fields/{n}": ds.shape for n, ds in self.data.items()}
+        maps = self.f.get("maps", {})
+        datasets.update({f"/maps/{n}": maps[n].shape for n in maps})
+        self.sidecar.finish(datasets, sorted(maps))
+        self.f.close()
+        self.f = None
+
+
+def _complete(time_ds) -> int:
+    """Entries of a time-stacked dataset that were completed: the leading finite times."""
+    t = time_ds[:]
+    bad = np.flatnonzero(~np.isfinite(t))
+    return int(bad[0]) if bad.size else int(t.size)
+
+
+def _planned(group, name: str, shape: tuple, units: str, chunks=None, fill: bool = True):
+    """A dataset at its full planned length, its file space allocated now, so that filling it in later changes
+    only data, never HDF5 metadata (what keeps a killed run's file readable). ``fill``: NaN in every entry now
+    (cheap for traces and times); otherwise unwritten entries read as 0 and cost no disk space (sparse)."""
+    import h5py
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    if not fill:
+        dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    ds = group.create_dataset(name, shape=shape, maxshape=(None, *shape[1:]), dtype="f8",
+                              chunks=chunks or (min(shape[0], 1 << 16) or 1, *shape[1:]), fillvalue=np.nan,
+                              dcpl=dcpl)
+    ds.attrs["units"] = units
+    return ds

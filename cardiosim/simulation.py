@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import math
+import socket
 import time
 from pathlib import Path
 
 from . import checkpoint, log, output
-from .analysis import ActivationMap
+from .analysis import ActivationMap, APDMap
 from .errors import SimulationError, UserError
 from .grid import Grid
 from .reaction import Reaction
@@ -33,7 +34,7 @@ class Simulation:
         self.timers = Timers()
         sim = cfg.simulation
         self.dt = sim.dt
-        self.n_steps = int(round(sim.duration / sim.dt))
+        self.n_steps = sim.n_steps
         if abs(self.n_steps * sim.dt - sim.duration) > 1e-9 * sim.duration:
             raise UserError(f"simulation.duration: {sim.duration} ms is not a whole number of steps of "
                             f"simulation.dt = {sim.dt} ms")
@@ -60,9 +61,13 @@ class Simulation:
         self.t = 0.0
         self.step_index = 0
         self.activation = ActivationMap(self.V.getArray(), cfg.output.activation_threshold)
-        self.accumulators = {"activation": self.activation}   # what checkpoints save through state()/load_state()
+        self.apd = APDMap(self.activation, self.V.getArray(), cfg.output.apd_level)
+        # what checkpoints save through state()/load_state()
+        self.accumulators = {"activation": self.activation, "apd": self.apd}
         self.layout = {"mpi_ranks": self.comm.size, "dmda_procs": list(self.grid.da.getProcSizes()),
-                       "placement": "cpu", "ode_backend": self.reaction.backend.name}
+                       "placement": "cpu", "ode_backend": self.reaction.backend.name,
+                       "hosts": self.comm.allgather(socket.gethostname()),
+                       "gpus": self.comm.allgather(getattr(self.reaction.backend, "device", None))}
         self.start_step = 0
         self.last_checkpoint = None   # (path, t) of the newest checkpoint, named when a run fails
         if ckpt:
@@ -127,7 +132,9 @@ class Simulation:
             # The step's one collective: a bad cell anywhere stops every rank; checkpoint requests ride along.
             self.requests = self.reaction.check(self.t, self.schedule.requests() if self.schedule else 0)
         with self.timers("io"):
-            self.activation.update(t, self.t, self.V.getArray(readonly=True))
+            v = self.V.getArray(readonly=True)
+            self.activation.update(t, self.t, v)
+            self.apd.update(t, self.t, v)
 
     def vecs(self) -> dict:
         return {"Vm": self.V, "phi_e": self.phi}
@@ -135,7 +142,7 @@ class Simulation:
     def run(self, on_step=None) -> dict:
         """Run to the end: progress on rank 0, snapshots, probes; returns the summary (also written as JSON)."""
         cfg = self.cfg
-        interval = max(1, int(round(cfg.output.interval / self.dt)))
+        interval = output.snapshot_every(cfg)
         self._announce()
         out = self.output
         if self.step_index == 0:   # a restarted run has all this from its checkpoint
@@ -220,7 +227,12 @@ class Simulation:
             f"{k} {v['mean']:.1f} (max {v['max']})" for k, v in summary["iterations"].items()))
         if self.output:
             self.output.write_map("activation_time", self.activation.time, "ms",
-                                  f"first upward crossing of {self.activation.threshold} mV; NaN: not activated")
+                                  f"first upward crossing of {self.activation.threshold} mV; NaN: not activated",
+                                  threshold=self.activation.threshold)
+            self.output.write_map("apd", self.apd.apd, "ms",
+                                  f"APD{self.apd.level:g} of the first beat: from activation until V falls below "
+                                  f"V_rest + {1 - self.apd.level / 100:g}·(V_peak − V_rest); NaN: not repolarised",
+                                  level=self.apd.level)
             self.output.finish(timing, its, {"simulated_ms": self.t, "wall_s": wall})
             if self.comm.rank == 0:
                 self.path.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -250,3 +250,67 @@ def test_bad_restart_under_mpirun_is_one_line(tmp_path, checkpointed):
     assert proc.returncode == 2, proc.stderr
     assert len(lines) == 1 and "cannot read states" in lines[0], proc.stderr
     assert _snapshot_files(tmp_path) == before
+
+
+# -- cardiosim inspect / plot: the result file -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def result_file(tmp_path_factory):
+    """A small finished monodomain run (so it has no phi_e)."""
+    d = tmp_path_factory.mktemp("result")
+    cfg = d / "mono.toml"
+    cfg.write_text(edit('equations = "bidomain"', 'equations = "monodomain"'))
+    out = d / "mono.h5"
+    run_cli(["run", cfg, "--quiet", "--output", out, "--set", "simulation.duration=2.0",
+             "--set", "grid.spacing=0.05", "--set", "simulation.dt=0.05"], cwd=d, check=True, timeout=300)
+    return out
+
+
+def _not_hdf5(d):
+    p = d / "notes.h5"
+    p.write_text("not HDF5\n")
+    return p
+
+
+def _foreign_hdf5(d):
+    import h5py
+    p = d / "other.h5"
+    with h5py.File(p, "w") as f:
+        f["x"] = [1, 2, 3]
+    return p
+
+
+# (case, command, arguments: FILE stands for the result file, words the message must contain)
+FILE_CASES = [
+    ("inspect: missing file", "inspect", ["nowhere.h5"], ["nowhere.h5", "no such file"]),
+    ("plot: missing file", "plot", ["nowhere.h5"], ["nowhere.h5", "no such file"]),
+    ("inspect: not an HDF5 file", "inspect", [_not_hdf5], ["notes.h5", "not an HDF5 file"]),
+    ("plot: not an HDF5 file", "plot", [_not_hdf5], ["notes.h5", "not an HDF5 file"]),
+    ("inspect: not a cardiosim file", "inspect", [_foreign_hdf5], ["other.h5", "not a cardiosim run file"]),
+    ("plot: not a cardiosim file", "plot", [_foreign_hdf5], ["other.h5", "not a cardiosim run file"]),
+    ("inspect: a directory", "inspect", ["."], ["is a directory"]),
+    ("plot: time out of range", "plot", ["FILE", "--times", "1.0", "99.0"], ["--times 99", "0 to 2 ms"]),
+    ("plot: negative time", "plot", ["FILE", "--times", "-1"], ["--times -1", "0 to 2 ms"]),
+    ("plot: field absent", "plot", ["FILE", "--field", "phi_e"], ["--field phi_e", "monodomain", "Vm"]),
+    ("plot: unknown field", "plot", ["FILE", "--field", "Vmm"], ["--field Vmm", "fields in the file: Vm"]),
+    ("plot: --out is a file", "plot", ["FILE", "--out", "FILE"], ["--out", "not a directory"]),
+    ("plot: bad isochrone spacing", "plot", ["FILE", "--isochrones", "0"], ["--isochrones 0", "> 0"]),
+    ("plot: time not a number", "plot", ["FILE", "--times", "ten"], ["--times", "invalid float value"]),
+    ("inspect: no file given", "inspect", [], ["the following arguments are required: file"]),
+]
+
+
+@pytest.mark.parametrize("case,command,arguments,words", FILE_CASES, ids=[c[0] for c in FILE_CASES])
+def test_bad_result_file_one_line_exit_2(tmp_path, result_file, case, command, arguments, words):
+    args = [command]
+    for a in arguments:
+        args.append(result_file if a == "FILE" else a(tmp_path) if callable(a) else a)
+    before = sorted(p.name for p in result_file.parent.iterdir())
+    proc = run_cli(args, cwd=tmp_path)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    print(f"{case}: {lines}")
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    for w in words:
+        assert w in lines[0], f"{w!r} not in {lines[0]!r}"
+    assert not list(tmp_path.glob("*.png")) and sorted(p.name for p in result_file.parent.iterdir()) == before

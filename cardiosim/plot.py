@@ -1,0 +1,192 @@
+"""``cardiosim plot``: PNGs of a result file (matplotlib, Agg backend; no MPI, no PETSc).
+
+Written beside the file (or into ``--out``), named ``<stem>_<what>.png``:
+
+* ``<stem>_<field>.png``: the field (Vm or φe) at the chosen snapshot times, one panel each, one colour scale;
+  2D as a map, 3D as the mid-z slice (said in the title), 1D as curves over x.
+* ``<stem>_probes.png``: Vm (and φe) of every probe against time, every PDE step.
+* ``<stem>_activation.png``: the activation-time map with isochrones (contour lines every N ms); 3D: mid-z
+  slice; 1D: activation time against x.
+* ``<stem>_apd.png``: the APD map, where some node repolarised.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .errors import UserError
+from .results import Results
+
+LABELS = {"Vm": "$V_m$", "phi_e": r"$\varphi_e$", "activation_time": "activation time", "apd": "APD"}
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise UserError("cardiosim plot: needs matplotlib (pip install 'cardiosim[plot]')") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def plane(r: Results, a: np.ndarray) -> tuple[np.ndarray, str]:
+    """A node array ([nz,] ny, nx) as a 2D (ny, nx) picture: the middle z plane in 3D; and its title note."""
+    if r.dim == 3:
+        k = a.shape[0] // 2
+        return a[k], f" (mid slice z = {r.axes[2][k]:g} cm)"
+    return a, ""
+
+
+def nice_step(span: float, lines: int = 10) -> float:
+    """A round isochrone spacing (1, 2 or 5 × 10^k ms) giving about ``lines`` lines over ``span`` ms."""
+    if not span > 0:
+        return 1.0
+    raw = span / lines
+    k = 10.0 ** np.floor(np.log10(raw))
+    return float(min((m * k for m in (1, 2, 5, 10)), key=lambda s: abs(s - raw)))
+
+
+def _extent(r: Results):
+    x, y = r.axes[0], r.axes[1]
+    return (x[0], x[-1], y[0], y[-1])
+
+
+def _map_axes(ax, r, title):
+    ax.set_xlabel("x (cm)")
+    ax.set_ylabel("y (cm)")
+    ax.set_aspect("equal")
+    ax.set_title(title, fontsize=10)
+
+
+def field_times(r: Results, times) -> list[int]:
+    """Snapshot indices for the requested times (default: four spread over the run), in order, no repeats."""
+    if r.n_snapshots == 0:
+        raise UserError(f"{r.path}: holds no complete snapshot to plot")
+    if not times:
+        idx = np.linspace(0, r.n_snapshots - 1, min(4, r.n_snapshots)).round().astype(int)
+    else:
+        idx = [r.snapshot_index(t) for t in times]
+    return sorted(set(int(i) for i in idx))
+
+
+def plot_field(plt, r: Results, name: str, idx: list[int], path: Path) -> Path:
+    unit = r.f["fields"][name].attrs.get("units", "mV")
+    data = [r.field(name, i) for i in idx]
+    label = f"{LABELS.get(name, name)} ({unit})"
+    if r.dim == 1:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for i, a in zip(idx, data):
+            ax.plot(r.axes[0], a, label=f"t = {r.times[i]:g} ms")
+        ax.set_xlabel("x (cm)")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=8)
+        ax.set_title(f"{r.path.name}: {LABELS.get(name, name)}", fontsize=10)
+    else:
+        pics = [plane(r, a) for a in data]
+        lo = min(float(np.nanmin(p)) for p, _ in pics)
+        hi = max(float(np.nanmax(p)) for p, _ in pics)
+        n = len(pics)
+        cols = min(n, 4)
+        rows = -(-n // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols + 1.2, 3.4 * rows), squeeze=False,
+                                 constrained_layout=True)
+        for ax in axes.flat[n:]:
+            ax.set_visible(False)
+        for ax, i, (p, note) in zip(axes.flat, idx, pics):
+            im = ax.imshow(p, origin="lower", extent=_extent(r), vmin=lo, vmax=hi, cmap="viridis",
+                           interpolation="nearest")
+            _map_axes(ax, r, f"t = {r.times[i]:g} ms{note}")
+        fig.colorbar(im, ax=axes, label=label, shrink=0.9)
+        fig.suptitle(f"{r.path.name}: {LABELS.get(name, name)}", fontsize=11)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_probes(plt, r: Results, path: Path) -> Path | None:
+    if not r.probes or r.n_samples == 0:
+        return None
+    fields = [f for f in ("Vm", "phi_e") if all(f in r.f["probes"][p] for p in r.probes)]
+    fig, axes = plt.subplots(len(fields), 1, figsize=(7, 2.8 * len(fields) + 0.6), sharex=True, squeeze=False,
+                             constrained_layout=True)
+    for ax, fld in zip(axes[:, 0], fields):
+        for name in r.probes:
+            p = r.probe(name)
+            pos = ", ".join(f"{x:g}" for x in p["node_position"])
+            ax.plot(r.probe_times, p[fld], label=f"{name} ({pos}) cm", lw=1.2)
+        ax.set_ylabel(f"{LABELS[fld]} (mV)")
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=8)
+    axes[-1, 0].set_xlabel("t (ms)")
+    axes[0, 0].set_title(f"{r.path.name}: probes, every PDE step", fontsize=10)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = None) -> Path | None:
+    """A map (activation time with isochrones, or APD); None where no node has a value."""
+    a = r.map(name)
+    if not np.isfinite(a).any():
+        return None
+    attrs = r.map_attrs(name)
+    if name == "activation_time":
+        title = f"activation time (first crossing of {float(attrs.get('threshold', 0.0)):g} mV)"
+    elif name == "apd":
+        title = f"APD{float(attrs.get('level', 90.0)):g}, first beat"
+    else:
+        title = name
+    if r.dim == 1:
+        fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
+        ax.plot(r.axes[0], a, ".-")
+        ax.set_xlabel("x (cm)")
+        ax.set_ylabel(f"{LABELS.get(name, name)} (ms)")
+        ax.grid(alpha=0.3)
+        ax.set_title(f"{r.path.name}: {title}", fontsize=10)
+    else:
+        p, note = plane(r, a)
+        fig, ax = plt.subplots(figsize=(6.4, 5.2), constrained_layout=True)
+        cmap = "plasma" if name == "activation_time" else "magma"
+        im = ax.imshow(p, origin="lower", extent=_extent(r), cmap=cmap, interpolation="nearest")
+        fig.colorbar(im, ax=ax, label=f"{LABELS.get(name, name)} (ms)", shrink=0.9)
+        if name == "activation_time":
+            ok = p[np.isfinite(p)]
+            step = isochrones or nice_step(float(ok.max() - ok.min()))
+            levels = np.arange(np.ceil(ok.min() / step) * step, ok.max() + 1e-9, step)
+            if len(levels) and min(p.shape) > 1:
+                cs = ax.contour(r.axes[0], r.axes[1], p, levels=levels, colors="white", linewidths=0.8)
+                ax.clabel(cs, fontsize=7, fmt="%g")
+            title += f", isochrones every {step:g} ms"
+        if np.isnan(p).any():
+            title += "; white: not activated" if name == "activation_time" else "; white: not repolarised by the end"
+        _map_axes(ax, r, f"{r.path.name}: {title}{note}")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_main(args) -> int:
+    if args.isochrones is not None and not args.isochrones > 0:
+        raise UserError(f"--isochrones {args.isochrones:g}: must be > 0 (ms)")
+    out = Path(args.out) if args.out else None
+    if out is not None and out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a directory")
+    with Results(args.file) as r:
+        r.check_field(args.field)
+        idx = field_times(r, args.times)          # every check before anything is written
+        plt = _pyplot()
+        out = out or r.path.parent
+        out.mkdir(parents=True, exist_ok=True)
+        stem = r.path.stem
+        written = [plot_field(plt, r, args.field, idx, out / f"{stem}_{args.field}.png"),
+                   plot_probes(plt, r, out / f"{stem}_probes.png")]
+        for name in r.maps:
+            written.append(plot_map(plt, r, name, out / f"{stem}_{name.replace('_time', '')}.png",
+                                    args.isochrones))
+    for p in written:
+        if p is not None:
+            print(p)
+    return 0

@@ -1,0 +1,256 @@
+"""Reading a run's HDF5 file (docs/output-format.md), and ``cardiosim inspect``.
+
+:class:`Results` opens a file written by :mod:`cardiosim.output` and gives its complete entries only: a run that
+was killed leaves its datasets at their planned length, and an entry (snapshot or probe sample) is complete when
+its time is finite. It needs h5py and NumPy only (no MPI, no PETSc), opens files that a run is still writing
+(without HDF5 file locking), and turns every problem with the file into one :class:`UserError` line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .errors import UserError
+
+FORMATS = ("cardiosim-1", "cardiosim-2")
+
+
+def complete(times) -> int:
+    """How many leading entries of ``times`` are finite (= complete)."""
+    finite = np.isfinite(np.asarray(times, dtype=float))
+    return int(finite.size if finite.all() else np.argmin(finite))
+
+
+class Results:
+    def __init__(self, path):
+        import h5py
+        self.path = path = Path(path)
+        if not path.exists():
+            raise UserError(f"{path}: no such file")
+        if path.is_dir():
+            raise UserError(f"{path}: is a directory, not a cardiosim result file")
+        try:
+            is_hdf5 = h5py.is_hdf5(str(path))
+        except OSError as e:
+            raise UserError(f"{path}: cannot be read ({e.strerror or e})") from None
+        if not is_hdf5:
+            raise UserError(f"{path}: not an HDF5 file (expected the .h5 file of a cardiosim run)")
+        try:
+            self.f = f = h5py.File(path, "r", locking=False)
+        except OSError as e:
+            raise UserError(f"{path}: cannot be opened as HDF5 ({e})") from None
+        fmt = f.attrs.get("format")
+        fmt = fmt.decode() if isinstance(fmt, bytes) else fmt
+        if fmt not in FORMATS or "grid" not in f or "fields" not in f:
+            f.close()
+            what = f"format attribute {fmt!r}" if fmt is not None else "no format attribute"
+            raise UserError(f"{path}: not a cardiosim run file ({what}; expected one of {', '.join(FORMATS)})")
+        g = f["grid"].attrs
+        self.dim = int(g["dim"])
+        self.shape = tuple(int(n) for n in g["shape"])          # x first
+        self.spacing = tuple(float(h) for h in g["spacing"])     # cm
+        self.size = tuple(float(s) for s in g["size"])
+        self.axes = [f["grid"][a][:] for a in "xyz"[: self.dim]]
+        t = f["fields/time"][:]
+        self.n_snapshots = complete(t)
+        self.times = t[: self.n_snapshots]
+        self.fields = [n for n in ("Vm", "phi_e") if n in f["fields"]]
+        pt = f["probes/time"][:] if "probes/time" in f else np.empty(0)
+        self.n_samples = complete(pt)
+        self.probe_times = pt[: self.n_samples]
+        self.probes = [n for n in f["probes"] if n != "time"] if "probes" in f else []
+        self.maps = sorted(f["maps"]) if "maps" in f else []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        self.f.close()
+
+    # -- metadata ------------------------------------------------------------------------------------------------
+    def attr(self, name: str, default=None):
+        v = self.f.attrs.get(name, default)
+        return v.decode() if isinstance(v, bytes) else v
+
+    @property
+    def status(self) -> str:
+        """finished | stopped (an error ended it) | running (still running, or killed)."""
+        return self.attr("status", "finished")   # cardiosim-1 files had no status
+
+    @property
+    def layout(self) -> dict:
+        return json.loads(self.attr("layout", "{}"))
+
+    @property
+    def units(self) -> dict:
+        return json.loads(self.attr("units", "{}"))
+
+    def timing(self) -> dict | None:
+        """{phase: {"mean": s, "max": s}} as in cardiosim.timing, or None if the run did not finish."""
+        if "timing" not in self.f:
+            return None
+        a = self.f["timing"].attrs
+        return {k: {"max": float(a[k]), "mean": float(a.get(f"{k}_mean", a[k]))}
+                for k in a if not k.endswith("_mean") and k != "units"}
+
+    # -- data ----------------------------------------------------------------------------------------------------
+    def check_field(self, name: str) -> None:
+        if name not in self.fields:
+            have = ", ".join(self.fields) or "none"
+            why = " (a monodomain run has no phi_e)" if name == "phi_e" and self.attr("equations") == "monodomain" \
+                else ""
+            raise UserError(f"--field {name}: not in {self.path}{why}; fields in the file: {have}")
+
+    def field(self, name: str, i: int) -> np.ndarray:
+        """Snapshot i of a field, shape ([nz,] [ny,] nx)."""
+        self.check_field(name)
+        return self.f["fields"][name][i]
+
+    def snapshot_index(self, t: float) -> int:
+        """The snapshot nearest to time t (ms); t must lie within the snapshots' range."""
+        if self.n_snapshots == 0:
+            raise UserError(f"{self.path}: holds no complete snapshot")
+        lo, hi = float(self.times[0]), float(self.times[-1])
+        tol = 1e-9 * max(1.0, abs(hi))
+        if not lo - tol <= t <= hi + tol:
+            raise UserError(f"--times {t:g}: outside the snapshots of {self.path}, which cover {lo:g} to {hi:g} ms")
+        return int(np.argmin(np.abs(self.times - t)))
+
+    def field_range(self, name: str) -> tuple[float, float]:
+        """(min, max) over all complete snapshots, read one snapshot at a time."""
+        lo, hi = np.inf, -np.inf
+        ds = self.f["fields"][name]
+        for i in range(self.n_snapshots):
+            a = ds[i]
+            lo, hi = min(lo, float(np.nanmin(a))), max(hi, float(np.nanmax(a)))
+        return lo, hi
+
+    def probe(self, name: str) -> dict:
+        """{"position": cm, "node_position": cm, <field>: trace} of one probe (complete samples)."""
+        g = self.f["probes"][name]
+        out = {"position": np.asarray(g.attrs["position"]), "node_position": np.asarray(g.attrs["node_position"])}
+        for fld in g:
+            out[fld] = g[fld][: self.n_samples]
+        return out
+
+    def map(self, name: str) -> np.ndarray:
+        return self.f["maps"][name][:]
+
+    def map_attrs(self, name: str) -> dict:
+        return dict(self.f["maps"][name].attrs)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# cardiosim inspect
+# ----------------------------------------------------------------------------------------------------------------
+def _fmt(values, unit="") -> str:
+    return " x ".join(f"{v:g}" for v in values) + (f" {unit}" if unit else "")
+
+
+def _spacing_of(t) -> str:
+    if len(t) < 2:
+        return ""
+    d = np.diff(t)
+    return f", every {d[0]:g} ms" if np.allclose(d[:-1], d[0]) else ""
+
+
+def describe(r: Results) -> str:
+    """The report of ``cardiosim inspect``."""
+    lines = []
+    status = r.status
+    ended = {"finished": "finished", "stopped": "stopped early by an error (what was written before is kept)",
+             "running": "still running, or killed (no end record): complete entries only"}.get(status, status)
+    lines.append(f"{r.path}: {r.attr('format')}, {ended}")
+    lines.append(f"  written by cardiosim {r.attr('cardiosim_version', '?')} (git {r.attr('git_hash', 'unknown')})"
+                 + (f" on {r.attr('created')}" if r.attr("created") else ""))
+    lines.append(f"config: {r.attr('config_name', '?')} ({r.attr('equations', '?')}, {r.attr('cell_model', '?')}); "
+                 f"`cardiosim inspect --config` prints it")
+    lay = r.layout
+    if lay:
+        hosts = lay.get("hosts") or []
+        gpus = [g for g in lay.get("gpus") or [] if g is not None]
+        where = f" on {len(set(hosts))} host(s) ({', '.join(sorted(set(hosts)))})" if hosts else ""
+        gpu = (f"; GPU of each rank: {', '.join(map(str, lay['gpus']))}" if gpus else "")
+        lines.append(f"layout: {lay.get('mpi_ranks', '?')} MPI rank(s){where}, DMDA "
+                     f"{_fmt(lay.get('dmda_procs', []))}; cells: {lay.get('ode_backend', '?')}{gpu}")
+    stencil = r.f["grid"].attrs.get("stencil", "?")
+    lines.append(f"grid: {r.dim}D, {_fmt(r.shape)} = {int(np.prod(r.shape))} nodes, spacing {_fmt(r.spacing, 'cm')}, "
+                 f"size {_fmt(r.size, 'cm')}, {stencil} stencil")
+    planned = r.f["fields/time"].shape[0]
+    if r.n_snapshots:
+        lines.append(f"snapshots: {r.n_snapshots}" + (f" of {planned} planned" if planned != r.n_snapshots else "")
+                     + f", t = {r.times[0]:g} to {r.times[-1]:g} ms{_spacing_of(r.times)}")
+    else:
+        lines.append(f"snapshots: none complete (of {planned} planned)")
+    for name in r.fields:
+        unit = r.f["fields"][name].attrs.get("units", "")
+        if r.n_snapshots:
+            lo, hi = r.field_range(name)
+            lines.append(f"  {name:<8} {lo:10.4g} to {hi:10.4g} {unit}")
+    if r.probes:
+        pt = r.probe_times
+        span = f", t = {pt[0]:g} to {pt[-1]:g} ms{_spacing_of(pt[:3])}" if len(pt) else ""
+        lines.append(f"probes: {len(r.probes)}, {r.n_samples} samples{span}")
+        from .analysis import activation_time
+        thr = float(r.map_attrs("activation_time").get("threshold", 0.0)) if "activation_time" in r.maps else 0.0
+        for name in r.probes:
+            p = r.probe(name)
+            parts = [f"{fld} {np.nanmin(p[fld]):.4g} to {np.nanmax(p[fld]):.4g} mV"
+                     for fld in ("Vm", "phi_e") if fld in p and len(p[fld])]
+            if "Vm" in p and len(p["Vm"]):
+                at = activation_time(r.probe_times, p["Vm"], thr)
+                parts.append(f"activation {at:.4g} ms" if np.isfinite(at) else "not activated")
+            lines.append(f"  {name:<12} at ({', '.join(f'{x:g}' for x in p['node_position'])}) cm: "
+                         + ", ".join(parts))
+    if not r.maps:
+        lines.append("maps: none (written when the run ends)")
+    for name in r.maps:
+        a = r.map(name)
+        attrs = r.map_attrs(name)
+        ok = np.isfinite(a)
+        n, total = int(ok.sum()), a.size
+        if name == "activation_time":
+            head = f"activation (first crossing of {float(attrs.get('threshold', np.nan)):g} mV)"
+            what = "activated"
+        elif name == "apd":
+            head = f"APD{float(attrs.get('level', np.nan)):g} (first beat)"
+            what = "repolarised"
+        else:
+            head, what = name, "with a value"
+        line = f"{head}: {n} of {total} nodes {what} ({100 * n / total:.1f} %)"
+        if n:
+            v = a[ok]
+            line += (f"; min {v.min():.4g}, mean {v.mean():.4g}, max {v.max():.4g} ms")
+            if name == "activation_time":
+                line += f"; total activation time {v.max() - v.min():.4g} ms"
+        lines.append(line)
+    if "solver" in r.f and len(r.f["solver"]):
+        parts = []
+        for name in sorted(r.f["solver"]):
+            its = r.f["solver"][name][:]
+            if its.size:
+                parts.append(f"{name.replace('_iterations', '')} mean {its.mean():.1f}, max {its.max()}")
+        lines.append("iterations per step: " + "; ".join(parts))
+    timing = r.timing()
+    if timing and "total" in timing:
+        from .timing import table
+        rate = ""
+        if r.attr("simulated_ms") is not None:
+            rate = f"; {float(r.attr('simulated_ms')):g} ms simulated in {float(r.attr('wall_s')):.4g} s wall"
+        lines.append(f"timing (s, mean and max over ranks){rate}:")
+        lines.extend("  " + ln for ln in table(timing).splitlines())
+    else:
+        lines.append("timing: not recorded (written when the run ends)")
+    return "\n".join(lines)
+
+
+def inspect_main(args) -> int:
+    with Results(args.file) as r:
+        print(r.attr("config", "") if args.config else describe(r))
+    return 0

@@ -1,0 +1,173 @@
+"""``cardiosim inspect`` and ``cardiosim plot``: the report states what the file holds, the PNGs exist and the
+figures drawn into them hold the file's data (captured as they are saved), and neither command needs MPI/PETSc."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import run_cli
+
+CONFIGS = Path(__file__).parent / "configs"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A 2D sheet that activates and repolarises (short APD), a 1D cable and a 3D slab, 1 rank each."""
+    d = tmp_path_factory.mktemp("runs")
+    out = {}
+    for name, cfg, extra in (
+            ("sheet", "sheet.toml", ["--set", "simulation.duration=90.0", "--set", "simulation.dt=0.05",
+                                     "--set", "grid.spacing=0.04", "--set", "cell.parameters={tau_close=10.0}",
+                                     "--set", "output.interval=5.0", "--set", "output.activation_threshold=-40.0"]),
+            ("cable", "cable.toml", []), ("slab", "slab.toml", [])):
+        out[name] = d / f"{name}.h5"
+        run_cli(["run", CONFIGS / cfg, "--quiet", "--output", out[name], *extra], cwd=d, check=True, timeout=300)
+    return out
+
+
+def test_inspect_report(runs):
+    proc = run_cli(["inspect", runs["sheet"]], check=True)
+    text = proc.stdout
+    print(text)
+    with h5py.File(runs["sheet"]) as f:
+        act = f["maps/activation_time"][:]
+        apd = f["maps/apd"][:]
+        vm = f["fields/Vm"][:]
+    assert "cardiosim-2, finished" in text
+    assert "config: sheet (bidomain, mitchell-schaeffer)" in text
+    assert "grid: 2D, 26 x 11 = 286 nodes, spacing 0.04 x 0.04 cm, size 1 x 0.4 cm" in text
+    assert "snapshots: 19, t = 0 to 90 ms, every 5 ms" in text
+    assert re.search(rf"Vm\s+{vm.min():.4g} to\s+{vm.max():.4g} mV", text)
+    assert "phi_e" in text and "probes: 3, 1801 samples" in text
+    for name in ("near", "middle", "far"):
+        assert re.search(rf"{name}\s+at \(.*\) cm: Vm .* activation [0-9.]+ ms", text)
+    n_act = int(np.isfinite(act).sum())
+    assert (f"activation (first crossing of -40 mV): {n_act} of 286 nodes activated ({100 * n_act / 286:.1f} %); "
+            f"min {np.nanmin(act):.4g}, mean {np.nanmean(act):.4g}, max {np.nanmax(act):.4g} ms") in text
+    assert f"APD90 (first beat): {int(np.isfinite(apd).sum())} of 286 nodes repolarised" in text
+    assert f"mean {np.nanmean(apd):.4g}" in text
+    assert "iterations per step: elliptic mean" in text
+    for phase in ("reaction", "parabolic", "elliptic", "io", "other", "total"):
+        assert re.search(rf"^\s+{phase}\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+%$", text, re.M), phase
+    cfg = run_cli(["inspect", runs["sheet"], "--config"], check=True).stdout
+    assert cfg.rstrip("\n") == (CONFIGS / "sheet.toml").read_text().rstrip("\n")
+
+
+def test_inspect_and_plot_import_neither_mpi_nor_petsc(runs, tmp_path):
+    code = (f"import sys; from cardiosim.cli import main; "
+            f"assert main(['inspect', {str(runs['sheet'])!r}]) == 0; "
+            f"assert main(['plot', {str(runs['sheet'])!r}, '--out', {str(tmp_path)!r}]) == 0; "
+            f"bad = [m for m in ('mpi4py', 'petsc4py') if m in sys.modules]; assert not bad, bad")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """Every figure saved by cardiosim.plot, by file name, kept open for inspection."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+    figs = {}
+    save = Figure.savefig
+
+    def keep(self, path, *a, **k):
+        figs[Path(path).name] = self
+        return save(self, path, *a, **k)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    monkeypatch.setattr(plt, "close", lambda fig=None: None)
+    yield figs
+    matplotlib.pyplot.close("all")
+
+
+def _plot(path, out, *extra):
+    from cardiosim.cli import main
+    return main(["plot", str(path), "--out", str(out), *extra])
+
+
+def _is_png(p: Path):
+    data = p.read_bytes()
+    return data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def test_plot_2d(runs, tmp_path, captured, capsys):
+    assert _plot(runs["sheet"], tmp_path, "--times", "10", "21", "40", "--isochrones", "5") == 0
+    printed = capsys.readouterr().out.split()
+    names = ["sheet_Vm.png", "sheet_probes.png", "sheet_activation.png", "sheet_apd.png"]
+    assert printed == [str(tmp_path / n) for n in names]
+    assert all(_is_png(tmp_path / n) for n in names)
+    with h5py.File(runs["sheet"]) as f:
+        times = f["fields/time"][:]
+        vm = f["fields/Vm"][:]
+        act = f["maps/activation_time"][:]
+        apd = f["maps/apd"][:]
+        probes = {p: f[f"probes/{p}/Vm"][:] for p in ("near", "middle", "far")}
+    # Vm at the nearest snapshots to 10, 21 (-> 20) and 40 ms, one panel each, one colour scale, x right, y up
+    panels = [ax for ax in captured["sheet_Vm.png"].axes if ax.images]
+    assert [ax.get_title() for ax in panels] == ["t = 10 ms", "t = 20 ms", "t = 40 ms"]
+    for ax, t in zip(panels, (10, 20, 40)):
+        im = ax.images[0]
+        np.testing.assert_array_equal(im.get_array(), vm[list(times).index(t)])
+        assert im.get_extent() == [0.0, 1.0, 0.0, 0.4] and im.origin == "lower"
+        assert im.get_clim() == panels[0].images[0].get_clim()
+    # probes: one line per probe, the whole trace
+    ax_vm = captured["sheet_probes.png"].axes[0]
+    for line, (name, v) in zip(ax_vm.lines, probes.items()):
+        assert line.get_label().startswith(name)
+        np.testing.assert_array_equal(line.get_ydata(), v)
+    # activation map with isochrones every 5 ms
+    ax = captured["sheet_activation.png"].axes[0]
+    np.testing.assert_array_equal(ax.images[0].get_array(), act)
+    levels = ax.collections[0].levels if ax.collections else None
+    assert levels is not None and np.allclose(np.diff(levels), 5.0)
+    assert levels[0] >= np.nanmin(act) and levels[-1] <= np.nanmax(act)
+    assert "isochrones every 5 ms" in ax.get_title()
+    ax = captured["sheet_apd.png"].axes[0]
+    np.testing.assert_array_equal(np.ma.filled(ax.images[0].get_array(), np.nan), apd)
+    assert "APD90" in ax.get_title()
+
+
+def test_plot_3d_takes_the_mid_slice(runs, tmp_path, captured):
+    assert _plot(runs["slab"], tmp_path, "--field", "phi_e") == 0
+    with h5py.File(runs["slab"]) as f:
+        phi = f["fields/phi_e"][:]
+        act = f["maps/activation_time"][:]
+        z = f["grid/z"][:]
+    k = phi.shape[1] // 2
+    panels = [ax for ax in captured["slab_phi_e.png"].axes if ax.images]
+    assert len(panels) == 4                                   # default: four snapshots spread over the run
+    assert [ax.get_title() for ax in panels] == [f"t = {t:g} ms (mid slice z = {z[k]:g} cm)"
+                                                 for t in (0, 1, 3, 4)]
+    np.testing.assert_array_equal(panels[-1].images[0].get_array(), phi[-1, k])
+    ax = captured["slab_activation.png"].axes[0]
+    np.testing.assert_array_equal(np.ma.filled(ax.images[0].get_array(), np.nan), act[k])
+    assert "mid slice" in ax.get_title()
+
+
+def test_plot_1d_draws_curves(runs, tmp_path, captured):
+    assert _plot(runs["cable"], tmp_path, "--times", "0", "3", "6") == 0
+    with h5py.File(runs["cable"]) as f:
+        vm = f["fields/Vm"][:]
+        x = f["grid/x"][:]
+        act = f["maps/activation_time"][:]
+    ax = captured["cable_Vm.png"].axes[0]
+    assert [ln.get_label() for ln in ax.lines] == ["t = 0 ms", "t = 3 ms", "t = 6 ms"]
+    np.testing.assert_array_equal(ax.lines[1].get_xdata(), x)
+    np.testing.assert_array_equal(ax.lines[2].get_ydata(), vm[-1])
+    np.testing.assert_array_equal(captured["cable_activation.png"].axes[0].lines[0].get_ydata(), act)
+    assert not (tmp_path / "cable_apd.png").exists()        # nothing repolarised in 6 ms: no empty map
+
+
+def test_nice_isochrone_step():
+    from cardiosim.plot import nice_step
+    assert nice_step(78.0) == 10.0
+    assert nice_step(40.0) == 5.0
+    assert nice_step(3.0) == 0.2
+    assert nice_step(0.0) == 1.0
