@@ -43,7 +43,7 @@ class Simulation:
         self.grid = Grid(cfg, PETSc.COMM_WORLD)
         self.stencil = self._choose_stencil()
         self.tissue = make_tissue(self.grid, cfg, self.stencil)
-        self.reaction = Reaction(cfg, self.grid, self.comm)
+        self.reaction = Reaction(cfg, self.grid, self.comm, self.timers)
         for name in self.reaction.stimuli.empty_regions(self.comm):
             raise UserError(f"{name}: its region contains no grid node; enlarge it or refine grid.spacing")
         self.V = self.grid.vec()
@@ -53,7 +53,7 @@ class Simulation:
         self.step_index = 0
         self.activation = ActivationMap(self.V.getArray(), cfg.output.activation_threshold)
         self.layout = {"mpi_ranks": self.comm.size, "dmda_procs": list(self.grid.da.getProcSizes()),
-                       "placement": "cpu", "ode_backend": self.reaction.backend.name}
+                       **self.reaction.placement.layout}
         self.output = (output.Output(cfg, self.grid, self.path, self.stencil, self.layout, self.comm)
                        if write_output else None)
         self.setup_time = self.timers.elapsed()
@@ -131,6 +131,7 @@ class Simulation:
                  f"= {g.n_nodes} nodes (h = {', '.join(f'{h:g}' for h in g.h)} cm, {self.stencil} stencil), "
                  f"{self.n_steps} steps of {self.dt:g} ms (k = {c.simulation.ode_substeps}), "
                  f"{self.comm.size} rank(s); {solvers}")
+        log.info(self.reaction.placement.table())
         if self.output:
             log.info(f"output: {self.path}")
 

@@ -15,6 +15,9 @@ next to PETSc in one process.
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import tempfile
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -22,7 +25,7 @@ import numpy as np
 
 from ..errors import SimulationError
 from ..stimulus import kernel_layout
-from .native import kernel_dir
+from .native import _lock, cache_dir, kernel_dir
 
 KERNEL = "fused.cu"
 FUNCTION = "cs_fused_euler"
@@ -32,12 +35,11 @@ MAX_PROTOCOLS = 16
 def _import_pycuda():
     try:
         import pycuda.driver as cuda
-        from pycuda.compiler import SourceModule
     except ImportError as e:   # pragma: no cover - depends on the machine
         raise RuntimeError(
             "PyCUDA is not installed: the CUDA backend needs it (pip install 'cardiosim[gpu]', with the CUDA toolkit's "
             f"nvcc on PATH); use the native CPU backend otherwise ({e})") from e
-    return cuda, SourceModule
+    return cuda
 
 
 @dataclass(frozen=True)
@@ -51,18 +53,86 @@ class CudaStimulus:
     n_cells: int
 
 
+def kernel_options(model, fmad: bool = True, options: Sequence[str] = ()) -> list[str]:
+    """nvcc options that pick the model and the kernel's sizes."""
+    name = model.kernel_name
+    return [f"-DCS_MODEL={name}", f"-DCS_MODEL_UP={name.upper()}", f"-DCS_N_STATES={model.n_states}",
+            f"-DCS_N_PARAMS={model.parameter_vector().size}", f"-DCS_MAX_PROTOCOLS={MAX_PROTOCOLS}",
+            f"--fmad={'true' if fmad else 'false'}", *options]
+
+
+def arch_of(device) -> str:
+    major, minor = device.compute_capability()
+    return f"sm_{major}{minor}"
+
+
+def _nvcc_version(nvcc: str = "nvcc") -> str:
+    try:
+        return subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise RuntimeError(f"CUDA backend: nvcc does not run ({e}); put the CUDA toolkit's bin on PATH") from e
+
+
+def compile_kernel(model, arch: str, fmad: bool = True, options: Sequence[str] = ()) -> bytes:
+    """The cubin of the fused kernel for ``model`` on ``arch`` (e.g. "sm_90"), compiled by nvcc on first use.
+
+    Cached in ``$CARDIOSIM_CACHE/cuda`` (or ``~/.cache/cardiosim/cuda``) under a hash of the kernel source, every
+    header of the kernel folder, the options, the architecture and nvcc's version; written to a temporary file
+    and renamed (atomic) under a lock, so ranks starting together never read a half-written file. (PyCUDA's own
+    cache writes in place; it is not used.) In a tissue run one rank per node calls this and shares the bytes
+    (cardiosim.placement.once_per_node); needs no context.
+    """
+    _import_pycuda()
+    from pycuda.compiler import compile as nvcc_compile
+    kdir = kernel_dir()
+    src = (kdir / KERNEL).read_text()
+    opts = kernel_options(model, fmad, options)
+    h = hashlib.sha256()
+    for f in [kdir / KERNEL] + sorted(kdir.glob("*.h")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    h.update("\0".join([*opts, arch, _nvcc_version()]).encode())
+    out = cache_dir("cuda") / f"{model.kernel_name}_{arch}_{h.hexdigest()[:20]}.cubin"
+    if out.exists():
+        return out.read_bytes()
+    with _lock(out.parent / (out.name + ".lock")):
+        if out.exists():
+            return out.read_bytes()
+        errors = []
+        for std in ("-std=c++14", "-std=c++17"):     # nvcc 13 may have dropped C++14
+            try:
+                cubin = nvcc_compile(src, options=[std, *opts], arch=arch, include_dirs=[str(kdir)],
+                                     no_extern_c=True, cache_dir=False)
+                break
+            except Exception as e:                   # pycuda.driver.CompileError
+                errors.append(str(e))
+        else:
+            raise RuntimeError(f"CUDA backend: compiling {KERNEL} for {model.kernel_name} failed:\n"
+                               + "\n".join(errors))
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem + ".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(cubin)
+            os.replace(tmp, out)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return cubin
+
+
 class CudaBackend:
     """A cell model on one GPU: state on the device, k Forward-Euler substeps per launch.
 
     ``model``: a :class:`~cardiosim.cells.base.CellModel` with ``kernel_name`` and ``parameter_vector()``.
     ``states``: the initial state, float64 (n_states, n_cells); uploaded at once. ``device``: CUDA ordinal.
     ``fmad``: let nvcc contract multiply-adds into FMAs (default, faster); False for a closer match to the CPU.
-    ``block``: threads per block. ``options``: extra nvcc options.
+    ``block``: threads per block. ``options``: extra nvcc options. ``cubin``: the compiled kernel
+    (:func:`compile_kernel` for this model, options and the device's architecture), e.g. from the node's first
+    rank; compiled (or taken from the cache) here when None.
     """
 
     def __init__(self, model, states: np.ndarray, device: int = 0, fmad: bool = True, block: int = 128,
-                 options: Sequence[str] = ()):
-        cuda, SourceModule = _import_pycuda()
+                 options: Sequence[str] = (), cubin: bytes | None = None):
+        cuda = _import_pycuda()
         self.cuda = cuda
         name = model.kernel_name
         if not name or not hasattr(model, "parameter_vector"):
@@ -80,30 +150,13 @@ class CudaBackend:
 
         cuda.init()
         self.device = cuda.Device(device)
+        if cubin is None:
+            cubin = compile_kernel(model, arch_of(self.device), fmad, options)
+        self.options = kernel_options(model, fmad, options)
         self.ctx = self.device.retain_primary_context()
         self.ctx.push()
         try:
-            kdir = kernel_dir()
-            src = (kdir / KERNEL).read_text()
-            # PyCUDA's cache keys on the source text and options only: add a digest of the headers it includes.
-            h = hashlib.sha256()
-            for hdr in sorted(kdir.glob("*.h")):
-                h.update(hdr.name.encode() + b"\0" + hdr.read_bytes())
-            src = f"// headers: {h.hexdigest()[:20]}\n" + src
-            opts = [f"-DCS_MODEL={name}", f"-DCS_MODEL_UP={name.upper()}", f"-DCS_N_STATES={self.n_states}",
-                    f"-DCS_N_PARAMS={self.params.size}", f"-DCS_MAX_PROTOCOLS={MAX_PROTOCOLS}",
-                    f"--fmad={'true' if fmad else 'false'}", *options]
-            self.options = opts
-            mod = None
-            errors = []
-            for std in ("-std=c++14", "-std=c++17"):     # nvcc 13 may have dropped C++14
-                try:
-                    mod = SourceModule(src, options=[std, *opts], include_dirs=[str(kdir)], no_extern_c=True)
-                    break
-                except Exception as e:                   # pycuda.driver.CompileError
-                    errors.append(str(e))
-            if mod is None:
-                raise RuntimeError(f"CUDA backend: compiling {KERNEL} for {name} failed:\n" + "\n".join(errors))
+            mod = cuda.module_from_buffer(cubin)
             self.module = mod
             self.func = mod.get_function(FUNCTION)
             self.func.prepare("PqiddiiPiPPP")
