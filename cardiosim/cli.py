@@ -3,7 +3,7 @@
     cardiosim run CONFIG [--set section.key=value ...] [--output FILE] [--overwrite] [-- PETSc options]
     cardiosim config --doc | cardiosim config check CONFIG
     cardiosim cell ...        single-cell runs and biomarkers (see ``cardiosim cell --help``)
-    cardiosim bench niederer | pde ...   benchmarks, written to docs/ (see ``cardiosim bench NAME --help``)
+    cardiosim bench niederer | pde | table41 ...   benchmarks, written to docs/ (see ``cardiosim bench NAME --help``)
 
 Everything after ``--`` goes to PETSc (``-elliptic_pc_type gamg``, ``-log_view``, ...). A mistake in the input
 gives one line on stderr and exit status 2; a run that goes wrong (a state out of range, a diverged solver) one
@@ -125,7 +125,8 @@ def _run(args) -> int:
     return 0
 
 
-BENCHMARKS = {"niederer": "cardiosim.bench.niederer", "pde": "cardiosim.bench.pde"}
+BENCHMARKS = {"niederer": "cardiosim.bench.niederer", "pde": "cardiosim.bench.pde",
+              "table41": "cardiosim.bench.table41"}
 
 
 def _bench(argv) -> int:

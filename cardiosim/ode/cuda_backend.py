@@ -28,6 +28,7 @@ from ..stimulus import kernel_layout
 from .native import _lock, cache_dir, kernel_dir
 
 KERNEL = "fused.cu"
+VARIANTS = ("fused",)          # kernel variants by name (cell.kernel); DESIGN.md §5 lists the ones to come
 FUNCTION = "cs_fused_euler"
 MAX_PROTOCOLS = 16
 
@@ -73,8 +74,9 @@ def _nvcc_version(nvcc: str = "nvcc") -> str:
         raise RuntimeError(f"CUDA backend: nvcc does not run ({e}); put the CUDA toolkit's bin on PATH") from e
 
 
-def compile_kernel(model, arch: str, fmad: bool = True, options: Sequence[str] = ()) -> bytes:
-    """The cubin of the fused kernel for ``model`` on ``arch`` (e.g. "sm_90"), compiled by nvcc on first use.
+def compile_kernel(model, arch: str, fmad: bool = True, options: Sequence[str] = (), variant: str = "fused") -> bytes:
+    """The cubin of kernel ``variant`` (one of VARIANTS) for ``model`` on ``arch`` (e.g. "sm_90"), compiled by
+    nvcc on first use.
 
     Cached in ``$CARDIOSIM_CACHE/cuda`` (or ``~/.cache/cardiosim/cuda``) under a hash of the kernel source, every
     header of the kernel folder, the options, the architecture and nvcc's version; written to a temporary file
@@ -82,6 +84,8 @@ def compile_kernel(model, arch: str, fmad: bool = True, options: Sequence[str] =
     cache writes in place; it is not used.) In a tissue run one rank per node calls this and shares the bytes
     (cardiosim.placement.once_per_node); needs no context.
     """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown CUDA kernel variant {variant!r}; known: {', '.join(VARIANTS)}")
     _import_pycuda()
     from pycuda.compiler import compile as nvcc_compile
     kdir = kernel_dir()

@@ -18,7 +18,8 @@ from ..errors import SimulationError
 class CudaTissueBackend:
     name = "cuda"
 
-    def __init__(self, model, states: np.ndarray, stimuli, device: int, kernel_comm=None, rows=(0,)):
+    def __init__(self, model, states: np.ndarray, stimuli, device: int, kernel_comm=None, rows=(0,),
+                 variant: str = "fused"):
         import pycuda.driver as cuda
 
         from ..placement import once_per_node
@@ -26,7 +27,7 @@ class CudaTissueBackend:
         cuda.init()
 
         def build():
-            return compile_kernel(model, arch_of(cuda.Device(device)))
+            return compile_kernel(model, arch_of(cuda.Device(device)), variant=variant)
 
         cubin = once_per_node(kernel_comm, build) if kernel_comm is not None else build()
         self.device = device
