@@ -26,7 +26,6 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 
 
 from .errors import UserError
-from .ode.cuda_backend import VARIANTS as CUDA_KERNELS
 
 
 class ConfigError(UserError):
@@ -113,8 +112,6 @@ class Cell:
                        doc="which integrator: numpy (the reference), native (the model's C kernel compiled with "
                            "gcc; Bondarenko, TT06), cuda (the fused GPU kernel; needs PyCUDA and a GPU), auto: "
                            "native where the model has a C kernel, else numpy")
-    kernel: str = key("fused", choices=CUDA_KERNELS,
-                      doc="with cuda: the kernel variant (fused: k substeps in one launch, state in registers)")
     placement: str = key("auto", choices=("auto", "cpu", "grouped", "per-rank"),
                          doc="which rank integrates which cells: cpu (every rank its own, numpy/native), grouped "
                              "(the lowest rank of a group integrates the group's cells: one group per visible GPU "

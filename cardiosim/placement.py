@@ -244,17 +244,19 @@ def layout_table(layout: dict) -> str:
     return "\n".join(lines)
 
 
-def once_per_node(comm, build):
-    """``build()`` run once, on rank 0 of ``comm`` (the ranks of a node that need the same thing, e.g. one compiled
-    kernel), its result given to every rank of ``comm``: no compilation races, one compilation per node. A
-    failure there is raised on every rank."""
+def first_then_others(comm, start):
+    """``start()`` on rank 0 of ``comm`` first, then, once it has succeeded, on the other ranks; returns its result.
+
+    ``comm`` holds the ranks of one node that compile the same GPU kernel: the first compiles it into the cache
+    (cardiosim.ode.cuda_backend.compile_cached), the others find it there — one compilation per node, no races. A
+    failure on rank 0 is raised on every rank of ``comm`` (they would fail the same way)."""
     result = err = None
     if comm.rank == 0:
         try:
-            result = build()
+            result = start()
         except Exception as e:
             err = f"{type(e).__name__}: {e}"
-    result, err = comm.bcast((result, err), root=0)
+    err = comm.bcast(err, root=0)
     if err:
-        raise RuntimeError(f"{err} (raised on the node's first rank, shared with the others)")
-    return result
+        raise RuntimeError(f"{err} (raised on the node's first GPU rank)")
+    return result if comm.rank == 0 else start()

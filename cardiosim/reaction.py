@@ -27,7 +27,6 @@ class Reaction:
             states[self.model.state_index(name)] = value
         self.stimuli = TissueStimuli.from_config(cfg, grid, coords)
         self.placement = place(c, comm)
-        self.kernel = c.kernel
         if self.placement.mode == "grouped":
             from .ode.grouped_backend import GroupedBackend
             self.backend = GroupedBackend(self.model, states, self.stimuli, coords, self.placement,
@@ -47,7 +46,7 @@ class Reaction:
         if which == "cuda":
             from .ode.cuda_tissue_backend import CudaTissueBackend
             return CudaTissueBackend(self.model, states, stimuli, self.placement.device, self.placement.kernel_comm,
-                                     rows, self.kernel)
+                                     rows)
         return NumpyBackend(self.model, states, coords)
 
     @property

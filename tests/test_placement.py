@@ -279,28 +279,36 @@ def test_exception_or_killed_rank_ends_the_job(tmp_path, rank, how):
 
 
 # -- shared compilation ----------------------------------------------------------------------------------------------
-def test_once_per_node_builds_once_and_shares(tmp_path):
+def test_first_rank_starts_first_and_its_failure_reaches_all(tmp_path):
+    """first_then_others: rank 0 runs first (it compiles the kernel into the cache), the others after it succeeded;
+    when it fails, every rank raises and no other rank tries."""
     launcher = mpirun()
     if launcher is None:
         pytest.skip("no mpirun available")
-    script = tmp_path / "once.py"
+    log = tmp_path / "starts"
+    script = tmp_path / "first.py"
     script.write_text(textwrap.dedent(f"""
-        import os
+        import time
         from mpi4py import MPI
-        from cardiosim.placement import once_per_node
+        from cardiosim.placement import first_then_others
         comm = MPI.COMM_WORLD
 
-        def build():
-            with open({str(tmp_path / 'builds')!r}, "a") as f:
+        def start():
+            if comm.rank == 0:
+                time.sleep(0.5)                      # the others must wait for it
+            with open({str(log)!r}, "a") as f:
                 f.write(f"{{comm.rank}}\\n")
-            return b"cubin-bytes"
+            return comm.rank
 
-        assert once_per_node(comm, build) == b"cubin-bytes"
+        assert first_then_others(comm, start) == comm.rank
+        comm.Barrier()
 
         def broken():
+            with open({str(log)!r}, "a") as f:
+                f.write(f"broken {{comm.rank}}\\n")
             raise OSError("nvcc not found")
         try:
-            once_per_node(comm, broken)
+            first_then_others(comm, broken)
         except RuntimeError as e:
             assert "nvcc not found" in str(e)
             print(f"rank {{comm.rank}} raised", flush=True)
@@ -308,7 +316,7 @@ def test_once_per_node_builds_once_and_shares(tmp_path):
     proc = subprocess.run([launcher, "-n", "2", sys.executable, str(script)], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "builds").read_text() == "0\n"
+    assert log.read_text().splitlines() == ["0", "1", "broken 0"]
     assert proc.stdout.count("raised") == 2
 
 

@@ -1,5 +1,6 @@
 """CUDA backend: the cell model's C right-hand side (``kernels/<model>.h``) in the fused Forward-Euler kernel
-(``kernels/fused.cu``), compiled with PyCUDA for the model chosen at compile time.
+(``kernels/fused.cu``), compiled with nvcc through PyCUDA (cached: :func:`compile_cached`) for the model chosen at
+compile time.
 
 The state lives on the device in a pitched structure of arrays (one row per state); :meth:`CudaBackend.advance`
 does k substeps in one launch, the same arithmetic as :class:`cardiosim.ode.native.NativeModel.advance` (to
@@ -28,7 +29,6 @@ from ..stimulus import kernel_layout
 from .native import _lock, cache_dir, kernel_dir
 
 KERNEL = "fused.cu"
-VARIANTS = ("fused",)          # kernel variants by name (cell.kernel); DESIGN.md §5 lists the ones to come
 FUNCTION = "cs_fused_euler"
 MAX_PROTOCOLS = 16
 
@@ -43,75 +43,35 @@ def _import_pycuda():
     return cuda
 
 
-@dataclass(frozen=True)
-class CudaStimulus:
-    """Pulse trains for :meth:`CudaBackend.advance`: proto (start, duration, period, count per protocol, flattened,
-    host) and the amplitudes amp[p, c] in pA/pF already on the device. Build with :meth:`CudaBackend.stimulus`."""
-
-    proto: np.ndarray
-    amp: object            # pycuda DeviceAllocation, or None when there are no protocols
-    n_protocols: int
-    n_cells: int
-
-
-def kernel_options(model, fmad: bool = True, options: Sequence[str] = ()) -> list[str]:
-    """nvcc options that pick the model and the kernel's sizes."""
-    name = model.kernel_name
-    return [f"-DCS_MODEL={name}", f"-DCS_MODEL_UP={name.upper()}", f"-DCS_N_STATES={model.n_states}",
-            f"-DCS_N_PARAMS={model.parameter_vector().size}", f"-DCS_MAX_PROTOCOLS={MAX_PROTOCOLS}",
-            f"--fmad={'true' if fmad else 'false'}", *options]
-
-
 def arch_of(device) -> str:
+    """nvcc's -arch for a pycuda Device, e.g. "sm_90"."""
     major, minor = device.compute_capability()
     return f"sm_{major}{minor}"
 
 
-def _nvcc_version(nvcc: str = "nvcc") -> str:
+def compile_cached(src: str, options: Sequence[str], arch: str, include_dirs: Sequence[str] = ()) -> bytes:
+    """nvcc's cubin of ``src`` (``extern "C"`` not added) for ``arch``, compiled on first use.
+
+    Cached in ``$CARDIOSIM_CACHE/cuda`` (or ``~/.cache/cardiosim/cuda``) under a hash of the source, the options,
+    the architecture and nvcc's version (the source carries a digest of the headers it includes). Written to a
+    temporary file and renamed (atomic), under a lock: ranks starting together never read a half-written file,
+    which PyCUDA's own cache (written in place) does not promise. In a tissue run the node's first GPU rank
+    compiles and the others then load from this cache (cardiosim.placement.first_then_others). Needs no context.
+    """
+    from pycuda.compiler import compile as nvcc_compile
     try:
-        return subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+        nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         raise RuntimeError(f"CUDA backend: nvcc does not run ({e}); put the CUDA toolkit's bin on PATH") from e
-
-
-def compile_kernel(model, arch: str, fmad: bool = True, options: Sequence[str] = (), variant: str = "fused") -> bytes:
-    """The cubin of kernel ``variant`` (one of VARIANTS) for ``model`` on ``arch`` (e.g. "sm_90"), compiled by
-    nvcc on first use.
-
-    Cached in ``$CARDIOSIM_CACHE/cuda`` (or ``~/.cache/cardiosim/cuda``) under a hash of the kernel source, every
-    header of the kernel folder, the options, the architecture and nvcc's version; written to a temporary file
-    and renamed (atomic) under a lock, so ranks starting together never read a half-written file. (PyCUDA's own
-    cache writes in place; it is not used.) In a tissue run one rank per node calls this and shares the bytes
-    (cardiosim.placement.once_per_node); needs no context.
-    """
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown CUDA kernel variant {variant!r}; known: {', '.join(VARIANTS)}")
-    _import_pycuda()
-    from pycuda.compiler import compile as nvcc_compile
-    kdir = kernel_dir()
-    src = (kdir / KERNEL).read_text()
-    opts = kernel_options(model, fmad, options)
-    h = hashlib.sha256()
-    for f in [kdir / KERNEL] + sorted(kdir.glob("*.h")):
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    h.update("\0".join([*opts, arch, _nvcc_version()]).encode())
-    out = cache_dir("cuda") / f"{model.kernel_name}_{arch}_{h.hexdigest()[:20]}.cubin"
+    h = hashlib.sha256("\0".join([src, *options, arch, nvcc]).encode())
+    out = cache_dir("cuda") / f"{h.hexdigest()[:32]}_{arch}.cubin"
     if out.exists():
         return out.read_bytes()
     with _lock(out.parent / (out.name + ".lock")):
-        if out.exists():
+        if out.exists():                  # another rank compiled it while we waited
             return out.read_bytes()
-        errors = []
-        for std in ("-std=c++14", "-std=c++17"):     # nvcc 13 may have dropped C++14
-            try:
-                cubin = nvcc_compile(src, options=[std, *opts], arch=arch, include_dirs=[str(kdir)],
-                                     no_extern_c=True, cache_dir=False)
-                break
-            except Exception as e:                   # pycuda.driver.CompileError
-                errors.append(str(e))
-        else:
-            raise RuntimeError(f"CUDA backend: compiling {KERNEL} for {model.kernel_name} failed:\n"
-                               + "\n".join(errors))
+        cubin = nvcc_compile(src, options=list(options), arch=arch, include_dirs=list(include_dirs),
+                             no_extern_c=True, cache_dir=False)
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem + ".", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -123,19 +83,28 @@ def compile_kernel(model, arch: str, fmad: bool = True, options: Sequence[str] =
     return cubin
 
 
+@dataclass(frozen=True)
+class CudaStimulus:
+    """Pulse trains for :meth:`CudaBackend.advance`: proto (start, duration, period, count per protocol, flattened,
+    host) and the amplitudes amp[p, c] in pA/pF already on the device. Build with :meth:`CudaBackend.stimulus`."""
+
+    proto: np.ndarray
+    amp: object            # pycuda DeviceAllocation, or None when there are no protocols
+    n_protocols: int
+    n_cells: int
+
+
 class CudaBackend:
     """A cell model on one GPU: state on the device, k Forward-Euler substeps per launch.
 
     ``model``: a :class:`~cardiosim.cells.base.CellModel` with ``kernel_name`` and ``parameter_vector()``.
     ``states``: the initial state, float64 (n_states, n_cells); uploaded at once. ``device``: CUDA ordinal.
     ``fmad``: let nvcc contract multiply-adds into FMAs (default, faster); False for a closer match to the CPU.
-    ``block``: threads per block. ``options``: extra nvcc options. ``cubin``: the compiled kernel
-    (:func:`compile_kernel` for this model, options and the device's architecture), e.g. from the node's first
-    rank; compiled (or taken from the cache) here when None.
+    ``block``: threads per block. ``options``: extra nvcc options.
     """
 
     def __init__(self, model, states: np.ndarray, device: int = 0, fmad: bool = True, block: int = 128,
-                 options: Sequence[str] = (), cubin: bytes | None = None):
+                 options: Sequence[str] = ()):
         cuda = _import_pycuda()
         self.cuda = cuda
         name = model.kernel_name
@@ -154,13 +123,31 @@ class CudaBackend:
 
         cuda.init()
         self.device = cuda.Device(device)
-        if cubin is None:
-            cubin = compile_kernel(model, arch_of(self.device), fmad, options)
-        self.options = kernel_options(model, fmad, options)
         self.ctx = self.device.retain_primary_context()
         self.ctx.push()
         try:
-            mod = cuda.module_from_buffer(cubin)
+            kdir = kernel_dir()
+            src = (kdir / KERNEL).read_text()
+            # PyCUDA's cache keys on the source text and options only: add a digest of the headers it includes.
+            h = hashlib.sha256()
+            for hdr in sorted(kdir.glob("*.h")):
+                h.update(hdr.name.encode() + b"\0" + hdr.read_bytes())
+            src = f"// headers: {h.hexdigest()[:20]}\n" + src
+            opts = [f"-DCS_MODEL={name}", f"-DCS_MODEL_UP={name.upper()}", f"-DCS_N_STATES={self.n_states}",
+                    f"-DCS_N_PARAMS={self.params.size}", f"-DCS_MAX_PROTOCOLS={MAX_PROTOCOLS}",
+                    f"--fmad={'true' if fmad else 'false'}", *options]
+            self.options = opts
+            mod = None
+            errors = []
+            for std in ("-std=c++14", "-std=c++17"):     # nvcc 13 may have dropped C++14
+                try:
+                    cubin = compile_cached(src, [std, *opts], arch_of(self.device), [str(kdir)])
+                    mod = cuda.module_from_buffer(cubin)
+                    break
+                except Exception as e:                   # pycuda.driver.CompileError
+                    errors.append(str(e))
+            if mod is None:
+                raise RuntimeError(f"CUDA backend: compiling {KERNEL} for {name} failed:\n" + "\n".join(errors))
             self.module = mod
             self.func = mod.get_function(FUNCTION)
             self.func.prepare("PqiddiiPiPPP")

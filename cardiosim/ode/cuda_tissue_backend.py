@@ -4,7 +4,8 @@ per cell; every row with the grouped placement's ``exchange = "full"``).
 
 ``y`` is page-locked (pinned) host memory, so the copies run at full PCIe/NVLink speed. The device is chosen by
 the placement (cardiosim.placement): the group's GPU for a grouped owner, node rank mod GPUs per rank. The
-kernel is compiled once per node and architecture and shared (``kernel_comm``). A bad state on the GPU is
+kernel is compiled once per node and architecture (``kernel_comm``: the first rank compiles into the cache, the
+others load it). A bad state on the GPU is
 recorded, not raised: the reaction step's collective check stops every rank together.
 """
 
@@ -18,20 +19,18 @@ from ..errors import SimulationError
 class CudaTissueBackend:
     name = "cuda"
 
-    def __init__(self, model, states: np.ndarray, stimuli, device: int, kernel_comm=None, rows=(0,),
-                 variant: str = "fused"):
+    def __init__(self, model, states: np.ndarray, stimuli, device: int, kernel_comm=None, rows=(0,)):
         import pycuda.driver as cuda
 
-        from ..placement import once_per_node
-        from .cuda_backend import CudaBackend, arch_of, compile_kernel
-        cuda.init()
+        from ..placement import first_then_others
+        from .cuda_backend import CudaBackend
 
-        def build():
-            return compile_kernel(model, arch_of(cuda.Device(device)), variant=variant)
+        def start():
+            return CudaBackend(model, states, device=device)
 
-        cubin = once_per_node(kernel_comm, build) if kernel_comm is not None else build()
+        # The node's first GPU rank compiles the kernel (into the cache); the others then load it from there.
+        self.gpu = first_then_others(kernel_comm, start) if kernel_comm is not None else start()
         self.device = device
-        self.gpu = CudaBackend(model, states, device=device, cubin=cubin)
         self.rows = tuple(rows)
         self.gpu.ctx.push()
         try:
