@@ -345,3 +345,40 @@ def test_cuda_without_gpu_is_one_line(tmp_path):
                     "--set", 'cell.backend="cuda"'], np=2, timeout=120)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and "no usable GPU" in lines[0], proc.stderr
+
+
+def test_cubin_cache_with_a_stand_in_compiler(tmp_path, monkeypatch):
+    """compile_cached (the CUDA kernel cache the node's ranks share) with PyCUDA's compile and nvcc stood in for:
+    one compilation per (source, options, architecture), C++17 when C++14 fails, the file written whole."""
+    import types
+
+    from cardiosim.ode.cuda_backend import compile_cached
+    calls = []
+
+    def compile(src, options, arch, include_dirs, no_extern_c, cache_dir):
+        calls.append((options[0], arch))
+        assert cache_dir is False and no_extern_c
+        if options[0] == "-std=c++14" and "-DOLD" not in options:
+            raise RuntimeError("nvcc: C++14 is not supported")
+        return f"cubin of {src} {' '.join(options)} {arch}".encode()
+
+    pycuda = types.ModuleType("pycuda")
+    compiler = types.ModuleType("pycuda.compiler")
+    compiler.compile = compile
+    pycuda.compiler = compiler
+    monkeypatch.setitem(sys.modules, "pycuda", pycuda)
+    monkeypatch.setitem(sys.modules, "pycuda.compiler", compiler)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvcc").write_text("#!/bin/sh\necho 'nvcc stand-in, release 99.9'\n")
+    (bin_dir / "nvcc").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("CARDIOSIM_CACHE", str(tmp_path / "cache"))
+
+    a = compile_cached("src", ["-DX=1"], "sm_90")
+    assert a == b"cubin of src -std=c++17 -DX=1 sm_90" and calls == [("-std=c++14", "sm_90"), ("-std=c++17", "sm_90")]
+    assert compile_cached("src", ["-DX=1"], "sm_90") == a and len(calls) == 2          # from the cache
+    assert compile_cached("src", ["-DX=1"], "sm_80") != a and len(calls) == 4          # another architecture
+    assert compile_cached("src", ["-DOLD"], "sm_90") == b"cubin of src -std=c++14 -DOLD sm_90"
+    files = sorted(p.name for p in (tmp_path / "cache" / "cuda").iterdir())
+    assert len([f for f in files if f.endswith(".cubin")]) == 3 and not [f for f in files if f.endswith(".tmp")]

@@ -50,7 +50,7 @@ def arch_of(device) -> str:
 
 
 def compile_cached(src: str, options: Sequence[str], arch: str, include_dirs: Sequence[str] = ()) -> bytes:
-    """nvcc's cubin of ``src`` (``extern "C"`` not added) for ``arch``, compiled on first use.
+    """nvcc's cubin of ``src`` (``extern "C"`` not added) for ``arch``, compiled on first use (C++14, else C++17).
 
     Cached in ``$CARDIOSIM_CACHE/cuda`` (or ``~/.cache/cardiosim/cuda``) under a hash of the source, the options,
     the architecture and nvcc's version (the source carries a digest of the headers it includes). Written to a
@@ -70,8 +70,16 @@ def compile_cached(src: str, options: Sequence[str], arch: str, include_dirs: Se
     with _lock(out.parent / (out.name + ".lock")):
         if out.exists():                  # another rank compiled it while we waited
             return out.read_bytes()
-        cubin = nvcc_compile(src, options=list(options), arch=arch, include_dirs=list(include_dirs),
-                             no_extern_c=True, cache_dir=False)
+        errors = []
+        for std in ("-std=c++14", "-std=c++17"):         # nvcc 13 may have dropped C++14
+            try:
+                cubin = nvcc_compile(src, options=[std, *options], arch=arch, include_dirs=list(include_dirs),
+                                     no_extern_c=True, cache_dir=False)
+                break
+            except Exception as e:                       # pycuda.driver.CompileError
+                errors.append(str(e))
+        else:
+            raise RuntimeError("\n".join(errors))
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem + ".", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -137,17 +145,10 @@ class CudaBackend:
                     f"-DCS_N_PARAMS={self.params.size}", f"-DCS_MAX_PROTOCOLS={MAX_PROTOCOLS}",
                     f"--fmad={'true' if fmad else 'false'}", *options]
             self.options = opts
-            mod = None
-            errors = []
-            for std in ("-std=c++14", "-std=c++17"):     # nvcc 13 may have dropped C++14
-                try:
-                    cubin = compile_cached(src, [std, *opts], arch_of(self.device), [str(kdir)])
-                    mod = cuda.module_from_buffer(cubin)
-                    break
-                except Exception as e:                   # pycuda.driver.CompileError
-                    errors.append(str(e))
-            if mod is None:
-                raise RuntimeError(f"CUDA backend: compiling {KERNEL} for {name} failed:\n" + "\n".join(errors))
+            try:
+                mod = cuda.module_from_buffer(compile_cached(src, opts, arch_of(self.device), [str(kdir)]))
+            except RuntimeError as e:
+                raise RuntimeError(f"CUDA backend: compiling {KERNEL} for {name} failed:\n{e}") from None
             self.module = mod
             self.func = mod.get_function(FUNCTION)
             self.func.prepare("PqiddiiPiPPP")
