@@ -116,10 +116,6 @@ class Placement:
     kernel_comm: object = None
     layout: dict = field(default_factory=dict)
 
-    @property
-    def is_owner(self) -> bool:
-        return self.group is not None and self.group.rank == 0
-
     def table(self) -> str:
         return layout_table(self.layout)
 
@@ -190,13 +186,13 @@ def place(cell, comm) -> Placement:
     rows = comm.allgather((node_index, host, node.rank, comm.rank, g, plan.owner[g], _gpu_label(plan.device[g])))
     idle = comm.allgather((node_index, host, plan.idle_gpus) if node.rank == 0 else None)
     layout = _layout(mode, integrator, cell.exchange if mode == "grouped" else "-", rows,
-                     [i for i in idle if i and i[2]], n_gpus)
+                     [i for i in idle if i and i[2]])
     node_rank = node.rank
     node.Free()
     return Placement(mode, integrator, cell.exchange, node_index, node_rank, group, device, kernel_comm, layout)
 
 
-def _layout(mode, integrator, exchange, rows, idle, n_gpus) -> dict:
+def _layout(mode, integrator, exchange, rows, idle) -> dict:
     """The job's layout as a JSON-able dict: one entry per group (node, host, ranks, device, owner rank)."""
     groups: dict[tuple[int, int], dict] = {}
     for node, host, node_rank, world_rank, g, owner_node_rank, where in rows:
@@ -205,7 +201,7 @@ def _layout(mode, integrator, exchange, rows, idle, n_gpus) -> dict:
         e["ranks"].append(world_rank)
         if node_rank == owner_node_rank:
             e["owner"] = world_rank
-    return {"placement": mode, "ode_backend": integrator, "exchange": exchange, "gpus_per_node": n_gpus,
+    return {"placement": mode, "ode_backend": integrator, "exchange": exchange,
             "groups": [groups[k] for k in sorted(groups)],
             "idle_gpus": [{"node": n, "host": h, "gpus": list(ids)} for n, h, ids in idle]}
 
