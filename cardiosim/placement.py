@@ -78,14 +78,13 @@ def plan_node(n_ranks: int, mode: str, n_gpus: int = 0, groups_per_node: int = 1
     raise ValueError(f"unknown placement mode {mode!r}")
 
 
-def resolve(placement: str, backend: str, has_kernel: bool) -> tuple[str, str]:
+def resolve(placement: str, backend: str, has_kernel: bool, model: str = "the model") -> tuple[str, str]:
     """(mode, integrator) from ``cell.placement`` and ``cell.backend``; UserError for combinations that make no
     sense. The integrator is numpy, native or cuda."""
     if backend == "auto":
         backend = "native" if has_kernel else "numpy"
     if backend in ("native", "cuda") and not has_kernel:
-        raise UserError(f"cell.backend: '{backend}' needs the model's C kernel, which it has not; use 'numpy' "
-                        "(or 'auto')")
+        raise UserError(f"cell.backend: '{backend}' needs a C kernel and {model} has none; use 'numpy' (or 'auto')")
     mode = placement
     if mode == "auto":
         mode = "grouped" if backend == "cuda" else "cpu"
@@ -159,7 +158,7 @@ def place(cell, comm) -> Placement:
 
     from . import cells
     has_kernel = cells.model_class(cell.model).kernel_name is not None
-    mode, integrator = resolve(cell.placement, cell.backend, has_kernel)
+    mode, integrator = resolve(cell.placement, cell.backend, has_kernel, cell.model)
     node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
     leaders = comm.Split(0 if node.rank == 0 else MPI.UNDEFINED, comm.rank)
     node_index = node.bcast(leaders.rank if node.rank == 0 else None, root=0)

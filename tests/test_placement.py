@@ -94,6 +94,21 @@ def test_layout_table():
     assert lines[5] == "node 0 (a): GPU 2, 3 idle (fewer ranks than GPUs)"
 
 
+def test_layout_of_two_nodes():
+    """What place() gathers from every rank -> one entry per (node, group), owners as world ranks: node 0 with 3
+    ranks on 2 GPUs, node 1 with 2 ranks on 4 GPUs (GPUs 2 and 3 idle)."""
+    from cardiosim.placement import _layout
+    rows = []
+    for node, host, n_ranks, n_gpus, first in ((0, "a", 3, 2, 0), (1, "b", 2, 4, 3)):
+        plan = plan_node(n_ranks, "grouped", n_gpus)
+        rows += [(node, host, r, first + r, plan.group[r], plan.owner[plan.group[r]], f"GPU {plan.device[plan.group[r]]}")
+                 for r in range(n_ranks)]
+    lay = _layout("grouped", "cuda", "vm", rows, [(1, "b", plan_node(2, "grouped", 4).idle_gpus)])
+    assert [(g["node"], g["ranks"], g["cells_on"], g["owner"]) for g in lay["groups"]] == [
+        (0, [0, 1], "GPU 0", 0), (0, [2], "GPU 1", 2), (1, [3], "GPU 0", 3), (1, [4], "GPU 1", 4)]
+    assert lay["idle_gpus"] == [{"node": 1, "host": "b", "gpus": [2, 3]}]
+
+
 def test_nested_timers_count_each_second_once():
     t = Timers()
     with t("reaction"):
