@@ -9,8 +9,9 @@ per run, as the seed printed them, with the ranks and GPUs used.
 Each case runs in its own ``mpirun``. Variants apply to the CUDA placements (grouped, per-rank with --backend
 cuda); a variant this build does not know is reported as unavailable, not fatal. The cpu placement integrates with
 the native C kernel. Setup (kernel compilation, the first elliptic solve with the multigrid set-up) is not timed,
-the steps are: PDE = parabolic + elliptic, ODE = reaction, exchange = cell data to and from the group's owner
-(times: max over ranks), Total = the stepping loop's wall time.
+the steps are: PDE = parabolic + elliptic, ODE = reaction (the host <-> GPU copies of Vm included), exchange = the
+MPI gather and scatter of cell data between a group's ranks and its owner (times: max over ranks), Total = the
+stepping loop's wall time.
 """
 
 from __future__ import annotations
