@@ -9,7 +9,7 @@ CONFIG ?= run/demo.toml
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.cardiosim-setup
 
-.PHONY: run test test-gpu bench bench-kernels bench-niederer examples setup clean
+.PHONY: run test test-gpu bench bench-kernels bench-niederer bench-table41 examples setup clean
 
 $(STAMP): tools/bootstrap.sh setup.cfg pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash tools/bootstrap.sh
@@ -52,6 +52,13 @@ bench-kernels: $(STAMP)
 bench-niederer: $(STAMP)
 	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/cardiosim bench niederer --ranks $(NP) \
 	    $(if $(RUNS),--runs $(RUNS)) --write docs/niederer.md --json docs/bench/niederer.json
+
+## make bench-table41: the seed's Table 4.1 scenario (run/seed-table41.toml: 625 x 625, Bondarenko, 10 steps) for every
+##   CUDA kernel variant and placement on $(NP) ranks (NP=16 on a GPU node), written to docs/benchmarks.md
+##   (VARIANTS="fused ..." for a subset)
+bench-table41: $(STAMP)
+	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/cardiosim bench table41 --ranks $(NP) \
+	    $(if $(VARIANTS),--variants $(VARIANTS)) --write docs/benchmarks.md --json docs/bench/table41.json
 
 clean:
 	rm -rf out .pytest_cache

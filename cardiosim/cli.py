@@ -4,7 +4,8 @@
                   [-- PETSc options]
     cardiosim config --doc | cardiosim config check CONFIG
     cardiosim cell ...        single-cell runs and biomarkers (see ``cardiosim cell --help``)
-    cardiosim bench niederer | pde ...   benchmarks, written to docs/ (see ``cardiosim bench NAME --help``)
+    cardiosim bench kernels | niederer | pde | table41 ...   benchmarks, written to docs/
+                                               (see ``cardiosim bench NAME --help``)
     cardiosim inspect FILE [--config]          what a result file holds (docs/output-format.md)
     cardiosim plot FILE [--times T ...] [--field Vm|phi_e] [--out DIR]   PNGs of a result file
 
@@ -189,7 +190,8 @@ def _result_file(argv) -> int:
         return 0
 
 
-BENCHMARKS = {"kernels": "cardiosim.bench.kernels", "niederer": "cardiosim.bench.niederer", "pde": "cardiosim.bench.pde"}
+BENCHMARKS = {"kernels": "cardiosim.bench.kernels", "niederer": "cardiosim.bench.niederer",
+              "pde": "cardiosim.bench.pde", "table41": "cardiosim.bench.table41"}
 
 
 def _bench(argv) -> int:

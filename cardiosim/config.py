@@ -115,9 +115,20 @@ class Cell:
     parameters: dict[str, float] = key(factory=dict, doc="parameter overrides by name, in the model's units")
     initial: dict[str, float] = key(factory=dict, doc="initial-state overrides by state name")
     backend: str = key("auto", choices=("auto", "numpy", "native", "cuda"),
-                       doc="where the cells are integrated: numpy (the reference), native (the model's C kernel "
-                           "compiled with gcc; Bondarenko, TT06), cuda (the fused GPU kernel, one context per rank, "
-                           "GPU = node rank mod GPUs; needs PyCUDA), auto: native where the model has a C kernel")
+                       doc="which integrator: numpy (the reference), native (the model's C kernel compiled with "
+                           "gcc; Bondarenko, TT06), cuda (the fused GPU kernel; needs PyCUDA and a GPU), auto: "
+                           "native where the model has a C kernel, else numpy")
+    placement: str = key("auto", choices=("auto", "cpu", "grouped", "per-rank"),
+                         doc="which rank integrates which cells: cpu (every rank its own, numpy/native), grouped "
+                             "(the lowest rank of a group integrates the group's cells: one group per visible GPU "
+                             "with cuda, cell.groups_per_node with numpy/native), per-rank (every rank its own "
+                             "context on GPU node rank mod GPUs; cuda only); auto: grouped with cuda, else cpu")
+    exchange: str = key("vm", choices=("vm", "full"),
+                        doc="grouped: what crosses between the ranks and the group's owner each PDE step: vm "
+                            "(16 B per cell), full (every state, as the seed simulator did)")
+    groups_per_node: int = key(1, ge=1,
+                               doc="grouped with a CPU integrator (numpy/native): groups per node (at most one per "
+                                   "rank); with cuda the number of visible GPUs decides")
     integrator: str = key("forward-euler", choices=("forward-euler", "rush-larsen"),
                           doc="method of each ODE substep: forward-euler, or rush-larsen (the gating variables "
                               "updated exactly for frozen V, the rest by Forward Euler; models with gates: tt06)")

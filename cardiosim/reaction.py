@@ -2,8 +2,8 @@
 Rush-Larsen for models with gates: cell.integrator).
 
 The cell states of this rank's nodes live here, as a structure of arrays (n_states, n_cells); V (state 0) is
-exchanged with the PDE's Vec before and after each step. Where the states are integrated (NumPy on this rank,
-or a GPU owned by another rank of the node) is the backend's business.
+exchanged with the PDE's Vec before and after each step. Where the states are integrated (on this rank, on a GPU,
+or by the owner of this rank's group) is the placement's choice (cardiosim.placement) and the backend's business.
 """
 
 from __future__ import annotations
@@ -12,37 +12,45 @@ import numpy as np
 from mpi4py import MPI
 
 from . import cells
-from .errors import SimulationError, UserError
+from .errors import SimulationError
 from .ode.numpy_backend import NumpyBackend
+from .placement import place
 from .stimulus import TissueStimuli
 
 
 class Reaction:
-    def __init__(self, cfg, grid, comm):
+    def __init__(self, cfg, grid, comm, timers=None):
         c = cfg.cell
         t = cfg.tissue
         self.model = cells.make(c.model, c.variant or None, c.parameters, tissue={"Cm": t.Cm, "chi": t.chi})
         coords = grid.coords()
-        self.states = self.model.initial_state(grid.n_local, coords)
+        states = self.model.initial_state(grid.n_local, coords)
         for name, value in c.initial.items():
-            self.states[self.model.state_index(name)] = value
+            states[self.model.state_index(name)] = value
         self.stimuli = TissueStimuli.from_config(cfg, grid, coords)
-        backend = c.backend
-        if backend == "auto":
-            backend = "native" if self.model.kernel_name else "numpy"
-        if backend in ("native", "cuda") and not self.model.kernel_name:
-            raise UserError(f"cell.backend: {self.model.name} has no C kernel; use 'numpy' (or 'auto')")
-        if backend == "native":
-            from .ode.native_backend import NativeBackend
-            self.backend = NativeBackend(self.model, self.states, self.stimuli, c.integrator)
-        elif backend == "cuda":
-            from .ode.cuda_tissue_backend import CudaTissueBackend
-            self.backend = CudaTissueBackend(self.model, self.states, self.stimuli, c.integrator, c.kernel)
+        self.cell = c
+        self.placement = place(c, comm)
+        if self.placement.mode == "grouped":
+            from .ode.grouped_backend import GroupedBackend
+            self.backend = GroupedBackend(self.model, states, self.stimuli, coords, self.placement,
+                                          self._integrator, timers)
         else:
-            self.backend = NumpyBackend(self.model, self.states, c.integrator)
+            self.backend = self._integrator(states, self.stimuli, coords, rows=(0,))
+        self.states = self.backend.y      # the backend's host copy (page-locked with CUDA)
         self.k = cfg.simulation.ode_substeps
         self.comm = comm
-        self.coords = coords
+
+    def _integrator(self, states, stimuli, coords, rows):
+        """The backend that integrates ``states`` on this rank; ``rows`` cross between the host copy and a GPU."""
+        which = self.placement.integrator
+        if which == "native":
+            from .ode.native_backend import NativeBackend
+            return NativeBackend(self.model, states, stimuli, self.cell.integrator)
+        if which == "cuda":
+            from .ode.cuda_tissue_backend import CudaTissueBackend
+            return CudaTissueBackend(self.model, states, stimuli, self.placement.device, self.placement.kernel_comm,
+                                     rows, self.cell.integrator, self.cell.kernel)
+        return NumpyBackend(self.model, states, coords, self.cell.integrator)
 
     @property
     def vm(self) -> np.ndarray:
@@ -56,32 +64,24 @@ class Reaction:
         v[:] = self.states[0]
 
     def host_states(self) -> np.ndarray:
-        """Every cell state of this rank, current on the host (the CUDA backend keeps them on the GPU)."""
+        """Every cell state of this rank, current on the host (collective in grouped placement; the GPU backends keep
+        them on the device)."""
         self.backend.download()
         return self.states
 
     def load_states(self, states: np.ndarray) -> None:
-        """Replace every cell state of this rank (a restart), wherever the backend keeps them."""
+        """Replace every cell state of this rank (a restart), wherever the backend keeps them (collective in grouped
+        placement)."""
         self.states[:] = states
         self.backend.upload()
 
     def check(self, t: float, requests: int = 0) -> int:
-        """Stop every rank if any cell's state is non-finite or out of its range (collective).
+        """Stop every rank if any cell's state is non-finite or out of its range (collective). Every backend checks
+        its own states (ranges included) and records the first failure; in grouped placement only the owner knows.
 
         ``requests`` is a bit mask of other per-step decisions (a checkpoint asked for by a signal) that rides on
         the same collective, so that a step costs one; returns its OR over all ranks."""
-        # The compiled backends check every state themselves (ranges included) and keep only Vm current on the
-        # host; the NumPy backend is checked here.
         msg = self.backend.failure
-        bad = self.model.find_bad_state(self.states) if self.backend.name == "numpy" else None
-        if msg is None and bad is not None:
-            s, cidx = bad
-            st = self.model.states[s]
-            pos = ", ".join(f"{x:.4g}" for x in self.coords[cidx])
-            msg = (f"cell state {st.name} = {self.states[s, cidx]:.6g} {st.unit} at ({pos}) cm, t = {t:.6g} ms is "
-                   f"{'not finite' if not np.isfinite(self.states[s, cidx]) else 'outside its range'} "
-                   f"[{st.lower:g}, {st.upper:g}]; the time step may be too large "
-                   f"(simulation.dt / simulation.ode_substeps)")
         flags = self.comm.allreduce(int(msg is not None) | requests << 1, op=MPI.BOR)  # one small collective
         if flags & 1:                                                                   # messages only on failure
             first = next(m for m in self.comm.allgather(msg) if m)

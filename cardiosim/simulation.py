@@ -52,7 +52,7 @@ class Simulation:
         self.grid = Grid(cfg, PETSc.COMM_WORLD)
         self.stencil = self._choose_stencil()
         self.tissue = make_tissue(self.grid, cfg, self.stencil)
-        self.reaction = Reaction(cfg, self.grid, self.comm)
+        self.reaction = Reaction(cfg, self.grid, self.comm, self.timers)
         for name in self.reaction.stimuli.empty_regions(self.comm):
             raise UserError(f"{name}: its region contains no grid node; enlarge it or refine grid.spacing")
         self.V = self.grid.vec()
@@ -65,9 +65,9 @@ class Simulation:
         # what checkpoints save through state()/load_state()
         self.accumulators = {"activation": self.activation, "apd": self.apd}
         self.layout = {"mpi_ranks": self.comm.size, "dmda_procs": list(self.grid.da.getProcSizes()),
-                       "placement": "cpu", "ode_backend": self.reaction.backend.name,
                        "hosts": self.comm.allgather(socket.gethostname()),
-                       "gpus": self.comm.allgather(getattr(self.reaction.backend, "device", None))}
+                       "gpus": self.comm.allgather(getattr(self.reaction.backend, "device", None)),
+                       **self.reaction.placement.layout}
         self.start_step = 0
         self.last_checkpoint = None   # (path, t) of the newest checkpoint, named when a run fails
         if ckpt:
@@ -199,6 +199,7 @@ class Simulation:
                  f"= {g.n_nodes} nodes (h = {', '.join(f'{h:g}' for h in g.h)} cm, {self.stencil} stencil), "
                  f"{self.n_steps} steps of {self.dt:g} ms (k = {c.simulation.ode_substeps}), "
                  f"{self.comm.size} rank(s); {solvers}")
+        log.info(self.reaction.placement.table())
         if self.output:
             log.info(f"output: {self.path}")
         if self.start_step:

@@ -1,25 +1,39 @@
-"""Wall-clock accounting by category (reaction, parabolic, elliptic, I/O, other) and the final table."""
+"""Wall-clock accounting by category (reaction, exchange, parabolic, elliptic, I/O, other) and the final table.
+
+Phases nest: a phase opened inside another (the exchange of cell data inside the reaction step) pauses the outer
+one, so every second is counted once, in the innermost phase. PDE = parabolic + elliptic; ODE = reaction;
+exchange = moving cell data between a group's ranks and its owner (grouped placement; zero otherwise).
+"""
 
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
 
-CATEGORIES = ("reaction", "parabolic", "elliptic", "io")
+CATEGORIES = ("reaction", "exchange", "parabolic", "elliptic", "io")
 
 
 class Timers:
     def __init__(self):
         self.t0 = time.perf_counter()
         self.total = {c: 0.0 for c in CATEGORIES}
+        self._open: list[list] = []          # [category, start] of the open phases, innermost last
 
     @contextmanager
     def __call__(self, category: str):
-        start = time.perf_counter()
+        now = time.perf_counter()
+        if self._open:                       # pause the enclosing phase
+            outer = self._open[-1]
+            self.total[outer[0]] += now - outer[1]
+        self._open.append([category, now])
         try:
             yield
         finally:
-            self.total[category] += time.perf_counter() - start
+            now = time.perf_counter()
+            cat, start = self._open.pop()
+            self.total[cat] += now - start
+            if self._open:
+                self._open[-1][1] = now      # resume it
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0

@@ -18,15 +18,16 @@ def mpirun() -> str | None:
     return find_mpirun()
 
 
-def run_cli(args, np: int = 1, cwd=None, timeout=600, check=False):
-    """Run ``cardiosim ARGS`` in a subprocess (under mpirun when np > 1); returns CompletedProcess."""
+def run_cli(args, np: int = 1, cwd=None, timeout=600, check=False, env=None):
+    """Run ``cardiosim ARGS`` in a subprocess (under mpirun when np > 1), with ``env`` added to the environment;
+    returns CompletedProcess."""
     cmd = [sys.executable, "-m", "cardiosim", *map(str, args)]
     if np > 1:
         launcher = mpirun()
         if launcher is None:
             pytest.skip("no mpirun available")
         cmd = [launcher, "-n", str(np), *cmd]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     if check and proc.returncode != 0:

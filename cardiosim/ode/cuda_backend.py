@@ -1,5 +1,6 @@
 """CUDA backend: the cell model's C right-hand side (``kernels/<model>.h``) in the fused Forward-Euler kernel
-(``kernels/fused.cu``), compiled with PyCUDA for the model chosen at compile time.
+(``kernels/fused.cu``), compiled with nvcc through PyCUDA (cached: :func:`compile_cached`) for the model chosen at
+compile time.
 
 The state lives on the device in a pitched structure of arrays (one row per state); :meth:`CudaBackend.advance`
 does k substeps in one launch, the same arithmetic as :class:`cardiosim.ode.native.NativeModel.advance` (to
@@ -15,6 +16,9 @@ next to PETSc in one process.
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import tempfile
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -23,7 +27,7 @@ import numpy as np
 from ..errors import SimulationError
 from ..stimulus import kernel_layout
 from . import kernel_variants
-from .native import kernel_dir
+from .native import _lock, cache_dir, kernel_dir
 
 KERNEL = "fused.cu"
 FUNCTION = "cs_fused_euler"
@@ -54,12 +58,59 @@ def kernel_source(model, params: np.ndarray, variant, integrator: str = "forward
 def _import_pycuda():
     try:
         import pycuda.driver as cuda
-        from pycuda.compiler import SourceModule
     except ImportError as e:   # pragma: no cover - depends on the machine
         raise RuntimeError(
             "PyCUDA is not installed: the CUDA backend needs it (pip install 'cardiosim[gpu]', with the CUDA toolkit's "
             f"nvcc on PATH); use the native CPU backend otherwise ({e})") from e
-    return cuda, SourceModule
+    return cuda
+
+
+def arch_of(device) -> str:
+    """nvcc's -arch for a pycuda Device, e.g. "sm_90"."""
+    major, minor = device.compute_capability()
+    return f"sm_{major}{minor}"
+
+
+def compile_cached(src: str, options: Sequence[str], arch: str, include_dirs: Sequence[str] = ()) -> bytes:
+    """nvcc's cubin of ``src`` (``extern "C"`` not added) for ``arch``, compiled on first use (C++14, else C++17).
+
+    Cached in ``$CARDIOSIM_CACHE/cuda`` (or ``~/.cache/cardiosim/cuda``) under a hash of the source, the options,
+    the architecture and nvcc's version (the source carries a digest of the headers it includes). Written to a
+    temporary file and renamed (atomic), under a lock: ranks starting together never read a half-written file,
+    which PyCUDA's own cache (written in place) does not promise. In a tissue run the node's first GPU rank
+    compiles and the others then load from this cache (cardiosim.placement.first_then_others). Needs no context.
+    """
+    from pycuda.compiler import compile as nvcc_compile
+    try:
+        nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise RuntimeError(f"CUDA backend: nvcc does not run ({e}); put the CUDA toolkit's bin on PATH") from e
+    h = hashlib.sha256("\0".join([src, *options, arch, nvcc]).encode())
+    out = cache_dir("cuda") / f"{h.hexdigest()[:32]}_{arch}.cubin"
+    if out.exists():
+        return out.read_bytes()
+    with _lock(out.parent / (out.name + ".lock")):
+        if out.exists():                  # another rank compiled it while we waited
+            return out.read_bytes()
+        errors = []
+        for std in ("-std=c++14", "-std=c++17"):         # nvcc 13 may have dropped C++14
+            try:
+                cubin = nvcc_compile(src, options=[std, *options], arch=arch, include_dirs=list(include_dirs),
+                                     no_extern_c=True, cache_dir=False)
+                break
+            except Exception as e:                       # pycuda.driver.CompileError
+                errors.append(str(e))
+        else:
+            raise RuntimeError("\n".join(errors))
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem + ".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(cubin)
+            os.replace(tmp, out)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return cubin
 
 
 @dataclass(frozen=True)
@@ -87,7 +138,7 @@ class CudaBackend:
     def __init__(self, model, states: np.ndarray, device: int = 0, fmad: bool = True, block: int = 128,
                  options: Sequence[str] = (), variant: str = kernel_variants.DEFAULT,
                  integrator: str = "forward-euler"):
-        cuda, SourceModule = _import_pycuda()
+        cuda = _import_pycuda()
         self.cuda = cuda
         name = model.kernel_name
         if not name or not hasattr(model, "parameter_vector"):
@@ -115,17 +166,10 @@ class CudaBackend:
             src, opts = kernel_source(model, self.params, self.variant, integrator)
             opts += [f"--fmad={'true' if fmad else 'false'}", *options]
             self.options = opts
-            mod = None
-            errors = []
-            for std in ("-std=c++14", "-std=c++17"):     # nvcc 13 may have dropped C++14
-                try:
-                    mod = SourceModule(src, options=[std, *opts], include_dirs=[str(kdir)], no_extern_c=True)
-                    break
-                except Exception as e:                   # pycuda.driver.CompileError
-                    errors.append(str(e))
-            if mod is None:
-                raise RuntimeError(f"CUDA backend: compiling {KERNEL} ({self.variant.name}) for {name} failed:\n"
-                                   + "\n".join(errors))
+            try:
+                mod = cuda.module_from_buffer(compile_cached(src, opts, arch_of(self.device), [str(kdir)]))
+            except RuntimeError as e:
+                raise RuntimeError(f"CUDA backend: compiling {KERNEL} ({self.variant.name}) for {name} failed:\n{e}")
             self.module = mod
             self.func = mod.get_function(FUNCTION)
             self.func.prepare("PqiddiiPiPPPP")

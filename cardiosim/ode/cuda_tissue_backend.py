@@ -1,56 +1,59 @@
-"""The CUDA backend for tissue runs, one GPU context per rank: this rank's cell states live on the GPU for the
-whole run; each PDE step only Vm crosses (host → GPU before the reaction step, GPU → host after: 16 B per cell).
+"""The CUDA backend for tissue runs: cell states on one GPU for the whole run; each PDE step only the state rows in
+``rows`` cross between the GPU and the host copy ``y`` (Vm: host -> GPU before the step, GPU -> host after: 16 B
+per cell; every row with the grouped placement's ``exchange = "full"``).
 
-The GPU is chosen as (rank on this node) mod (visible GPUs). A bad state on the GPU is recorded, not raised:
-the reaction step's collective check stops every rank together.
+``y`` is page-locked (pinned) host memory, so the copies run at full PCIe/NVLink speed. The device is chosen by
+the placement (cardiosim.placement): the group's GPU for a grouped owner, node rank mod GPUs per rank; the kernel
+variant (``kernel``) and the integrator (``integrator``) are cell.kernel and cell.integrator. The
+kernel is compiled once per node and architecture (``kernel_comm``: the first rank compiles into the cache, the
+others load it). A bad state on the GPU is
+recorded, not raised: the reaction step's collective check stops every rank together.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SimulationError, UserError
-
-
-def node_rank() -> int:
-    from mpi4py import MPI
-    node = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
-    r = node.rank
-    node.Free()
-    return r
+from ..errors import SimulationError
 
 
 class CudaTissueBackend:
     name = "cuda"
 
-    def __init__(self, model, states: np.ndarray, stimuli, integrator: str = "forward-euler", kernel: str = "fused"):
+    def __init__(self, model, states: np.ndarray, stimuli, device: int, kernel_comm=None, rows=(0,),
+                 integrator: str = "forward-euler", kernel: str = "fused"):
+        import pycuda.driver as cuda
+
+        from ..placement import first_then_others
         from .cuda_backend import CudaBackend
+
+        def start():
+            return CudaBackend(model, states, device=device, variant=kernel, integrator=integrator)
+
+        # The node's first GPU rank compiles the kernel (into the cache); the others then load it from there.
+        self.gpu = first_then_others(kernel_comm, start) if kernel_comm is not None else start()
+        self.device = device
+        self.rows = tuple(rows)
+        self.gpu.ctx.push()
         try:
-            import pycuda.driver as cuda
-            cuda.init()
-            n_gpus = cuda.Device.count()
-        except ImportError:
-            raise UserError("cell.backend: 'cuda' needs PyCUDA (EXTRAS=test,plot,gpu make setup) and a GPU") from None
-        except Exception as e:  # pycuda.driver.Error: no driver or no device
-            raise UserError(f"cell.backend: 'cuda' found no usable GPU ({e})") from None
-        if n_gpus == 0:
-            raise UserError("cell.backend: 'cuda' found no GPU")
-        self.device = node_rank() % n_gpus
-        self.gpu = CudaBackend(model, states, device=self.device, variant=kernel, integrator=integrator)
-        self.y = states
+            self.y = cuda.pagelocked_empty(states.shape, np.float64)
+        finally:
+            cuda.Context.pop()
+        self.y[:] = states
         self.stimulus = self.gpu.stimulus(stimuli.protocols, stimuli.amplitudes)
         self.failure: str | None = None
 
     def advance(self, t0: float, dt: float, k: int, stimuli) -> None:
         if self.failure:
             return
-        v = self.y[0]
-        self.gpu.set_row(0, v)
+        for s in self.rows:
+            self.gpu.set_row(s, self.y[s])
         try:
             self.gpu.advance(t0, dt, k, self.stimulus, check_range=True, check=True)
         except SimulationError as e:
             self.failure = str(e)
-        self.gpu.get_row(0, v)
+        for s in self.rows:
+            self.gpu.get_row(s, self.y[s])
 
     def download(self) -> None:
         """Bring every state to the host copy (for output or checks of states other than Vm)."""

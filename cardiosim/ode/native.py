@@ -48,9 +48,10 @@ def kernel_dir() -> Path:
     raise RuntimeError(f"native backend: cannot find {DRIVER} in {here / 'kernels'} or {here.parent / 'kernels'}")
 
 
-def cache_dir() -> Path:
+def cache_dir(kind: str = "native") -> Path:
+    """``$CARDIOSIM_CACHE/<kind>`` or ``~/.cache/cardiosim/<kind>`` (kind: native, cuda), created if missing."""
     d = os.environ.get("CARDIOSIM_CACHE")
-    path = Path(d) / "native" if d else Path.home() / ".cache" / "cardiosim" / "native"
+    path = Path(d) / kind if d else Path.home() / ".cache" / "cardiosim" / kind
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -11,13 +11,14 @@ import numpy as np
 class NumpyBackend:
     name = "numpy"
 
-    def __init__(self, model, states: np.ndarray, integrator: str = "forward-euler"):
+    def __init__(self, model, states: np.ndarray, coords: np.ndarray, integrator: str = "forward-euler"):
         self.model = model
         # Rush-Larsen: the model's own step (gates exactly for frozen V, the rest Forward Euler), same signature
         self.step = model.rush_larsen if integrator == "rush-larsen" else model.forward_euler
         self.y = states                       # (n_states, n_cells), float64, owned by the caller
+        self.coords = coords                  # (n_cells, dim) cm: to say where a state went bad
         self.work = np.empty_like(states)
-        self.failure = None   # NumPy never stops mid-step; Reaction.check finds bad states
+        self.failure: str | None = None       # as the compiled backends: recorded, raised by the collective check
 
     def download(self) -> None:   # the states live on the host
         pass
@@ -25,7 +26,25 @@ class NumpyBackend:
     upload = download
 
     def advance(self, t0: float, dt: float, k: int, stimuli) -> None:
-        """k substeps of dt ms from t0 (Forward Euler or Rush-Larsen), in place; the stimulus is evaluated at each substep."""
+        """k substeps of dt ms from t0 (Forward Euler or Rush-Larsen), in place; the stimulus is evaluated at each substep.
+        NumPy never stops mid-step: the states are checked (finite, in range) at the end."""
+        if self.failure:
+            return
         for s in range(k):
             t = t0 + s * dt
             self.step(self.y, t, dt, stimuli.current(t), self.work)
+        self.failure = bad_state_message(self.model, self.y, self.coords, t0 + k * dt)
+
+
+def bad_state_message(model, states: np.ndarray, coords: np.ndarray, t: float) -> str | None:
+    """One line naming the first non-finite or out-of-range state (name, value, position, time), or None."""
+    bad = model.find_bad_state(states)
+    if bad is None:
+        return None
+    s, c = bad
+    st = model.states[s]
+    pos = ", ".join(f"{x:.4g}" for x in coords[c])
+    return (f"cell state {st.name} = {states[s, c]:.6g} {st.unit} at ({pos}) cm, t = {t:.6g} ms is "
+            f"{'not finite' if not np.isfinite(states[s, c]) else 'outside its range'} "
+            f"[{st.lower:g}, {st.upper:g}]; the time step may be too large "
+            f"(simulation.dt / simulation.ode_substeps)")

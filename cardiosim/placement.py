@@ -1,0 +1,257 @@
+"""Placement: which rank integrates which cells, on which device (DESIGN.md §4).
+
+Modes (``cell.placement``):
+
+- ``cpu``: every rank integrates its own cells on its CPU (``cell.backend`` numpy or native).
+- ``grouped``: the ranks of a node are split into groups; the lowest rank of each group (the *owner*) holds the
+  cell states of the whole group for the whole run and integrates them; each PDE step the members' Vm (or, with
+  ``cell.exchange = "full"``, every state) is gathered to the owner and scattered back. With ``cell.backend =
+  "cuda"`` there is one group per visible GPU and its owner holds the only context on that GPU; with a CPU
+  integrator (numpy, native) ``cell.groups_per_node`` sets the number of groups, so that the grouping runs
+  without a GPU (CI).
+- ``per-rank``: every rank holds its own context on GPU (node rank mod GPUs) — the Hyper-Q/MPS layout.
+- ``auto``: ``grouped`` when the cells go to the GPU (``cell.backend = "cuda"``), else ``cpu``.
+
+Groups are contiguous blocks of node ranks, as even as possible (the first ones one rank larger); a node with more
+GPUs than ranks leaves the extra GPUs idle (said once). GPUs are the ones the CUDA driver shows
+(``CUDA_VISIBLE_DEVICES`` applies), ordinals counted from 0 within them.
+
+:func:`plan_node` is the pure assignment (unit-tested without MPI); :func:`place` applies it on the MPI
+communicators and returns this rank's :class:`Placement`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+
+from .errors import UserError
+
+MODES = ("auto", "cpu", "grouped", "per-rank")
+EXCHANGES = ("vm", "full")
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """One node's assignment: ``group[r]`` for each node rank r, the owner (node rank) and device of each group
+    (None: CPU), and the GPUs no group uses."""
+
+    group: tuple[int, ...]
+    owner: tuple[int, ...]
+    device: tuple[int | None, ...]
+    idle_gpus: tuple[int, ...] = ()
+
+
+def blocks(n_ranks: int, n_groups: int) -> tuple[int, ...]:
+    """Group of each of ``n_ranks`` ranks: ``n_groups`` contiguous blocks whose sizes differ by at most one."""
+    if not 1 <= n_groups <= n_ranks:
+        raise ValueError(f"cannot split {n_ranks} ranks into {n_groups} groups")
+    base, extra = divmod(n_ranks, n_groups)
+    out = []
+    for g in range(n_groups):
+        out += [g] * (base + (g < extra))
+    return tuple(out)
+
+
+def plan_node(n_ranks: int, mode: str, n_gpus: int = 0, groups_per_node: int = 1) -> NodePlan:
+    """The assignment on one node of ``n_ranks`` ranks for ``mode`` (cpu, grouped, per-rank; not auto).
+
+    grouped: one group per GPU when ``n_gpus`` > 0 (at most one per rank), else ``groups_per_node`` groups with a
+    CPU owner. per-rank: every rank is its own group, on GPU rank mod n_gpus. cpu: every rank its own group, CPU.
+    """
+    if n_ranks < 1:
+        raise ValueError("a node has at least one rank")
+    if mode == "cpu":
+        return NodePlan(tuple(range(n_ranks)), tuple(range(n_ranks)), (None,) * n_ranks)
+    if mode == "per-rank":
+        if n_gpus < 1:
+            raise ValueError("per-rank placement needs a GPU")
+        return NodePlan(tuple(range(n_ranks)), tuple(range(n_ranks)), tuple(r % n_gpus for r in range(n_ranks)),
+                        tuple(range(n_ranks, n_gpus)))
+    if mode == "grouped":
+        n_groups = min(n_ranks, n_gpus if n_gpus > 0 else groups_per_node)
+        group = blocks(n_ranks, n_groups)
+        owner = tuple(group.index(g) for g in range(n_groups))
+        device = tuple(range(n_groups)) if n_gpus > 0 else (None,) * n_groups
+        return NodePlan(group, owner, device, tuple(range(n_groups, n_gpus)))
+    raise ValueError(f"unknown placement mode {mode!r}")
+
+
+def resolve(placement: str, backend: str, has_kernel: bool, model: str = "the model") -> tuple[str, str]:
+    """(mode, integrator) from ``cell.placement`` and ``cell.backend``; UserError for combinations that make no
+    sense. The integrator is numpy, native or cuda."""
+    if backend == "auto":
+        backend = "native" if has_kernel else "numpy"
+    if backend in ("native", "cuda") and not has_kernel:
+        raise UserError(f"cell.backend: '{backend}' needs a C kernel and {model} has none; use 'numpy' (or 'auto')")
+    mode = placement
+    if mode == "auto":
+        mode = "grouped" if backend == "cuda" else "cpu"
+    if mode == "cpu" and backend == "cuda":
+        raise UserError("cell.placement: 'cpu' integrates the cells on the CPU but cell.backend is 'cuda'; "
+                        "use placement 'grouped' or 'per-rank' (or 'auto') with cuda")
+    if mode == "per-rank" and backend != "cuda":
+        raise UserError(f"cell.placement: 'per-rank' gives every rank its own GPU context and needs cell.backend "
+                        f"= 'cuda'; with '{backend}' every rank integrates its own cells: that is placement 'cpu'")
+    return mode, backend
+
+
+@dataclass
+class Placement:
+    """This rank's place. ``group``: the communicator of its group (rank 0 = the owner), None in cpu mode;
+    ``device``: the GPU ordinal this rank holds a context on (owners in grouped mode, every rank per-rank), else
+    None; ``kernel_comm``: the ranks of this node holding a context on a GPU of this rank's architecture (they
+    share one compiled kernel), None where this rank holds none; ``layout``: the job's layout (the same on every
+    rank), as stored in the output."""
+
+    mode: str
+    integrator: str
+    exchange: str
+    node: int
+    node_rank: int
+    group: object = None
+    device: int | None = None
+    kernel_comm: object = None
+    layout: dict = field(default_factory=dict)
+
+    def table(self) -> str:
+        return layout_table(self.layout)
+
+
+def visible_gpus() -> tuple[int, str]:
+    """(number of GPUs the CUDA driver shows, why none) — 0 with the reason where PyCUDA or a driver is missing."""
+    try:
+        import pycuda.driver as cuda
+    except ImportError:
+        return 0, "PyCUDA is not installed (EXTRAS=test,plot,gpu make setup)"
+    try:
+        cuda.init()
+        n = cuda.Device.count()
+    except Exception as e:     # pycuda.driver.Error: no driver, no device
+        return 0, f"the CUDA driver reports: {e}"
+    return n, "" if n else "the CUDA driver shows no device (CUDA_VISIBLE_DEVICES?)"
+
+
+def _gpu_label(ordinal: int | None) -> str:
+    """'GPU 1' or, where CUDA_VISIBLE_DEVICES renumbers the devices, 'GPU 1 (CUDA_VISIBLE_DEVICES 3)'."""
+    if ordinal is None:
+        return "CPU"
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    phys = visible[ordinal] if ordinal < len(visible) and visible[ordinal] else str(ordinal)
+    return f"GPU {ordinal}" + (f" (CUDA_VISIBLE_DEVICES {phys})" if phys != str(ordinal) else "")
+
+
+def _arch(ordinal: int) -> int:
+    import pycuda.driver as cuda
+    major, minor = cuda.Device(ordinal).compute_capability()
+    return 10 * major + minor
+
+
+def place(cell, comm) -> Placement:
+    """This rank's placement for the config section ``cell`` (collective over ``comm``).
+
+    ``cell.model``'s kernel decides what the integrator may be; the config keys are ``placement``, ``backend``,
+    ``exchange`` and ``groups_per_node``.
+    """
+    from mpi4py import MPI
+
+    from . import cells
+    has_kernel = cells.model_class(cell.model).kernel_name is not None
+    mode, integrator = resolve(cell.placement, cell.backend, has_kernel, cell.model)
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
+    leaders = comm.Split(0 if node.rank == 0 else MPI.UNDEFINED, comm.rank)
+    node_index = node.bcast(leaders.rank if node.rank == 0 else None, root=0)
+    if leaders != MPI.COMM_NULL:
+        leaders.Free()
+
+    n_gpus, why = visible_gpus() if integrator == "cuda" else (0, "")
+    bad = comm.allgather(f"cell.backend: 'cuda' found no usable GPU on {socket.gethostname()}: {why}"
+                         if integrator == "cuda" and n_gpus == 0 else None)
+    if any(bad):
+        raise UserError(next(m for m in bad if m))
+    n_gpus = min(node.allgather(n_gpus))   # ranks of one node see the same GPUs, unless told otherwise
+    plan = plan_node(node.size, mode, n_gpus, cell.groups_per_node)
+    g = plan.group[node.rank]
+    group = node.Split(g, node.rank) if mode == "grouped" else None
+    holds = integrator == "cuda" and (mode == "per-rank" or group.rank == 0)
+    device = plan.device[g] if holds else None
+    # The node's context holders share one compiled kernel per GPU architecture.
+    kernel_comm = node.Split(_arch(device) if holds else MPI.UNDEFINED, node.rank)
+    if kernel_comm == MPI.COMM_NULL:
+        kernel_comm = None
+
+    host = socket.gethostname()
+    rows = comm.allgather((node_index, host, node.rank, comm.rank, g, plan.owner[g], _gpu_label(plan.device[g])))
+    idle = comm.allgather((node_index, host, plan.idle_gpus) if node.rank == 0 else None)
+    layout = _layout(mode, integrator, cell.exchange if mode == "grouped" else "-", rows,
+                     [i for i in idle if i and i[2]])
+    node_rank = node.rank
+    node.Free()
+    return Placement(mode, integrator, cell.exchange, node_index, node_rank, group, device, kernel_comm, layout)
+
+
+def _layout(mode, integrator, exchange, rows, idle) -> dict:
+    """The job's layout as a JSON-able dict: one entry per group (node, host, ranks, device, owner rank)."""
+    groups: dict[tuple[int, int], dict] = {}
+    for node, host, node_rank, world_rank, g, owner_node_rank, where in rows:
+        e = groups.setdefault((node, g), {"node": node, "host": host, "ranks": [], "cells_on": where,
+                                          "owner": None})
+        e["ranks"].append(world_rank)
+        if node_rank == owner_node_rank:
+            e["owner"] = world_rank
+    return {"placement": mode, "ode_backend": integrator, "exchange": exchange,
+            "groups": [groups[k] for k in sorted(groups)],
+            "idle_gpus": [{"node": n, "host": h, "gpus": list(ids)} for n, h, ids in idle]}
+
+
+def _ranks(ranks: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2,5,7-8'."""
+    out, start = [], None
+    for i, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            out.append(f"{start}" if start == r else f"{start}-{r}")
+            start = None
+    return ",".join(out)
+
+
+def layout_table(layout: dict) -> str:
+    """The layout as a small table for the start of a run: node, host, ranks, where their cells are integrated,
+    by whom. cpu and per-rank modes get one line per node and device (every rank integrates its own cells)."""
+    mode, ex = layout["placement"], layout["exchange"]
+    lines = [f"placement {mode}, cells on {layout['ode_backend']}" + (f", exchange {ex}" if mode == "grouped" else ""),
+             f"{'node':<6}{'host':<20}{'ranks':<16}{'cells on':<36}integrated by"]
+    rows = layout["groups"]
+    if mode != "grouped":
+        merged: dict[tuple, dict] = {}
+        for e in rows:
+            m = merged.setdefault((e["node"], e["cells_on"]), dict(e, ranks=[], owner=None))
+            m["ranks"] = m["ranks"] + e["ranks"]
+        rows = [merged[k] for k in sorted(merged, key=lambda k: (k[0], min(merged[k]["ranks"])))]
+    for e in rows:
+        owner = f"rank {e['owner']}" if e["owner"] is not None else "each rank"
+        lines.append(f"{e['node']:<6}{e['host'][:19]:<20}{_ranks(sorted(e['ranks'])):<16}{e['cells_on']:<36}{owner}")
+    for i in layout["idle_gpus"]:
+        lines.append(f"node {i['node']} ({i['host']}): GPU {', '.join(map(str, i['gpus']))} idle "
+                     f"(fewer ranks than GPUs)")
+    return "\n".join(lines)
+
+
+def first_then_others(comm, start):
+    """``start()`` on rank 0 of ``comm`` first, then, once it has succeeded, on the other ranks; returns its result.
+
+    ``comm`` holds the ranks of one node that compile the same GPU kernel: the first compiles it into the cache
+    (cardiosim.ode.cuda_backend.compile_cached), the others find it there — one compilation per node, no races. A
+    failure on rank 0 is raised on every rank of ``comm`` (they would fail the same way)."""
+    result = err = None
+    if comm.rank == 0:
+        try:
+            result = start()
+        except Exception as e:
+            err = f"{type(e).__name__}: {e}"
+    err = comm.bcast(err, root=0)
+    if err:
+        raise RuntimeError(f"{err} (raised on the node's first GPU rank)")
+    return result if comm.rank == 0 else start()
