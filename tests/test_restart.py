@@ -122,10 +122,12 @@ def test_restart_on_one_rank_agrees(stopped_and_restarted):
     for name in full:
         if name.startswith(("fields/", "probes/", "maps/")):
             a, b = full[name], one[name]
+            assert np.array_equal(np.isnan(a), np.isnan(b)), name
+            if np.isnan(a).all():          # e.g. no node repolarised yet: the APD map is all NaN in both
+                continue
             scale = np.nanmax(np.abs(a)) if name != "fields/time" else 1.0
             d = float(np.nanmax(np.abs(a - b)))
             print(f"  {name:<32}{d:12.3e}{d / scale:12.3e}")
-            assert np.array_equal(np.isnan(a), np.isnan(b)), name
             assert d <= 1e-10 * scale, name
     assert np.array_equal(full["fields/Vm"][:n_before], one["fields/Vm"][:n_before])
 
@@ -273,7 +275,7 @@ def test_full_disk_keeps_previous_checkpoint_and_output(tmp_path):
     second write fails (ENOSPC, a real full disk); the run stops with one line; the first checkpoint is whole and
     a restart from it finishes the run, identical to an uninterrupted one."""
     disk = tmp_path / "small"
-    if not _mount_tmpfs(disk, "128k"):   # one checkpoint of the sheet is ~85 kB
+    if not _mount_tmpfs(disk, "200k"):   # one checkpoint of the sheet is ~126 kB: one fits, two do not
         pytest.skip("cannot mount a small tmpfs here (needs root)")
     try:
         out, ref = tmp_path / "out.h5", tmp_path / "ref.h5"
