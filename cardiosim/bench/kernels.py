@@ -117,7 +117,7 @@ def numpy_one_core(model, n=10_000, steps=20) -> float:
         @staticmethod
         def current(t):
             return 0.0
-    be = NumpyBackend(model, model.initial_state(n))
+    be = NumpyBackend(model, model.initial_state(n), np.zeros((n, 1)))
     be.advance(0.0, DT, 1, _NoStim)
     t0 = time.perf_counter()
     be.advance(0.0, DT, steps, _NoStim)
