@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .errors import SimulationError, UserError
+from .errors import SimulationError, UserError, io_reason
 
 FORMAT = "cardiosim-checkpoint-1"
 STOPPED = 75   # exit status after a checkpoint on a signal (sysexits EX_TEMPFAIL: "try again later")
@@ -221,17 +221,10 @@ def save(sim, path: Path) -> None:
         except Exception:
             pass
         tmp.unlink(missing_ok=True)
-    msg = comm.bcast(None if error is None else _reason(error), root=0)
+    msg = comm.bcast(None if error is None else io_reason(error), root=0)
     if msg:   # Simulation.run adds where the last checkpoint is
         raise SimulationError(f"checkpoint: cannot write {path} at t = {sim.t:.6g} ms ({msg}); "
                               f"the output {out.path} keeps everything written so far")
-
-
-def _reason(e: Exception) -> str:
-    """One short line: the OS's words where there is an errno (HDF5's own messages run over several lines)."""
-    if getattr(e, "errno", None):
-        return f"{os.strerror(e.errno)}, errno {e.errno}"
-    return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
 
 
 def _fsync(path: Path) -> None:

@@ -13,3 +13,15 @@ class UserError(ValueError):
 
 class SimulationError(RuntimeError):
     exit_status = 3
+
+
+def io_reason(e: Exception) -> str:
+    """One short line for a failed write: the OS's words where there is an errno (HDF5's own messages run over
+    several lines)."""
+    import os
+    if getattr(e, "errno", None):
+        return f"{os.strerror(e.errno)}, errno {e.errno}"
+    text = str(e)
+    if "errno = 28" in text or "No space left" in text:      # h5py reports a full disk without setting errno
+        return "No space left on device"
+    return text.splitlines()[0][:200] if text else type(e).__name__

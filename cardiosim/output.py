@@ -37,7 +37,7 @@ import numpy as np
 from petsc4py import PETSc
 
 from . import __version__, xdmf
-from .errors import UserError
+from .errors import SimulationError, UserError, io_reason
 
 FORMAT = "cardiosim-2"
 
@@ -170,16 +170,44 @@ class Output:
         self.f = None
         self.n_snapshots = 0              # complete snapshots in the file
         self.n_samples = 0                # complete probe samples
-        if self.rank == 0 and resume is not None:
-            self._resume(cfg, grid, resume, layout)
-        elif self.rank == 0:
-            self._create(cfg, grid, stencil, layout)
+        if resume is not None:
+            self._on_root("the reopened file", lambda: self._resume(cfg, grid, resume, layout))
+        else:
+            self._on_root("the new file", lambda: self._create(cfg, grid, stencil, layout))
+
+    def _on_root(self, what: str, write) -> None:
+        """Rank 0 writes; a failure there (a full disk, a vanished directory) stops every rank with one line
+        instead of leaving the others in the next collective (collective)."""
+        error = user = None
+        if self.rank == 0:
+            try:
+                write()
+            except UserError as e:
+                user = str(e)
+            except (OSError, RuntimeError) as e:    # h5py: OSError, or RuntimeError from HDF5's own layers
+                error = io_reason(e)
+                self._abandon()
+        error, user = self.comm.bcast((error, user), root=0)
+        if user:
+            raise UserError(user)
+        if error:
+            raise SimulationError(f"output: cannot write {what} to {self.path} ({error}); the file keeps every "
+                                  f"snapshot completed before")
 
     def _create(self, cfg, grid, stencil, layout) -> None:
+        import shutil
         import h5py
         n_steps = cfg.simulation.n_steps
         n_snap = planned_snapshots(n_steps, snapshot_every(cfg))
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # The datasets are laid out at their full length now and filled as the run goes: a disk that cannot hold
+        # them is refused before anything is computed (a disk that fills up later still stops the run, one line).
+        need = 8 * (n_snap * (1 + grid.n_nodes * len(self.fields))
+                    + (n_steps + 1) * (1 + len(self.probes.names) * len(self.probes.fields))) + (1 << 20)
+        free = shutil.disk_usage(self.path.parent).free
+        if free < need:
+            raise UserError(f"output.path: {self.path.parent} has {free / 1e6:.3g} MB free; this run's output needs "
+                            f"about {need / 1e6:.3g} MB (fewer snapshots: raise output.interval or drop fields)")
         # The HDF5 1.8 format: readable by every HDF5 since 2008, attributes of any size, and no "file open for
         # writing" flag that would stop a killed run's file from opening.
         f = self.f = h5py.File(self.path, "w", libver=("v108", "v108"))
@@ -227,13 +255,15 @@ class Output:
         """Write the configured fields at time t, and the probe samples so far (collective)."""
         gathered = {name: self.gather(vecs[name]) for name in self.fields}
         self.flush_probes()
-        if self.rank == 0:
+
+        def write():
             i = self.n_snapshots
             for name, arr in gathered.items():
                 self.data[name][i] = arr
             self._commit(self.time, i, [t])
             self.n_snapshots += 1
             self.sidecar.add(t, {f"/fields/{n}": ds.shape for n, ds in self.data.items()})
+        self._on_root(f"the snapshot at t = {t:g} ms", write)
 
     def _commit(self, time_ds, start: int, times) -> None:
         """Data first, then the times that mark it complete, each made durable by a flush."""
@@ -243,13 +273,17 @@ class Output:
 
     def flush_probes(self) -> None:
         got = self.probes.collect(self.comm)
-        if self.rank == 0 and got is not None:
+        if not self.comm.bcast(got is not None, root=0):
+            return
+
+        def write():
             times, values = got
             a, b = self.n_samples, self.n_samples + len(times)
             for key, v in values.items():
                 self.traces[key][a:b] = v
             self._commit(self.probe_time, a, times)
             self.n_samples = b
+        self._on_root("the probe traces", write)
 
     def write_map(self, name: str, local: np.ndarray, units: str, doc: str, **attrs) -> None:
         """Gather a per-node array (owned nodes, PETSc local order) and store it as /maps/<name> (collective)."""
@@ -348,10 +382,27 @@ class Output:
             self.sidecar.add(float(t), datasets)
         f.flush()
 
-    def close(self) -> None:
-        """End a run that stopped early: keep what was written, trimmed, and say so."""
+    def _abandon(self) -> None:
+        """Close the file after a failed write without trying to write more. What is on disk is the state of the
+        last flush (every completed snapshot); HDF5 repeats the failure while its objects are freed, which Python
+        could only print as 'Exception ignored' tracebacks, so those are silenced for the rest of this process."""
+        import sys
+        sys.unraisablehook = lambda unraisable: None
         if self.f is not None:
-            self._close("stopped")
+            try:
+                self.f.close()
+            except (OSError, RuntimeError):
+                pass
+            self.f = None
+
+    def close(self) -> None:
+        """End a run that stopped early: keep what was written, trimmed, and say so. Never raises: a run that
+        stopped because the disk is full cannot trim either, and its file is readable as it is."""
+        if self.f is not None:
+            try:
+                self._close("stopped")
+            except (OSError, RuntimeError):
+                self._abandon()
 
     def _close(self, status: str) -> None:
         for ds in (self.time, *self.data.values()):

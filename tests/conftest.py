@@ -42,3 +42,14 @@ def petsc():
     petsc4py.init([])
     from petsc4py import PETSc
     return PETSc
+
+
+def mount_tmpfs(where, size: str) -> bool:
+    """A small file system at ``where`` (a real full disk for the tests); False where mounting needs root."""
+    where.mkdir()
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True,
+                       capture_output=True)
+        return True
+    except (OSError, subprocess.CalledProcessError):
+        return False

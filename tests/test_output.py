@@ -271,3 +271,24 @@ def test_stopped_run_is_trimmed(tmp_path):
         assert n >= 1 and np.isfinite(f["fields/time"][:]).all() and f["fields/Vm"].shape[0] == n
         assert np.isfinite(f["probes/time"][:]).all()
     assert len(check_xdmf(out)) == n
+
+
+def test_too_small_disk_is_refused_before_the_run(tmp_path):
+    """The output's datasets are laid out at full length: a file system that cannot hold them is refused at the
+    start, on every rank, with one line and exit 2, and nothing is written there."""
+    import subprocess
+    from conftest import mount_tmpfs
+    disk = tmp_path / "small"
+    if not mount_tmpfs(disk, "96k"):
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        cfg = Path(__file__).parent / "configs" / "sheet.toml"
+        proc = run_cli(["run", cfg, "--output", disk / "run.h5", "--quiet", "--set", "simulation.duration=10.0",
+                        "--set", "output.interval=0.1"], np=2, timeout=300)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        print(lines)
+        assert proc.returncode == 2, proc.stderr
+        assert len(lines) == 1 and "MB free; this run's output needs about" in lines[0]
+        assert list(disk.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)

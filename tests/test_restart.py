@@ -22,7 +22,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import mpirun, run_cli
+from conftest import mount_tmpfs, mpirun, run_cli
 
 CONFIG = Path(__file__).parent / "configs" / "sheet.toml"
 # Tight solver tolerances, so that runs on 1 and 2 ranks can be compared to round-off (tests/test_parallel.py).
@@ -260,22 +260,12 @@ def test_compiled_cells_restart_bit_identical(tmp_path, backend):
     assert a["fields/Vm"][-1].max() > 0.0
 
 
-def _mount_tmpfs(where: Path, size: str) -> bool:
-    where.mkdir()
-    try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True,
-                       capture_output=True)
-        return True
-    except (OSError, subprocess.CalledProcessError):
-        return False
-
-
 def test_full_disk_keeps_previous_checkpoint_and_output(tmp_path):
     """The checkpoint directory is a small file system that holds one checkpoint but not a second beside it: the
     second write fails (ENOSPC, a real full disk); the run stops with one line; the first checkpoint is whole and
     a restart from it finishes the run, identical to an uninterrupted one."""
     disk = tmp_path / "small"
-    if not _mount_tmpfs(disk, "200k"):   # one checkpoint of the sheet is ~126 kB: one fits, two do not
+    if not mount_tmpfs(disk, "200k"):   # one checkpoint of the sheet is ~126 kB: one fits, two do not
         pytest.skip("cannot mount a small tmpfs here (needs root)")
     try:
         out, ref = tmp_path / "out.h5", tmp_path / "ref.h5"
