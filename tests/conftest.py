@@ -53,3 +53,13 @@ def mount_tmpfs(where, size: str) -> bool:
         return True
     except (OSError, subprocess.CalledProcessError):
         return False
+
+
+def require_gpu() -> int:
+    """The number of visible GPUs; skips the test where PyCUDA or a GPU is missing."""
+    import pytest
+    from cardiosim.placement import visible_gpus
+    n, why = visible_gpus()
+    if n == 0:
+        pytest.skip(f"no GPU: {why}")
+    return n

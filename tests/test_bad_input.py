@@ -54,6 +54,17 @@ CASES = [
 ]
 
 
+
+def assert_one_line(proc, case: str, words) -> None:
+    """The rule of the bad-input table: exit 2, one line on stderr holding every one of ``words``, no traceback."""
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    print(f"{case}: {lines}")
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    for w in words:
+        assert w in lines[0], f"{w!r} not in {lines[0]!r}"
+
 @pytest.mark.parametrize("case,text,extra,words", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_one_line_exit_2(tmp_path, case, text, extra, words):
     cfg = tmp_path / "case.toml"
@@ -67,13 +78,7 @@ def test_bad_input_one_line_exit_2(tmp_path, case, text, extra, words):
         i = extra.index("--") if "--" in extra else len(extra)
         args = ["run", cfg, "--output", out, *extra[:i], *extra[i:]]
     proc = run_cli(args, cwd=tmp_path)
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    print(f"{case}: {lines}")
-    assert proc.returncode == 2, proc.stderr
-    assert len(lines) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr + proc.stdout
-    for w in words:
-        assert w in lines[0], f"{w!r} not in {lines[0]!r}"
+    assert_one_line(proc, case, words)
     assert not out.exists()
     assert not (tmp_path / "out").exists()
 
@@ -228,13 +233,7 @@ def test_bad_restart_one_line_exit_2(tmp_path, checkpointed, case, edit_file, ex
     if "--output" not in extra:
         args += ["--output", "out.h5"]
     proc = run_cli(args, cwd=tmp_path)
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    print(f"{case}: {lines}")
-    assert proc.returncode == 2, proc.stderr
-    assert len(lines) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr + proc.stdout
-    for w in words:
-        assert w in lines[0], f"{w!r} not in {lines[0]!r}"
+    assert_one_line(proc, case, words)
     assert _snapshot_files(tmp_path) == before   # nothing written, nothing changed
 
 
@@ -306,11 +305,5 @@ def test_bad_result_file_one_line_exit_2(tmp_path, result_file, case, command, a
         args.append(result_file if a == "FILE" else a(tmp_path) if callable(a) else a)
     before = sorted(p.name for p in result_file.parent.iterdir())
     proc = run_cli(args, cwd=tmp_path)
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    print(f"{case}: {lines}")
-    assert proc.returncode == 2, proc.stderr
-    assert len(lines) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr + proc.stdout
-    for w in words:
-        assert w in lines[0], f"{w!r} not in {lines[0]!r}"
+    assert_one_line(proc, case, words)
     assert not list(tmp_path.glob("*.png")) and sorted(p.name for p in result_file.parent.iterdir()) == before

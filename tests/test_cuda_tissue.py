@@ -4,7 +4,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import require_gpu, run_cli
 
 pytestmark = pytest.mark.gpu
 
@@ -34,15 +34,6 @@ interval = 1.0
 """
 
 
-def _gpu():
-    cuda = pytest.importorskip("pycuda.driver")
-    try:
-        cuda.init()
-        assert cuda.Device.count() > 0
-    except Exception:
-        pytest.skip("no GPU visible")
-
-
 def _run(tmp_path, name, **kw):
     kw = {"model": "tt06", "integrator": "forward-euler", "kernel": "fused", "k": 10, "amp": -52.0, **kw}
     cfg = tmp_path / f"{name}.toml"
@@ -54,7 +45,7 @@ def _run(tmp_path, name, **kw):
 
 @pytest.mark.parametrize("integrator, k", [("forward-euler", 10), ("rush-larsen", 1)])
 def test_cuda_cells_equal_native_cells_in_tissue(tmp_path, integrator, k):
-    _gpu()
+    require_gpu()
     a = _run(tmp_path, "native", backend="native", integrator=integrator, k=k)
     b = _run(tmp_path, "cuda", backend="cuda", integrator=integrator, k=k)
     assert "cuda" in b.attrs["layout"]
@@ -68,7 +59,7 @@ def test_cuda_cells_equal_native_cells_in_tissue(tmp_path, integrator, k):
 def test_seed_variant_in_tissue_equals_fused(tmp_path):
     """cell.kernel = original (one launch per substep, auxiliary array, ...) in a Bondarenko bidomain sheet: the same
     Vm as the fused kernel."""
-    _gpu()
+    require_gpu()
     kw = dict(model="bondarenko", backend="cuda", k=200, amp=-80.0)      # dt_ode 1e-4 ms
     a = _run(tmp_path, "fused", **kw)
     b = _run(tmp_path, "original", kernel="original", **kw)

@@ -20,7 +20,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import require_gpu, run_cli
 
 pytestmark = pytest.mark.gpu
 
@@ -52,11 +52,7 @@ interval = 1.0
 
 @pytest.fixture(scope="module")
 def n_gpus():
-    from cardiosim.placement import visible_gpus
-    n, why = visible_gpus()
-    if n == 0:
-        pytest.skip(f"no GPU: {why}")
-    return n
+    return require_gpu()
 
 
 def run(tmp_path, tag, np_, sets, env=None, cache=None):

@@ -22,7 +22,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import mount_tmpfs, mpirun, run_cli
+from conftest import mount_tmpfs, mpirun, require_gpu, run_cli
 
 CONFIG = Path(__file__).parent / "configs" / "sheet.toml"
 # Tight solver tolerances, so that runs on 1 and 2 ranks can be compared to round-off (tests/test_parallel.py).
@@ -237,12 +237,7 @@ def test_compiled_cells_restart_bit_identical(tmp_path, backend):
     """The compiled backends keep the cell states themselves (the CUDA one on the GPU): a checkpoint takes all 19
     TT06 states from them, a restart puts them back; the output equals an uninterrupted run's bit for bit."""
     if backend == "cuda":
-        cuda = pytest.importorskip("pycuda.driver")
-        try:
-            cuda.init()
-            assert cuda.Device.count() > 0
-        except Exception:
-            pytest.skip("no GPU visible")
+        require_gpu()
     cfg = tmp_path / "cable.toml"
     cfg.write_text(TT06_CABLE.format(backend=backend))
     full, part = tmp_path / "full.h5", tmp_path / "part.h5"

@@ -19,16 +19,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import re
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-from .launch import machine
-from .pde import write_section
+from .launch import machine, publish
 
 FP64_ISSUE_RATE = {"H100": 1.7e13, "H200": 1.7e13}   # instructions/s, DESIGN.md §8 (same SMs on the H200)
 PEER = "Myokit 1.39.2 CUDA Euler, FP64, one H100, 10⁶ cells: 1.9·10⁹ (k = 1), 2.2·10⁹ (k = 100) cell-steps/s"
@@ -66,18 +63,8 @@ def copy_bandwidth(n_bytes=2 << 30, repeats=10) -> float:
 def fp64_instructions_per_step(model) -> int:
     """FP64 instructions in the fused kernel's PTX (one substep's worth; the loop body is the whole kernel but for
     the load/store of the state), a division counted as 10."""
-    import subprocess
-    import tempfile
-    from ..ode import kernel_variants
-    from ..ode.cuda_backend import kernel_source
-    from ..ode.native import kernel_dir
-    src, opts = kernel_source(model, model.parameter_vector(), kernel_variants.VARIANTS["fused"])
-    with tempfile.TemporaryDirectory() as tmp:
-        cu = Path(tmp) / "k.cu"
-        cu.write_text(src)
-        subprocess.run(["nvcc", "-ptx", "-arch=sm_90", "-std=c++17", f"-I{kernel_dir()}", *opts, "-o",
-                        str(cu.with_suffix(".ptx")), str(cu)], check=True, capture_output=True)
-        ptx = cu.with_suffix(".ptx").read_text()
+    from ..ode.ptxas import nvcc
+    ptx = nvcc(model, "fused", "-ptx", "sm_90")[0].decode()
     body = ptx[ptx.index(".entry cs_fused_euler"):]
     body = re.split(r"^\.(?:visible\s+)?\.?func|^\.func|^// .globl", body[1:], flags=re.M)[0]  # this entry only
     n = len(re.findall(r"^\s*(?:@%p\d+\s+)?(?:add|sub|mul|fma|neg|abs|min|max|setp\.\w+|rcp\.\w+|cvt\.\w+)\S*\.f64",
@@ -199,12 +186,8 @@ def main(argv=None):
                 rows.append(r)
                 print(f"{name:>16} {n:>9} cells k = {k:>3}: {r['cell_steps_per_s']:.3g} cell-steps/s "
                       f"({r['registers']} regs)", flush=True)
-    text = markdown(meta, rows, args.variants)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"meta": meta, "results": rows}, indent=2) + "\n")
-    if args.write:
-        write_section(Path(args.write), "kernels:" + meta["machine"]["gpu"], text)
-    print(text)
+    publish(markdown(meta, rows, args.variants), meta, rows, args.json, args.write,
+            "kernels:" + meta["machine"]["gpu"])
     return 0
 
 

@@ -1,7 +1,8 @@
-"""How benchmarks start their runs and describe the machine they ran on."""
+"""How benchmarks start their runs, describe the machine they ran on, and publish what they measured."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -40,3 +41,26 @@ def mpirun_command(ranks: int) -> list[str]:
     if launcher is None:
         raise SystemExit("no mpirun found (neither next to the Python interpreter nor on PATH)")
     return [launcher, "-n", str(ranks)]
+
+
+def write_section(page: Path, key: str, text: str) -> None:
+    """Replace (or append) the section between markers for ``key`` in the benchmarks page."""
+    begin, end = f"<!-- bench:{key}:begin -->", f"<!-- bench:{key}:end -->"
+    body = page.read_text() if page.exists() else "# Benchmarks\n\nMeasured, never asserted: each table says " \
+        "where, when and with which command it was made. Re-running a benchmark replaces its own section.\n\n"
+    block = f"{begin}\n{text}\n{end}"
+    if begin in body and end in body:
+        body = body[:body.index(begin)] + block + body[body.index(end) + len(end):]
+    else:
+        body = body.rstrip("\n") + "\n\n" + block + "\n"
+    page.write_text(body)
+
+
+def publish(text: str, meta: dict, results: list, json_path=None, page=None, key: str = "") -> None:
+    """Print a benchmark's markdown; where asked, also write its results as JSON and the markdown into its own
+    section (``key``) of the page."""
+    if json_path:
+        Path(json_path).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+    if page:
+        write_section(Path(page), key, text)
+    print(text)

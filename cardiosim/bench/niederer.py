@@ -22,8 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..analysis import sample
-from .launch import machine, mpirun_command
-from .pde import write_section
+from .launch import machine, mpirun_command, publish
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "run" / "niederer"
@@ -180,15 +179,12 @@ def main(argv=None) -> int:
         results.append(r)
         print(f"{name}: " + " ".join(f"{k} {v:.2f}" for k, v in r["points"].items())
               + f" | {r['wall_s']:.0f} s", flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
     png = None
     if args.write:
-        page = Path(args.write)
-        png_path = page.with_name("niederer_diagonal.png")
+        png_path = Path(args.write).with_name("niederer_diagonal.png")
         png = png_path.name if plot(results, png_path) else None
-        write_section(page, "niederer:" + meta["machine"]["host"], markdown(results, meta, png))
-    print(markdown(results, meta, png))
+    publish(markdown(results, meta, png), meta, results, args.json, args.write,
+            "niederer:" + meta["machine"]["host"])
     return 0
 
 

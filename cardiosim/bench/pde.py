@@ -19,9 +19,8 @@ import datetime
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-from .launch import machine, mpirun_command
+from .launch import machine, mpirun_command, publish
 
 SHEET = """
 [simulation]
@@ -122,19 +121,6 @@ def markdown(label, results, meta) -> str:
     return "\n".join(lines)
 
 
-def write_section(page: Path, key: str, text: str) -> None:
-    """Replace (or append) the section between markers for ``key`` in the benchmarks page."""
-    begin, end = f"<!-- bench:{key}:begin -->", f"<!-- bench:{key}:end -->"
-    body = page.read_text() if page.exists() else "# Benchmarks\n\nMeasured, never asserted: each table says " \
-        "where, when and with which command it was made. Re-running a benchmark replaces its own section.\n\n"
-    block = f"{begin}\n{text}\n{end}"
-    if begin in body and end in body:
-        body = body[:body.index(begin)] + block + body[body.index(end) + len(end):]
-    else:
-        body = body.rstrip("\n") + "\n\n" + block + "\n"
-    page.write_text(body)
-
-
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     ours = argv[:argv.index("--")] if "--" in argv else argv
@@ -162,12 +148,7 @@ def main(argv=None):
             print(f"{r['unknowns']:>9} unknowns, {ranks:>2} ranks: parabolic {r['parabolic']['ms_per_step']:8.2f} ms "
                   f"({r['parabolic']['iterations']:.1f} its), elliptic {r['elliptic']['ms_per_step']:8.2f} ms "
                   f"({r['elliptic']['iterations']:.1f} its), step {r['step_ms']:8.2f} ms", flush=True)
-    text = markdown(label, results, meta)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
-    if args.write:
-        write_section(Path(args.write), "pde:" + label, text)
-    print(text)
+    publish(markdown(label, results, meta), meta, results, args.json, args.write, "pde:" + label)
     return 0
 
 

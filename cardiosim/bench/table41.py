@@ -24,8 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from .launch import machine, mpirun_command
-from .pde import write_section
+from .launch import machine, mpirun_command, publish
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "run" / "seed-table41.toml"
@@ -185,12 +184,7 @@ def main(argv=None) -> int:
         else:
             print(f"{what} PDE {r['pde_ms']:10.2f}  ODE {r['ode_ms']:10.2f}  exchange {r['exchange_ms']:8.2f}  "
                   f"Total {r['total_ms']:10.2f} ms  ({r['ranks']} ranks, {r['gpus']} GPUs)", flush=True)
-    text = markdown(label, results, meta)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
-    if args.write:
-        write_section(Path(args.write), "table41:" + label, text)
-    print(text)
+    publish(markdown(label, results, meta), meta, results, args.json, args.write, "table41:" + label)
     return 0
 
 

@@ -72,31 +72,36 @@ def detect_arch() -> str | None:
 
 def report(model, variants, arch: str | None = None, fmad: bool = True) -> list[dict]:
     """Compile each of ``variants`` (names) for ``model`` and return ptxas's figures, one dict per variant."""
-    nvcc = shutil.which("nvcc")
-    if not nvcc:
+    if not shutil.which("nvcc"):
         raise UserError("cardiosim kernels: nvcc (the CUDA toolkit) is not on PATH; load CUDA, or run this on a GPU "
                         "node (cardiosim kernels --source VARIANT prints a variant's source without it)")
     arch = arch or detect_arch()
     if not arch:
         raise UserError("cardiosim kernels: no GPU visible to choose the target from; pass --arch, e.g. sm_90")
-    params = model.parameter_vector()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="cardiosim-ptxas-") as tmp:
-        for name in variants:
-            v = kernel_variants.get(name, model.kernel_name)
-            src, opts = kernel_source(model, params, v)
-            cu = Path(tmp) / f"{name}.cu"
-            cu.write_text(src)
-            cmd = [nvcc, "-cubin", f"-arch={arch}", "-Xptxas", "-v", "-std=c++17", f"--fmad={str(fmad).lower()}",
-                   f"-I{kernel_dir()}", *opts, "-o", str(cu.with_suffix(".cubin")), str(cu)]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                raise RuntimeError(f"nvcc failed for {name}:\n{' '.join(cmd)}\n{r.stderr}")
-            row = {"variant": name, "arch": arch, "fmad": fmad, **parse(r.stderr + r.stdout)}
-            if not row["cmem"]:
-                row["cmem"] = constant_banks(cu.with_suffix(".cubin").read_bytes())
-            rows.append(row)
+    for name in variants:
+        cubin, log = nvcc(model, name, "-cubin", arch, ["-Xptxas", "-v", f"--fmad={str(fmad).lower()}"])
+        row = {"variant": name, "arch": arch, "fmad": fmad, **parse(log)}
+        if not row["cmem"]:
+            row["cmem"] = constant_banks(cubin)
+        rows.append(row)
     return rows
+
+
+def nvcc(model, variant: str, output: str, arch: str, options=()) -> tuple[bytes, str]:
+    """Compile ``variant``'s generated source for ``model`` fresh, in a temporary folder: ``output`` is nvcc's
+    "-cubin" or "-ptx". Returns the output file's bytes and what nvcc printed."""
+    src, opts = kernel_source(model, model.parameter_vector(), kernel_variants.get(variant, model.kernel_name))
+    with tempfile.TemporaryDirectory(prefix="cardiosim-nvcc-") as tmp:
+        cu = Path(tmp) / f"{variant}.cu"
+        cu.write_text(src)
+        out = cu.with_suffix("." + output.lstrip("-"))
+        cmd = [shutil.which("nvcc") or "nvcc", output, f"-arch={arch}", "-std=c++17", *options,
+               f"-I{kernel_dir()}", *opts, "-o", str(out), str(cu)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"nvcc failed for {variant}:\n{' '.join(cmd)}\n{r.stderr}")
+        return out.read_bytes(), r.stderr + r.stdout
 
 
 def table(rows: list[dict]) -> str:
