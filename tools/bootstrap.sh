@@ -11,13 +11,16 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-venv=${VENV:-$here/.venv}
+# Every path is made absolute here: PETSc's configure and pip's builds run in other directories, so a relative
+# VENV or CARDIOSIM_CACHE (make's default is VENV=.venv) would name a different place there.
+absolute() { case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$PWD" "$1" ;; esac; }
+venv=$(absolute "${VENV:-$here/.venv}")
 python=${PYTHON:-python3}
 extras=${EXTRAS:-test,plot}
 petsc_version=3.26.1
-cache=${CARDIOSIM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cardiosim}
+cache=$(absolute "${CARDIOSIM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cardiosim}")
 
-say() { printf '[bootstrap] %s\n' "$*"; }
+say() { printf '[bootstrap %4ds] %s\n' "$SECONDS" "$*"; }
 die() { printf '[bootstrap] error: %s\n' "$*" >&2; exit 1; }
 
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
