@@ -294,15 +294,23 @@ def digests(f) -> dict:
         attrs(path, obj)
         if isinstance(obj, h5py.Dataset):
             h = hashlib.sha256(f"{obj.dtype.str}{obj.shape}:".encode())
-            if obj.ndim and obj.shape[0] and obj.size:
-                for i in range(obj.shape[0]):
-                    h.update(np.ascontiguousarray(obj[i]).tobytes())
-            elif obj.size:
-                h.update(np.ascontiguousarray(obj[()]).tobytes())
+            try:
+                if obj.ndim and obj.shape[0] and obj.size:
+                    for i in range(obj.shape[0]):
+                        h.update(np.ascontiguousarray(obj[i]).tobytes())
+                elif obj.size:
+                    h.update(np.ascontiguousarray(obj[()]).tobytes())
+            except OSError as e:       # HDF5's own chunk checksum (Fletcher-32) failed, or worse
+                raise Unreadable(path, e) from None
             out[path] = h.hexdigest()
     attrs("/", f)
     f.visititems(visit)
     return out
+
+
+class Unreadable(Exception):
+    def __init__(self, path, error):
+        super().__init__(f"dataset {path} cannot be read ({str(error).splitlines()[0] if str(error) else error})")
 
 
 def _overall(table: str) -> str:
@@ -327,15 +335,19 @@ def verify(f, where: str) -> None:
         raise UserError(f"{where}: the file is damaged (its table of checksums does not match its checksum); "
                         f"start from an earlier copy or afresh")
     want = json.loads(table)
-    have = digests(f)
+    try:
+        have = digests(f)
+    except Unreadable as e:
+        raise UserError(f"{where}: the file is damaged: {e}; start from an earlier copy or afresh") from None
     bad = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
     if bad:
         def name(k):
+            pretty = k.replace("/@", "attribute ").replace("@", " attribute ") if "@" in k else f"dataset {k}"
             if k not in want:
-                return f"{k} (not written with the checkpoint)"
+                return f"{pretty} (not written with the checkpoint)"
             if k not in have:
-                return f"{k} (missing)"
-            return k.replace("/@", "attribute ").replace("@", " attribute ") if "@" in k else f"dataset {k}"
+                return f"{pretty} (missing)"
+            return pretty
         shown = ", ".join(name(k) for k in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
         raise UserError(f"{where}: the file is damaged: {shown} differ(s) from what was written (checksum); "
                         f"start from an earlier copy or afresh")

@@ -211,6 +211,10 @@ def plot_main(args) -> int:
     if args.isochrones is not None and not args.isochrones > 0:
         raise UserError(f"--isochrones {args.isochrones:g}: must be > 0 (ms)")
     out = Path(args.out) if args.out else None
+    for part in (out.parts if out is not None else ()):
+        if len(part.encode()) > 255:
+            raise UserError(f"--out {out}: the name {part[:20]}... is longer than the 255 bytes file systems allow "
+                            f"(File name too long)")
     if out is not None and out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a directory")
     with Results(args.file) as r:
