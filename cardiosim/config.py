@@ -202,6 +202,7 @@ class Config:
     source_text: str = field(default="", repr=False, metadata={"internal": True})
     source_name: str = field(default="config", repr=False, metadata={"internal": True})
     source_path: str = field(default="", repr=False, metadata={"internal": True})
+    resolved: list = field(default_factory=list, repr=False, metadata={"internal": True})  # keys made relative to it
 
     @property
     def dim(self) -> int:
@@ -430,7 +431,7 @@ def validate(cfg: Config) -> Config:
         if v and not Path(v).is_file():
             raise ConfigError(f"tissue.{k}: no such file: {v}"
                               + (" (a relative path in a config file is relative to the config file's folder)"
-                                 if cfg.source_path and not Path(v).is_absolute() else ""))
+                                 if f"tissue.{k}" in cfg.resolved else ""))
     for i, r in enumerate(t.regions):
         _check_region(f"tissue.regions[{i}]", r, dim)
     for i, st in enumerate(cfg.stimulus):
@@ -551,6 +552,7 @@ def loads(text: str, overrides: list[str] = (), name: str = "config", path: Path
             v = getattr(section, k)
             if v and (sec, k) not in overridden and not Path(v).is_absolute():
                 setattr(section, k, str(path.parent / v))
+                cfg.resolved.append(f"{sec}.{k}")
     return validate(cfg)
 
 

@@ -172,6 +172,12 @@ class Lock:
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
         self.fd = fd
 
+    def __del__(self):   # a run whose set-up failed after the claim: the lock file goes with it
+        try:
+            self.release()
+        except Exception:    # at interpreter exit: the process's end releases the lock anyway
+            pass
+
     def release(self, refused: bool = False) -> None:
         import os
         if self.fd is not None:
