@@ -32,24 +32,11 @@ import numpy as np
 
 from . import __version__
 from .errors import SimulationError, UserError, io_reason
+from .signals import SIGNALS, flag as _flag, received as _received   # caught from the start by cli
 
 FORMAT = "cardiosim-checkpoint-2"   # -2: every attribute and dataset under one checksum (digests)
 STOPPED = 75   # exit status after a checkpoint on a signal (sysexits EX_TEMPFAIL: "try again later")
-# SIGINT is what Ctrl-C sends (and MPICH's mpirun forwards to every rank): the same as SIGTERM.
-SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
-_received = []    # the stop signals this process has received (a handler may only append)
 
-
-def _flag(signum, frame):   # nothing else is safe here: the step boundary does the work
-    _received.append(signum)
-
-
-def catch_signals() -> None:
-    """From the first moment of a run (before PETSc, whose own handler would dump and abort): a stop signal only
-    raises a flag; the first step's collective then turns it into a checkpoint and exit status STOPPED, and
-    further signals (a second SIGTERM during the checkpoint) change nothing."""
-    for s in SIGNALS:
-        signal.signal(s, _flag)
 
 # Keys a restart may change; every other key must equal the checkpointed run's (the physics, the grid, the model,
 # the probes and fields of the output file). A prefix ending in "." stands for a whole section. cell.backend may

@@ -120,8 +120,8 @@ def main(argv=None) -> int:
     if ours[:1] in (["inspect"], ["plot"]):
         return _result_file(ours)
     if ours[:1] == ["run"]:
-        from .checkpoint import catch_signals
-        catch_signals()      # before MPI and PETSc: a signal during set-up is a checkpoint at the first step
+        from . import signals
+        signals.catch()      # before MPI and PETSc: a signal during set-up is a checkpoint at the first step
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     from . import log
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
         # Before anything imports PETSc. Our own defaults for one preconditioner are unused when the user picks
         # another, so the unused-options report is off unless asked for (later options win).
         # -no_signal_handler: PETSc's handler would turn a SIGTERM during set-up into a dump and an abort;
-        # cardiosim's own (checkpoint.catch_signals) is already in place.
+        # cardiosim's own (cardiosim.signals) is already in place.
         petsc4py.init(["cardiosim", "-options_left", "0", "-no_signal_handler"] + petsc_args)
         if args.command == "run":
             return _run(args)
