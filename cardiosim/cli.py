@@ -135,12 +135,14 @@ def main(argv=None) -> int:
         if args.command is None:
             raise UserError("cardiosim: no command given; commands: run, config, cell, kernels, inspect, plot, "
                             "bench (see cardiosim --help)")
-        import petsc4py
-        # Before anything imports PETSc. Our own defaults for one preconditioner are unused when the user picks
-        # another, so the unused-options report is off unless asked for (later options win).
-        # -no_signal_handler: PETSc's handler would turn a SIGTERM during set-up into a dump and an abort;
-        # cardiosim's own (cardiosim.signals) is already in place.
-        petsc4py.init(["cardiosim", "-options_left", "0", "-no_signal_handler"] + petsc_args)
+        if petsc_args and args.command != "run":
+            raise UserError(f"cardiosim {args.command}: takes no PETSc options (given after --: "
+                            f"{' '.join(petsc_args)}); they are for cardiosim run")
+        from . import petsc_options
+        # Before anything imports PETSc; a PETSc option nothing reads is an error. -no_signal_handler: PETSc's
+        # handler would turn a SIGTERM during set-up into a stack dump and an abort; cardiosim's own
+        # (cardiosim.signals) is in place already.
+        petsc_options.init(["-no_signal_handler", *petsc_args])
         if args.command == "run":
             return _run(args)
         if args.command == "config":

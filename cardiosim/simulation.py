@@ -15,7 +15,7 @@ import socket
 import time
 from pathlib import Path
 
-from . import checkpoint, log, output
+from . import checkpoint, log, output, petsc_options
 from .analysis import ActivationMap, APDMap
 from .errors import SimulationError, UserError
 from .grid import Grid
@@ -50,7 +50,7 @@ class Simulation:
                                                                     ckpt.output if ckpt else None))
         check_memory(cfg, self.comm)   # before PETSc allocates: a grid that cannot fit is one line, not an OOM
 
-        self.grid = Grid(cfg, PETSc.COMM_WORLD)
+        self.grid = Grid(cfg, PETSc.Comm(self.comm))
         self.stencil = self._choose_stencil()
         self.tissue = make_tissue(self.grid, cfg, self.stencil)
         self.reaction = Reaction(cfg, self.grid, self.comm, self.timers)
@@ -69,6 +69,9 @@ class Simulation:
                        "hosts": self.comm.allgather(socket.gethostname()),
                        "gpus": self.comm.allgather(getattr(self.reaction.backend, "device", None)),
                        **self.reaction.placement.layout}
+        # Everything that reads PETSc options is set up: an option from the command line that nothing read is a
+        # mistake (a misspelt name or prefix), said before any file is written.
+        petsc_options.check_unused(("dm_", *(s.name + "_" for s in self.tissue.solvers())))
         self.start_step = 0
         self.last_checkpoint = None   # (path, t) of the newest checkpoint, named when a run fails
         if ckpt:
