@@ -385,20 +385,6 @@ def _whole_steps(where: str, value: float, step: float, what: str) -> None:
                           f"(it would become {max(1, round(n)) * step:g} ms); use a multiple of {step:g} ms")
 
 
-# PETSc's default indices are 32-bit signed: the DMDA of a larger grid cannot be made, and petsc4py would say so
-# only in a traceback after allocating.
-MAX_NODES = 2**31 - 1
-
-
-def _check_index_range(g) -> None:
-    n = 1
-    for L, h in zip(g.size, g.spacing):
-        n *= int(round(L / h)) + 1
-    if n > MAX_NODES:
-        raise ConfigError(f"grid.spacing: grid.size / spacing gives {n:.4g} nodes, more than PETSc's 32-bit "
-                          f"indices allow ({MAX_NODES}); use a coarser spacing or a smaller grid.size")
-
-
 def validate(cfg: Config) -> Config:
     dim = cfg.dim
     g = cfg.grid
@@ -416,7 +402,6 @@ def validate(cfg: Config) -> Config:
     s = cfg.simulation
     if s.dt > s.duration:
         raise ConfigError(f"simulation.dt: must be <= simulation.duration = {s.duration} ms; got {s.dt}")
-    _check_index_range(g)
     ck = cfg.checkpoint
     if 0 < ck.interval < s.dt:
         raise ConfigError(f"checkpoint.interval: must be 0 (none) or >= simulation.dt = {s.dt} ms; got {ck.interval}")

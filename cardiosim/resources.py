@@ -50,9 +50,23 @@ def available_memory() -> int | None:
         return None
 
 
+def check_indices(cfg) -> None:
+    """A DMDA of more nodes than PETSc's indices can count cannot be made; petsc4py would say so only in a
+    traceback, after allocating."""
+    import numpy as np
+    from petsc4py import PETSc
+    bits = 8 * np.dtype(PETSc.IntType).itemsize
+    limit = 2 ** (bits - 1) - 1
+    nodes = n_nodes(cfg)
+    if nodes > limit:
+        raise UserError(f"grid.spacing: grid.size / spacing gives {nodes:.4g} nodes, more than this PETSc's "
+                        f"{bits}-bit indices allow ({limit}); use a coarser spacing or a smaller grid.size")
+
+
 def check_memory(cfg, comm) -> None:
     """Refuse a run whose lower-bound memory need exceeds what some host has available (collective; the same
-    UserError on every rank)."""
+    UserError on every rank); and a grid beyond PETSc's indices."""
+    check_indices(cfg)
     nodes = n_nodes(cfg)
     shared, root = bytes_per_node(cfg)
     hosts = comm.allgather((socket.gethostname(), available_memory()))
