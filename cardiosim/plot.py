@@ -69,16 +69,20 @@ def field_times(r: Results, times) -> list[int]:
     if r.n_snapshots == 0:
         raise UserError(f"{r.path}: holds no complete snapshot to plot")
     if times:
-        idx = [r.snapshot_index(t) for t in times]
-    else:
-        lo, hi = float(r.times[0]), float(r.times[-1])
-        if "activation_time" in r.maps:
-            act = r.map("activation_time")
-            act = act[np.isfinite(act)]
-            if act.size and act.max() > act.min():
-                lo, hi = max(lo, float(act.min())), min(hi, float(act.max()))
-        idx = [int(np.argmin(np.abs(r.times - t))) for t in np.linspace(lo, hi, min(4, r.n_snapshots))]
-    return sorted(set(int(i) for i in idx))
+        return sorted(set(r.snapshot_index(t) for t in times))
+    lo, hi = 0, r.n_snapshots - 1
+    if "activation_time" in r.maps:
+        act = r.map("activation_time")
+        act = act[np.isfinite(act)]
+        if act.size:
+            # From the last snapshot before the first activation to the first one after the last: the wave's passage.
+            a = int(np.searchsorted(r.times, act.min(), side="right")) - 1
+            b = int(np.searchsorted(r.times, act.max(), side="left"))
+            a, b = max(a, 0), min(b, r.n_snapshots - 1)
+            if b - a + 1 >= 4:
+                lo, hi = a, b
+    n = min(4, hi - lo + 1)
+    return sorted(set(int(i) for i in np.linspace(lo, hi, n).round()))
 
 
 def plot_field(plt, r: Results, name: str, idx: list[int], path: Path) -> Path:
