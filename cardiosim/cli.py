@@ -76,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--arch", default=None, help="target, e.g. sm_90 (default: the GPU nvidia-smi reports)")
     k.add_argument("--no-fmad", action="store_true", help="compile without fused multiply-adds")
     k.add_argument("--json", default=None, help="also write the figures as JSON here")
+    k.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     k.add_argument("--source", metavar="VARIANT", default=None,
                    help="print the generated CUDA source of VARIANT (and its nvcc -D options) instead; no nvcc needed")
 
@@ -245,6 +246,8 @@ def _kernels(args) -> int:
         raise UserError(f"cardiosim kernels: --model: {e}") from None
     if not model.kernel_name:
         raise UserError(f"cardiosim kernels: --model: {args.model} has no C/CUDA kernel")
+    if args.json and Path(args.json).exists() and not args.overwrite:
+        raise UserError(f"cardiosim kernels: --json {args.json} exists; pass --overwrite to replace it")
     seed = model.kernel_name in kernel_variants.SEED_MODELS
     names = args.variant or (list(kernel_variants.VARIANTS) if seed else [kernel_variants.DEFAULT])
     if args.source:

@@ -276,3 +276,13 @@ def test_end_of_run_names_every_file_and_iterations_have_units(tmp_path):
     with h5py.File(out, "r") as f:
         for name in ("parabolic_iterations", "elliptic_iterations"):
             assert f["solver"][name].attrs["units"] == "1"
+
+
+def test_kernels_json_is_not_replaced(tmp_path):
+    """`cardiosim kernels --json FILE` obeys the rule of every file written (refused before nvcc is needed)."""
+    js = tmp_path / "k.json"
+    js.write_text("precious")
+    before = checksums(tmp_path)
+    proc = run_cli(["kernels", "--json", js], cwd=tmp_path)
+    assert_one_line(proc, "kernels --json", ["--json", "k.json exists", "--overwrite"])
+    assert checksums(tmp_path) == before
