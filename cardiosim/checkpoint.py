@@ -35,6 +35,9 @@ from .errors import SimulationError, UserError, io_reason
 from .signals import SIGNALS, flag as _flag, received as _received   # caught from the start by cli
 
 FORMAT = "cardiosim-checkpoint-2"   # -2: every attribute and dataset under one checksum (digests)
+# Written before the checksums (tests/data/legacy): still restarted; its datasets have Fletcher-32 checksums, its
+# attributes only the cross-checks (_cross_check), and the restart says so.
+LEGACY_FORMAT = "cardiosim-checkpoint-1"
 STOPPED = 75   # exit status after a checkpoint on a signal (sysexits EX_TEMPFAIL: "try again later")
 
 
@@ -370,6 +373,10 @@ class Checkpoint:
         meta, msg = comm.bcast((meta, msg), root=0)
         if msg:
             raise UserError(msg)
+        if meta.get("legacy"):
+            from . import log
+            log.info(f"--restart {path}: format {LEGACY_FORMAT}, written before checkpoints had checksums of every "
+                     f"piece: its datasets are checked (Fletcher-32), its attributes only against each other")
         return cls(Path(path), meta, comm)
 
     def read(self, name: str, gather, v) -> np.ndarray:
@@ -420,13 +427,15 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
     try:
         with h5py.File(path, "r") as f:
             a = f.attrs
-            if a.get("format") != FORMAT:
+            if a.get("format") not in (FORMAT, LEGACY_FORMAT):
                 raise UserError(f"{where}: not a cardiosim checkpoint (format {a.get('format')!r}, "
                                 f"expected {FORMAT!r})")
-            verify(f, where)
+            legacy = a.get("format") == LEGACY_FORMAT
+            if not legacy:
+                verify(f, where)
             then = json.loads(a["physics"])
             meta = {"t": float(a["t"]), "step": int(a["step"]), "output": json.loads(a["output"]),
-                    "dt": float(a["dt"]),
+                    "dt": float(a["dt"]), "legacy": legacy,
                     "iterations": {k[: -len("_iterations")]: [int(i) for i in ds[:]]
                                    for k, ds in f["solver"].items()},
                     "shapes": {k: f[k].shape for k in ("fields/Vm", "fields/phi_e", "states")}}
