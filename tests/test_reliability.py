@@ -152,6 +152,22 @@ def test_second_sigterm_during_the_checkpoint_keeps_exit_75(tmp_path):
     assert stderr.strip() == "" and "checkpoint written at t = " in stdout
 
 
+def test_sigint_without_checkpoints_is_one_line_exit_130(tmp_path):
+    """checkpoint.on_signal = false: Ctrl-C ends the run with one line and exit status 130 (no traceback, no
+    "internal error"); the output keeps what was written, marked stopped."""
+    out = tmp_path / "out.h5"
+    proc = start(["run", CONFIG, "--quiet", "--output", out, "--set", "simulation.duration=20.0",
+                  "--set", "checkpoint.on_signal=false"], np_=1, cwd=tmp_path)
+    wait_for(lambda: snapshots(out) >= 2, proc)
+    os.kill(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 130 and lines == ["cardiosim: error: interrupted (SIGINT)"], stdout + stderr
+    assert not (tmp_path / "out.ckpt.h5").exists()
+    with h5py.File(out, "r") as f:
+        assert f.attrs["status"] == "stopped" and f["fields/time"].shape[0] >= 2
+
+
 def test_kill_right_after_the_output_is_made_leaves_no_unreadable_file(tmp_path):
     """SIGKILL the moment the new output file appears (under its temporary name): the earlier file that --overwrite
     would have replaced is still there, byte for byte, and readable."""
