@@ -43,13 +43,12 @@ test-quick: $(STAMP)
 test-gpu: $(STAMP)
 	$(IN_ROOT) CARDIOSIM_REQUIRE=gpu,mpi$(if $(CARDIOSIM_REQUIRE),$(comma)$(CARDIOSIM_REQUIRE)) $(PY) -m pytest -ra -m gpu
 
-## make examples: the example PNGs of docs/output-format.md (run/demo.toml at 0.05 cm for 400 ms; about a minute)
-EXAMPLE_RUN = --set grid.spacing=0.05 --set simulation.duration=400 --set output.interval=2
+## make examples: the example PNGs of docs/output-format.md: what make run and cardiosim plot (default times) give
 examples: $(STAMP)
 	$(IN_ROOT) mpirun -n $(NP) $(VENV)/bin/cardiosim run run/demo.toml \
-	    --output out/examples/demo.h5 --overwrite --quiet $(EXAMPLE_RUN)
-	cd $(ROOT) && $(VENV)/bin/cardiosim plot out/examples/demo.h5 --times 10 30 50 70 --out docs/examples
-	cd $(ROOT) && $(VENV)/bin/cardiosim plot out/examples/demo.h5 --times 10 30 50 70 --field phi_e --out docs/examples
+	    --output out/examples/demo.h5 --overwrite --quiet
+	cd $(ROOT) && $(VENV)/bin/cardiosim plot out/examples/demo.h5 --out docs/examples --overwrite
+	cd $(ROOT) && $(VENV)/bin/cardiosim plot out/examples/demo.h5 --field phi_e --out docs/examples --overwrite
 	cd $(ROOT) && $(VENV)/bin/cardiosim inspect out/examples/demo.h5 > docs/examples/demo_inspect.txt
 
 ## make bench: PDE-step benchmarks, written to docs/benchmarks.md

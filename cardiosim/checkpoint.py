@@ -32,10 +32,14 @@ import numpy as np
 
 from . import __version__
 from .errors import SimulationError, UserError, io_reason
+from .signals import SIGNALS, flag as _flag, received as _received   # caught from the start by cli
 
-FORMAT = "cardiosim-checkpoint-1"
+FORMAT = "cardiosim-checkpoint-2"   # -2: every attribute and dataset under one checksum (digests)
+# Written before the checksums (tests/data/legacy): still restarted; its datasets have Fletcher-32 checksums, its
+# attributes only the cross-checks (_cross_check), and the restart says so.
+LEGACY_FORMAT = "cardiosim-checkpoint-1"
 STOPPED = 75   # exit status after a checkpoint on a signal (sysexits EX_TEMPFAIL: "try again later")
-SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
 
 # Keys a restart may change; every other key must equal the checkpointed run's (the physics, the grid, the model,
 # the probes and fields of the output file). A prefix ending in "." stands for a whole section. Where and how the
@@ -106,14 +110,20 @@ class Schedule:
         self.wall = c.wall_interval
         self.is_root = comm.rank == 0
         self.last_wall = time.perf_counter()
-        self.signalled = False
+        self.on_signal = c.on_signal
         self.previous = {}
-        if c.on_signal:
-            for s in SIGNALS:
-                self.previous[s] = signal.signal(s, self._on_signal)
+        for s in SIGNALS:
+            if c.on_signal:
+                self.previous[s] = signal.signal(s, _flag)
+            else:   # the signals' usual effect: SIGINT a KeyboardInterrupt, the others end the process
+                self.previous[s] = signal.signal(s, signal.default_int_handler if s == signal.SIGINT
+                                                 else signal.SIG_DFL)
+        if _received and not c.on_signal:   # one came during set-up: what it would have done then
+            signal.raise_signal(_received[0])
 
-    def _on_signal(self, signum, frame):   # nothing else is safe here: the step boundary does the work
-        self.signalled = True
+    @property
+    def signalled(self) -> bool:
+        return self.on_signal and bool(_received)
 
     def requests(self) -> int:
         r = self.STOP if self.signalled else 0
@@ -195,7 +205,9 @@ def save(sim, path: Path) -> None:
         a["config"] = sim.cfg.source_text
         a["output"] = json.dumps({"path": str(out.path), **position})
         for name, its in sim.tissue.iterations().items():
-            f.create_dataset(f"solver/{name}_iterations", data=np.array(its, dtype=np.int64))
+            its = np.array(its, dtype=np.int64)
+            f.create_dataset(f"solver/{name}_iterations", data=its, fletcher32=its.size > 0,
+                             chunks=its.shape if its.size else None)
 
     attempt(lambda: position.update(out.position()))
     attempt(open_tmp)
@@ -212,6 +224,7 @@ def save(sim, path: Path) -> None:
     work.destroy()
 
     def commit():
+        seal(f)
         f.close()
         _fsync(tmp)
         os.replace(tmp, path)     # atomic: the old checkpoint stays whole until this moment
@@ -236,6 +249,101 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Integrity: one checksum per piece (every attribute, every dataset), and one over those
+# ---------------------------------------------------------------------------------------------------------------
+DIGEST_ATTRS = ("digests", "digest")   # where the checksums live; everything else is under them
+
+
+def _canonical(value) -> bytes:
+    """An attribute's value as bytes that change whenever the value does (type and shape included)."""
+    if isinstance(value, str):
+        return b"str:" + value.encode()
+    if isinstance(value, bytes):
+        return b"bytes:" + value
+    a = np.asarray(value)
+    if a.dtype.kind == "O":
+        return b"obj:" + repr(a.tolist()).encode()
+    return f"{a.dtype.str}{a.shape}:".encode() + np.ascontiguousarray(a).tobytes()
+
+
+def digests(f) -> dict:
+    """{piece: sha256 hex} of every attribute (``/path@name``) and every dataset (``/path``) of an open file;
+    datasets are read one leading index at a time."""
+    import hashlib
+    import h5py
+    out = {}
+
+    def attrs(path, obj):
+        for k in obj.attrs:
+            if path == "/" and k in DIGEST_ATTRS:
+                continue
+            out[f"{path}@{k}"] = hashlib.sha256(_canonical(obj.attrs[k])).hexdigest()
+
+    def visit(name, obj):
+        path = "/" + name
+        attrs(path, obj)
+        if isinstance(obj, h5py.Dataset):
+            h = hashlib.sha256(f"{obj.dtype.str}{obj.shape}:".encode())
+            try:
+                if obj.ndim and obj.shape[0] and obj.size:
+                    for i in range(obj.shape[0]):
+                        h.update(np.ascontiguousarray(obj[i]).tobytes())
+                elif obj.size:
+                    h.update(np.ascontiguousarray(obj[()]).tobytes())
+            except OSError as e:       # HDF5's own chunk checksum (Fletcher-32) failed, or worse
+                raise Unreadable(path, e) from None
+            out[path] = h.hexdigest()
+    attrs("/", f)
+    f.visititems(visit)
+    return out
+
+
+class Unreadable(Exception):
+    def __init__(self, path, error):
+        super().__init__(f"dataset {path} cannot be read ({str(error).splitlines()[0] if str(error) else error})")
+
+
+def _overall(table: str) -> str:
+    import hashlib
+    return hashlib.sha256(table.encode()).hexdigest()
+
+
+def seal(f) -> None:
+    """Write the checksums of everything in ``f`` into it (last, just before it is closed)."""
+    table = json.dumps(digests(f), sort_keys=True)
+    f.attrs["digests"] = table
+    f.attrs["digest"] = _overall(table)
+
+
+def verify(f, where: str) -> None:
+    """Refuse a checkpoint any piece of which differs from what was written (one flipped bit anywhere)."""
+    table, overall = f.attrs.get("digests"), f.attrs.get("digest")
+    if not isinstance(table, str) or not isinstance(overall, str):
+        raise UserError(f"{where}: has no checksums (written by a cardiosim before {FORMAT}, or damaged); "
+                        f"it cannot be trusted, start the run afresh")
+    if _overall(table) != overall:
+        raise UserError(f"{where}: the file is damaged (its table of checksums does not match its checksum); "
+                        f"start from an earlier copy or afresh")
+    want = json.loads(table)
+    try:
+        have = digests(f)
+    except Unreadable as e:
+        raise UserError(f"{where}: the file is damaged: {e}; start from an earlier copy or afresh") from None
+    bad = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
+    if bad:
+        def name(k):
+            pretty = k.replace("/@", "attribute ").replace("@", " attribute ") if "@" in k else f"dataset {k}"
+            if k not in want:
+                return f"{pretty} (not written with the checkpoint)"
+            if k not in have:
+                return f"{pretty} (missing)"
+            return pretty
+        shown = ", ".join(name(k) for k in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        raise UserError(f"{where}: the file is damaged: {shown} differ(s) from what was written (checksum); "
+                        f"start from an earlier copy or afresh")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -265,6 +373,10 @@ class Checkpoint:
         meta, msg = comm.bcast((meta, msg), root=0)
         if msg:
             raise UserError(msg)
+        if meta.get("legacy"):
+            from . import log
+            log.info(f"--restart {path}: format {LEGACY_FORMAT}, written before checkpoints had checksums of every "
+                     f"piece: its datasets are checked (Fletcher-32), its attributes only against each other")
         return cls(Path(path), meta, comm)
 
     def read(self, name: str, gather, v) -> np.ndarray:
@@ -315,11 +427,15 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
     try:
         with h5py.File(path, "r") as f:
             a = f.attrs
-            if a.get("format") != FORMAT:
+            if a.get("format") not in (FORMAT, LEGACY_FORMAT):
                 raise UserError(f"{where}: not a cardiosim checkpoint (format {a.get('format')!r}, "
                                 f"expected {FORMAT!r})")
+            legacy = a.get("format") == LEGACY_FORMAT
+            if not legacy:
+                verify(f, where)
             then = json.loads(a["physics"])
             meta = {"t": float(a["t"]), "step": int(a["step"]), "output": json.loads(a["output"]),
+                    "dt": float(a["dt"]), "legacy": legacy,
                     "iterations": {k[: -len("_iterations")]: [int(i) for i in ds[:]]
                                    for k, ds in f["solver"].items()},
                     "shapes": {k: f[k].shape for k in ("fields/Vm", "fields/phi_e", "states")}}
@@ -339,7 +455,30 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
     for k, s in want.items():
         if tuple(meta["shapes"][k]) != s:
             raise UserError(f"{where}: {k} has shape {meta['shapes'][k]}, the config needs {s}; the file is damaged")
+    _cross_check(meta, cfg, where)
     if meta["step"] >= n_steps:
         raise UserError(f"{where}: the checkpoint is at t = {meta['t']:g} ms, not before the end of the run "
                         f"(simulation.duration = {cfg.simulation.duration:g} ms); lengthen the duration to go on")
     return meta
+
+
+def _cross_check(meta: dict, cfg, where: str) -> None:
+    """What one piece of a checkpoint says about another must agree (a checksum protects against damage, this
+    against a file put together from pieces, or written by a faulty version)."""
+    from .output import snapshot_every
+    step, t, dt = meta["step"], meta["t"], meta["dt"]
+
+    def bad(what):
+        raise UserError(f"{where}: the file is inconsistent: {what}; it cannot be trusted")
+    if dt != cfg.simulation.dt:
+        bad(f"dt = {dt!r} ms, the config's simulation.dt = {cfg.simulation.dt!r} ms")
+    if step < 0 or t != step * dt:
+        bad(f"t = {t!r} ms is not step · dt = {step} · {dt!r} ms")
+    out = meta["output"]
+    snaps = 1 + step // snapshot_every(cfg)     # t = 0 and every output.interval since
+    if out.get("snapshots") != snaps or out.get("probe_samples") != step + 1:
+        bad(f"the output position ({out.get('snapshots')} snapshots, {out.get('probe_samples')} probe samples) "
+            f"is not that of step {step} ({snaps}, {step + 1})")
+    for name, its in meta["iterations"].items():
+        if len(its) not in (step, step + 1) or any(i < 0 or i > 1_000_000 for i in its):
+            bad(f"solver/{name}_iterations holds {len(its)} counts (step {step}) or a count out of range")

@@ -7,11 +7,11 @@
     cardiosim bench kernels | niederer | pde | table41 ...   benchmarks, written to docs/
                                                (see ``cardiosim bench NAME --help``)
     cardiosim inspect FILE [--config]          what a result file holds (docs/output-format.md)
-    cardiosim plot FILE [--times T ...] [--field Vm|phi_e] [--out DIR]   PNGs of a result file
+    cardiosim plot FILE [--times T ...] [--field Vm|phi_e] [--out DIR] [--overwrite]   PNGs of a result file
 
 Everything after ``--`` goes to PETSc (``-elliptic_pc_type gamg``, ``-log_view``, ...). A mistake in the input
 gives one line on stderr and exit status 2; a run that goes wrong (a state out of range, a diverged solver) one
-line and exit status 3; a run stopped by SIGTERM/SIGUSR1 writes a checkpoint and exits with 75
+line and exit status 3; a run stopped by SIGTERM/SIGINT/SIGUSR1 writes a checkpoint and exits with 75
 (docs/checkpoints.md); anything else is a bug and aborts the whole MPI job with a traceback, so no rank hangs.
 """
 
@@ -35,7 +35,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="store_true", help="print the version and exit")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
-    r = sub.add_parser("run", help="run a simulation from a TOML config")
+    r = sub.add_parser("run", help="run a simulation from a TOML config",
+                       usage="cardiosim run CONFIG [options] [-- PETSc options]",
+                       epilog="Everything after -- goes to PETSc, e.g. -- -elliptic_pc_type gamg -log_view. Exit "
+                              "status: 0 done; 2 bad input (one line, nothing written); 3 the run went wrong (one "
+                              "line, output kept); 75 stopped by SIGTERM, SIGINT (Ctrl-C) or SIGUSR1 after writing a "
+                              "checkpoint (docs/checkpoints.md).")
     r.add_argument("config", help="TOML config file")
     r.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config key (value read as TOML), repeatable")
@@ -45,21 +50,24 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--restart", metavar="CHECKPOINT",
                    help="go on from this checkpoint, appending to its output file (same config; any number of ranks)")
 
-    cell = sub.add_parser("cell", help="pace a single cell; trace and per-beat biomarkers to HDF5 (and JSON)")
+    cell = sub.add_parser("cell", help="pace a single cell; trace and per-beat biomarkers to HDF5 (and JSON)",
+                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     cell.add_argument("--list", action="store_true", help="list the cell models and their variants")
-    cell.add_argument("--model", default="bondarenko", help="cell model (default bondarenko)")
+    cell.add_argument("--model", default="bondarenko", help="cell model (see --list)")
     cell.add_argument("--variant", default=None, help="model variant (bondarenko: apical | septal)")
     cell.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                      help="override a model parameter (model units), repeatable")
+                      help="override a model parameter (model units; also Cm, chi where the model uses them), "
+                           "repeatable")
     cell.add_argument("--amplitude", type=float, default=-80.0, help="stimulus, pA/pF (negative depolarises)")
     cell.add_argument("--duration", type=float, default=0.5, help="stimulus duration, ms")
     cell.add_argument("--period", type=float, default=1000.0, help="pacing period, ms")
     cell.add_argument("--beats", type=int, default=1, help="number of beats")
     cell.add_argument("--dt", type=float, default=1e-4, help="Forward-Euler step, ms")
     cell.add_argument("--record-every", type=float, default=0.05, help="trace sampling interval, ms")
-    cell.add_argument("--output", default="out/cell.h5", help="HDF5 file (default out/cell.h5)")
+    cell.add_argument("--output", default="out/cell.h5", help="HDF5 file")
     cell.add_argument("--json", default=None, help="also write the biomarkers as JSON here")
     cell.add_argument("--overwrite", action="store_true", help="replace existing output files")
+    cell.add_argument("--quiet", action="store_true", help="no progress lines")
 
     k = sub.add_parser("kernels", help="compile every CUDA kernel variant fresh and print ptxas's registers, spills, "
                                        "local and constant memory (needs nvcc)")
@@ -68,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--arch", default=None, help="target, e.g. sm_90 (default: the GPU nvidia-smi reports)")
     k.add_argument("--no-fmad", action="store_true", help="compile without fused multiply-adds")
     k.add_argument("--json", default=None, help="also write the figures as JSON here")
+    k.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     k.add_argument("--source", metavar="VARIANT", default=None,
                    help="print the generated CUDA source of VARIANT (and its nvcc -D options) instead; no nvcc needed")
 
@@ -82,12 +91,16 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--field", default="Vm", help="Vm (default) or phi_e")
     pl.add_argument("--out", help="directory for the PNGs (default: beside FILE)")
     pl.add_argument("--isochrones", type=float, metavar="MS",
-                    help="spacing of the activation isochrones (ms; default: about ten lines)")
+                    help="spacing of the activation isochrones (ms; default: about ten lines; at most "
+                         "200 lines)")
+    pl.add_argument("--overwrite", action="store_true", help="replace existing PNGs")
 
-    c = sub.add_parser("config", help="config reference and checking")
+    c = sub.add_parser("config", help="config reference and checking", usage="cardiosim config --doc | "
+                                                                              "cardiosim config check CONFIG")
     c.add_argument("--doc", action="store_true", help="print the reference of every key (markdown)")
-    c.add_argument("check", nargs="?", help=argparse.SUPPRESS)
-    c.add_argument("file", nargs="?", help="with 'check': validate this config file")
+    c.add_argument("check", nargs="?", metavar="check", help="check CONFIG: validate a config file, as a run would "
+                                                            "(one line per mistake; exit status 2)")
+    c.add_argument("file", nargs="?", metavar="CONFIG", help="the config file to check")
     return p
 
 
@@ -107,6 +120,9 @@ def main(argv=None) -> int:
         return _bench(argv[1:])
     if ours[:1] in (["inspect"], ["plot"]):
         return _result_file(ours)
+    if ours[:1] == ["run"]:
+        from . import signals
+        signals.catch()      # before MPI and PETSc: a signal during set-up is a checkpoint at the first step
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     from . import log
@@ -124,7 +140,10 @@ def main(argv=None) -> int:
             raise UserError(f"cardiosim {args.command}: takes no PETSc options (given after --: "
                             f"{' '.join(petsc_args)}); they are for cardiosim run")
         from . import petsc_options
-        petsc_options.init(petsc_args)   # before anything imports PETSc; a PETSc option nothing reads is an error
+        # Before anything imports PETSc; a PETSc option nothing reads is an error. -no_signal_handler: PETSc's
+        # handler would turn a SIGTERM during set-up into a stack dump and an abort; cardiosim's own
+        # (cardiosim.signals) is in place already.
+        petsc_options.init(["-no_signal_handler", *petsc_args])
         if args.command == "run":
             return _run(args)
         if args.command == "config":
@@ -138,6 +157,13 @@ def main(argv=None) -> int:
         return e.exit_status
     except SystemExit:
         raise
+    except KeyboardInterrupt:   # Ctrl-C where no checkpoint is asked for (checkpoint.on_signal = false, cell, ...)
+        log.error("interrupted (SIGINT)")
+        sys.stderr.flush()
+        if comm.size > 1:       # a rank may be inside a collective: leave without MPI_Finalize's wait
+            import os
+            os._exit(130)
+        return 130
     except BaseException:
         # A bug, or an error on some ranks only: report it and take the whole job down, never hang.
         sys.stderr.write(f"cardiosim: internal error on rank {comm.rank}:\n{traceback.format_exc()}")
@@ -161,7 +187,10 @@ def _run(args) -> int:
                                  "it; give one of them")
     sim = Simulation(cfg, output_path=Path(args.output) if args.output else None, overwrite=args.overwrite,
                      restart=Path(args.restart) if args.restart else None)
-    summary = sim.run()
+    try:
+        summary = sim.run()
+    finally:
+        sim.release_output()
     if summary.get("stopped"):
         from .checkpoint import STOPPED
         same = " (with the same --set/--output options)" if args.set or args.output else ""
@@ -217,6 +246,8 @@ def _kernels(args) -> int:
         raise UserError(f"cardiosim kernels: --model: {e}") from None
     if not model.kernel_name:
         raise UserError(f"cardiosim kernels: --model: {args.model} has no C/CUDA kernel")
+    if args.json and Path(args.json).exists() and not args.overwrite:
+        raise UserError(f"cardiosim kernels: --json {args.json} exists; pass --overwrite to replace it")
     seed = model.kernel_name in kernel_variants.SEED_MODELS
     names = args.variant or (list(kernel_variants.VARIANTS) if seed else [kernel_variants.DEFAULT])
     if args.source:
@@ -238,6 +269,7 @@ def _kernels(args) -> int:
 
 
 def _cell(args) -> int:
+    import math
     from pathlib import Path
     from mpi4py import MPI
     from . import cells, log
@@ -260,16 +292,34 @@ def _cell(args) -> int:
             sep = ""
         if not sep or not name.strip():
             raise UserError(f"cardiosim cell --param {item}: expected NAME=NUMBER")
-    for path in (args.output, args.json):
+        if not math.isfinite(overrides[name.strip()]):
+            raise UserError(f"cardiosim cell --param {item}: must be a finite number")
+    import os
+    if args.json and os.path.realpath(args.json) == os.path.realpath(args.output):
+        raise UserError(f"cardiosim cell: --json {args.json} is also --output; give two different files")
+    for opt, path in (("--output", args.output), ("--json", args.json)):
+        if path and Path(path).is_dir():
+            raise UserError(f"cardiosim cell: {opt} {path} is a directory")
         if path and Path(path).exists() and not args.overwrite:
-            raise UserError(f"cardiosim cell: {path} exists; pass --overwrite to replace it")
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+            raise UserError(f"cardiosim cell: {opt} {path} exists; pass --overwrite to replace it")
     from .single_cell import run_cell
+    import time
+    last = [time.perf_counter()]
+
+    def progress(t, total):   # a line every 5 s of wall time: runs of many beats take minutes
+        now = time.perf_counter()
+        if not args.quiet and now - last[0] >= 5.0:
+            last[0] = now
+            log.info(f"t = {t:.6g} / {total:.6g} ms ({100 * t / total:5.1f} %)")
     try:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         rows = run_cell(args.model, args.variant, overrides, args.amplitude, args.duration, args.period, args.beats,
-                        args.dt, args.record_every, args.output, args.json)
+                        args.dt, args.record_every, args.output, args.json, progress=progress)
     except ValueError as e:   # bad arguments, found before any file is written
         raise UserError(f"cardiosim cell: {e}") from None
+    except OSError as e:
+        from .errors import io_reason
+        raise UserError(f"cardiosim cell: cannot write {args.output}: {io_reason(e)}") from None
     log.info(format_table(rows))
     log.info(f"wrote {args.output}" + (f" and {args.json}" if args.json else ""))
     return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,9 +142,11 @@ class Cell:
 @dataclass(kw_only=True)
 class Stimulus(Region):
     name: str = key("", doc="label used in messages and output")
-    start: float = key(0.0, unit="ms", ge=0, doc="onset of the first pulse")
-    duration: float = key(1.0, unit="ms", gt=0, doc="pulse length")
-    period: float = key(0.0, unit="ms", ge=0, doc="pulse period (0: a single pulse)")
+    start: float = key(0.0, unit="ms", ge=0, doc="onset of the first pulse: a whole number of ODE steps "
+                                                  "(simulation.dt / ode_substeps)")
+    duration: float = key(1.0, unit="ms", gt=0, doc="pulse length: a whole number of ODE steps, so that the charge "
+                                                    "delivered is the charge asked for")
+    period: float = key(0.0, unit="ms", ge=0, doc="pulse period (0: a single pulse): a whole number of ODE steps")
     count: int = key(1, ge=0, doc="number of pulses (0: unlimited)")
     current_density: float = key(None, unit="uA/cm^2",
                                  doc="current per membrane area; ionic sign convention: NEGATIVE depolarises")
@@ -153,14 +156,17 @@ class Stimulus(Region):
 
 @dataclass(kw_only=True)
 class Probe:
-    name: str = key(doc="label of the trace in the output")
+    name: str = key(doc="label of the trace in the output (/probes/<name>): letters, digits, '_', '-', '.'; "
+                        "not 'time'")
     position: list[float] = key(unit="cm", length=(1, 3), doc="point; the nearest node is recorded")
 
 
 @dataclass(kw_only=True)
 class Output:
-    path: str = key("", doc="HDF5 file; default out/<config name>.h5 (relative to the working directory)")
-    interval: float = key(1.0, unit="ms", gt=0, doc="time between field snapshots")
+    path: str = key("", doc="HDF5 file; default out/<config name>.h5 (relative to the working directory); a "
+                            "relative path written in the config file is relative to the config file's folder")
+    interval: float = key(1.0, unit="ms", gt=0, doc="time between field snapshots: a whole number of "
+                                                       "simulation.dt")
     fields: list[str] = key(factory=lambda: ["Vm", "phi_e"], choices=("Vm", "phi_e"),
                             doc="fields stored in snapshots (phi_e only with bidomain)")
     activation_threshold: float = key(0.0, unit="mV",
@@ -175,7 +181,8 @@ class Output:
 class Checkpoint:
     path: str = key("", doc="checkpoint file (HDF5, replaced atomically); default: beside the output, "
                             "<output name>.ckpt.h5 (docs/checkpoints.md)")
-    interval: float = key(0.0, unit="ms", ge=0, doc="simulated time between checkpoints (0: none)")
+    interval: float = key(0.0, unit="ms", ge=0, doc="simulated time between checkpoints (0: none): a whole number "
+                                                       "of simulation.dt")
     wall_interval: float = key(0.0, unit="s", ge=0, doc="wall time between checkpoints, measured on rank 0 (0: none)")
     on_signal: bool = key(True, doc="on SIGTERM or SIGUSR1 (e.g. SLURM --signal), write a checkpoint at the next "
                                     "step and stop with exit status 75")
@@ -194,6 +201,8 @@ class Config:
     # Not keys: where the config came from, kept for the output file.
     source_text: str = field(default="", repr=False, metadata={"internal": True})
     source_name: str = field(default="config", repr=False, metadata={"internal": True})
+    source_path: str = field(default="", repr=False, metadata={"internal": True})
+    resolved: list = field(default_factory=list, repr=False, metadata={"internal": True})  # keys made relative to it
 
     @property
     def dim(self) -> int:
@@ -349,6 +358,33 @@ def _check_region(path: str, r: Region, dim: int):
                 raise ConfigError(f"{path}.{name}: not used by a sphere; use center and radius")
 
 
+
+PROBE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+# Names /probes/<name> may not take: the probes' time axis, and what HDF5 reads as a path.
+RESERVED_PROBE_NAMES = ("time", ".", "..")
+
+
+def _check_probe_name(where: str, name: str) -> None:
+    if not PROBE_NAME.fullmatch(name) or name in RESERVED_PROBE_NAMES:
+        raise ConfigError(f"{where}: {name!r} is not allowed; a probe name is a non-empty run of letters, digits, "
+                          f"'_', '-' and '.', other than {', '.join(repr(n) for n in RESERVED_PROBE_NAMES)}")
+
+
+def ode_step(s) -> tuple[float, str]:
+    """The ODE substep (ms) the stimuli are sampled at, and how to say it."""
+    if s.splitting == "strang":
+        half_k = math.ceil(s.ode_substeps / 2)
+        return s.dt / (2 * half_k), f"the ODE step simulation.dt / (2·ceil(ode_substeps / 2))"
+    return s.dt / s.ode_substeps, "the ODE step simulation.dt / simulation.ode_substeps"
+
+
+def _whole_steps(where: str, value: float, step: float, what: str) -> None:
+    n = value / step
+    if round(n) < 1 or abs(n - round(n)) > 1e-9 * max(1.0, n):
+        raise ConfigError(f"{where}: {value:g} ms is not a whole number of steps of {what} = {step:g} ms "
+                          f"(it would become {max(1, round(n)) * step:g} ms); use a multiple of {step:g} ms")
+
+
 def validate(cfg: Config) -> Config:
     dim = cfg.dim
     g = cfg.grid
@@ -369,11 +405,18 @@ def validate(cfg: Config) -> Config:
     ck = cfg.checkpoint
     if 0 < ck.interval < s.dt:
         raise ConfigError(f"checkpoint.interval: must be 0 (none) or >= simulation.dt = {s.dt} ms; got {ck.interval}")
+    # Times the run can only honour in whole steps are refused, not rounded: a rounded value is a silently
+    # different run.
+    _whole_steps("output.interval", cfg.output.interval, s.dt, "simulation.dt")
+    if ck.interval > 0:
+        _whole_steps("checkpoint.interval", ck.interval, s.dt, "simulation.dt")
     t = cfg.tissue
-    if t.fibre_file and not Path(t.fibre_file).is_file():
-        raise ConfigError(f"tissue.fibre_file: no such file: {t.fibre_file}")
-    if t.conductivity_file and not Path(t.conductivity_file).is_file():
-        raise ConfigError(f"tissue.conductivity_file: no such file: {t.conductivity_file}")
+    for k in ("fibre_file", "conductivity_file"):
+        v = getattr(t, k)
+        if v and not Path(v).is_file():
+            raise ConfigError(f"tissue.{k}: no such file: {v}"
+                              + (" (a relative path in a config file is relative to the config file's folder)"
+                                 if f"tissue.{k}" in cfg.resolved else ""))
     for i, r in enumerate(t.regions):
         _check_region(f"tissue.regions[{i}]", r, dim)
     for i, st in enumerate(cfg.stimulus):
@@ -386,6 +429,13 @@ def validate(cfg: Config) -> Config:
         if st.period and st.period < st.duration:
             raise ConfigError(f"{path}.period: must be 0 (single pulse) or >= duration = {st.duration} ms; "
                               f"got {st.period}")
+        # The stimulus is sampled once per ODE substep: a pulse that is not a whole number of substeps would be
+        # applied for more (or less) time than asked, i.e. another charge.
+        ode_dt, what = ode_step(s)
+        for k in ("start", "duration", "period"):
+            v = getattr(st, k)
+            if v or k == "duration":
+                _whole_steps(f"{path}.{k}", v, ode_dt, what)
     names = set()
     for i, p in enumerate(cfg.probe):
         if len(p.position) != dim:
@@ -393,9 +443,15 @@ def validate(cfg: Config) -> Config:
         for d, (x, L) in enumerate(zip(p.position, g.size)):
             if not 0 <= x <= L:
                 raise ConfigError(f"probe[{i}].position[{d}]: must lie in [0, {L}] cm; got {x}")
+        _check_probe_name(f"probe[{i}].name", p.name)
         if p.name in names:
-            raise ConfigError(f"probe[{i}].name: '{p.name}' is used twice")
+            raise ConfigError(f"probe[{i}].name: '{p.name}' is used twice; probe names must be unique")
         names.add(p.name)
+    seen = set()
+    for i, f in enumerate(cfg.output.fields):
+        if f in seen:
+            raise ConfigError(f"output.fields[{i}]: '{f}' is listed twice; list each field once")
+        seen.add(f)
     if "phi_e" in cfg.output.fields and s.equations == "monodomain":
         cfg.output.fields = [f for f in cfg.output.fields if f != "phi_e"]
     from . import cells  # the model registry knows which names exist
@@ -456,17 +512,32 @@ def apply_overrides(data: dict, overrides: list[str]) -> None:
         node[parts[-1]] = value
 
 
-def loads(text: str, overrides: list[str] = (), name: str = "config") -> Config:
+# Keys naming files. A relative path written in a config file is relative to that file's folder (the config and
+# its fibre file travel together); one given with --set, like --output, to the working directory.
+PATH_KEYS = (("tissue", "fibre_file"), ("tissue", "conductivity_file"), ("output", "path"), ("checkpoint", "path"))
+
+
+def loads(text: str, overrides: list[str] = (), name: str = "config", path: Path | None = None) -> Config:
+    """``path``: the file ``text`` was read from; relative paths in it are taken relative to its folder."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{name}: not valid TOML: {e}") from None
+    overridden = {tuple(parse_override(o)[0]) for o in overrides}
     apply_overrides(data, list(overrides))
     for sec in ("simulation", "grid"):
         if sec not in data:
             raise ConfigError(f"{sec}: missing section [{sec}]")
     cfg = _build(Config, data, "")
     cfg.source_text, cfg.source_name = text, name
+    if path is not None:
+        cfg.source_path = str(path)
+        for sec, k in PATH_KEYS:
+            section = getattr(cfg, sec)
+            v = getattr(section, k)
+            if v and (sec, k) not in overridden and not Path(v).is_absolute():
+                setattr(section, k, str(path.parent / v))
+                cfg.resolved.append(f"{sec}.{k}")
     return validate(cfg)
 
 
@@ -478,7 +549,7 @@ def load(path: str | Path, overrides: list[str] = ()) -> Config:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: cannot read: {e}") from None
-    return loads(text, overrides, name=path.stem)
+    return loads(text, overrides, name=path.stem, path=path)
 
 
 # --------------------------------------------------------------------------------------------------------------

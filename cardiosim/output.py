@@ -81,18 +81,141 @@ def resolve_path(cfg) -> Path:
     return Path(cfg.output.path) if cfg.output.path else Path("out") / f"{cfg.source_name}.h5"
 
 
-def check_path(path: Path, overwrite: bool) -> None:
+def check_path(path: Path, overwrite: bool, what: str = "output.path") -> None:
     """Refuse before anything is computed: an existing file (without --overwrite), or a place we cannot write."""
     import os
-    if path.exists() and not overwrite:
-        raise UserError(f"output.path: {path} exists; pass --overwrite to replace it or choose another path")
     if path.exists() and path.is_dir():
-        raise UserError(f"output.path: {path} is a directory")
+        raise UserError(f"{what}: {path} is a directory")
+    if path.exists() and not overwrite:
+        raise UserError(f"{what}: {path} exists; pass --overwrite to replace it or choose another path")
     parent = path.parent
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise UserError(f"output.path: cannot write in {parent} (not a writable directory)")
+
+
+def summary_path(path: Path) -> Path:
+    """The run's JSON summary, written beside the output when the run ends."""
+    return path.with_suffix(".json")
+
+
+def run_files(path: Path, checkpoint_path: Path | None) -> dict:
+    """Every file a run writes, by what the user calls it."""
+    files = {"output.path": path, "the XDMF sidecar": xdmf.sidecar(path), "the JSON summary": summary_path(path)}
+    if checkpoint_path is not None:
+        files["checkpoint.path"] = checkpoint_path
+    return files
+
+
+def check_collisions(files: dict, config_path: str = "") -> None:
+    """No two files of a run may be one file, and none may be the config it was started from: either would be
+    silently replaced while the run reports success."""
+    import os
+    seen = {}
+    for what, p in files.items():
+        real = os.path.realpath(p)
+        if real in seen:
+            raise UserError(f"{what}: {p} is also {seen[real][0]} ({seen[real][1]}); a run's files must differ "
+                            f"(choose another output or checkpoint path)")
+        seen[real] = (what, p)
+    if config_path and os.path.realpath(config_path) in seen:
+        what, p = seen[os.path.realpath(config_path)]
+        raise UserError(f"{what}: {p} is the config file of this run; choose another output path")
+
+
+class Lock:
+    """An exclusive claim on an output path for the whole run: ``flock`` on ``.<name>.lock`` beside it, taken
+    before anything is checked or written, so that a second run on the same output is refused instead of
+    truncating the first one's file. The lock dies with the process (a killed run leaves a stale file, never a
+    held lock)."""
+
+    def __init__(self, path: Path, what: str = "output.path"):
+        import fcntl
+        import os
+        import socket
+        self.path = path.with_name(f".{path.name}.lock")
+        self.fd = None
+        self.made = []        # folders made to hold the lock, removed again if the run is refused
+        parent = self.path.parent
+        while not parent.exists():
+            self.made.insert(0, parent)
+            parent = parent.parent
+        try:
+            for d in self.made:
+                d.mkdir()
+        except OSError:
+            self.release()
+            return            # check_path says why nothing can be written there
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                raise UserError(f"{what}: cannot make the lock file {self.path} ({io_reason(e)})") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+                os.close(fd)
+                raise UserError(f"{what}: {path} is in use by another run ({holder}); wait for it to end or "
+                                f"choose another output path") from None
+            # The previous holder may have removed the file between our open and our lock: then we hold a lock
+            # on a name nobody sees; take the current one instead.
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+        self.fd = fd
+
+    def __del__(self):   # a run whose set-up failed after the claim: the lock file goes with it
+        try:
+            self.release()
+        except Exception:    # at interpreter exit: the process's end releases the lock anyway
+            pass
+
+    def release(self, refused: bool = False) -> None:
+        import os
+        if self.fd is not None:
+            self.path.unlink(missing_ok=True)
+            os.close(self.fd)
+            self.fd = None
+        if refused:
+            for d in reversed(self.made):
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
+        self.made = []
+
+
+def claim(cfg, path: Path, checkpoint_path: Path | None, overwrite: bool, resume: dict | None) -> Lock:
+    """Everything about a run's files, before anything is computed or written (rank 0): no collisions, the
+    output not in use by another run (the lock, kept by the caller for the run's duration), and each file new
+    or --overwrite given (a restart continues its own)."""
+    from . import checkpoint
+    files = run_files(path, checkpoint_path)
+    check_collisions(files, cfg.source_path)
+    lock = Lock(path)
+    try:
+        if resume is not None:
+            Output.check_resumable(path, resume)
+        else:
+            for what, p in files.items():
+                if what == "checkpoint.path":
+                    checkpoint.check_path(p, overwrite)
+                else:
+                    check_path(p, overwrite, what)
+        if checkpoint_path is not None:
+            checkpoint.check_path(checkpoint_path, overwrite or resume is not None)
+    except UserError:
+        lock.release(refused=True)
+        raise
+    return lock
 
 
 class Gatherer:
@@ -209,8 +332,11 @@ class Output:
             raise UserError(f"output.path: {self.path.parent} has {free / 1e6:.3g} MB free; this run's output needs "
                             f"about {need / 1e6:.3g} MB (fewer snapshots: raise output.interval or drop fields)")
         # The HDF5 1.8 format: readable by every HDF5 since 2008, attributes of any size, and no "file open for
-        # writing" flag that would stop a killed run's file from opening.
-        f = self.f = h5py.File(self.path, "w", libver=("v108", "v108"))
+        # writing" flag that would stop a killed run's file from opening. Made under a temporary name and renamed
+        # into place once its layout is on disk: a run killed before that leaves an earlier file (with
+        # --overwrite) as it was, never a file that does not open.
+        self.part = self.path.with_name(f".{self.path.name}.part")
+        f = self.f = h5py.File(self.part, "w", libver=("v108", "v108"))
         f.attrs["format"] = FORMAT
         f.attrs["status"] = "running"
         f.attrs["cardiosim_version"] = __version__
@@ -250,6 +376,10 @@ class Output:
         f.create_group("solver")
         self.sidecar = xdmf.Sidecar(self.path, shape, grid.h, self.fields)
         f.flush()
+        import os
+        os.replace(self.part, self.path)
+        self.part = None
+        summary_path(self.path).unlink(missing_ok=True)   # an earlier run's (--overwrite), no longer this file's
 
     def snapshot(self, t: float, vecs: dict) -> None:
         """Write the configured fields at time t, and the probe samples so far (collective)."""
@@ -302,7 +432,9 @@ class Output:
         self.flush_probes()
         if self.rank == 0:
             for name, its in iterations.items():
-                self.f["solver"].create_dataset(f"{name}_iterations", data=np.array(its, dtype=np.int32))
+                ds = self.f["solver"].create_dataset(f"{name}_iterations", data=np.array(its, dtype=np.int32))
+                ds.attrs["units"] = "1"
+                ds.attrs["description"] = "Krylov iterations per step"
             tg = self.f.require_group("timing")
             tg.attrs["units"] = "s"
             for k, v in timing.items():
@@ -393,6 +525,9 @@ class Output:
             except (OSError, RuntimeError):
                 pass
             self.f = None
+        if getattr(self, "part", None) is not None:    # never renamed into place: not a file of this run
+            self.part.unlink(missing_ok=True)
+            self.part = None
 
     def close(self) -> None:
         """End a run that stopped early: keep what was written, trimmed, and say so. Never raises: a run that

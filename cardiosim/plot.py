@@ -7,7 +7,9 @@ Written beside the file (or into ``--out``), named ``<stem>_<what>.png``:
 * ``<stem>_probes.png``: Vm (and φe) of every probe against time, every PDE step.
 * ``<stem>_activation.png``: the activation-time map with isochrones (contour lines every N ms); 3D: mid-z
   slice; 1D: activation time against x.
-* ``<stem>_apd.png``: the APD map, where some node repolarised.
+* ``<stem>_apd.png``: the APD map, where some node repolarised (otherwise a line says why there is none).
+
+An existing PNG is replaced only with ``--overwrite``; every name is checked before the first file is written.
 """
 
 from __future__ import annotations
@@ -62,14 +64,25 @@ def _map_axes(ax, r, title):
 
 
 def field_times(r: Results, times) -> list[int]:
-    """Snapshot indices for the requested times (default: four spread over the run), in order, no repeats."""
+    """Snapshot indices for the requested times, in order, no repeats. Default: four spread over the wave's
+    passage (first to last activation, where the run has an activation map), else over the run."""
     if r.n_snapshots == 0:
         raise UserError(f"{r.path}: holds no complete snapshot to plot")
-    if not times:
-        idx = np.linspace(0, r.n_snapshots - 1, min(4, r.n_snapshots)).round().astype(int)
-    else:
-        idx = [r.snapshot_index(t) for t in times]
-    return sorted(set(int(i) for i in idx))
+    if times:
+        return sorted(set(r.snapshot_index(t) for t in times))
+    lo, hi = 0, r.n_snapshots - 1
+    if "activation_time" in r.maps:
+        act = r.map("activation_time")
+        act = act[np.isfinite(act)]
+        if act.size:
+            # From the last snapshot before the first activation to the first one after the last: the wave's passage.
+            a = int(np.searchsorted(r.times, act.min(), side="right")) - 1
+            b = int(np.searchsorted(r.times, act.max(), side="left"))
+            a, b = max(a, 0), min(b, r.n_snapshots - 1)
+            if b - a + 1 >= 4:
+                lo, hi = a, b
+    n = min(4, hi - lo + 1)
+    return sorted(set(int(i) for i in np.linspace(lo, hi, n).round()))
 
 
 def plot_field(plt, r: Results, name: str, idx: list[int], path: Path) -> Path:
@@ -88,6 +101,10 @@ def plot_field(plt, r: Results, name: str, idx: list[int], path: Path) -> Path:
         pics = [plane(r, a) for a in data]
         lo = min(float(np.nanmin(p)) for p, _ in pics)
         hi = max(float(np.nanmax(p)) for p, _ in pics)
+        cmap = "viridis"
+        if name == "phi_e":   # a signed potential: a diverging map, white at 0
+            cmap, hi = "RdBu_r", max(abs(lo), abs(hi)) or 1.0
+            lo = -hi
         n = len(pics)
         cols = min(n, 4)
         rows = -(-n // cols)
@@ -96,7 +113,7 @@ def plot_field(plt, r: Results, name: str, idx: list[int], path: Path) -> Path:
         for ax in axes.flat[n:]:
             ax.set_visible(False)
         for ax, i, (p, note) in zip(axes.flat, idx, pics):
-            im = ax.imshow(p, origin="lower", extent=_extent(r), vmin=lo, vmax=hi, cmap="viridis",
+            im = ax.imshow(p, origin="lower", extent=_extent(r), vmin=lo, vmax=hi, cmap=cmap,
                            interpolation="nearest")
             _map_axes(ax, r, f"t = {r.times[i]:g} ms{note}")
         fig.colorbar(im, ax=axes, label=label, shrink=0.9)
@@ -162,31 +179,99 @@ def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = 
             title += f", isochrones every {step:g} ms"
         if np.isnan(p).any():
             title += "; white: not activated" if name == "activation_time" else "; white: not repolarised by the end"
-        _map_axes(ax, r, f"{r.path.name}: {title}{note}")
+        # The file name on a line of its own: one line of all this is wider than the map.
+        _map_axes(ax, r, f"{r.path.name}{note}\n{title}")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
+MAX_ISOCHRONES = 200    # more lines than this are a black smear, and contouring them takes minutes
+
+
+def _check_isochrones(r: Results, spacing: float | None) -> None:
+    if spacing is None or "activation_time" not in r.maps:
+        return
+    a = r.map("activation_time")
+    ok = a[np.isfinite(a)]
+    span = float(ok.max() - ok.min()) if ok.size else 0.0
+    if span / spacing > MAX_ISOCHRONES:
+        raise UserError(f"--isochrones {spacing:g}: gives {span / spacing:.3g} lines over the {span:g} ms of "
+                        f"activation; at most {MAX_ISOCHRONES} are drawn, so use a spacing >= "
+                        f"{span / MAX_ISOCHRONES:.3g} ms")
+
+
+def _writable_dir(out: Path) -> None:
+    import os
+    parent = out
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"--out {out}: cannot write in {parent} (not a writable directory)")
+
+
 def plot_main(args) -> int:
+    import os
     if args.isochrones is not None and not args.isochrones > 0:
         raise UserError(f"--isochrones {args.isochrones:g}: must be > 0 (ms)")
     out = Path(args.out) if args.out else None
+    for part in (out.parts if out is not None else ()):
+        if len(part.encode()) > 255:
+            raise UserError(f"--out {out}: the name {part[:20]}... is longer than the 255 bytes file systems allow "
+                            f"(File name too long)")
     if out is not None and out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a directory")
     with Results(args.file) as r:
         r.check_field(args.field)
         idx = field_times(r, args.times)          # every check before anything is written
-        plt = _pyplot()
+        _check_isochrones(r, args.isochrones)
         out = out or r.path.parent
-        out.mkdir(parents=True, exist_ok=True)
+        _writable_dir(out)
         stem = r.path.stem
-        written = [plot_field(plt, r, args.field, idx, out / f"{stem}_{args.field}.png"),
-                   plot_probes(plt, r, out / f"{stem}_probes.png")]
+        # What will be drawn, named up front so that every name is checked before the first file is written.
+        plan = [("field", args.field, out / f"{stem}_{args.field}.png")]
+        if r.probes and r.n_samples:
+            plan.append(("probes", None, out / f"{stem}_probes.png"))
+        skipped = []
         for name in r.maps:
-            written.append(plot_map(plt, r, name, out / f"{stem}_{name.replace('_time', '')}.png",
-                                    args.isochrones))
+            if np.isfinite(r.map(name)).any():
+                plan.append(("map", name, out / f"{stem}_{name.replace('_time', '')}.png"))
+            else:
+                skipped.append(f"{name}: no node has a value (" + ("none activated" if name == "activation_time"
+                               else "none repolarised by the end of the run; run longer") + ")")
+        limit = 255
+        if out.exists():
+            try:
+                limit = os.pathconf(out, "PC_NAME_MAX")
+            except (OSError, ValueError):
+                pass
+        for _, _, p in plan:
+            if len(p.name.encode()) > limit:
+                raise UserError(f"--out {out}: the file name {p.name} is longer than the {limit} bytes this file "
+                                f"system allows (a shorter result file name helps)")
+            if os.path.realpath(p) == os.path.realpath(r.path):
+                raise UserError(f"{p}: is the result file itself; choose another --out")
+            if p.exists() and not args.overwrite:
+                raise UserError(f"{p}: exists; pass --overwrite to replace it (or choose another --out)")
+        plt = _pyplot()
+        written = []
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            for kind, name, p in plan:
+                if kind == "field":
+                    written.append(plot_field(plt, r, name, idx, p))
+                elif kind == "probes":
+                    written.append(plot_probes(plt, r, p))
+                else:
+                    written.append(plot_map(plt, r, name, p, args.isochrones))
+        except OSError as e:
+            from .errors import io_reason
+            where = e.filename or out
+            raise UserError(f"--out {out}: cannot write {where} ({io_reason(e)}); "
+                            f"{len(written)} PNG(s) written before") from None
     for p in written:
         if p is not None:
             print(p)
+    for why in skipped:
+        print(f"no picture of {why}")
     return 0

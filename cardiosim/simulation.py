@@ -20,6 +20,7 @@ from .analysis import ActivationMap, APDMap
 from .errors import SimulationError, UserError
 from .grid import Grid
 from .reaction import Reaction
+from .resources import check_memory
 from .tissue import make as make_tissue
 from .timing import Timers, table
 
@@ -42,12 +43,12 @@ class Simulation:
         # Checkpoints go with the output file, whose position they record; a run without output has none.
         self.checkpoint_path = checkpoint.resolve_path(cfg, self.path) if write_output else None
         ckpt = checkpoint.Checkpoint.open(restart, cfg, self.n_steps, self.comm) if restart else None
+        # Rank 0 holds the output's lock from here to the end of the run (release_output).
+        self.lock = None
         if write_output:
-            if ckpt:
-                _collective(self.comm, lambda: output.Output.check_resumable(self.path, ckpt.output))
-            else:
-                _collective(self.comm, lambda: output.check_path(self.path, overwrite))
-            _collective(self.comm, lambda: checkpoint.check_path(self.checkpoint_path, overwrite or bool(ckpt)))
+            self.lock = _collective(self.comm, lambda: output.claim(cfg, self.path, self.checkpoint_path, overwrite,
+                                                                    ckpt.output if ckpt else None))
+        check_memory(cfg, self.comm)   # before PETSc allocates: a grid that cannot fit is one line, not an OOM
 
         self.grid = Grid(cfg, PETSc.Comm(self.comm))
         self.stencil = self._choose_stencil()
@@ -113,22 +114,63 @@ class Simulation:
         return want
 
     # -- the numerical method ----------------------------------------------------------------------------------
-    def step(self) -> None:
+    def step(self) -> bool:
+        """One PDE step; False if a stop request (a signal) came in the middle of a long reaction: the run is then
+        back where the step began, ready for a checkpoint."""
         t, dt, k = self.t, self.dt, self.cfg.simulation.ode_substeps
         strang = self.cfg.simulation.splitting == "strang"
-        with self.timers("reaction"):
-            if strang:
-                half_k = math.ceil(k / 2)
-                self.reaction.advance(self.V, t, dt / 2, half_k)
-            else:
-                self.reaction.advance(self.V, t, dt, k)
-        with self.timers("parabolic"):
-            self.tissue.diffuse(self.V, self.phi, t + dt)
-        with self.timers("elliptic"):
-            self.tissue.solve_phi(self.V, self.phi, t + dt)
-        if strang:
+        chunked = self.schedule is not None and k > REACTION_CHUNK
+        start = self._state_copy() if chunked else None
+        try:
             with self.timers("reaction"):
-                self.reaction.advance(self.V, t + dt / 2, dt / 2, half_k)
+                if strang:
+                    half_k = math.ceil(k / 2)
+                    self._react(t, dt / 2, half_k, chunked)
+                else:
+                    self._react(t, dt, k, chunked)
+            with self.timers("parabolic"):
+                self.tissue.diffuse(self.V, self.phi, t + dt)
+            with self.timers("elliptic"):
+                self.tissue.solve_phi(self.V, self.phi, t + dt)
+            if strang:
+                with self.timers("reaction"):
+                    self._react(t + dt / 2, dt / 2, half_k, chunked)
+        except _StopMidStep:
+            self._restore_copy(start)
+            self.requests = checkpoint.Schedule.STOP
+            return False
+        self._step_end(t, dt)
+        return True
+
+    def _react(self, t: float, dt: float, k: int, chunked: bool) -> None:
+        """k substeps over dt. Many substeps go in chunks, between which the ranks agree on a stop request: a
+        signal must not wait for a PDE step of unbounded length (ode_substeps huge)."""
+        if not chunked:
+            self.reaction.advance(self.V, t, dt, k)
+            return
+        from mpi4py import MPI
+        dto, done = dt / k, 0
+        while done < k:
+            n = min(REACTION_CHUNK, k - done)
+            self.reaction.advance(self.V, t + done * dto, n * dto, n)
+            done += n
+            if done < k and self.comm.allreduce(int(self.schedule.signalled), op=MPI.BOR):
+                raise _StopMidStep
+
+    def _state_copy(self):
+        """What a step changes, so that an interrupted one can be undone (only with chunked reactions)."""
+        return (self.V.getArray(readonly=True).copy(), self.phi.getArray(readonly=True).copy(),
+                self.reaction.host_states().copy(), {s.name: len(s.iterations) for s in self.tissue.solvers()})
+
+    def _restore_copy(self, start) -> None:
+        V, phi, states, n_its = start
+        self.V.getArray()[:] = V
+        self.phi.getArray()[:] = phi
+        self.reaction.load_states(states)
+        for s in self.tissue.solvers():
+            del s.iterations[n_its[s.name]:]
+
+    def _step_end(self, t: float, dt: float) -> None:
         self.step_index += 1
         self.t = self.step_index * dt  # no accumulated round-off in t
         with self.timers("reaction"):
@@ -148,7 +190,7 @@ class Simulation:
         interval = output.snapshot_every(cfg)
         self._announce()
         out = self.output
-        if self.step_index == 0:   # a restarted run has all this from its checkpoint
+        if self.last_checkpoint is None:   # a restarted run has all this from its checkpoint (even at step 0)
             with self.timers("elliptic"):
                 self.tissue.solve_phi(self.V, self.phi, 0.0)   # φe consistent with the initial Vm
             with self.timers("io"):
@@ -160,7 +202,11 @@ class Simulation:
             self.schedule = checkpoint.Schedule(cfg, self.dt, self.comm)
         try:
             while self.step_index < self.n_steps:
-                self.step()
+                if not self.step():    # a signal in the middle of a long step: its start is checkpointed
+                    with self.timers("io"):
+                        self.write_checkpoint()
+                    self.stopped = True
+                    break
                 if on_step:
                     on_step(self)
                 with self.timers("io"):
@@ -188,6 +234,12 @@ class Simulation:
         if self.stopped:
             return {"stopped": True, "simulated_ms": self.t, "checkpoint": str(self.checkpoint_path)}
         return self._finish()
+
+    def release_output(self) -> None:
+        """Give up the claim on the output path (the run is over, or was refused)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     def write_checkpoint(self) -> None:
         """Save every piece of the run's state to checkpoint.path (collective; cardiosim/checkpoint.py)."""
@@ -239,9 +291,19 @@ class Simulation:
                                   level=self.apd.level)
             self.output.finish(timing, its, {"simulated_ms": self.t, "wall_s": wall})
             if self.comm.rank == 0:
-                self.path.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
-            log.info(f"wrote {self.path} and {self.path.with_suffix('.json')}")
+                output.summary_path(self.path).write_text(json.dumps(summary, indent=2) + "\n")
+            log.info(f"wrote {self.path}, {output.summary_path(self.path)} and {output.xdmf.sidecar(self.path)} "
+                     f"(ParaView)")
         return summary
+
+
+# Substeps of the reaction between two checks for a stop request when one PDE step has more (chunked: see
+# Simulation._react). Fewer substeps per step are never split, so their results do not change.
+REACTION_CHUNK = 1000
+
+
+class _StopMidStep(Exception):
+    pass
 
 
 class Progress:
@@ -268,13 +330,15 @@ class Progress:
 
 
 def _collective(comm, check):
-    """Run a check on rank 0; every rank raises the same UserError if it fails."""
-    msg = None
+    """Run a check on rank 0; every rank raises the same UserError if it fails. Returns what the check returned
+    (on rank 0; None elsewhere)."""
+    msg = value = None
     if comm.rank == 0:
         try:
-            check()
+            value = check()
         except UserError as e:
             msg = str(e)
     msg = comm.bcast(msg, root=0)
     if msg:
         raise UserError(msg)
+    return value

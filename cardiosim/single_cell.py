@@ -1,5 +1,6 @@
-"""Single-cell runs: pace one cell with a pulse train, integrate it with the native Forward-Euler driver, write the
-trace and per-beat biomarkers.
+"""Single-cell runs: pace one cell with a pulse train, integrate it with Forward Euler (the model's native C driver,
+or NumPy for models without a C kernel: Mitchell–Schaeffer, Pathmanathan–Gray), write the trace and per-beat
+biomarkers.
 
     run_cell("bondarenko", "apical", {}, amplitude=-80, duration=0.5, period=1000, beats=10, dt=1e-4,
              record_every=0.05, h5_path="cell.h5", json_path="cell.json")
@@ -82,26 +83,68 @@ def _json_value(v):
     return v
 
 
+# Tissue constants for the models that read them (Pathmanathan–Gray): the config's defaults ([tissue] Cm, chi),
+# overridable like parameters.
+TISSUE_DEFAULTS = {"Cm": 1.0, "chi": 1400.0}
+
+
+class _NumpyCell:
+    """The native driver's ``advance`` for a model without a C kernel: Forward Euler in NumPy, the stimulus and
+    dV/dt evaluated at every substep, the states checked (finite, in range) at every substep."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def stimulus(self, protocols, amps, n_cells):
+        return list(zip(protocols, amps))
+
+    def advance(self, y, t0, dt, k, stim, track_dvdt=False):
+        m = self.model
+        work = np.empty_like(y)
+        dmax, tmax = np.full(y.shape[1], -np.inf), np.zeros(y.shape[1])
+        for s in range(k):
+            t = t0 + s * dt
+            i_stim = sum((a for p, a in stim if p.active(t)), 0.0)
+            m.rhs(t, y, i_stim, work)
+            better = work[0] > dmax
+            dmax[better], tmax[better] = work[0][better], t
+            y += dt * work
+            bad = m.find_bad_state(y)
+            if bad is not None:
+                st, c = m.states[bad[0]], bad[1]
+                what = "is not finite" if not np.isfinite(y[bad]) else f"left its range [{st.lower:g}, {st.upper:g}]"
+                raise SimulationError(f"{m.name}: cell {c}, state {st.name} = {y[bad]:.6g} {st.unit} {what} at "
+                                      f"t = {t + dt:.6g} ms (Forward Euler, dt = {dt:g} ms); the time step is "
+                                      f"probably too large, try a smaller dt")
+        return (dmax, tmax) if track_dvdt else None
+
+
 def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float] | None, amplitude: float,
              duration: float, period: float, beats: int, dt: float, record_every: float, h5_path,
-             json_path=None) -> list[dict]:
+             json_path=None, progress=None) -> list[dict]:
     """Pace one cell and record it; returns the per-beat biomarkers (also written to HDF5 and JSON).
 
     amplitude in pA/pF (negative depolarises), duration and period in ms, dt (the Forward-Euler step) and
     record_every (a whole multiple of dt) in ms. Raises ValueError with a one-line message for bad arguments
-    (before any file is touched) and SimulationError if a state goes bad (the file keeps what was computed).
+    (before any file is touched) and SimulationError if a state goes bad (the file keeps what was computed, marked
+    with ``error``; no biomarkers). ``progress(t_ms, total_ms)``, if given, is called every record interval.
     """
     amplitude, duration, period, beats, dt, record_every, k = _validate(
         amplitude, duration, period, beats, dt, record_every, h5_path, json_path)
-    model = cells.make(model_name, variant, overrides)      # CellModelError (a ValueError) for bad names/values
-    if not model.kernel_name:
-        raise ValueError(f"cell model {model_name} has no native kernel; single-cell runs need one")
+    overrides = dict(overrides or {})
+    for name, v in overrides.items():
+        _check(math.isfinite(float(v)), f"--param {name}={v}: must be a finite number")
+    cls = cells.model_class(model_name)                      # CellModelError (a ValueError) for bad names
+    tissue = {k: float(overrides.pop(k, v)) for k, v in TISSUE_DEFAULTS.items() if k in cls.needs_tissue}
+    model = cells.make(model_name, variant, overrides, tissue=tissue)
 
-    model_overrides = {k: float(v) for k, v in (overrides or {}).items()}
+    model_overrides = {k: float(v) for k, v in {**overrides, **tissue}.items()}
     import h5py                                             # here, so the rest of cardiosim imports without it
-    from .ode.native import NativeModel
-
-    native = NativeModel(model)
+    if model.kernel_name:
+        from .ode.native import NativeModel
+        native = NativeModel(model)
+    else:
+        native = _NumpyCell(model)
     protocol = Protocol(start=0.0, duration=duration, period=period, count=beats)
     onsets = protocol.onsets(beats * period)
     n_rec = int(round(beats * period / record_every))       # record intervals; n_rec + 1 samples
@@ -178,10 +221,15 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
                 dv_max[i], dv_t[i] = dmax[0], tmax[0]
                 n_done = i + 1
                 record(i + 1)
+                if progress:
+                    progress((i + 1) * k * dt, n_rec * k * dt)
         except SimulationError as e:
             error = e
             f.attrs["error"] = str(e)
         flush()
+        if error is not None:   # a trace that blew up has no beats to measure
+            raise SimulationError(f"{error}; {h5_path} keeps the trace up to t = {t_all[n_done]:g} ms "
+                                  f"(attribute 'error'){'; no JSON written' if json_path else ''}") from None
 
         # Biomarkers of the complete beats only (a beat is complete when the next onset, or the end, was reached).
         n_s = n_done + 1
@@ -211,8 +259,6 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
             "cardiosim_version": __version__,
         }
         Path(json_path).write_text(json.dumps(doc, indent=2) + "\n")
-    if error is not None:
-        raise error
     return rows
 
 

@@ -21,7 +21,7 @@
  * them in Python (BP_RTF .. BP_pryr_k, DERIVED_ORDER), so that no parameter-only arithmetic is done per step.
  * Never fill the derived slots by hand: they must stay consistent with the parameters.
  *
- * Performance notes (DESIGN.md section 8): 33 exp, 4 log, 1 expm1, 1 sqrt, no pow for the default n = 4, m = 3
+ * Performance notes (docs/design.md §8): 33 exp, 4 log, 1 expm1, 1 sqrt, no pow for the default n = 4, m = 3
  * (the test on CS_PARAM(BP_n) is uniform across a warp); shifted exponentials that differ by a constant factor are
  * computed once (beta_Na11/12/13, alpha_i/beta_i of I_Kto,f, the NCX/NaK exponentials); divisions by constants
  * are multiplications by folded reciprocals.

@@ -51,6 +51,62 @@ CASES = [
     ("no command", None, ["__no_command__"], ["no command given"]),
     ("unknown PETSc preconditioner", None, ["--", "-elliptic_pc_type", "nonsense"],
      ["-elliptic_", "nonsense"]),
+    # -- times the run could only round (issue 16, class 5) --
+    ("output interval not a whole number of steps", None, ["--set", "output.interval=0.03"],
+     ["output.interval", "0.03 ms", "whole number of steps", "simulation.dt = 0.02 ms", "0.04 ms"]),
+    ("output interval below the step", None, ["--set", "output.interval=0.01"],
+     ["output.interval", "whole number of steps", "multiple of 0.02 ms"]),
+    ("checkpoint interval not a whole number of steps", None, ["--set", "checkpoint.interval=1.01"],
+     ["checkpoint.interval", "1.01 ms", "multiple of 0.02 ms"]),
+    ("stimulus shorter than the ODE step", edit("duration = 1.0", "duration = 0.001"), [],
+     ["stimulus[0].duration", "0.001 ms", "ODE step", "0.02 ms"]),
+    ("stimulus not a whole number of ODE steps", edit("duration = 1.0", "duration = 1.01"), [],
+     ["stimulus[0].duration", "1.01 ms", "multiple of 0.02 ms"]),
+    ("stimulus with substeps", edit("duration = 1.0", "duration = 1.003"), ["--set", "simulation.ode_substeps=4"],
+     ["stimulus[0].duration", "1.003 ms", "ode_substeps = 0.005 ms"]),
+    ("stimulus start between ODE steps", edit("duration = 1.0", "duration = 1.0\nstart = 0.005"), [],
+     ["stimulus[0].start", "0.005 ms", "0.02 ms"]),
+    ("stimulus period between ODE steps", edit("duration = 1.0", "duration = 1.0\nperiod = 100.001\ncount = 2"), [],
+     ["stimulus[0].period", "100.001 ms"]),
+    ("stimulus under Strang splitting", edit("duration = 1.0", "duration = 1.002"),
+     ["--set", 'simulation.splitting="strang"', "--set", "simulation.ode_substeps=3"],
+     ["stimulus[0].duration", "2·ceil(ode_substeps / 2)", "0.005 ms"]),
+    # -- sizes (class 6) --
+    ("grid beyond 32-bit indices", None, ["--set", "grid.size=[100.0, 100.0]", "--set", "grid.spacing=0.001"],
+     ["grid.spacing", "1e+10 nodes", "32-bit", "2147483647"]),
+    ("grid beyond 32-bit indices, finer", None, ["--set", "grid.size=[10.0, 10.0]", "--set", "grid.spacing=0.0002"],
+     ["grid.spacing", "2.5e+09 nodes", "32-bit"]),
+    ("grid beyond the memory", None, ["--set", "grid.size=[46.0, 46.0]", "--set", "grid.spacing=0.001"],
+     ["grid.spacing", "nodes need at least", "GB of memory", "available", "coarser"]),
+    # -- names (class 7) --
+    ("probe name with a slash", edit('name = "near"', 'name = "a/b"'), [], ["probe[0].name", "'a/b'", "letters"]),
+    ("probe named time", edit('name = "near"', 'name = "time"'), [], ["probe[0].name", "'time'", "other than"]),
+    ("empty probe name", edit('name = "near"', 'name = ""'), [], ["probe[0].name", "''", "non-empty"]),
+    ("probe named ..", edit('name = "near"', 'name = ".."'), [], ["probe[0].name", "'..'"]),
+    ("probe name with a space", edit('name = "near"', 'name = "my probe"'), [], ["probe[0].name", "'my probe'"]),
+    ("probe name twice", edit('name = "middle"', 'name = "near"'), [], ["probe[1].name", "'near'", "used twice"]),
+    ("field listed twice", None, ["--set", 'output.fields=["Vm", "phi_e", "Vm"]'],
+     ["output.fields[2]", "'Vm'", "listed twice"]),
+    ("unknown field", None, ["--set", 'output.fields=["Vm", "Ve"]'], ["output.fields[1]", "'Ve'", "Vm, phi_e"]),
+    # -- files that collide (class 2) --
+    ("output is the config", None, ["--output", "case.toml", "--overwrite"],
+     ["case.toml", "config file of this run"]),
+    ("checkpoint is the output", None, ["--set", 'checkpoint.path="out.h5"'],
+     ["checkpoint.path", "out.h5 is also output.path"]),
+    ("checkpoint is the output, overwriting", None, ["--set", 'checkpoint.path="out.h5"', "--overwrite"],
+     ["checkpoint.path", "is also output.path"]),
+    ("checkpoint is the summary", None, ["--set", 'checkpoint.path="out.json"'],
+     ["checkpoint.path", "out.json is also the JSON summary"]),
+    ("checkpoint is the config", None, ["--set", 'checkpoint.path="case.toml"', "--overwrite"],
+     ["checkpoint.path", "config file of this run"]),
+    ("output named like its sidecar", None, ["run", "case.toml", "--output", "out.xdmf"],
+     ["the XDMF sidecar", "out.xdmf is also output.path"]),
+    ("output named like its summary", None, ["run", "case.toml", "--output", "out.json"],
+     ["the JSON summary", "out.json is also output.path"]),
+    ("output name too long", None, ["run", "case.toml", "--output", "x" * 300 + ".h5"],
+     ["output.path", "File name too long"]),
+    ("relative fibre file beside the config", edit("[tissue]", '[tissue]\nfibre_file = "nested/f.npy"'), [],
+     ["tissue.fibre_file", "nested/f.npy", "relative to the config file's folder"]),
 ]
 
 
@@ -121,7 +177,7 @@ def test_blow_up_stops_every_rank_with_one_line(tmp_path):
     time, no hang; the output written so far stays readable."""
     import h5py
     cfg = tmp_path / "case.toml"
-    cfg.write_text(SHEET)
+    cfg.write_text(edit("duration = 1.0", "duration = 2.0"))   # a whole number of the large steps
     out = tmp_path / "out.h5"
     proc = run_cli(["run", cfg, "--output", out, "--quiet", "--set", "simulation.dt=2.0",
                     "--set", "output.interval=2.0"], np=2, cwd=tmp_path, timeout=120)
@@ -178,6 +234,65 @@ def _other_run(f):
     f.attrs["run_id"] = "0" * 32
 
 
+def _attr(name, value, reseal=False):
+    """Change one attribute of the checkpoint; ``reseal``: and write its checksums anew, as a forger (or a faulty
+    version) would, so that only the cross-checks can tell."""
+    def edit_fn(f):
+        from cardiosim import checkpoint
+        f.attrs[name] = value(f.attrs[name]) if callable(value) else value
+        if reseal:
+            checkpoint.seal(f)
+    return _h5(edit_fn)
+
+
+def _flip_bit(dataset, index=0):
+    """Flip one bit of a value in ``dataset`` through h5py: HDF5 writes a new Fletcher-32 for the chunk, so only
+    the checkpoint's own checksum can see it."""
+    def edit_fn(f):
+        import numpy as np
+        a = f[dataset][()]
+        flat = a.reshape(-1).view(np.uint64 if a.dtype.itemsize == 8 else np.uint32)
+        flat[index] ^= 1 << 3
+        f[dataset][...] = a
+    return _h5(edit_fn)
+
+
+def _raw_bit_flip(dataset):
+    """Flip a bit of ``dataset`` in the file's bytes (HDF5's chunk checksum no longer matches)."""
+    def edit_file(p):
+        import h5py
+        with h5py.File(p, "r") as f:
+            offset = f[dataset].id.get_chunk_info(0).byte_offset
+        data = bytearray(p.read_bytes())
+        data[offset] ^= 0x04
+        p.write_bytes(bytes(data))
+    return edit_file
+
+
+def _reseal(edit_fn):
+    def both(f):
+        from cardiosim import checkpoint
+        edit_fn(f)
+        checkpoint.seal(f)
+    return _h5(both)
+
+
+def _drop(name):
+    def edit_fn(f):
+        del f[name]
+    return _h5(edit_fn)
+
+
+def _add_attr(f):
+    f["fields/Vm"].attrs["note"] = "added later"
+
+
+def _truncate_iterations(f):
+    its = f["solver/parabolic_iterations"][:-1]
+    del f["solver/parabolic_iterations"]
+    f["solver/parabolic_iterations"] = its
+
+
 def _cut_short(f):
     for name in ("time", "Vm", "phi_e"):
         f["fields"][name].resize(0, axis=0)
@@ -190,7 +305,7 @@ RESTART_CASES = [
      ["out.ckpt.h5", "not a readable cardiosim checkpoint"]),
     ("truncated checkpoint", ("ckpt", _halve), ["--restart", "out.ckpt.h5"], ["not a readable cardiosim checkpoint"]),
     ("damaged cell states", ("ckpt", _damage_states), ["--restart", "out.ckpt.h5"],
-     ["out.ckpt.h5", "cannot read states", "damaged"]),
+     ["out.ckpt.h5", "damaged", "dataset /states cannot be read"]),
     ("output file given as checkpoint", None, ["--restart", "out.h5"], ["out.h5", "not a cardiosim checkpoint"]),
     ("checkpoint of other conductivities", None, ["--restart", "out.ckpt.h5", "--set", "tissue.sigma_il=2.0"],
      ["another config", "tissue.sigma_il = 1.74 there, 2.0 here", "simulation.duration"]),
@@ -215,7 +330,48 @@ RESTART_CASES = [
      ["checkpoint.path", "cannot write in case.toml"]),
     ("checkpoint interval below the step", None, ["--output", "new.h5", "--set", "checkpoint.interval=0.01"],
      ["checkpoint.interval", ">= simulation.dt"]),
+    # -- every piece of a checkpoint is under a checksum; what can be derived is cross-checked (class 4) --
+    ("step attribute changed", ("ckpt", _attr("step", lambda v: v + 4)), ["--restart", "out.ckpt.h5"],
+     ["out.ckpt.h5", "damaged", "attribute step", "checksum"]),
+    ("t attribute changed", ("ckpt", _attr("t", 1.5)), ["--restart", "out.ckpt.h5"], ["damaged", "attribute t "]),
+    ("dt attribute changed", ("ckpt", _attr("dt", 0.025)), ["--restart", "out.ckpt.h5"], ["damaged", "attribute dt"]),
+    ("config text changed", ("ckpt", _attr("config", lambda v: v.replace("sigma_il = 1.74", "sigma_il = 1.75"))),
+     ["--restart", "out.ckpt.h5"], ["damaged", "attribute config"]),
+    ("output position changed", ("ckpt", _attr("output", lambda v: v.replace('"snapshots": 1', '"snapshots": 2'))),
+     ["--restart", "out.ckpt.h5"], ["damaged", "attribute output"]),
+    ("a bit of Vm flipped", ("ckpt", _flip_bit("fields/Vm", 7)), ["--restart", "out.ckpt.h5"],
+     ["damaged", "dataset /fields/Vm"]),
+    ("a bit of phi_e flipped", ("ckpt", _flip_bit("fields/phi_e", 100)), ["--restart", "out.ckpt.h5"],
+     ["damaged", "dataset /fields/phi_e"]),
+    ("a bit of an iteration count flipped", ("ckpt", _flip_bit("solver/parabolic_iterations", 3)),
+     ["--restart", "out.ckpt.h5"], ["damaged", "dataset /solver/parabolic_iterations"]),
+    ("iteration counts damaged on disk", ("ckpt", _raw_bit_flip("solver/elliptic_iterations")),
+     ["--restart", "out.ckpt.h5"], ["damaged", "/solver/elliptic_iterations"]),
+    ("an accumulator changed", ("ckpt", _flip_bit("accumulators/activation/time", 5)), ["--restart", "out.ckpt.h5"],
+     ["damaged", "dataset /accumulators/activation/time"]),
+    ("a dataset removed", ("ckpt", _drop("accumulators/activation/time")), ["--restart", "out.ckpt.h5"],
+     ["damaged", "/accumulators/activation/time (missing)"]),
+    ("an attribute added", ("ckpt", _h5(_add_attr)), ["--restart", "out.ckpt.h5"],
+     ["damaged", "/fields/Vm attribute note (not written with the checkpoint)"]),
+    ("checksum table changed", ("ckpt", _attr("digests", lambda v: v.replace("a", "b", 1))),
+     ["--restart", "out.ckpt.h5"], ["damaged", "table of checksums"]),
+    ("checksums removed", ("ckpt", _h5(lambda f: [f.attrs.__delitem__(k) for k in ("digest", "digests")])),
+     ["--restart", "out.ckpt.h5"], ["has no checksums"]),
+    ("step forged with its checksums", ("ckpt", _attr("step", lambda v: v + 4, reseal=True)),
+     ["--restart", "out.ckpt.h5"], ["inconsistent", "is not step · dt"]),
+    ("step and t forged with their checksums",
+     ("ckpt", _reseal(lambda f: (f.attrs.__setitem__("step", 54), f.attrs.__setitem__("t", 54 * 0.02)))),
+     ["--restart", "out.ckpt.h5"], ["inconsistent", "output position", "step 54"]),
+    ("iterations forged with their checksums", ("ckpt", _reseal(_truncate_iterations)),
+     ["--restart", "out.ckpt.h5"], ["inconsistent", "parabolic_iterations"]),
 ]
+
+
+def checksums(d: Path) -> dict:
+    """SHA-256 of every file under ``d`` (hidden ones too): what "nothing changed" is checked against."""
+    import hashlib
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(d.rglob("*")) if p.is_file()}
 
 
 def _snapshot_files(d: Path) -> dict:
@@ -250,7 +406,7 @@ def test_bad_restart_under_mpirun_is_one_line(tmp_path, checkpointed):
                    timeout=120)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2, proc.stderr
-    assert len(lines) == 1 and "cannot read states" in lines[0], proc.stderr
+    assert len(lines) == 1 and "dataset /states cannot be read" in lines[0], proc.stderr
     assert _snapshot_files(tmp_path) == before
 
 
@@ -263,7 +419,8 @@ def result_file(tmp_path_factory):
     cfg.write_text(edit('equations = "bidomain"', 'equations = "monodomain"'))
     out = d / "mono.h5"
     run_cli(["run", cfg, "--quiet", "--output", out, "--set", "simulation.duration=2.0",
-             "--set", "grid.spacing=0.05", "--set", "simulation.dt=0.05"], cwd=d, check=True, timeout=300)
+             "--set", "grid.spacing=0.05", "--set", "simulation.dt=0.05",
+             "--set", "output.activation_threshold=-80.0"], cwd=d, check=True, timeout=300)
     return out
 
 
@@ -278,6 +435,12 @@ def _foreign_hdf5(d):
     p = d / "other.h5"
     with h5py.File(p, "w") as f:
         f["x"] = [1, 2, 3]
+    return p
+
+
+def _file(d):
+    p = d / "a_file"
+    p.write_text("x")
     return p
 
 
@@ -298,7 +461,16 @@ FILE_CASES = [
     ("plot: bad isochrone spacing", "plot", ["FILE", "--isochrones", "0"], ["--isochrones 0", "> 0"]),
     ("plot: time not a number", "plot", ["FILE", "--times", "ten"], ["--times", "invalid float value"]),
     ("inspect: no file given", "inspect", [], ["the following arguments are required: file"]),
+    ("plot: too many isochrones", "plot", ["FILE", "--isochrones", "1e-7"],
+     ["--isochrones 1e-07", "lines", "at most 200", "spacing >="]),
+    ("plot: --out under a file", "plot", ["FILE", "--out", lambda d: _file(d) / "pngs"],
+     ["--out", "not a writable directory"]),
+    ("plot: --out name too long", "plot", ["FILE", "--out", lambda d: d / ("x" * 300)],
+     ["--out", "File name too long", "255 bytes"]),
+    ("plot: --out a file", "plot", ["FILE", "--out", _file], ["--out", "not a directory"]),
+    ("plot: unknown option", "plot", ["FILE", "--frobnicate"], ["unrecognized arguments: --frobnicate"]),
 ]
+
 
 
 @pytest.mark.parametrize("case,command,arguments,words", FILE_CASES, ids=[c[0] for c in FILE_CASES])
@@ -310,3 +482,59 @@ def test_bad_result_file_one_line_exit_2(tmp_path, result_file, case, command, a
     proc = run_cli(args, cwd=tmp_path)
     assert_one_line(proc, case, words)
     assert not list(tmp_path.glob("*.png")) and sorted(p.name for p in result_file.parent.iterdir()) == before
+
+
+def test_plot_never_replaces_a_png(tmp_path, result_file):
+    """An existing PNG is refused (one line, exit 2, nothing written) unless --overwrite is given; then replaced."""
+    import shutil
+    res = tmp_path / "mono.h5"
+    shutil.copy(result_file, res)
+    (tmp_path / "mono_probes.png").write_bytes(b"precious")
+    before = checksums(tmp_path)
+    proc = run_cli(["plot", res], cwd=tmp_path)
+    assert_one_line(proc, "existing PNG", ["mono_probes.png", "exists", "--overwrite"])
+    assert checksums(tmp_path) == before
+    run_cli(["plot", res, "--overwrite"], cwd=tmp_path, check=True)
+    assert (tmp_path / "mono_probes.png").read_bytes()[:4] == b"\x89PNG"
+
+
+# -- every file a run writes: refused if it exists, unless --overwrite; none may be another or the config --------
+@pytest.mark.parametrize("existing", ["out.json", "out.xdmf", "out.ckpt.h5", "out.h5"])
+def test_no_file_of_a_run_is_replaced_without_overwrite(tmp_path, existing):
+    cfg = tmp_path / "case.toml"
+    cfg.write_text(SHEET)
+    (tmp_path / existing).write_text("precious")
+    before = checksums(tmp_path)
+    proc = run_cli(["run", cfg, "--output", "out.h5", "--set", "simulation.duration=0.1"], cwd=tmp_path)
+    assert_one_line(proc, existing, [existing, "exists", "--overwrite"])
+    assert checksums(tmp_path) == before
+
+
+def test_config_named_like_the_summary_is_not_destroyed(tmp_path):
+    """The issue's case: a config named out.json and --output out.h5 (even with --overwrite)."""
+    cfg = tmp_path / "out.json"
+    cfg.write_text(SHEET)
+    before = checksums(tmp_path)
+    proc = run_cli(["run", cfg, "--output", "out.h5", "--overwrite"], cwd=tmp_path)
+    assert_one_line(proc, "config out.json", ["the JSON summary", "out.json", "config file of this run"])
+    assert checksums(tmp_path) == before
+
+
+def test_relative_paths_in_a_config_follow_the_config(tmp_path):
+    """fibre_file, conductivity_file, output.path and checkpoint.path written in a config are relative to its
+    folder; --set values and --output stay relative to the working directory."""
+    import numpy as np
+    from cardiosim import config
+    d = tmp_path / "case"
+    d.mkdir()
+    np.save(d / "fibres.npy", np.tile([1.0, 0.0], (51 * 21, 1)))
+    text = edit("[tissue]", '[tissue]\nfibre_file = "fibres.npy"')
+    (d / "case.toml").write_text(edit("interval = 2.0", 'interval = 2.0\npath = "res/run.h5"', text)
+                                 + '[checkpoint]\npath = "ck/run.ckpt.h5"\n')
+    cfg = config.load(d / "case.toml")
+    assert cfg.tissue.fibre_file == str(d / "fibres.npy")
+    assert cfg.output.path == str(d / "res" / "run.h5") and cfg.checkpoint.path == str(d / "ck" / "run.ckpt.h5")
+    cfg = config.load(d / "case.toml", ['output.path="elsewhere.h5"'])
+    assert cfg.output.path == "elsewhere.h5"
+    proc = run_cli(["config", "check", d / "case.toml"], cwd=tmp_path)   # from another folder
+    assert proc.returncode == 0, proc.stderr

@@ -44,8 +44,8 @@ duration = 1.0
 current_density = -30.0
 """
 
-# Reference points from DESIGN.md §3/§4 (H100 machine), quoted beside our numbers.
-DESIGN_REFERENCE = ("DESIGN.md §3/§4 (H100): 1025² Poisson, CG+PCMG on GPU 6 its / 11.8 ms; PETSc CUDA CG+GAMG "
+# Reference points from docs/design.md §3/§4 (H100 machine), quoted beside our numbers.
+DESIGN_REFERENCE = ("docs/design.md §3/§4 (H100): 1025² Poisson, CG+PCMG on GPU 6 its / 11.8 ms; PETSc CUDA CG+GAMG "
                     "1024² 15 ms vs 296 ms on 16 CPU ranks.")
 
 

@@ -1,0 +1,22 @@
+"""The stop signals of a run (SIGTERM, SIGINT, SIGUSR1), caught from the first moment.
+
+Only the standard library here: ``cardiosim run`` installs the handler before it imports NumPy, MPI or PETSc, so
+that the window in which a signal still has its default effect is the interpreter's own start.
+"""
+
+import signal
+
+# SIGINT is what Ctrl-C sends (and MPICH's mpirun forwards to every rank): the same as SIGTERM.
+SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+received = []    # the stop signals this process has received (a handler may only append)
+
+
+def flag(signum, frame):   # nothing else is safe here: the step boundary does the work
+    received.append(signum)
+
+
+def catch() -> None:
+    """A stop signal only raises a flag; the first step's collective turns it into a checkpoint and exit status 75
+    (cardiosim.checkpoint), and further signals (a second SIGTERM during the checkpoint) change nothing."""
+    for s in SIGNALS:
+        signal.signal(s, flag)
