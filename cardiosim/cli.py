@@ -123,7 +123,8 @@ def main(argv=None) -> int:
         import petsc4py
         # Before anything imports PETSc. Our own defaults for one preconditioner are unused when the user picks
         # another, so the unused-options report is off unless asked for (later options win).
-        petsc4py.init(["cardiosim", "-options_left", "0"] + petsc_args)
+        from .placement import petsc_device_options   # PETSc on this rank's GPU (resident), before it starts
+        petsc4py.init(["cardiosim", "-options_left", "0", *petsc_device_options(comm, petsc_args)] + petsc_args)
         if args.command == "run":
             return _run(args)
         if args.command == "config":

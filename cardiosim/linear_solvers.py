@@ -64,6 +64,29 @@ def elliptic_pc_defaults(grid) -> dict:
     return {"pc_type": "gamg"}
 
 
+def gpu_parabolic_defaults() -> dict:
+    """The parabolic solver on the GPU (resident placement): CG + Jacobi. Block Jacobi/ILU(0) would run its
+    triangular solves, sequential by nature, as slow cuSPARSE sweeps; Jacobi is one vector kernel and needs no
+    set-up (measured in docs/benchmarks.md)."""
+    out = {k: v for k, v in PARABOLIC_DEFAULTS.items() if not k.startswith("sub_")}
+    out["pc_type"] = "jacobi"
+    return out
+
+
+def gpu_elliptic_defaults(grid) -> dict:
+    """The elliptic preconditioner on the GPU: the same geometric multigrid as on the CPU, with a coarse solve
+    that stays on the device (Chebyshev/Jacobi, a fixed number of iterations: a linear operator, as CG needs; the
+    redundant SVD of the CPU default runs on the host and copies every V-cycle). The coarsest grid is a few
+    nodes per dimension (mg_levels coarsens as far as the grid allows), which a few Chebyshev iterations solve."""
+    pc = elliptic_pc_defaults(grid)
+    if pc.get("pc_type") != "mg":
+        return pc
+    pc = {k: v for k, v in pc.items() if not k.startswith("mg_coarse")}
+    pc.update({"mg_coarse_ksp_type": "chebyshev", "mg_coarse_ksp_max_it": "8", "mg_coarse_ksp_norm_type": "none",
+               "mg_coarse_ksp_chebyshev_esteig": "0,0.1,0,1.1", "mg_coarse_pc_type": "jacobi"})
+    return pc
+
+
 def set_defaults(prefix: str, defaults: dict) -> None:
     opts = PETSc.Options()
     for k, v in defaults.items():

@@ -17,7 +17,8 @@ current pass along its edges with a healthy neighbour at half strength; make sca
 element wide).
 
 Matrices are assembled once with COO preallocation (``setPreallocationCOO``/``setValuesCOO``), which also works
-for GPU matrix types (-dm_mat_type aijcusparse); only right-hand sides change per step.
+for GPU matrix types (aijcusparse: the resident placement; :func:`sync_host` works around a PETSc defect there);
+only right-hand sides change per step.
 """
 
 from __future__ import annotations
@@ -126,7 +127,17 @@ class Assembler:
         A.setValuesCOO(values.astype(PETSc.ScalarType), addv=PETSc.InsertMode.INSERT_VALUES)
         A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
         A.setOption(PETSc.Mat.Option.SPD, False)
+        sync_host(A)
         return A
+
+
+def sync_host(A: PETSc.Mat) -> None:
+    """Work around a PETSc 3.26.1 defect (docs/petsc-pcmg-gpu.md): a cuSPARSE matrix assembled by COO (or changed
+    on the device) is valid only on the device, and PCMG's Galerkin product then builds a wrong coarse operator
+    (an identity two levels down: CG+MG converges like CG+Jacobi). A norm copies the values to the host once, at
+    set-up; host matrices are left alone."""
+    if "cusparse" in A.getType().lower():
+        A.norm()
 
 
 def lumped_mass(grid) -> PETSc.Vec:

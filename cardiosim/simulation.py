@@ -19,6 +19,7 @@ from . import checkpoint, log, output
 from .analysis import ActivationMap, APDMap
 from .errors import SimulationError, UserError
 from .grid import Grid
+from .placement import MODE
 from .reaction import Reaction
 from .tissue import make as make_tissue
 from .timing import Timers, table
@@ -31,7 +32,8 @@ class Simulation:
         from petsc4py import PETSc
         self.comm = comm or PETSc.COMM_WORLD.tompi4py()
         self.cfg = cfg
-        self.timers = Timers()
+        self.timers = Timers(petsc_events=True)
+        self.events = self.timers.events
         sim = cfg.simulation
         self.dt = sim.dt
         self.n_steps = sim.n_steps
@@ -49,7 +51,7 @@ class Simulation:
                 _collective(self.comm, lambda: output.check_path(self.path, overwrite))
             _collective(self.comm, lambda: checkpoint.check_path(self.checkpoint_path, overwrite or bool(ckpt)))
 
-        self.grid = Grid(cfg, PETSc.COMM_WORLD)
+        self.grid = Grid(cfg, PETSc.COMM_WORLD)   # GPU vector and matrix types for the resident placement
         self.stencil = self._choose_stencil()
         self.tissue = make_tissue(self.grid, cfg, self.stencil)
         self.reaction = Reaction(cfg, self.grid, self.comm, self.timers)
@@ -62,8 +64,17 @@ class Simulation:
         self.step_index = 0
         self.activation = ActivationMap(self.V.getArray(), cfg.output.activation_threshold)
         self.apd = APDMap(self.activation, self.V.getArray(), cfg.output.apd_level)
+        self.mode = MODE[self.reaction.placement.mode]
         # what checkpoints save through state()/load_state()
-        self.accumulators = {"activation": self.activation, "apd": self.apd}
+        if self.mode.on_device:
+            from .ode.resident import DeviceAccumulator, DeviceMaps
+            self.maps = DeviceMaps(self.activation, self.apd, self.reaction.placement.device)
+            self.accumulators = {"activation": DeviceAccumulator(self.maps, self.activation),
+                                 "apd": DeviceAccumulator(self.maps, self.apd)}
+        else:
+            from .ode.resident import HostMaps
+            self.maps = HostMaps(self.activation, self.apd)
+            self.accumulators = {"activation": self.activation, "apd": self.apd}
         self.layout = {"mpi_ranks": self.comm.size, "dmda_procs": list(self.grid.da.getProcSizes()),
                        "hosts": self.comm.allgather(socket.gethostname()),
                        "gpus": self.comm.allgather(getattr(self.reaction.backend, "device", None)),
@@ -77,6 +88,15 @@ class Simulation:
         self.output = (output.Output(cfg, self.grid, self.path, self.stencil, self.layout, self.comm,
                                      resume=ckpt.output if ckpt else None)
                        if write_output else None)
+        if self.output and self.mode.on_device:
+            from .ode.resident import DeviceProbes
+            self.output.probes = DeviceProbes(self.output.probes, self.reaction.placement.device)
+        # Solver set-up that PETSc would otherwise do in the first solves (hierarchy, eigenvalue estimates, GPU
+        # transposes), here, so that the set-up is timed apart and the stepping loop copies nothing.
+        self.tissue.warm_up()
+        if self.grid.gpu:
+            for v in (self.V, self.phi, *self.tissue.vecs()):
+                self.grid.to_device(v)
         self.schedule = None
         self.requests = 0
         self.stopped = False
@@ -132,9 +152,7 @@ class Simulation:
             # The step's one collective: a bad cell anywhere stops every rank; checkpoint requests ride along.
             self.requests = self.reaction.check(self.t, self.schedule.requests() if self.schedule else 0)
         with self.timers("io"):
-            v = self.V.getArray(readonly=True)
-            self.activation.update(t, self.t, v)
-            self.apd.update(t, self.t, v)
+            self.maps.update(t, self.t, self.V)
 
     def vecs(self) -> dict:
         return {"Vm": self.V, "phi_e": self.phi}
@@ -157,12 +175,17 @@ class Simulation:
             self.schedule = checkpoint.Schedule(cfg, self.dt, self.comm)
         try:
             while self.step_index < self.n_steps:
-                self.step()
+                # PETSc's log (-log_view): the steps in a stage of their own, each in the event "cardiosim:step"
+                # (what the resident placement must do without a host copy), snapshots and checkpoints outside.
+                with self.events.steps():
+                    self.step()
+                    if out:
+                        with self.timers("io"):
+                            out.probes.record(self.t, self.vecs())
                 if on_step:
                     on_step(self)
                 with self.timers("io"):
                     if out:
-                        out.probes.record(self.t, self.vecs())
                         if self.step_index % interval == 0 or self.step_index == self.n_steps:
                             out.snapshot(self.t, self.vecs())
                 progress.update(self.step_index, self.tissue.iterations())
@@ -207,6 +230,7 @@ class Simulation:
 
     def _finish(self) -> dict:
         timing = self.timers.summary(self.comm)
+        self.maps.download()
         its = self.tissue.iterations()
         wall = timing["total"]["max"]
         loop = wall - self.setup_time
@@ -223,6 +247,9 @@ class Simulation:
                                "total": sum(v)} for k, v in its.items()},
             "output": str(self.path) if self.output else None,
         }
+        copies = self.events.copies(self.comm)
+        if copies:
+            summary["petsc_log"] = copies
         log.info("\n" + table(timing))
         log.info("iterations per step: " + ", ".join(
             f"{k} {v['mean']:.1f} (max {v['max']})" for k, v in summary["iterations"].items()))
