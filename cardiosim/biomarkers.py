@@ -1,6 +1,6 @@
 """Per-beat action-potential biomarkers from a sampled trace (single cells, probes).
 
-Definitions (Bondarenko 2004 reference, shared/reference/bondarenko2004/spec.md §6; also used for TT06):
+Definitions (Bondarenko 2004 reference, tests/data/reference/bondarenko2004/spec.md §6; also used for TT06):
 
 * ``V_rest`` (mV): V at the stimulus onset of the beat (linearly interpolated in the trace).
 * ``V_peak`` (mV), ``t_peak`` (ms, from the onset): the largest sample of V in the beat.

@@ -38,9 +38,12 @@ STOPPED = 75   # exit status after a checkpoint on a signal (sysexits EX_TEMPFAI
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 # Keys a restart may change; every other key must equal the checkpointed run's (the physics, the grid, the model,
-# the probes and fields of the output file). A prefix ending in "." stands for a whole section. cell.backend may
-# change (e.g. a CPU run continued on GPUs): the same equations, with the backends' round-off differences.
-FREE_KEYS = ("simulation.duration", "simulation.progress_interval", "output.path", "cell.backend", "checkpoint.")
+# the probes and fields of the output file). A prefix ending in "." stands for a whole section. Where and how the
+# cells are integrated may change (a job moved from a CPU partition to a GPU partition): backend, placement, kernel
+# variant, exchange and groups hold the same states and integrate the same equations, with the backends'
+# round-off differences (tests/test_restart.py).
+FREE_KEYS = ("simulation.duration", "simulation.progress_interval", "output.path", "checkpoint.",
+             "cell.backend", "cell.placement", "cell.kernel", "cell.exchange", "cell.groups_per_node")
 
 
 def resolve_path(cfg, output_path: Path) -> Path:

@@ -120,11 +120,13 @@ def main(argv=None) -> int:
         if args.command is None:
             raise UserError("cardiosim: no command given; commands: run, config, cell, kernels, inspect, plot, "
                             "bench (see cardiosim --help)")
-        import petsc4py
-        # Before anything imports PETSc. Our own defaults for one preconditioner are unused when the user picks
-        # another, so the unused-options report is off unless asked for (later options win).
+        if petsc_args and args.command != "run":
+            raise UserError(f"cardiosim {args.command}: takes no PETSc options (given after --: "
+                            f"{' '.join(petsc_args)}); they are for cardiosim run")
+        from . import petsc_options
         from .placement import petsc_device_options   # PETSc on this rank's GPU (resident), before it starts
-        petsc4py.init(["cardiosim", "-options_left", "0", *petsc_device_options(comm, petsc_args)] + petsc_args)
+        # before anything imports PETSc; a PETSc option nothing reads is an error
+        petsc_options.init([*petsc_device_options(comm, petsc_args), *petsc_args])
         if args.command == "run":
             return _run(args)
         if args.command == "config":

@@ -1,8 +1,9 @@
 """Krylov solvers with defaults set in code and every choice overridable from the PETSc options database.
 
-Each solver has an options prefix (``parabolic_``, ``elliptic_``). Defaults are written into the options
-database only where the user has not set the option, and ``setFromOptions()`` runs last, so anything after
-``--`` on the command line wins, e.g. ``-- -elliptic_pc_type gamg -elliptic_ksp_monitor``.
+Each solver has an options prefix (``parabolic_``, ``elliptic_``). Defaults are in the options database only
+while the solver is set up (cardiosim.petsc_options.inserted), only where the user has not set the option, and
+``setFromOptions()`` runs last, so anything after ``--`` on the command line wins, e.g.
+``-- -elliptic_pc_type gamg -elliptic_ksp_monitor``.
 
 Defaults:
   parabolic  CG + block Jacobi/ILU(0): the matrix χCm/Δt·M + θK is diagonally dominant, a few iterations.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from petsc4py import PETSc
 
+from . import petsc_options
 from .errors import SimulationError, UserError
 
 PARABOLIC_DEFAULTS = {
@@ -87,13 +89,6 @@ def gpu_elliptic_defaults(grid) -> dict:
     return pc
 
 
-def set_defaults(prefix: str, defaults: dict) -> None:
-    opts = PETSc.Options()
-    for k, v in defaults.items():
-        if not opts.hasName(prefix + k):
-            opts.setValue(prefix + k, v)
-
-
 def petsc_message(e: PETSc.Error) -> str:
     """The innermost line of a PETSc error (the one that says what was wrong)."""
     lines = [ln.split("]", 1)[-1].strip() for ln in str(e).splitlines() if ln.strip()]
@@ -110,7 +105,6 @@ class LinearSolver:
             ns = PETSc.NullSpace().create(constant=True, comm=A.getComm())
             A.setNullSpace(ns)
             A.setTransposeNullSpace(ns)
-        set_defaults(name + "_", defaults or {})
         ksp = PETSc.KSP().create(comm=A.getComm())
         ksp.setOptionsPrefix(name + "_")
         ksp.setOperators(A)
@@ -118,11 +112,15 @@ class LinearSolver:
             # Multigrid takes its hierarchy (interpolation) from the DMDA, but keeps our assembled operator.
             ksp.setDM(grid.da)
             ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-        try:
-            ksp.setFromOptions()
-            ksp.setUp()
-        except PETSc.Error as e:
-            raise UserError(f"PETSc options for -{name}_*: {petsc_message(e)}") from None
+        # Everything that reads options happens here, the blocks' solvers (block Jacobi's ILU) included, so that
+        # our defaults can leave the database afterwards.
+        with petsc_options.inserted(name + "_", defaults or {}):
+            try:
+                ksp.setFromOptions()
+                ksp.setUp()
+                ksp.setUpOnBlocks()
+            except PETSc.Error as e:
+                raise UserError(f"PETSc options for -{name}_*: {petsc_message(e)}") from None
         self.ksp = ksp
         self.iterations: list[int] = []
 

@@ -385,9 +385,8 @@ class Output:
     def _abandon(self) -> None:
         """Close the file after a failed write without trying to write more. What is on disk is the state of the
         last flush (every completed snapshot); HDF5 repeats the failure while its objects are freed, which Python
-        could only print as 'Exception ignored' tracebacks, so those are silenced for the rest of this process."""
-        import sys
-        sys.unraisablehook = lambda unraisable: None
+        could only print as 'Exception ignored' tracebacks: those, and only those, are silenced."""
+        _quiet_h5py_unraisable()
         if self.f is not None:
             try:
                 self.f.close()
@@ -439,3 +438,21 @@ def _planned(group, name: str, shape: tuple, units: str, chunks=None, fill: bool
                               dcpl=dcpl)
     ds.attrs["units"] = units
     return ds
+
+
+def _quiet_h5py_unraisable() -> None:
+    """Drop the 'Exception ignored' reports of h5py objects freed after a failed write (a full disk), and pass every
+    other unraisable exception on to the hook that was there: a bug elsewhere must still be seen."""
+    import sys
+    previous = sys.unraisablehook
+    if getattr(previous, "cardiosim_h5py_filter", False):
+        return
+
+    def hook(unraisable):
+        where = getattr(unraisable.object, "__module__", None) or type(unraisable.object).__module__
+        if issubclass(unraisable.exc_type, (OSError, RuntimeError)) and str(where).startswith("h5py"):
+            return
+        previous(unraisable)
+
+    hook.cardiosim_h5py_filter = True
+    sys.unraisablehook = hook

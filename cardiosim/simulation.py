@@ -15,7 +15,7 @@ import socket
 import time
 from pathlib import Path
 
-from . import checkpoint, log, output
+from . import checkpoint, log, output, petsc_options
 from .analysis import ActivationMap, APDMap
 from .errors import SimulationError, UserError
 from .grid import Grid
@@ -51,7 +51,7 @@ class Simulation:
                 _collective(self.comm, lambda: output.check_path(self.path, overwrite))
             _collective(self.comm, lambda: checkpoint.check_path(self.checkpoint_path, overwrite or bool(ckpt)))
 
-        self.grid = Grid(cfg, PETSc.COMM_WORLD)   # GPU vector and matrix types for the resident placement
+        self.grid = Grid(cfg, PETSc.Comm(self.comm))   # GPU vector and matrix types for the resident placement
         self.stencil = self._choose_stencil()
         self.tissue = make_tissue(self.grid, cfg, self.stencil)
         self.reaction = Reaction(cfg, self.grid, self.comm, self.timers)
@@ -79,6 +79,9 @@ class Simulation:
                        "hosts": self.comm.allgather(socket.gethostname()),
                        "gpus": self.comm.allgather(getattr(self.reaction.backend, "device", None)),
                        **self.reaction.placement.layout}
+        # Everything that reads PETSc options is set up: an option from the command line that nothing read is a
+        # mistake (a misspelt name or prefix), said before any file is written.
+        petsc_options.check_unused(("dm_", *(s.name + "_" for s in self.tissue.solvers())))
         self.start_step = 0
         self.last_checkpoint = None   # (path, t) of the newest checkpoint, named when a run fails
         if ckpt:

@@ -1,4 +1,10 @@
-"""Shared test helpers: running the CLI (optionally under mpirun) and building configs."""
+"""Shared test helpers: running the CLI (optionally under mpirun) and building configs; capabilities a test needs.
+
+A test that cannot run here (no GPU, no mpirun, no reference data, ...) skips through :func:`needs`, which names the
+capability. ``CARDIOSIM_REQUIRE=gpu,mpi`` (comma-separated; ``make test-gpu`` sets gpu, CI sets mpi,gcc,root)
+turns such a skip into a failure that names what is missing, so a broken GPU or MPI set-up cannot pass as a suite
+of skips.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,48 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT.parent / "shared" / "reference"
+REFERENCE = ROOT / "tests" / "data" / "reference"   # CellML and CVODE traces (README there)
+
+CAPABILITIES = {
+    "gpu": "a CUDA GPU with PyCUDA (EXTRAS=test,plot,gpu make setup)",
+    "multigpu": "as many GPUs as the test's layout (the 2- and 4-GPU cases)",
+    "mpi": "an mpirun for the MPI tests",
+    "gcc": "a C compiler for the native cell kernels",
+    "nvcc": "the CUDA toolkit's nvcc",
+    "root": "root, to mount a small tmpfs (a real full disk)",
+    "vtk": "VTK's Python package (pip install vtk)",
+}
+
+
+def required() -> set[str]:
+    """The capabilities CARDIOSIM_REQUIRE names; an unknown name is a mistake in the environment, said at once."""
+    names = {n.strip() for n in os.environ.get("CARDIOSIM_REQUIRE", "").split(",") if n.strip()}
+    unknown = names - set(CAPABILITIES)
+    if unknown:
+        raise pytest.UsageError(f"CARDIOSIM_REQUIRE: unknown capability {', '.join(sorted(unknown))}; "
+                                f"known: {', '.join(CAPABILITIES)}")
+    return names
+
+
+def needs(capability: str, present: bool, why: str = "") -> None:
+    """Skip the calling test unless ``present``; fail instead where CARDIOSIM_REQUIRE names ``capability``."""
+    assert capability in CAPABILITIES, capability
+    if present:
+        return
+    what = f"{CAPABILITIES[capability]}" + (f": {why}" if why else "")
+    if capability in required():
+        pytest.fail(f"required capability '{capability}' is missing (CARDIOSIM_REQUIRE): {what}", pytrace=False)
+    pytest.skip(f"needs {capability}: {what}")
+
+
+def pytest_configure(config):
+    required()   # a misspelt CARDIOSIM_REQUIRE stops the run before any test
+
+
+def pytest_collection_modifyitems(config, items):
+    """Where GPUs are required (make test-gpu), a run that selects no GPU test has tested nothing."""
+    if "gpu" in required() and not any(item.get_closest_marker("gpu") for item in items):
+        raise pytest.UsageError("CARDIOSIM_REQUIRE=gpu, but no GPU test is selected")
 
 
 def mpirun() -> str | None:
@@ -23,9 +70,7 @@ def run_cli(args, np: int = 1, cwd=None, timeout=600, check=False, env=None):
     returns CompletedProcess."""
     cmd = [sys.executable, "-m", "cardiosim", *map(str, args)]
     if np > 1:
-        launcher = mpirun()
-        if launcher is None:
-            pytest.skip("no mpirun available")
+        launcher = require_mpirun()
         cmd = [launcher, "-n", str(np), *cmd]
     env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -44,22 +89,34 @@ def petsc():
     return PETSc
 
 
-def mount_tmpfs(where, size: str) -> bool:
-    """A small file system at ``where`` (a real full disk for the tests); False where mounting needs root."""
+def mount_tmpfs(where, size: str) -> None:
+    """A small file system at ``where`` (a real full disk for the tests); skips where mounting is not allowed."""
     where.mkdir()
     try:
         subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True,
                        capture_output=True)
-        return True
-    except (OSError, subprocess.CalledProcessError):
-        return False
+    except (OSError, subprocess.CalledProcessError) as e:
+        needs("root", False, f"mount -t tmpfs failed ({e})")
 
 
-def require_gpu() -> int:
-    """The number of visible GPUs; skips the test where PyCUDA or a GPU is missing."""
-    import pytest
+def require_mpirun() -> str:
+    """The MPI launcher; skips (or fails, where mpi is required) without one."""
+    launcher = mpirun()
+    needs("mpi", launcher is not None, "no mpirun or mpiexec found on PATH")
+    return launcher
+
+
+def require_gpu(n: int = 1) -> int:
+    """The number of visible GPUs; skips the test (or fails, where gpu is required) where PyCUDA or ``n`` GPUs are
+    missing."""
     from cardiosim.placement import visible_gpus
-    n, why = visible_gpus()
-    if n == 0:
-        pytest.skip(f"no GPU: {why}")
-    return n
+    have, why = visible_gpus()
+    needs("gpu", have >= max(n, 1), why if have == 0 else f"{n} GPUs wanted, {have} visible")
+    return have
+
+
+def require_gcc() -> str:
+    import shutil
+    cc = shutil.which("gcc") or shutil.which("cc")
+    needs("gcc", cc is not None, "no gcc or cc on PATH")
+    return cc

@@ -105,6 +105,7 @@ def test_output_in_unwritable_place(tmp_path):
     assert "output.path" in lines[0]
 
 
+@pytest.mark.mpi
 def test_bad_input_under_mpirun_is_one_line(tmp_path):
     cfg = tmp_path / "case.toml"
     cfg.write_text(edit("dt = 0.02", "dt = -0.02"))
@@ -114,6 +115,7 @@ def test_bad_input_under_mpirun_is_one_line(tmp_path):
     assert len(lines) == 1 and "simulation.dt" in lines[0], proc.stderr
 
 
+@pytest.mark.mpi
 def test_blow_up_stops_every_rank_with_one_line(tmp_path):
     """A too-large ODE step makes the cells blow up: exit 3 on all ranks, one line naming the state, place and
     time, no hang; the output written so far stays readable."""
@@ -237,6 +239,7 @@ def test_bad_restart_one_line_exit_2(tmp_path, checkpointed, case, edit_file, ex
     assert _snapshot_files(tmp_path) == before   # nothing written, nothing changed
 
 
+@pytest.mark.mpi
 def test_bad_restart_under_mpirun_is_one_line(tmp_path, checkpointed):
     import shutil
     for p in checkpointed:

@@ -1,6 +1,6 @@
 """Bondarenko 2004: NumPy reference vs C kernel, native driver vs CVODE reference (spec.md §6), Forward-Euler limits.
 
-Reference data: ../shared/reference/bondarenko2004 relative to the repository root (skipped where absent).
+Reference data: tests/data/reference/bondarenko2004.
 Run with ``python3 -m pytest tests/test_bondarenko.py -q -s`` to see the biomarker tables.
 """
 
@@ -22,15 +22,12 @@ from cardiosim.ode import native
 from cardiosim.ode.native import NativeModel
 from cardiosim.single_cell import run_cell
 from cardiosim.stimulus import Protocol
+from conftest import REFERENCE
 
 ROOT = Path(__file__).resolve().parents[1]
-REF = ROOT.parent / "shared" / "reference" / "bondarenko2004"
+REF = REFERENCE / "bondarenko2004"
 DT = 1e-4
 PACE = Protocol(start=0.0, duration=0.5, period=1000.0, count=0)
-
-need_ref = pytest.mark.skipif(not (REF / "trace_apical_1Hz_beat1.csv").is_file(),
-                              reason=f"reference data not found at {REF}")
-
 
 def ap_states(variant):
     """States of one cell along beat 1 (from the native driver), plus one with V = -26.5 mV exactly (alpha_n)."""
@@ -105,7 +102,6 @@ def test_alpha_n_guard_is_smooth():
 
 
 # --------------------------------------------------------------------------------------------------------------
-@need_ref
 def test_beat1_apical_matches_cvode(tmp_path):
     t0 = time.perf_counter()
     rows = run_cell("bondarenko", "apical", {}, amplitude=-80.0, duration=0.5, period=1000.0, beats=1, dt=DT,

@@ -19,6 +19,7 @@ import pytest
 from pathlib import Path
 
 from cardiosim.cells import make
+from conftest import require_gpu
 from cardiosim.ode.kernel_variants import VARIANTS
 from cardiosim.ode.native import NativeModel
 from cardiosim.stimulus import Protocol
@@ -32,14 +33,8 @@ N_GROUPS = len(STARTS) + 1
 
 @pytest.fixture(scope="module")
 def gpu():
-    cuda = pytest.importorskip("pycuda.driver")
-    try:
-        cuda.init()
-        n = cuda.Device.count()
-    except Exception as e:     # no driver, no device
-        pytest.skip(f"no usable CUDA device: {e}")
-    if n == 0:
-        pytest.skip("no CUDA device")
+    require_gpu()
+    import pycuda.driver as cuda
     print(f"\nGPU: {cuda.Device(0).name()}, CUDA driver {cuda.get_driver_version()}")
     return cuda
 

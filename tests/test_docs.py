@@ -10,7 +10,10 @@ def test_config_reference_is_current():
     assert doc.read_text() == config.reference_markdown(), "regenerate: cardiosim config --doc > docs/config.md"
 
 
-def test_demo_config_is_valid():
+def test_every_shipped_config_is_valid():
+    """Every config under run/, in subfolders too (run/niederer/*.toml), and the test configs."""
     root = Path(__file__).resolve().parents[1]
-    for path in sorted((root / "run").glob("*.toml")):
+    paths = sorted((root / "run").rglob("*.toml")) + sorted((root / "tests" / "configs").rglob("*.toml"))
+    assert len([p for p in paths if p.parent.name == "niederer"]) == 9
+    for path in paths:
         config.load(path)

@@ -100,6 +100,7 @@ def test_pulse_train_and_s2_sphere(tmp_path):
     assert 0 < times[0] < 60 and 500 < times[1] < 560 and 1000 < times[2] < 1010
 
 
+@pytest.mark.mpi
 def test_3d_slab_propagates_on_two_ranks(tmp_path):
     cfg = tmp_path / "slab.toml"
     cfg.write_text("""
@@ -136,6 +137,7 @@ interval = 5.0
     assert 5.0 < a < 40.0
 
 
+@pytest.mark.mpi
 def test_activation_map_matches_probes_on_two_ranks(tmp_path):
     from cardiosim.analysis import sample
     from pathlib import Path

@@ -8,6 +8,9 @@ import pytest
 from cardiosim.bench import niederer
 
 
+pytestmark = pytest.mark.mpi     # the three runs are on 2 ranks
+
+
 @pytest.fixture(scope="module")
 def coarse(tmp_path_factory):
     out = tmp_path_factory.mktemp("niederer")

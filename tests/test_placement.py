@@ -20,7 +20,7 @@ from cardiosim.errors import UserError
 from cardiosim.placement import blocks, layout_table, plan_node, resolve
 from cardiosim.timing import Timers
 
-from conftest import mpirun, run_cli
+from conftest import mpirun, require_mpirun, run_cli
 
 SHEET = Path(__file__).parent / "configs" / "sheet.toml"
 
@@ -147,6 +147,7 @@ def sheets(tmp_path_factory):
     return res
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("np_", [1, 2, 4])
 def test_cpu_grouped_and_full_exchange_give_the_same_numbers(sheets, np_):
     """The same cells integrated by their own rank or by the group's owner, Vm or every state exchanged: the same
@@ -171,11 +172,13 @@ def test_cpu_grouped_and_full_exchange_give_the_same_numbers(sheets, np_):
                 assert d <= 1e-12
 
 
+@pytest.mark.mpi
 def test_groups_in_the_layout(sheets):
     assert [g["ranks"] for g in sheets[2, "grouped"][2]["groups"]] == [[0, 1]]
     assert [(g["ranks"], g["owner"]) for g in sheets[4, "grouped"][2]["groups"]] == [([0, 1], 0), ([2, 3], 2)]
 
 
+@pytest.mark.mpi
 def test_one_two_four_ranks_agree(sheets):
     """The rank count changes the preconditioners (tests/test_parallel.py): 1, 2 and 4 ranks agree to the solver
     tolerance, here rtol 1e-13, in every mode."""
@@ -186,6 +189,7 @@ def test_one_two_four_ranks_agree(sheets):
         assert max(d) < 1e-8
 
 
+@pytest.mark.mpi
 def test_native_cells_grouped_equal_cpu(tmp_path):
     """The compiled C integrator on the owner: TT06 on 2 ranks, one group, every state exchanged."""
     cfg = tmp_path / "tt06.toml"
@@ -221,6 +225,7 @@ def test_native_cells_grouped_equal_cpu(tmp_path):
     assert np.array_equal(vm["cpu"], vm["grouped"])
 
 
+@pytest.mark.mpi
 def test_uneven_groups_layout(tmp_path):
     """3 ranks in 2 groups: ranks 0-1 owned by rank 0, rank 2 by itself; the layout is printed and stored."""
     out = tmp_path / "uneven.h5"
@@ -234,6 +239,7 @@ def test_uneven_groups_layout(tmp_path):
 
 
 # -- failures end the job ------------------------------------------------------------------------------------------
+@pytest.mark.mpi
 def test_blow_up_found_by_the_owner_stops_every_rank(tmp_path):
     """The owner integrates every cell of its group: its failure reaches the members through the collective check;
     exit 3 and one line."""
@@ -265,13 +271,12 @@ sys.exit(main())
 """
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("rank,how", [(1, "raise"), (0, "raise"), (1, "kill"), (0, "kill")])
 def test_exception_or_killed_rank_ends_the_job(tmp_path, rank, how):
     """In grouped mode the owner (rank 0) waits in Gatherv for its members and the members wait in Scatterv for the
     owner: an exception or a SIGKILL on either side in the third step must end the whole job, never hang."""
-    launcher = mpirun()
-    if launcher is None:
-        pytest.skip("no mpirun available")
+    launcher = require_mpirun()
     script = tmp_path / "inject.py"
     script.write_text(INJECT)
     env = dict(os.environ, FAIL_RANK=str(rank), FAIL_HOW=how, PYTHONUNBUFFERED="1")
@@ -295,12 +300,11 @@ def test_exception_or_killed_rank_ends_the_job(tmp_path, rank, how):
 
 
 # -- shared compilation ----------------------------------------------------------------------------------------------
+@pytest.mark.mpi
 def test_first_rank_starts_first_and_its_failure_reaches_all(tmp_path):
     """first_then_others: rank 0 runs first (it compiles the kernel into the cache), the others after it succeeded;
     when it fails, every rank raises and no other rank tries."""
-    launcher = mpirun()
-    if launcher is None:
-        pytest.skip("no mpirun available")
+    launcher = require_mpirun()
     log = tmp_path / "starts"
     script = tmp_path / "first.py"
     script.write_text(textwrap.dedent(f"""
@@ -337,6 +341,7 @@ def test_first_rank_starts_first_and_its_failure_reaches_all(tmp_path):
 
 
 # -- bad combinations ------------------------------------------------------------------------------------------------
+@pytest.mark.mpi
 @pytest.mark.parametrize("sets,words", [
     (['cell.placement="per-rank"'], "cell.placement"),
     (['cell.placement="cpu"', 'cell.backend="cuda"', 'cell.model="tt06"'], "cell.placement"),
@@ -353,6 +358,7 @@ def test_bad_placement_is_one_line(tmp_path, sets, words):
     assert not (tmp_path / "out.h5").exists()
 
 
+@pytest.mark.mpi
 def test_cuda_without_gpu_is_one_line(tmp_path):
     from cardiosim.placement import visible_gpus
     if visible_gpus()[0]:

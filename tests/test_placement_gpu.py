@@ -20,9 +20,9 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import require_gpu, run_cli
+from conftest import needs, require_gpu, run_cli
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.mpi]
 
 TIGHT = ["-parabolic_ksp_rtol", "1e-13", "-elliptic_ksp_rtol", "1e-13"]
 SHEET = """
@@ -98,8 +98,7 @@ def test_gpu_modes_agree(tmp_path, n_gpus, np_):
 
 @pytest.mark.parametrize("gpus", [1, 2, 4])
 def test_sixteen_ranks_on_one_two_four_gpus(tmp_path, n_gpus, gpus):
-    if gpus > n_gpus:
-        pytest.skip(f"{gpus} GPUs wanted, {n_gpus} visible")
+    needs("multigpu", gpus <= n_gpus, f"{gpus} GPUs wanted, {n_gpus} visible")
     env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(gpus)))}
     ref = run(tmp_path, "ref", 2, GPU_MODES["grouped"], env=env)
     got = run(tmp_path, "sixteen", 16, GPU_MODES["grouped"], env=env)
@@ -115,8 +114,7 @@ def test_sixteen_ranks_on_one_two_four_gpus(tmp_path, n_gpus, gpus):
 
 
 def test_more_gpus_than_ranks_says_which_idle(tmp_path, n_gpus):
-    if n_gpus < 2:
-        pytest.skip("needs 2 GPUs")
+    needs("multigpu", n_gpus >= 2, f"2 GPUs wanted, {n_gpus} visible")
     out = run(tmp_path, "one", 1, GPU_MODES["grouped"])
     print("\n" + out[3])
     idle = ", ".join(map(str, range(1, n_gpus)))

@@ -22,7 +22,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import mount_tmpfs, mpirun, require_gpu, run_cli
+from conftest import mount_tmpfs, mpirun, require_gpu, require_mpirun, run_cli
 
 CONFIG = Path(__file__).parent / "configs" / "sheet.toml"
 # Tight solver tolerances, so that runs on 1 and 2 ranks can be compared to round-off (tests/test_parallel.py).
@@ -49,9 +49,7 @@ def snapshots(path) -> int:
 def run_and_signal(args, out: Path, sig, after_snapshots: int, np_: int = 2, timeout=300):
     """Start ``cardiosim ARGS`` under mpirun, send ``sig`` to the mpirun process once the output holds
     ``after_snapshots`` snapshots, wait; returns (exit status, stdout, stderr)."""
-    launcher = mpirun()
-    if launcher is None:
-        pytest.skip("no mpirun available")
+    launcher = require_mpirun()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     proc = subprocess.Popen([launcher, "-n", str(np_), sys.executable, "-m", "cardiosim", *map(str, args)],
@@ -87,6 +85,7 @@ def stopped_and_restarted(tmp_path_factory):
             "ckpt": ckpt}
 
 
+@pytest.mark.mpi
 def test_sigterm_stops_with_one_line(stopped_and_restarted):
     r = stopped_and_restarted
     print(f"\nstopped at t = {r['t_stop']} ms of 10 ms: {r['stdout'].strip()}")
@@ -98,6 +97,7 @@ def test_sigterm_stops_with_one_line(stopped_and_restarted):
     assert f"--restart {r['ckpt']}" in line
 
 
+@pytest.mark.mpi
 def test_restart_on_two_ranks_is_bit_identical(stopped_and_restarted):
     r = stopped_and_restarted
     full, two = datasets(r["full"]), datasets(r["two"])
@@ -110,6 +110,7 @@ def test_restart_on_two_ranks_is_bit_identical(stopped_and_restarted):
         assert '"mpi_ranks": 2' in f.attrs["restarts"]
 
 
+@pytest.mark.mpi
 def test_restart_on_one_rank_agrees(stopped_and_restarted):
     """From the 2-rank checkpoint on 1 rank: the data up to the checkpoint are the stopped run's, bit for bit;
     after it, the preconditioners differ with the rank count, so the runs agree to round-off (amplified a little
@@ -156,12 +157,11 @@ def _rank_pids(launcher_pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.mpi
 def test_sigusr1_to_one_rank_stops_all(tmp_path):
     """SLURM's --signal without B: reaches every task, but one rank's flag is enough: the ranks agree in the step's
     collective, write one checkpoint of the same step and all exit with 75."""
-    launcher = mpirun()
-    if launcher is None:
-        pytest.skip("no mpirun available")
+    launcher = require_mpirun()
     out = tmp_path / "out.h5"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -181,6 +181,7 @@ def test_sigusr1_to_one_rank_stops_all(tmp_path):
         assert f["probes/time"][-1] == t   # the output stops where the checkpoint is
 
 
+@pytest.mark.mpi
 def test_wall_interval_checkpoints(tmp_path):
     """checkpoint.wall_interval: rank 0's clock decides, every rank follows (2 ranks); here every step, so the last
     checkpoint is one step before the end."""
@@ -255,13 +256,13 @@ def test_compiled_cells_restart_bit_identical(tmp_path, backend):
     assert a["fields/Vm"][-1].max() > 0.0
 
 
+@pytest.mark.mpi
 def test_full_disk_keeps_previous_checkpoint_and_output(tmp_path):
     """The checkpoint directory is a small file system that holds one checkpoint but not a second beside it: the
     second write fails (ENOSPC, a real full disk); the run stops with one line; the first checkpoint is whole and
     a restart from it finishes the run, identical to an uninterrupted one."""
     disk = tmp_path / "small"
-    if not mount_tmpfs(disk, "200k"):   # one checkpoint of the sheet is ~126 kB: one fits, two do not
-        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    mount_tmpfs(disk, "200k")   # one checkpoint of the sheet is ~126 kB: one fits, two do not
     try:
         out, ref = tmp_path / "out.h5", tmp_path / "ref.h5"
         ckpt = disk / "run.ckpt.h5"
@@ -290,6 +291,7 @@ def test_full_disk_keeps_previous_checkpoint_and_output(tmp_path):
         subprocess.run(["umount", str(disk)], check=False)
 
 
+@pytest.mark.mpi
 def test_blow_up_keeps_last_checkpoint(tmp_path):
     """A second, absurd stimulus at t = 3 ms makes the cells leave their range: exit 3, one line with the time,
     the place and the last checkpoint, which is kept and can be restarted from."""
@@ -309,3 +311,30 @@ def test_blow_up_keeps_last_checkpoint(tmp_path):
     with h5py.File(ckpt) as c:
         assert float(c.attrs["t"]) == 3.0
         assert np.all(np.isfinite(c["states"][:]))
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("before,after", [("cpu", "grouped"), ("grouped", "cpu")])
+def test_restart_may_move_the_cells(tmp_path, before, after):
+    """A job moved between partitions resumes with another placement: the checkpoint holds the same states whoever
+    integrates them. On the same 2 ranks cpu and grouped placements give the same numbers bit for bit
+    (tests/test_placement.py), so the resumed run must equal the uninterrupted one bit for bit."""
+    common = ["--quiet", "--set", "simulation.duration=6.0", "--set", "checkpoint.interval=4.0", *TIGHT]
+    full = tmp_path / "full.h5"
+    run_cli(["run", CONFIG, "--output", full, "--set", f'cell.placement="{before}"', *common], np=2, check=True)
+    with h5py.File(tmp_path / "full.ckpt.h5") as c:
+        assert float(c.attrs["t"]) == 4.0
+    moved, moved_ckpt = tmp_path / "moved.h5", tmp_path / "moved.ckpt.h5"
+    shutil.copy(full, moved)
+    shutil.copy(tmp_path / "full.ckpt.h5", moved_ckpt)
+    with h5py.File(moved, "r+") as f:          # what the resumed run writes must come from the resumed run
+        f["fields/Vm"][-1] = 0.0
+    proc = run_cli(["run", CONFIG, "--output", moved, "--restart", moved_ckpt, "--set", f'cell.placement="{after}"',
+                    *common], np=2, check=True)
+    a, b = datasets(full), datasets(moved)
+    for name in a:
+        if name.startswith(("fields/", "probes/", "maps/")):
+            assert np.array_equal(a[name], b[name], equal_nan=True), name
+    assert a["fields/Vm"][-1].max() > 0.0
+    with h5py.File(moved) as f:
+        assert f'"placement": "{after}"' in f.attrs["restarts"], proc.stdout

@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import ROOT, mpirun, run_cli
+from conftest import ROOT, mpirun, require_mpirun, run_cli
 
 SCRIPTS = sorted((ROOT / "run" / "slurm").glob("*.sbatch"))
 CONFIG = Path(__file__).parent / "configs" / "sheet.toml"
@@ -76,13 +76,12 @@ def test_stopped_status_matches():
     assert f"STOPPED={STOPPED}" in text
 
 
+@pytest.mark.mpi
 def test_requeue_script_resumes(tmp_path):
     """requeue.sbatch with srun = mpirun -n 2 and a recording scontrol: SIGUSR1 to the batch shell (as SLURM's
     --signal=B:USR1 sends it) -> checkpoint, exit 75, `scontrol requeue`; the requeued run resumes from the
     checkpoint and the output equals an uninterrupted run's, bit for bit."""
-    launcher = mpirun()
-    if launcher is None:
-        pytest.skip("no mpirun available")
+    launcher = require_mpirun()
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     (bin_ / "srun").write_text(f'#!/bin/bash\nwhile [[ $1 == -* ]]; do shift; done\nexec {launcher} -n 2 "$@"\n')

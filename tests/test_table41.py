@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from cardiosim import config
 from cardiosim.bench.table41 import CONFIG
 
@@ -29,6 +31,7 @@ def bench(tmp_path, *args):
     return json.loads(out.read_text())["results"], page.read_text()
 
 
+@pytest.mark.mpi
 def test_table41_on_cpu(tmp_path):
     results, page = bench(tmp_path, "--placements", "cpu", "grouped", "--backend", "native")
     assert [(r["placement"], r["exchange"]) for r in results] == [("cpu", "-"), ("grouped", "vm"),
@@ -42,6 +45,7 @@ def test_table41_on_cpu(tmp_path):
     assert "| native (CPU) | grouped | full | 2 | 0 |" in page and "PDE 1599.62" in page
 
 
+@pytest.mark.mpi
 def test_unknown_kernel_variant_is_reported(tmp_path):
     results, page = bench(tmp_path, "--placements", "grouped", "--backend", "cuda", "--variants", "no-such-kernel",
                           "--exchange", "vm")

@@ -9,8 +9,8 @@ What is checked, against what:
     0.05 ms; biomarkers of beat 1 and the V trace (trace_epi_1Hz_beat1.csv);
   * Forward Euler at dt = 0.003 ms (beyond the m gate's stability limit) is caught by find_bad_state.
 
-The reference folder is ../shared/reference relative to the repository root; tests that need it skip without it.
-The C parts need gcc (skipped without it). Whole file: ~30 s on one core (the NumPy Rush–Larsen beats dominate).
+The reference data are in tests/data/reference/tt06.
+The C parts need gcc (skipped without it, failed where CARDIOSIM_REQUIRE names gcc). Whole file: ~30 s on one core (the NumPy Rush–Larsen beats dominate).
 
 Biomarkers: cardiosim.biomarkers.beat_biomarkers with the README's conventions (see beat_biomarkers below).
 """
@@ -32,9 +32,10 @@ from cardiosim import biomarkers
 from cardiosim.cells import make
 from cardiosim.cells.tt06 import DERIVED_ORDER, TenTusscher2006Epi
 from cardiosim.stimulus import Protocol
+from conftest import REFERENCE, require_gcc
 
 ROOT = Path(__file__).resolve().parents[1]
-REF_DIR = ROOT.parent / "shared" / "reference" / "tt06"
+REF_DIR = REFERENCE / "tt06"
 HEADER = ROOT / "kernels" / "tt06.h"
 
 # The reference beat (README.md): Niederer initial state at t = 0, -52 pA/pF for 1 ms at t = 0 of each 1000 ms beat.
@@ -45,11 +46,6 @@ T_BEAT = 500.0  # ms simulated (the reference trace covers 0-500 ms)
 # CVODE reference, beat 1 (README.md table). dVdt_max includes the stimulus; APDs from the time of max dV/dt.
 REFERENCE_BEAT1 = {"V_rest": -85.230, "V_peak": 37.210, "dVdt_max": 369.12, "APD25": 202.744, "APD50": 261.584,
                    "APD75": 281.769, "APD90": 290.165, "Cai_peak": 9.6193e-4}
-
-
-def need_reference():
-    if not (REF_DIR / "trace_epi_1Hz_beat1.csv").is_file():
-        pytest.skip(f"reference data not found: {REF_DIR} (expected ../shared/reference next to the repository)")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -84,7 +80,6 @@ def check_biomarkers(b, keys=("V_rest", "dVdt_max", "APD25", "APD50", "APD75", "
 
 
 def reference_trace():
-    need_reference()
     data = np.loadtxt(REF_DIR / "trace_epi_1Hz_beat1.csv", delimiter=",", skiprows=1)
     return data[:, 0], data[:, 1], data[:, 2]
 
@@ -187,9 +182,7 @@ class Shim:
 
 @pytest.fixture(scope="module")
 def shim_build(tmp_path_factory):
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        pytest.skip("no C compiler (gcc) to build the kernels/tt06.h test shim")
+    cc = require_gcc()
     d = tmp_path_factory.mktemp("tt06_shim")
     (d / "shim.c").write_text(SHIM_SRC)
     so = d / "shim.so"
@@ -207,10 +200,9 @@ def shim(shim_build, model):
 
 @pytest.fixture(scope="module")
 def native(model):
-    if shutil.which("gcc") is None:
-        pytest.skip("no gcc for the native backend")
-    native = pytest.importorskip("cardiosim.ode.native")
-    return native.NativeModel(model)
+    require_gcc()
+    from cardiosim.ode.native import NativeModel
+    return NativeModel(model)
 
 
 @pytest.fixture(scope="module")
@@ -376,7 +368,6 @@ def test_numpy_rhs_matches_cellml(model):
     """Every derivative equals the CellML's to round-off, at random states spanning V = -90..60 mV (including the
     h/j branch point), with and without stimulus. Exception by design: within 15 ± 0.001 mV the CellML uses a flat
     plateau for I_CaL's GHK factor, this code the exact function (spec.md §5.1); there the tolerance is 1e-4."""
-    need_reference()
     cm = CellMLModel(REF_DIR / "ten_tusscher_model_2006_epi.cellml")
     assert set(cm.by_name) == set(model.state_names)
     rng = np.random.default_rng(2006)
@@ -518,7 +509,6 @@ def test_forward_euler_beat_matches_cvode(model, native, dt, capsys):
     """Forward Euler on all 19 states (the C kernel via cardiosim.ode.native), beat 1: biomarkers within 1 % of
     CVODE (V_peak within 0.5 mV); V within 0.1 mV RMS of the reference trace over 0-500 ms (measured: 0.007 mV at
     dt = 0.001, 0.013 mV at 0.002; APD90 290.157 / 290.150 ms against 290.165)."""
-    need_reference()
     t, V, Ca = native_fe_beat(model, native, dt)
     b = beat_biomarkers(t, V, Ca)
     rms = rms_vs_trace(t, V)
@@ -535,7 +525,6 @@ def test_rush_larsen_beat_numpy(model, shim, dt, capsys):
     CVODE (README: RL keeps APD90 within 1 % up to dt ~ 0.2 ms, the upstroke degrades early: V_peak +1 mV at 0.01,
     +5.8 mV at 0.05), V within 1 mV RMS of the reference trace (measured 0.10 / 0.49 mV). The C Rush–Larsen gives
     the same trajectory."""
-    need_reference()
     n = int(round(T_BEAT / dt))
     y = model.initial_state(1)
     work = np.empty_like(y)

@@ -3,7 +3,7 @@
 V. E. Bondarenko, G. P. Szigeti, G. C. L. Bett, S.-J. Kim, R. L. Rasmusson, "Computer model of action potential of
 mouse ventricular myocytes", Am J Physiol Heart Circ Physiol 287: H1378–H1403, 2004.
 
-Ground truth: the CellML files in ``shared/reference/bondarenko2004/`` (restated in its spec.md). We follow the
+Ground truth: the CellML files in ``tests/data/reference/bondarenko2004/`` (restated in its spec.md). We follow the
 CellML everywhere, with two deliberate exceptions (README.md there, "[D1]/[D2]"):
 
 * [D2] dI1/dt uses ``Kpcb`` in the I1→C4 term (the CellML has Kpcf), so that the L-type chain conserves

@@ -163,6 +163,9 @@ def _load(path: Path) -> ctypes.CDLL:
     return _LIBS[path]
 
 
+INTEGRATOR_NAMES = {"forward-euler": "Forward Euler", "rush-larsen": "Rush-Larsen"}
+
+
 def _ptr(a: np.ndarray | None):
     return None if a is None else a.ctypes.data
 
@@ -253,7 +256,8 @@ class NativeModel:
             what = "is not finite" if status == 1 else f"is outside its range [{st.lower:g}, {st.upper:g}]"
             raise SimulationError(
                 f"{self.model.name}: cell {c}, state {st.name} = {v:.6g} {st.unit} {what} at t = {bad_t.value:.6g} ms "
-                f"(Forward Euler, dt = {dt:g} ms); the time step is probably too large, try a smaller dt")
+                f"({INTEGRATOR_NAMES[self.integrator]}, dt = {dt:g} ms); the time step is probably too large, "
+                f"try a smaller dt")
         return (dmax, tmax) if track_dvdt else None
 
 

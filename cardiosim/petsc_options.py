@@ -1,0 +1,78 @@
+"""PETSc's options database, kept honest: the user's options win, our defaults are there only while a solver is set
+up, and an option the user gave that nothing read is an error.
+
+- :func:`init` starts petsc4py with the options given after ``--`` and remembers their names.
+- :func:`inserted` puts a solver's defaults (those the user has not set) into the global database for the duration
+  of its set-up and takes them out again, so the database afterwards holds what the user gave and nothing of ours
+  (as petsctools' ``OptionsManager.inserted_options`` does for Firedrake). ``setFromOptions()`` runs inside it, last,
+  so the command line wins.
+- :func:`check_unused` is called once everything that reads options has been set up, before any output is written:
+  a misspelt ``-elliptic_pc_typo gamg`` is one line naming it, exit status 2, instead of a run with the default
+  preconditioner.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+
+from .errors import UserError
+
+_given: list[str] = []    # option names from the command line (after --), without the leading dash
+
+# Options PETSc reads only after set-up, so they cannot have been used when check_unused runs: at PetscFinalize
+# (logging, memory and option reports), and a solver's viewers and converged reason at the end of each solve (those
+# only under one of the run's prefixes, so a misspelt prefix is still caught).
+_AT_FINALIZE = re.compile(r"^(log_|malloc|memory_|options_|objects_)|^(info|history)$")
+_AT_SOLVE = re.compile(r"(^|_)(view|converged_reason)(_|$)")
+_NUMBER = re.compile(r"^-[0-9.]")
+
+
+def init(args: list[str]) -> None:
+    """Initialise petsc4py with ``args`` (the options after ``--``); must run before anything imports PETSc."""
+    import petsc4py
+    petsc4py.init(["cardiosim", *args])
+    _given[:] = option_names(args)
+
+
+def option_names(args: list[str]) -> list[str]:
+    """The option names in a PETSc argument list (``-name [value]``; a negative number is a value, not a name)."""
+    return [a.lstrip("-") for a in args if a.startswith("-") and len(a) > 1 and not _NUMBER.match(a)]
+
+
+@contextmanager
+def inserted(prefix: str, defaults: dict):
+    """``defaults`` (keys without the prefix) in the global options database while the block runs, except where the
+    user has set the option; removed afterwards."""
+    from petsc4py import PETSc
+    opts = PETSc.Options()
+    added = [k for k in defaults if not opts.hasName(prefix + k)]
+    for k in added:
+        opts.setValue(prefix + k, defaults[k])
+    try:
+        yield
+    finally:
+        for k in added:
+            opts.delValue(prefix + k)
+
+
+def unused(prefixes: tuple[str, ...]) -> list[str]:
+    """The command-line options no PETSc object has read, less those read only after set-up; ``prefixes``: the
+    option prefixes of this run's solvers."""
+    from petsc4py import PETSc
+    opts = PETSc.Options()
+
+    def read_later(name):
+        return bool(_AT_FINALIZE.search(name)) or (name.startswith(tuple(prefixes)) and bool(_AT_SOLVE.search(name)))
+    return [n for n in dict.fromkeys(_given) if not read_later(n) and not opts.used(n)]
+
+
+def check_unused(prefixes: tuple[str, ...]) -> None:
+    """UserError naming every command-line option that nothing used; ``prefixes`` (the solvers' option prefixes)
+    are named in the message, so a misspelt prefix is easy to see."""
+    left = unused(prefixes)
+    if left:
+        known = ", ".join(f"-{p}*" for p in prefixes)
+        raise UserError(f"PETSc option{'s' if len(left) > 1 else ''} {', '.join('-' + n for n in left)} "
+                        f"{'were' if len(left) > 1 else 'was'} not used by any solver (misspelt? this run's solvers "
+                        f"read {known}; -help lists what each accepts)")
