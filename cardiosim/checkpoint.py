@@ -43,7 +43,8 @@ SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 # variant, exchange and groups hold the same states and integrate the same equations, with the backends'
 # round-off differences (tests/test_restart.py).
 FREE_KEYS = ("simulation.duration", "simulation.progress_interval", "output.path", "checkpoint.",
-             "cell.backend", "cell.placement", "cell.kernel", "cell.exchange", "cell.groups_per_node")
+             "cell.backend", "cell.placement", "cell.kernel", "cell.exchange", "cell.groups_per_node",
+             "cell.share_gpu")
 
 
 def resolve_path(cfg, output_path: Path) -> Path:
