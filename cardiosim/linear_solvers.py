@@ -75,13 +75,24 @@ def gpu_parabolic_defaults() -> dict:
     return out
 
 
+GPU_COARSE_NODES = 100   # up to this many coarse nodes the coarse solve stays on the GPU (Chebyshev)
+
+
 def gpu_elliptic_defaults(grid) -> dict:
     """The elliptic preconditioner on the GPU: the same geometric multigrid as on the CPU, with a coarse solve
-    that stays on the device (Chebyshev/Jacobi, a fixed number of iterations: a linear operator, as CG needs; the
-    redundant SVD of the CPU default runs on the host and copies every V-cycle). The coarsest grid is a few
-    nodes per dimension (mg_levels coarsens as far as the grid allows), which a few Chebyshev iterations solve."""
+    that stays on the device where the coarsest grid is small (at most GPU_COARSE_NODES nodes: Chebyshev/Jacobi,
+    a fixed number of iterations — a linear operator, as CG needs; the CPU's redundant SVD runs on the host and
+    copies the coarse vectors every V-cycle). A larger coarsest grid (the grid does not halve further, e.g. 40²
+    for the 625² Table 4.1 sheet) keeps the SVD: a few Chebyshev iterations would not solve it, and the copies are
+    of the coarse vectors only."""
     pc = elliptic_pc_defaults(grid)
     if pc.get("pc_type") != "mg":
+        return pc
+    _, cells = mg_levels(grid)
+    coarse = 1
+    for c in cells:
+        coarse *= c + 1
+    if coarse > GPU_COARSE_NODES:
         return pc
     pc = {k: v for k, v in pc.items() if not k.startswith("mg_coarse")}
     pc.update({"mg_coarse_ksp_type": "chebyshev", "mg_coarse_ksp_max_it": "8", "mg_coarse_ksp_norm_type": "none",
