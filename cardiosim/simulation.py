@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from . import checkpoint, log, output, petsc_options
-from .analysis import ActivationMap, APDMap
+from .analysis import ActivationMap, APDMap, HostMaps
 from .errors import SimulationError, UserError
 from .grid import Grid
 from .placement import MODE
@@ -72,7 +72,6 @@ class Simulation:
             self.accumulators = {"activation": DeviceAccumulator(self.maps, self.activation),
                                  "apd": DeviceAccumulator(self.maps, self.apd)}
         else:
-            from .ode.resident import HostMaps
             self.maps = HostMaps(self.activation, self.apd)
             self.accumulators = {"activation": self.activation, "apd": self.apd}
         self.layout = {"mpi_ranks": self.comm.size, "dmda_procs": list(self.grid.da.getProcSizes()),

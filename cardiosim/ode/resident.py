@@ -187,21 +187,6 @@ class DeviceAccumulator:
         self.maps.upload()
 
 
-class HostMaps:
-    """The same interface for the other placements: the maps updated on the host from the Vec's array."""
-
-    def __init__(self, activation, apd):
-        self.activation, self.apd = activation, apd
-
-    def update(self, t0: float, t1: float, V) -> None:
-        v = V.getArray(readonly=True)
-        self.activation.update(t0, t1, v)
-        self.apd.update(t0, t1, v)
-
-    def download(self) -> None:
-        pass
-
-
 class DeviceProbes(Probes):
     """output.Probes with the samples taken on the device: each step one small gather kernel per field writes this
     rank's probe values into row ``len(times)`` of a device buffer (doubled when full); :meth:`collect` copies the
