@@ -109,6 +109,22 @@ class APDMap(_Accumulator):
         return self.repolarisation - self.activation.time
 
 
+class HostMaps:
+    """The activation and APD maps of a run updated together from the PETSc Vec of Vm (its host array); the
+    resident placement's cardiosim.ode.resident.DeviceMaps has the same interface on the device."""
+
+    def __init__(self, activation: ActivationMap, apd: APDMap):
+        self.activation, self.apd = activation, apd
+
+    def update(self, t0: float, t1: float, V) -> None:
+        v = V.getArray(readonly=True)
+        self.activation.update(t0, t1, v)
+        self.apd.update(t0, t1, v)
+
+    def download(self) -> None:   # the arrays are on the host already
+        pass
+
+
 def sample(field: np.ndarray, spacing, point) -> float:
     """Multilinear interpolation of a nodal field (natural shape [z,] [y,] x) at ``point`` (cm, x first).
     NaN if any contributing node is NaN."""

@@ -47,7 +47,8 @@ STOPPED = 75   # exit status after a checkpoint on a signal (sysexits EX_TEMPFAI
 # variant, exchange and groups hold the same states and integrate the same equations, with the backends'
 # round-off differences (tests/test_restart.py).
 FREE_KEYS = ("simulation.duration", "simulation.progress_interval", "output.path", "checkpoint.",
-             "cell.backend", "cell.placement", "cell.kernel", "cell.exchange", "cell.groups_per_node")
+             "cell.backend", "cell.placement", "cell.kernel", "cell.exchange", "cell.groups_per_node",
+             "cell.share_gpu")
 
 
 def resolve_path(cfg, output_path: Path) -> Path:

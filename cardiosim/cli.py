@@ -140,10 +140,11 @@ def main(argv=None) -> int:
             raise UserError(f"cardiosim {args.command}: takes no PETSc options (given after --: "
                             f"{' '.join(petsc_args)}); they are for cardiosim run")
         from . import petsc_options
-        # Before anything imports PETSc; a PETSc option nothing reads is an error. -no_signal_handler: PETSc's
-        # handler would turn a SIGTERM during set-up into a stack dump and an abort; cardiosim's own
-        # (cardiosim.signals) is in place already.
-        petsc_options.init(["-no_signal_handler", *petsc_args])
+        from .placement import petsc_device_options   # PETSc on this rank's GPU (resident), before it starts
+        # Before anything imports PETSc; a PETSc option of the user's that nothing reads is an error. Ours:
+        # -no_signal_handler (PETSc's handler would turn a SIGTERM during set-up into a stack dump and an abort;
+        # cardiosim's own, cardiosim.signals, is in place already) and the device choice.
+        petsc_options.init(petsc_args, ["-no_signal_handler", *petsc_device_options(comm, petsc_args)])
         if args.command == "run":
             return _run(args)
         if args.command == "config":

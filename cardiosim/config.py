@@ -119,11 +119,15 @@ class Cell:
                        doc="which integrator: numpy (the reference), native (the model's C kernel compiled with "
                            "gcc; Bondarenko, TT06), cuda (the fused GPU kernel; needs PyCUDA and a GPU), auto: "
                            "native where the model has a C kernel, else numpy")
-    placement: str = key("auto", choices=("auto", "cpu", "grouped", "per-rank"),
+    placement: str = key("auto", choices=("auto", "cpu", "grouped", "per-rank", "resident"),
                          doc="which rank integrates which cells: cpu (every rank its own, numpy/native), grouped "
                              "(the lowest rank of a group integrates the group's cells: one group per visible GPU "
                              "with cuda, cell.groups_per_node with numpy/native), per-rank (every rank its own "
-                             "context on GPU node rank mod GPUs; cuda only); auto: grouped with cuda, else cpu")
+                             "context on GPU node rank mod GPUs; cuda only), resident (one rank per GPU: the PDE "
+                             "and the cells on that GPU, no host copies per step; cuda); auto: grouped with cuda, "
+                             "else cpu")
+    share_gpu: bool = key(False, doc="resident: let more ranks than GPUs share the node's GPUs (node rank mod "
+                                     "GPUs); for tests on a one-GPU machine, slower than one rank per GPU")
     exchange: str = key("vm", choices=("vm", "full"),
                         doc="grouped: what crosses between the ranks and the group's owner each PDE step: vm "
                             "(16 B per cell), full (every state, as the seed simulator did)")

@@ -30,6 +30,12 @@ class Grid:
                                       stencil_type=PETSc.DMDA.StencilType.BOX,
                                       boundary_type=(PETSc.DM.BoundaryType.NONE,) * dim, comm=comm,
                                       setup=False)
+        # The resident placement keeps the PDE on the GPU: CUDA vectors, cuSPARSE matrices (no -dm_*_type flags
+        # needed; the options database still wins, e.g. to compare with host types).
+        self.gpu = getattr(cfg.cell, "placement", "") == "resident"
+        if self.gpu:
+            self.da.setVecType(PETSc.Vec.Type.CUDA)
+            self.da.setMatType(PETSc.Mat.Type.AIJCUSPARSE)
         self.da.setFromOptions()  # -dm_vec_type / -dm_mat_type (e.g. cuda, aijcusparse)
         self.da.setUp()
         self.owned = [tuple(r) for r in self.da.getRanges()]              # per dim (start, stop), x first
@@ -152,6 +158,12 @@ class Grid:
     # -- vectors -----------------------------------------------------------------------------------------------
     def vec(self) -> PETSc.Vec:
         return self.da.createGlobalVec()
+
+    @staticmethod
+    def to_device(v: PETSc.Vec) -> None:
+        """Make a GPU Vec's device copy current now (set-up), not at its first use inside the stepping loop."""
+        h = v.getCUDAHandle("r")
+        v.restoreCUDAHandle(h, "r")
 
 
 def _mpi_lor():

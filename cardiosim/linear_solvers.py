@@ -66,6 +66,40 @@ def elliptic_pc_defaults(grid) -> dict:
     return {"pc_type": "gamg"}
 
 
+def gpu_parabolic_defaults() -> dict:
+    """The parabolic solver on the GPU (resident placement): CG + Jacobi. Block Jacobi/ILU(0) would run its
+    triangular solves, sequential by nature, as slow cuSPARSE sweeps; Jacobi is one vector kernel and needs no
+    set-up (measured in docs/benchmarks.md)."""
+    out = {k: v for k, v in PARABOLIC_DEFAULTS.items() if not k.startswith("sub_")}
+    out["pc_type"] = "jacobi"
+    return out
+
+
+GPU_COARSE_NODES = 100   # up to this many coarse nodes the coarse solve stays on the GPU (Chebyshev)
+
+
+def gpu_elliptic_defaults(grid) -> dict:
+    """The elliptic preconditioner on the GPU: the same geometric multigrid as on the CPU, with a coarse solve
+    that stays on the device where the coarsest grid is small (at most GPU_COARSE_NODES nodes: Chebyshev/Jacobi,
+    a fixed number of iterations — a linear operator, as CG needs; the CPU's redundant SVD runs on the host and
+    copies the coarse vectors every V-cycle). A larger coarsest grid (the grid does not halve further, e.g. 40²
+    for the 625² Table 4.1 sheet) keeps the SVD: a few Chebyshev iterations would not solve it, and the copies are
+    of the coarse vectors only."""
+    pc = elliptic_pc_defaults(grid)
+    if pc.get("pc_type") != "mg":
+        return pc
+    _, cells = mg_levels(grid)
+    coarse = 1
+    for c in cells:
+        coarse *= c + 1
+    if coarse > GPU_COARSE_NODES:
+        return pc
+    pc = {k: v for k, v in pc.items() if not k.startswith("mg_coarse")}
+    pc.update({"mg_coarse_ksp_type": "chebyshev", "mg_coarse_ksp_max_it": "8", "mg_coarse_ksp_norm_type": "none",
+               "mg_coarse_ksp_chebyshev_esteig": "0,0.1,0,1.1", "mg_coarse_pc_type": "jacobi"})
+    return pc
+
+
 def petsc_message(e: PETSc.Error) -> str:
     """The innermost line of a PETSc error (the one that says what was wrong)."""
     lines = [ln.split("]", 1)[-1].strip() for ln in str(e).splitlines() if ln.strip()]

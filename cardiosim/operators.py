@@ -17,12 +17,14 @@ current pass along its edges with a healthy neighbour at half strength; make sca
 element wide).
 
 Matrices are assembled once with COO preallocation (``setPreallocationCOO``/``setValuesCOO``), which also works
-for GPU matrix types (-dm_mat_type aijcusparse); only right-hand sides change per step.
+for GPU matrix types (aijcusparse: the resident placement; :func:`sync_host` works around a PETSc defect there);
+only right-hand sides change per step.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 
 import numpy as np
 from petsc4py import PETSc
@@ -126,7 +128,18 @@ class Assembler:
         A.setValuesCOO(values.astype(PETSc.ScalarType), addv=PETSc.InsertMode.INSERT_VALUES)
         A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
         A.setOption(PETSc.Mat.Option.SPD, False)
+        sync_host(A)
         return A
+
+
+def sync_host(A: PETSc.Mat) -> None:
+    """Work around a PETSc 3.26.1 defect (docs/petsc-pcmg-gpu.md): a cuSPARSE matrix assembled by COO (or changed
+    on the device) is valid only on the device, and PCMG's Galerkin product then builds a wrong coarse operator
+    (an identity two levels down: CG+MG converges like CG+Jacobi). A norm copies the values to the host once, at
+    set-up; host matrices are left alone. CARDIOSIM_PCMG_GPU_WORKAROUND=0 leaves it out: the GPU test shows the
+    defect with it (tests/test_resident_gpu.py), so that it says when a PETSc release no longer needs this."""
+    if "cusparse" in A.getType().lower() and os.environ.get("CARDIOSIM_PCMG_GPU_WORKAROUND", "1") != "0":
+        A.norm()
 
 
 def lumped_mass(grid) -> PETSc.Vec:

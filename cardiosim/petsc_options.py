@@ -28,12 +28,14 @@ _AT_SOLVE = re.compile(r"(^|_)(view|converged_reason)(_|$)")
 _NUMBER = re.compile(r"^-[0-9.]")
 
 
-def init(args: list[str]) -> None:
-    """Initialise petsc4py with ``args`` (the options after ``--``); must run before anything imports PETSc."""
+def init(args: list[str], ours: list[str] = ()) -> None:
+    """Initialise petsc4py with the user's ``args`` (the options after ``--``) and cardiosim's own options ``ours``
+    (which the user's may override); must run before anything imports PETSc. Only the user's are checked by
+    :func:`check_unused`."""
     import petsc4py
     # PETSc's own report of unused options at exit is off: check_unused says it earlier, in one line, and an error
     # exit would otherwise end with PETSc's warning block.
-    petsc4py.init(["cardiosim", "-options_left", "0", *args])
+    petsc4py.init(["cardiosim", "-options_left", "0", *ours, *args])
     _given[:] = option_names(args)
 
 

@@ -10,12 +10,17 @@ Modes (``cell.placement``):
   integrator (numpy, native) ``cell.groups_per_node`` sets the number of groups, so that the grouping runs
   without a GPU (CI).
 - ``per-rank``: every rank holds its own context on GPU (node rank mod GPUs) — the Hyper-Q/MPS layout.
+- ``resident``: one rank per GPU (the node rank picks it); PETSc's vectors and matrices are GPU types on that GPU
+  and the cell kernel works on Vm in the Vec's device memory: no host copies inside the stepping loop
+  (cardiosim.ode.resident). More ranks than GPUs on a node is refused unless ``cell.share_gpu`` (tests).
 - ``auto``: ``grouped`` when the cells go to the GPU (``cell.backend = "cuda"``), else ``cpu``.
 
 Groups are contiguous blocks of node ranks, as even as possible (the first ones one rank larger); a node with more
 GPUs than ranks leaves the extra GPUs idle (said once). GPUs are the ones the CUDA driver shows
 (``CUDA_VISIBLE_DEVICES`` applies), ordinals counted from 0 within them.
 
+Each mode is one small class (:class:`Mode`: which integrator it takes, how it plans a node, who holds a GPU
+context, which backend it builds); ``MODE`` maps the config value to it, so a new placement is one class.
 :func:`plan_node` is the pure assignment (unit-tested without MPI); :func:`place` applies it on the MPI
 communicators and returns this rank's :class:`Placement`.
 """
@@ -28,7 +33,6 @@ from dataclasses import dataclass, field
 
 from .errors import UserError
 
-MODES = ("auto", "cpu", "grouped", "per-rank")
 EXCHANGES = ("vm", "full")
 
 
@@ -54,47 +58,154 @@ def blocks(n_ranks: int, n_groups: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def plan_node(n_ranks: int, mode: str, n_gpus: int = 0, groups_per_node: int = 1) -> NodePlan:
-    """The assignment on one node of ``n_ranks`` ranks for ``mode`` (cpu, grouped, per-rank; not auto).
+# -- the modes: one small class each; MODE[name] is the table every caller goes through ------------------------
+class Mode:
+    """A placement mode. ``name``: the config value; ``grouped``: ranks are split into group communicators;
+    ``gpu_pde``: the grid's vectors and matrices are GPU types (cardiosim.grid); ``on_device``: the analysis and
+    probes read Vm on the device (cardiosim.ode.resident)."""
+    name = ""
+    grouped = False
+    gpu_pde = False
+    on_device = False
 
-    grouped: one group per GPU when ``n_gpus`` > 0 (at most one per rank), else ``groups_per_node`` groups with a
-    CPU owner. per-rank: every rank is its own group, on GPU rank mod n_gpus. cpu: every rank its own group, CPU.
-    """
-    if n_ranks < 1:
-        raise ValueError("a node has at least one rank")
-    if mode == "cpu":
+    def integrator(self, backend: str, auto: bool = False) -> str:
+        """The integrator (numpy, native or cuda) for ``cell.backend`` (``auto``: the config said auto and
+        ``backend`` is the CPU one it resolves to); UserError where the mode cannot use it."""
+        return backend
+
+    def plan(self, n_ranks: int, n_gpus: int, groups_per_node: int = 1, share_gpu: bool = False) -> NodePlan:
+        raise NotImplementedError
+
+    def holds_context(self, integrator: str, group_rank: int | None) -> bool:
+        """Whether this rank holds a context on its group's GPU."""
+        return False
+
+    def backend(self, reaction, states, stimuli, coords, timers):
+        """This rank's cell backend (cardiosim.ode.protocol.CellBackend) for the reaction step ``reaction``."""
+        from .ode.protocol import OnHost
+        return OnHost(reaction.integrator(states, stimuli, coords, rows=(0,)), stimuli)
+
+
+class Cpu(Mode):
+    name = "cpu"
+
+    def integrator(self, backend, auto=False):
+        if backend == "cuda":
+            raise UserError("cell.placement: 'cpu' integrates the cells on the CPU but cell.backend is 'cuda'; "
+                            "use placement 'grouped', 'per-rank' or 'resident' (or 'auto') with cuda")
+        return backend
+
+    def plan(self, n_ranks, n_gpus=0, groups_per_node=1, share_gpu=False):
         return NodePlan(tuple(range(n_ranks)), tuple(range(n_ranks)), (None,) * n_ranks)
-    if mode == "per-rank":
-        if n_gpus < 1:
-            raise ValueError("per-rank placement needs a GPU")
-        return NodePlan(tuple(range(n_ranks)), tuple(range(n_ranks)), tuple(r % n_gpus for r in range(n_ranks)),
-                        tuple(range(n_ranks, n_gpus)))
-    if mode == "grouped":
+
+
+class Grouped(Mode):
+    name = "grouped"
+    grouped = True
+
+    def plan(self, n_ranks, n_gpus=0, groups_per_node=1, share_gpu=False):
         n_groups = min(n_ranks, n_gpus if n_gpus > 0 else groups_per_node)
         group = blocks(n_ranks, n_groups)
         owner = tuple(group.index(g) for g in range(n_groups))
         device = tuple(range(n_groups)) if n_gpus > 0 else (None,) * n_groups
         return NodePlan(group, owner, device, tuple(range(n_groups, n_gpus)))
-    raise ValueError(f"unknown placement mode {mode!r}")
+
+    def holds_context(self, integrator, group_rank):
+        return integrator == "cuda" and group_rank == 0
+
+    def backend(self, reaction, states, stimuli, coords, timers):
+        from .ode.grouped_backend import GroupedBackend
+        from .ode.protocol import OnHost
+        grouped = GroupedBackend(reaction.model, states, stimuli, coords, reaction.placement, reaction.integrator,
+                                 timers)
+        return OnHost(grouped, stimuli)
+
+
+class PerRank(Mode):
+    name = "per-rank"
+
+    def integrator(self, backend, auto=False):
+        if backend != "cuda":
+            raise UserError(f"cell.placement: 'per-rank'' gives every rank its own GPU context and needs cell.backend "
+                            f"= 'cuda'; with '{backend}' every rank integrates its own cells: that is placement 'cpu'")
+        return backend
+
+    def plan(self, n_ranks, n_gpus=0, groups_per_node=1, share_gpu=False):
+        if n_gpus < 1:
+            raise ValueError("per-rank placement needs a GPU")
+        return NodePlan(tuple(range(n_ranks)), tuple(range(n_ranks)), tuple(r % n_gpus for r in range(n_ranks)),
+                        tuple(range(n_ranks, n_gpus)))
+
+    def holds_context(self, integrator, group_rank):
+        return integrator == "cuda"
+
+
+class Resident(Mode):
+    """One rank per GPU: the PDE's vectors and matrices, the cell states, the stimulus tables, the analysis
+    accumulators and the probe samples all on the rank's GPU; nothing crosses to the host inside the stepping loop
+    (cardiosim.ode.resident). The node rank picks the GPU; more ranks than GPUs is refused unless
+    ``cell.share_gpu`` (tests: 2 ranks on a one-GPU machine), where node rank mod GPUs."""
+    name = "resident"
+    gpu_pde = True
+    on_device = True
+
+    def integrator(self, backend, auto=False):
+        if backend != "cuda" and not auto:
+            raise UserError(f"cell.placement: 'resident' integrates the cells on the GPU and needs cell.backend = "
+                            f"'cuda' (or 'auto'), not '{backend}'")
+        return "cuda"
+
+    def plan(self, n_ranks, n_gpus=0, groups_per_node=1, share_gpu=False):
+        if n_gpus < 1:
+            raise ValueError("resident placement needs a GPU")
+        if n_ranks > n_gpus and not share_gpu:
+            raise UserError(f"cell.placement: 'resident' runs one MPI rank per GPU, but a node has {n_ranks} ranks "
+                            f"and {n_gpus} GPU(s); start {n_gpus} rank(s) per node (cell.share_gpu = true lets "
+                            f"ranks share a GPU, for tests)")
+        return NodePlan(tuple(range(n_ranks)), tuple(range(n_ranks)), tuple(r % n_gpus for r in range(n_ranks)),
+                        tuple(range(n_ranks, n_gpus)))
+
+    def holds_context(self, integrator, group_rank):
+        return True
+
+    def backend(self, reaction, states, stimuli, coords, timers):
+        from .ode.resident import ResidentBackend
+        c, p = reaction.cell, reaction.placement
+        return ResidentBackend(reaction.model, states, stimuli, p.device, p.kernel_comm, c.integrator, c.kernel)
+
+
+MODE = {m.name: m for m in (Cpu(), Grouped(), PerRank(), Resident())}
+MODES = ("auto", *MODE)
+
+
+def plan_node(n_ranks: int, mode: str, n_gpus: int = 0, groups_per_node: int = 1,
+              share_gpu: bool = False) -> NodePlan:
+    """The assignment on one node of ``n_ranks`` ranks for ``mode`` (cpu, grouped, per-rank, resident; not auto).
+
+    grouped: one group per GPU when ``n_gpus`` > 0 (at most one per rank), else ``groups_per_node`` groups with a
+    CPU owner. per-rank: every rank is its own group, on GPU rank mod n_gpus. resident: the same, but at most one
+    rank per GPU unless ``share_gpu``. cpu: every rank its own group, CPU.
+    """
+    if n_ranks < 1:
+        raise ValueError("a node has at least one rank")
+    if mode not in MODE:
+        raise ValueError(f"unknown placement mode {mode!r}")
+    return MODE[mode].plan(n_ranks, n_gpus, groups_per_node, share_gpu)
 
 
 def resolve(placement: str, backend: str, has_kernel: bool, model: str = "the model") -> tuple[str, str]:
     """(mode, integrator) from ``cell.placement`` and ``cell.backend``; UserError for combinations that make no
     sense. The integrator is numpy, native or cuda."""
-    if backend == "auto":
+    auto = backend == "auto"
+    if auto:
         backend = "native" if has_kernel else "numpy"
-    if backend in ("native", "cuda") and not has_kernel:
-        raise UserError(f"cell.backend: '{backend}' needs a C kernel and {model} has none; use 'numpy' (or 'auto')")
+    if (backend in ("native", "cuda") or placement == "resident") and not has_kernel:
+        raise UserError(f"cell.backend: '{'cuda' if placement == 'resident' else backend}' needs a C kernel and "
+                        f"{model} has none; use 'numpy' (or 'auto') with a CPU placement")
     mode = placement
     if mode == "auto":
         mode = "grouped" if backend == "cuda" else "cpu"
-    if mode == "cpu" and backend == "cuda":
-        raise UserError("cell.placement: 'cpu' integrates the cells on the CPU but cell.backend is 'cuda'; "
-                        "use placement 'grouped' or 'per-rank' (or 'auto') with cuda")
-    if mode == "per-rank" and backend != "cuda":
-        raise UserError(f"cell.placement: 'per-rank' gives every rank its own GPU context and needs cell.backend "
-                        f"= 'cuda'; with '{backend}' every rank integrates its own cells: that is placement 'cpu'")
-    return mode, backend
+    return mode, MODE[mode].integrator(backend, auto)
 
 
 @dataclass
@@ -148,6 +259,57 @@ def _arch(ordinal: int) -> int:
     return 10 * major + minor
 
 
+def node_rank_and_size(comm) -> tuple[int, int]:
+    """This rank's index among the ranks of its node, and their number (collective over ``comm``)."""
+    from mpi4py import MPI
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
+    out = node.rank, node.size
+    node.Free()
+    return out
+
+
+def gpus_without_cuda() -> int:
+    """The number of GPUs this process would see, found without initialising CUDA (which would fix
+    CUDA_VISIBLE_DEVICES and the device before PETSc is told which one to use): the entries of
+    CUDA_VISIBLE_DEVICES where it is set, else the NVIDIA driver's list of GPUs."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([v for v in visible.split(",") if v.strip() and not v.strip().startswith("-")])
+    try:
+        return len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return 0
+
+
+def petsc_device_options(comm=None, given=()) -> list[str]:
+    """PETSc options choosing this rank's GPU: ``-device_select <node rank mod GPUs>``, the GPU the resident
+    placement gives this rank (PETSc's own default is the *global* rank mod GPUs, wrong on several nodes whose
+    rank counts are not a multiple of their GPUs). For petsc4py.init, before PETSc initialises its device; empty
+    where no GPU is seen or the user set any -device_ option (``given`` or PETSC_OPTIONS: theirs win, and
+    -device_enable none refuses a -device_select)."""
+    if comm is None:
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+    rank, _ = node_rank_and_size(comm)            # collective: every rank, whatever it sees
+    n = gpus_without_cuda()
+    theirs = [*given, *os.environ.get("PETSC_OPTIONS", "").split()]
+    if n == 0 or any(str(a).startswith("-device_") for a in theirs):
+        return []
+    return ["-device_select", str(rank % n)]
+
+
+def check_petsc_device(device: int) -> None:
+    """UserError unless PETSc's CUDA device is ``device`` (the resident placement needs PETSc's vectors and the
+    cell kernel on one GPU, in one primary context)."""
+    from petsc4py import PETSc
+    dctx = PETSc.DeviceContext.getCurrent()
+    got = dctx.getDevice()
+    if str(got.getDeviceType()).upper() != "CUDA" or got.getDeviceId() != device:
+        raise UserError(f"cell.placement: 'resident' needs PETSc on GPU {device} of this rank, but PETSc uses "
+                        f"{got.getDeviceType()} device {got.getDeviceId()}; drop -device_select/-device_enable "
+                        f"from the PETSc options")
+
+
 def place(cell, comm) -> Placement:
     """This rank's placement for the config section ``cell`` (collective over ``comm``).
 
@@ -165,17 +327,20 @@ def place(cell, comm) -> Placement:
     if leaders != MPI.COMM_NULL:
         leaders.Free()
 
+    m = MODE[mode]
     n_gpus, why = visible_gpus() if integrator == "cuda" else (0, "")
     bad = comm.allgather(f"cell.backend: 'cuda' found no usable GPU on {socket.gethostname()}: {why}"
                          if integrator == "cuda" and n_gpus == 0 else None)
     if any(bad):
         raise UserError(next(m for m in bad if m))
     n_gpus = min(node.allgather(n_gpus))   # ranks of one node see the same GPUs, unless told otherwise
-    plan = plan_node(node.size, mode, n_gpus, cell.groups_per_node)
+    plan = plan_node(node.size, mode, n_gpus, cell.groups_per_node, getattr(cell, "share_gpu", False))
     g = plan.group[node.rank]
-    group = node.Split(g, node.rank) if mode == "grouped" else None
-    holds = integrator == "cuda" and (mode == "per-rank" or group.rank == 0)
+    group = node.Split(g, node.rank) if m.grouped else None
+    holds = m.holds_context(integrator, group.rank if group is not None else None)
     device = plan.device[g] if holds else None
+    if m.gpu_pde:
+        check_petsc_device(device)
     # The node's context holders share one compiled kernel per GPU architecture.
     kernel_comm = node.Split(_arch(device) if holds else MPI.UNDEFINED, node.rank)
     if kernel_comm == MPI.COMM_NULL:
@@ -184,7 +349,7 @@ def place(cell, comm) -> Placement:
     host = socket.gethostname()
     rows = comm.allgather((node_index, host, node.rank, comm.rank, g, plan.owner[g], _gpu_label(plan.device[g])))
     idle = comm.allgather((node_index, host, plan.idle_gpus) if node.rank == 0 else None)
-    layout = _layout(mode, integrator, cell.exchange if mode == "grouped" else "-", rows,
+    layout = _layout(mode, integrator, cell.exchange if m.grouped else "-", rows,
                      [i for i in idle if i and i[2]])
     node_rank = node.rank
     node.Free()
@@ -221,10 +386,11 @@ def layout_table(layout: dict) -> str:
     """The layout as a small table for the start of a run: node, host, ranks, where their cells are integrated,
     by whom. cpu and per-rank modes get one line per node and device (every rank integrates its own cells)."""
     mode, ex = layout["placement"], layout["exchange"]
-    lines = [f"placement {mode}, cells on {layout['ode_backend']}" + (f", exchange {ex}" if mode == "grouped" else ""),
+    grouped = mode in MODE and MODE[mode].grouped
+    lines = [f"placement {mode}, cells on {layout['ode_backend']}" + (f", exchange {ex}" if grouped else ""),
              f"{'node':<6}{'host':<20}{'ranks':<16}{'cells on':<36}integrated by"]
     rows = layout["groups"]
-    if mode != "grouped":
+    if not grouped:
         merged: dict[tuple, dict] = {}
         for e in rows:
             m = merged.setdefault((e["node"], e["cells_on"]), dict(e, ranks=[], owner=None))

@@ -1,9 +1,10 @@
 """The reaction step: every cell integrates its model over one PDE step with k substeps (Forward Euler, or
 Rush-Larsen for models with gates: cell.integrator).
 
-The cell states of this rank's nodes live here, as a structure of arrays (n_states, n_cells); V (state 0) is
-exchanged with the PDE's Vec before and after each step. Where the states are integrated (on this rank, on a GPU,
-or by the owner of this rank's group) is the placement's choice (cardiosim.placement) and the backend's business.
+The cell states of this rank's nodes live in the backend (cardiosim.ode.protocol.CellBackend), as a structure of
+arrays (n_states, n_cells); V (state 0) comes from the PDE's Vec before each step and goes back after. Where the
+states are integrated (on this rank, on a GPU, by the owner of this rank's group, or on the GPU that holds the
+Vec: resident) is the placement's choice (cardiosim.placement.MODE) and the backend's business.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from mpi4py import MPI
 from . import cells
 from .errors import SimulationError
 from .ode.numpy_backend import NumpyBackend
-from .placement import place
+from .placement import MODE, place
 from .stimulus import TissueStimuli
 
 
@@ -30,17 +31,13 @@ class Reaction:
         self.stimuli = TissueStimuli.from_config(cfg, grid, coords)
         self.cell = c
         self.placement = place(c, comm)
-        if self.placement.mode == "grouped":
-            from .ode.grouped_backend import GroupedBackend
-            self.backend = GroupedBackend(self.model, states, self.stimuli, coords, self.placement,
-                                          self._integrator, timers)
-        else:
-            self.backend = self._integrator(states, self.stimuli, coords, rows=(0,))
+        # The mode builds the backend (cardiosim.placement.MODE); every backend follows ode.protocol.CellBackend.
+        self.backend = MODE[self.placement.mode].backend(self, states, self.stimuli, coords, timers)
         self.states = self.backend.y      # the backend's host copy (page-locked with CUDA)
         self.k = cfg.simulation.ode_substeps
         self.comm = comm
 
-    def _integrator(self, states, stimuli, coords, rows):
+    def integrator(self, states, stimuli, coords, rows):
         """The backend that integrates ``states`` on this rank; ``rows`` cross between the host copy and a GPU."""
         which = self.placement.integrator
         if which == "native":
@@ -58,10 +55,7 @@ class Reaction:
 
     def advance(self, V, t: float, dt: float, k: int) -> None:
         """Integrate all cells from t to t + dt (ms) in k substeps; V (a PETSc Vec) in and out."""
-        v = V.getArray()
-        self.states[0] = v
-        self.backend.advance(t, dt / k, k, self.stimuli)
-        v[:] = self.states[0]
+        self.backend.advance_vec(V, t, dt / k, k)
 
     def host_states(self) -> np.ndarray:
         """Every cell state of this rank, current on the host (collective in grouped placement; the GPU backends keep

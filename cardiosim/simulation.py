@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 
 from . import checkpoint, log, output, petsc_options
-from .analysis import ActivationMap, APDMap
+from .analysis import ActivationMap, APDMap, HostMaps
 from .errors import SimulationError, UserError
 from .grid import Grid
+from .placement import MODE
 from .reaction import Reaction
 from .resources import check_memory
 from .tissue import make as make_tissue
@@ -32,7 +33,8 @@ class Simulation:
         from petsc4py import PETSc
         self.comm = comm or PETSc.COMM_WORLD.tompi4py()
         self.cfg = cfg
-        self.timers = Timers()
+        self.timers = Timers(petsc_events=True)
+        self.events = self.timers.events
         sim = cfg.simulation
         self.dt = sim.dt
         self.n_steps = sim.n_steps
@@ -50,7 +52,7 @@ class Simulation:
                                                                     ckpt.output if ckpt else None))
         check_memory(cfg, self.comm)   # before PETSc allocates: a grid that cannot fit is one line, not an OOM
 
-        self.grid = Grid(cfg, PETSc.Comm(self.comm))
+        self.grid = Grid(cfg, PETSc.Comm(self.comm))   # GPU vector and matrix types for the resident placement
         self.stencil = self._choose_stencil()
         self.tissue = make_tissue(self.grid, cfg, self.stencil)
         self.reaction = Reaction(cfg, self.grid, self.comm, self.timers)
@@ -63,8 +65,16 @@ class Simulation:
         self.step_index = 0
         self.activation = ActivationMap(self.V.getArray(), cfg.output.activation_threshold)
         self.apd = APDMap(self.activation, self.V.getArray(), cfg.output.apd_level)
+        self.mode = MODE[self.reaction.placement.mode]
         # what checkpoints save through state()/load_state()
-        self.accumulators = {"activation": self.activation, "apd": self.apd}
+        if self.mode.on_device:
+            from .ode.resident import DeviceAccumulator, DeviceMaps
+            self.maps = DeviceMaps(self.activation, self.apd, self.reaction.placement.device)
+            self.accumulators = {"activation": DeviceAccumulator(self.maps, self.activation),
+                                 "apd": DeviceAccumulator(self.maps, self.apd)}
+        else:
+            self.maps = HostMaps(self.activation, self.apd)
+            self.accumulators = {"activation": self.activation, "apd": self.apd}
         self.layout = {"mpi_ranks": self.comm.size, "dmda_procs": list(self.grid.da.getProcSizes()),
                        "hosts": self.comm.allgather(socket.gethostname()),
                        "gpus": self.comm.allgather(getattr(self.reaction.backend, "device", None)),
@@ -81,6 +91,15 @@ class Simulation:
         self.output = (output.Output(cfg, self.grid, self.path, self.stencil, self.layout, self.comm,
                                      resume=ckpt.output if ckpt else None)
                        if write_output else None)
+        if self.output and self.mode.on_device:
+            from .ode.resident import DeviceProbes
+            self.output.probes = DeviceProbes(self.output.probes, self.reaction.placement.device)
+        # Solver set-up that PETSc would otherwise do in the first solves (hierarchy, eigenvalue estimates, GPU
+        # transposes), here, so that the set-up is timed apart and the stepping loop copies nothing.
+        self.tissue.warm_up()
+        if self.grid.gpu:
+            for v in (self.V, self.phi, *self.tissue.vecs()):
+                self.grid.to_device(v)
         self.schedule = None
         self.requests = 0
         self.stopped = False
@@ -177,9 +196,7 @@ class Simulation:
             # The step's one collective: a bad cell anywhere stops every rank; checkpoint requests ride along.
             self.requests = self.reaction.check(self.t, self.schedule.requests() if self.schedule else 0)
         with self.timers("io"):
-            v = self.V.getArray(readonly=True)
-            self.activation.update(t, self.t, v)
-            self.apd.update(t, self.t, v)
+            self.maps.update(t, self.t, self.V)
 
     def vecs(self) -> dict:
         return {"Vm": self.V, "phi_e": self.phi}
@@ -202,7 +219,14 @@ class Simulation:
             self.schedule = checkpoint.Schedule(cfg, self.dt, self.comm)
         try:
             while self.step_index < self.n_steps:
-                if not self.step():    # a signal in the middle of a long step: its start is checkpointed
+                # PETSc's log (-log_view): the steps in a stage of their own, each in the event "cardiosim:step"
+                # (what the resident placement must do without a host copy), snapshots and checkpoints outside.
+                with self.events.steps():
+                    finished = self.step()
+                    if finished and out:
+                        with self.timers("io"):
+                            out.probes.record(self.t, self.vecs())
+                if not finished:       # a signal in the middle of a long step: its start is checkpointed
                     with self.timers("io"):
                         self.write_checkpoint()
                     self.stopped = True
@@ -211,7 +235,6 @@ class Simulation:
                     on_step(self)
                 with self.timers("io"):
                     if out:
-                        out.probes.record(self.t, self.vecs())
                         if self.step_index % interval == 0 or self.step_index == self.n_steps:
                             out.snapshot(self.t, self.vecs())
                 progress.update(self.step_index, self.tissue.iterations())
@@ -262,6 +285,7 @@ class Simulation:
 
     def _finish(self) -> dict:
         timing = self.timers.summary(self.comm)
+        self.maps.download()
         its = self.tissue.iterations()
         wall = timing["total"]["max"]
         loop = wall - self.setup_time
@@ -278,6 +302,9 @@ class Simulation:
                                "total": sum(v)} for k, v in its.items()},
             "output": str(self.path) if self.output else None,
         }
+        copies = self.events.copies(self.comm)
+        if copies:
+            summary["petsc_log"] = copies
         log.info("\n" + table(timing))
         log.info("iterations per step: " + ", ".join(
             f"{k} {v['mean']:.1f} (max {v['max']})" for k, v in summary["iterations"].items()))

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .linear_solvers import ELLIPTIC_DEFAULTS, PARABOLIC_DEFAULTS, LinearSolver, elliptic_pc_defaults
-from .operators import Assembler, lumped_mass
+from .linear_solvers import (ELLIPTIC_DEFAULTS, PARABOLIC_DEFAULTS, LinearSolver, elliptic_pc_defaults,
+                             gpu_elliptic_defaults, gpu_parabolic_defaults)
+from .operators import Assembler, lumped_mass, sync_host
 
 
 class Conductivities:
@@ -64,7 +65,31 @@ class TissueModel:
         diag = self.M.copy()
         diag.scale(self.alpha)
         A.setDiagonal(diag, addv=True)
+        sync_host(A)
         return A
+
+    def _parabolic_defaults(self) -> dict:
+        return gpu_parabolic_defaults() if self.grid.gpu else PARABOLIC_DEFAULTS
+
+    def vecs(self) -> list:
+        """The model's own vectors (for the resident placement's set-up: made current on the device)."""
+        return [self.M, self.rhs, self.work]
+
+    def warm_up(self) -> None:
+        """One solve of each system on a throw-away right-hand side A·x (consistent where A is singular), so that
+        what PETSc sets up at the first solve (multigrid smoothers' eigenvalue estimates, GPU transposes, work
+        vectors) happens in the set-up, timed apart. The solvers keep no state from it that changes later
+        solves (the eigenvalue estimates use PETSc's fixed random seed either way); iteration counts are not
+        recorded."""
+        for s in self.solvers():
+            x, b = s.A.createVecs()
+            y = b.duplicate()
+            x.setArray(self.grid.coords()[:, 0] + 1.0)   # a smooth, non-constant vector (cm)
+            s.A.mult(x, b)
+            y.set(0.0)
+            s.ksp.solve(b, y)
+            for v in (x, b, y):
+                v.destroy()
 
     def _parabolic_rhs(self, K, V):
         """αM V − (1−θ) K V into self.rhs."""
@@ -86,7 +111,8 @@ class Monodomain(TissueModel):
         super().__init__(grid, cfg, stencil)
         a = self.assembler
         self.K = a.matrix(a.values(self.sigma.mono))
-        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.K), defaults=PARABOLIC_DEFAULTS)
+        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.K),
+                                      defaults=self._parabolic_defaults())
 
     def solvers(self):
         return [self.parabolic]
@@ -106,9 +132,11 @@ class Bidomain(TissueModel):
         a = self.assembler
         vi, ve = a.values(self.sigma.intra), a.values(self.sigma.extra)
         self.Ki = a.matrix(vi)
-        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.Ki), defaults=PARABOLIC_DEFAULTS)
+        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.Ki),
+                                      defaults=self._parabolic_defaults())
+        pc = gpu_elliptic_defaults(grid) if grid.gpu else elliptic_pc_defaults(grid)
         self.elliptic = LinearSolver("elliptic", a.matrix(vi + ve), grid=grid, nullspace=True,
-                                     defaults={**ELLIPTIC_DEFAULTS, **elliptic_pc_defaults(grid)})
+                                     defaults={**ELLIPTIC_DEFAULTS, **pc})
         self.volume = self.M.sum()
 
     def solvers(self):

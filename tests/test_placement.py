@@ -66,15 +66,59 @@ def test_grouped_with_cpu_owner_and_other_modes():
         plan_node(2, "per-rank", n_gpus=0)
 
 
+def test_resident_one_rank_per_gpu():
+    p = plan_node(4, "resident", n_gpus=4)
+    assert p.group == (0, 1, 2, 3) and p.owner == (0, 1, 2, 3) and p.device == (0, 1, 2, 3) and p.idle_gpus == ()
+    p = plan_node(2, "resident", n_gpus=4)
+    assert p.device == (0, 1) and p.idle_gpus == (2, 3)
+    with pytest.raises(UserError, match="one MPI rank per GPU.*3 ranks and 2 GPU"):
+        plan_node(3, "resident", n_gpus=2)
+    p = plan_node(3, "resident", n_gpus=2, share_gpu=True)       # tests: ranks share, node rank mod GPUs
+    assert p.device == (0, 1, 0)
+    with pytest.raises(ValueError):
+        plan_node(1, "resident", n_gpus=0)
+
+
+def test_modes_are_one_table():
+    from cardiosim.placement import MODE, MODES
+    assert MODES == ("auto", "cpu", "grouped", "per-rank", "resident")
+    assert [m for m in MODE if MODE[m].gpu_pde] == ["resident"]
+    assert [m for m in MODE if MODE[m].grouped] == ["grouped"]
+    from cardiosim import config
+    assert set(MODES) == set(config.Cell.__dataclass_fields__["placement"].metadata["choices"])
+
+
+def test_device_selection_without_cuda(monkeypatch):
+    """PETSc's GPU comes from the node rank (-device_select), counted without initialising CUDA; CUDA_VISIBLE_DEVICES
+    and the user's own -device_* options are honoured."""
+    from mpi4py import MPI
+
+    from cardiosim.placement import gpus_without_cuda, petsc_device_options
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    monkeypatch.delenv("PETSC_OPTIONS", raising=False)
+    assert gpus_without_cuda() == 2
+    assert petsc_device_options(MPI.COMM_SELF) == ["-device_select", "0"]
+    assert petsc_device_options(MPI.COMM_SELF, ["-device_select", "1"]) == []
+    monkeypatch.setenv("PETSC_OPTIONS", "-use_gpu_aware_mpi 0 -device_enable none")
+    assert petsc_device_options(MPI.COMM_SELF) == []
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.delenv("PETSC_OPTIONS")
+    assert gpus_without_cuda() == 0 and petsc_device_options(MPI.COMM_SELF) == []
+
+
 def test_resolve_modes_and_bad_combinations():
     assert resolve("auto", "auto", has_kernel=True) == ("cpu", "native")
     assert resolve("auto", "auto", has_kernel=False) == ("cpu", "numpy")
     assert resolve("auto", "cuda", has_kernel=True) == ("grouped", "cuda")
     assert resolve("grouped", "auto", has_kernel=True) == ("grouped", "native")
     assert resolve("per-rank", "cuda", has_kernel=True) == ("per-rank", "cuda")
+    assert resolve("resident", "cuda", has_kernel=True) == ("resident", "cuda")
+    assert resolve("resident", "auto", has_kernel=True) == ("resident", "cuda")
     for placement, backend, kernel, words in (("cpu", "cuda", True, "cell.placement"),
                                               ("per-rank", "native", True, "cell.placement"),
-                                              ("grouped", "cuda", False, "cell.backend")):
+                                              ("grouped", "cuda", False, "cell.backend"),
+                                              ("resident", "native", True, "cell.placement"),
+                                              ("resident", "auto", False, "cell.backend")):
         with pytest.raises(UserError, match=words):
             resolve(placement, backend, kernel)
 

@@ -7,6 +7,10 @@ started at the left edge, on n × n nodes for n in --sizes; ``--steps`` PDE step
     python -m cardiosim.bench.pde --ranks 16 --label "H100 node, 16 CPU ranks" --write docs/benchmarks.md
     python -m cardiosim.bench.pde --ranks 1 --label "H100, PETSc CUDA" --write docs/benchmarks.md \\
         -- -dm_vec_type cuda -dm_mat_type aijcusparse -parabolic_pc_type jacobi
+    python -m cardiosim.bench.pde --ranks 1 --placement resident --model tt06 --label "H100, resident" ...
+
+--placement resident needs a model with a GPU kernel: --model tt06 (Rush-Larsen, one substep per PDE step, so that
+the step is the PDE's; Mitchell–Schaeffer has no C kernel).
 
 Each (size, ranks) case runs in its own ``mpirun`` so that ranks and PETSc options are exactly as given.
 Results go to a JSON file and a markdown section of the benchmarks page, replaced on re-run (keyed by --label).
@@ -35,28 +39,33 @@ spacing = 0.01
 [tissue]
 fibre_angle = 30.0
 [cell]
-model = "mitchell-schaeffer"
+model = "{model}"
+placement = "{placement}"
+{cell_extra}
 [[stimulus]]
 shape = "box"
 lower = [0.0, 0.0]
 upper = [0.03, {L!r}]
 duration = 1.0
-current_density = -30.0
+current_density = {amp!r}
 """
+MODELS = {"mitchell-schaeffer": dict(amp=-30.0, cell_extra=""),
+          "tt06": dict(amp=-52.0, cell_extra='integrator = "rush-larsen"')}
 
 # Reference points from docs/design.md §3/§4 (H100 machine), quoted beside our numbers.
 DESIGN_REFERENCE = ("docs/design.md §3/§4 (H100): 1025² Poisson, CG+PCMG on GPU 6 its / 11.8 ms; PETSc CUDA CG+GAMG "
                     "1024² 15 ms vs 296 ms on 16 CPU ranks.")
 
 
-def single(n: int, steps: int) -> dict:
+def single(n: int, steps: int, placement: str = "auto", model: str = "mitchell-schaeffer") -> dict:
     """Run one case in this (MPI) process group; returns per-step timings on rank 0."""
     import petsc4py
     petsc4py.init(sys.argv[:1] + _petsc_args())
     from .. import config
     from ..simulation import Simulation
     L = (n - 1) * 0.01
-    cfg = config.loads(SHEET.format(L=L, duration=0.02 * (steps + 1)), name=f"bench-{n}")
+    cfg = config.loads(SHEET.format(L=L, duration=0.02 * (steps + 1), placement=placement, model=model,
+                                    **MODELS[model]), name=f"bench-{n}")
     sim = Simulation(cfg, write_output=False)
     sim.tissue.solve_phi(sim.V, sim.phi, 0.0)
     sim.step()                                        # warm-up: first solves, page faults, GPU copies
@@ -79,6 +88,8 @@ def single(n: int, steps: int) -> dict:
         "elliptic": {"ms_per_step": 1e3 * tm["elliptic"]["max"] / steps,
                      "iterations": sum(its["elliptic"]) / steps, "solver": sim.tissue.elliptic.describe()},
         "reaction_ms_per_step": 1e3 * tm["reaction"]["max"] / steps,
+        "io_ms_per_step": 1e3 * tm["io"]["max"] / steps,
+        "placement": sim.layout["placement"], "model": model, "setup_s": sim.setup_time,
         "step_ms": 1e3 * wall / steps,
         "unknowns_per_s": 2 * n * n / (wall / steps),   # Vm and φe per step
     }
@@ -92,9 +103,10 @@ def _petsc_args():
     return argv[argv.index("--") + 1:] if "--" in argv else []
 
 
-def run_case(n, ranks, steps, petsc_args):
+def run_case(n, ranks, steps, petsc_args, placement="auto", model="mitchell-schaeffer"):
     cmd = mpirun_command(ranks) + [sys.executable, "-m", "cardiosim.bench.pde", "--single", str(n),
-                                   "--steps", str(steps), "--", *petsc_args]
+                                   "--steps", str(steps), "--placement", placement, "--model", model,
+                                   "--", *petsc_args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -106,15 +118,17 @@ def markdown(label, results, meta) -> str:
     lines = [f"### PDE step: {label}", "",
              f"{meta['date']} · {meta['machine']['cpu']} ({meta['machine']['cores']} cores) · GPU: "
              f"{meta['machine']['gpu']} · `{meta['command']}`", "",
-             "2D bidomain, fibres at 30° (box stencil), Mitchell–Schaeffer, dt 0.02 ms, "
+             f"2D bidomain, fibres at 30° (box stencil), {results[0].get('model', 'mitchell-schaeffer')}, "
+             f"placement {results[0].get('placement', 'cpu')}, dt 0.02 ms, "
              f"{results[0]['steps']} steps after a warm-up; times are the max over ranks.", "",
              "| unknowns (n²) | ranks | vec / mat | parabolic ms/step | its | elliptic ms/step | its | "
-             "step ms | unknowns/s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "reaction + io ms/step | step ms | unknowns/s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['unknowns']:,} ({r['n']}²) | {r['ranks']} | {r['vec_type']} / {r['mat_type']} | "
                      f"{r['parabolic']['ms_per_step']:.2f} | {r['parabolic']['iterations']:.1f} | "
                      f"{r['elliptic']['ms_per_step']:.2f} | {r['elliptic']['iterations']:.1f} | "
+                     f"{r['reaction_ms_per_step'] + r.get('io_ms_per_step', 0.0):.2f} | "
                      f"{r['step_ms']:.2f} | {r['unknowns_per_s']:.3g} |")
     lines += ["", f"Solvers: parabolic {results[0]['parabolic']['solver']}, elliptic "
                   f"{results[0]['elliptic']['solver']}. Reference: {DESIGN_REFERENCE}", ""]
@@ -131,10 +145,12 @@ def main(argv=None):
     p.add_argument("--label", default="")
     p.add_argument("--write", help="markdown page to update (e.g. docs/benchmarks.md)")
     p.add_argument("--json", help="write the results here too")
+    p.add_argument("--placement", default="auto", help="cell.placement (resident: PDE and cells on the GPU)")
+    p.add_argument("--model", default="mitchell-schaeffer", choices=sorted(MODELS))
     p.add_argument("--single", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(ours)
     if args.single:
-        single(args.single, args.steps)
+        single(args.single, args.steps, args.placement, args.model)
         return 0
     petsc_args = _petsc_args()
     meta = {"date": datetime.date.today().isoformat(), "machine": machine(),
@@ -143,7 +159,7 @@ def main(argv=None):
     results = []
     for n in args.sizes:
         for ranks in args.ranks:
-            r = run_case(n, ranks, args.steps, petsc_args)
+            r = run_case(n, ranks, args.steps, petsc_args, args.placement, args.model)
             results.append(r)
             print(f"{r['unknowns']:>9} unknowns, {ranks:>2} ranks: parabolic {r['parabolic']['ms_per_step']:8.2f} ms "
                   f"({r['parabolic']['iterations']:.1f} its), elliptic {r['elliptic']['ms_per_step']:8.2f} ms "

@@ -1,0 +1,247 @@
+"""The resident placement's device side (DESIGN.md §4, issue 11): cell states, stimulus tables, the activation and
+APD maps and the probe samples on the GPU that holds the PDE's vectors; nothing crosses to the host inside the
+stepping loop except the cell kernel's 16-byte error flag (the per-step health check).
+
+- :class:`ResidentBackend` (an ode.protocol.CellBackend): the fused kernel (cardiosim.ode.cuda_backend) on this
+  rank's cells. Vm is copied device-to-device from the Vec's device memory (``getCUDAHandle``) into state row 0
+  before the substeps and back after (2 x 8 B per cell on the device; the kernel itself is unchanged, so the
+  numbers are those of the grouped and per-rank placements).
+- :class:`DeviceMaps`: cardiosim.analysis's ActivationMap and APDMap updated by one kernel (kernels/resident.cu,
+  no FMA contraction: the same bits as NumPy) on Vm in the Vec's device memory; the host arrays are brought up to
+  date only for checkpoints and the final maps.
+- :class:`DeviceProbes`: output.Probes whose samples are gathered on the device into a growing device buffer and
+  copied to the host when the output flushes them (snapshots, checkpoints, the end).
+
+Everything runs in the device's primary context, the one PETSc's CUDA objects use (gpu-node/README.md), on the
+legacy default stream, which PETSc's default device context uses too: kernels and PETSc's operations are ordered.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import SimulationError
+from ..output import Probes
+from .native import kernel_dir
+
+BLOCK = 256
+
+
+class _Context:
+    """The primary context of ``device``, pushed around each call (PETSc keeps it current anyway)."""
+
+    def __init__(self, device: int):
+        import pycuda.driver as cuda
+        cuda.init()
+        self.cuda = cuda
+        self.dev = cuda.Device(device)
+        self.ctx = self.dev.retain_primary_context()
+
+    def __enter__(self):
+        self.ctx.push()
+        return self.cuda
+
+    def __exit__(self, *exc):
+        self.cuda.Context.pop()
+
+
+_modules: dict[int, object] = {}
+
+
+def _module(ctx: _Context):
+    """kernels/resident.cu compiled for the device (cached on disk by compile_cached, per process here)."""
+    from .cuda_backend import arch_of, compile_cached
+    key = ctx.dev.get_attribute(ctx.cuda.device_attribute.PCI_BUS_ID)
+    if key not in _modules:
+        src = (kernel_dir() / "resident.cu").read_text()
+        cubin = compile_cached(src, ["--fmad=false"], arch_of(ctx.dev))
+        _modules[key] = ctx.cuda.module_from_buffer(cubin)
+    return _modules[key]
+
+
+def _launch(n: int):
+    return ((max(n, 1) + BLOCK - 1) // BLOCK, 1), (BLOCK, 1, 1)
+
+
+class ResidentBackend:
+    name = "resident"
+
+    def __init__(self, model, states: np.ndarray, stimuli, device: int, kernel_comm=None,
+                 integrator: str = "forward-euler", kernel: str = "fused"):
+        from ..placement import first_then_others
+        from .cuda_backend import CudaBackend
+
+        def start():
+            return CudaBackend(model, states, device=device, variant=kernel, integrator=integrator)
+
+        # The node's first GPU rank compiles the kernel (into the cache); the others then load it from there.
+        self.gpu = first_then_others(kernel_comm, start) if kernel_comm is not None else start()
+        self.cuda = self.gpu.cuda
+        self.device = device
+        self.n = self.gpu.n_cells
+        self.y = np.array(states, dtype=np.float64)    # the host copy: current only after download()
+        self.stimulus = self.gpu.stimulus(stimuli.protocols, stimuli.amplitudes)
+        self.failure: str | None = None
+
+    def _vm_row(self, ptr: int, to_states: bool) -> None:
+        row = int(self.gpu.y)                  # state 0 (Vm) is the first row of the pitched state array
+        self.gpu._push()
+        try:
+            if to_states:
+                self.cuda.memcpy_dtod(row, ptr, self.n * 8)
+            else:
+                self.cuda.memcpy_dtod(ptr, row, self.n * 8)
+        finally:
+            self.gpu._pop()
+
+    def advance_vec(self, V, t0: float, dt: float, k: int) -> None:
+        if self.failure or self.n == 0:
+            return
+        ptr = V.getCUDAHandle("rw")
+        try:
+            self._vm_row(int(ptr), to_states=True)
+            try:
+                # check=True: the 16-byte error flag comes to the host (the per-step health check)
+                self.gpu.advance(t0, dt, k, self.stimulus, check_range=True, check=True)
+            except SimulationError as e:
+                self.failure = str(e)
+            self._vm_row(int(ptr), to_states=False)
+        finally:
+            V.restoreCUDAHandle(ptr, "rw")
+
+    def download(self) -> None:
+        if self.n:
+            self.y[:] = self.gpu.from_device()
+
+    def upload(self) -> None:
+        if self.n:
+            self.gpu.to_device(self.y)
+
+
+class DeviceMaps:
+    """The activation and APD maps (cardiosim.analysis) kept on the device; ``activation``/``apd`` are the host
+    objects, whose arrays :meth:`download` brings up to date and :meth:`upload` sends."""
+
+    ARRAYS = (("activation", "time"), ("activation", "prev"), ("apd", "v_rest"), ("apd", "v_peak"),
+              ("apd", "repolarisation"), ("apd", "prev"))
+
+    def __init__(self, activation, apd, device: int):
+        self.activation, self.apd = activation, apd
+        self.ctx = _Context(device)
+        self.n = int(activation.time.size)
+        with self.ctx as cuda:
+            self.func = _module(self.ctx).get_function("cs_maps")
+            self.func.prepare("PiddddPPPPPP")
+            self.dev = {key: cuda.mem_alloc(max(self.n, 1) * 8) for key in self.ARRAYS}
+        self.upload()
+
+    def _host(self, key) -> np.ndarray:
+        obj, name = key
+        return getattr(getattr(self, obj), name)
+
+    def update(self, t0: float, t1: float, V) -> None:
+        if self.n == 0:
+            return
+        ptr = V.getCUDAHandle("r")
+        try:
+            grid, block = _launch(self.n)
+            d = self.dev
+            with self.ctx:
+                self.func.prepared_call(grid, block, np.intp(int(ptr)), np.int32(self.n), float(t0), float(t1),
+                                        float(self.activation.threshold), 1.0 - self.apd.level / 100.0,
+                                        d["activation", "time"], d["activation", "prev"], d["apd", "v_rest"],
+                                        d["apd", "v_peak"], d["apd", "repolarisation"], d["apd", "prev"])
+        finally:
+            V.restoreCUDAHandle(ptr, "r")
+
+    def download(self) -> None:
+        with self.ctx as cuda:
+            for key, buf in self.dev.items():
+                host = self._host(key)
+                if host.size:
+                    out = np.empty_like(host)
+                    cuda.memcpy_dtoh(out, buf)
+                    host[...] = out
+
+    def upload(self) -> None:
+        with self.ctx as cuda:
+            for key, buf in self.dev.items():
+                host = np.ascontiguousarray(self._host(key), dtype=np.float64)
+                if host.size:
+                    cuda.memcpy_htod(buf, host)
+
+
+class DeviceAccumulator:
+    """A checkpointed accumulator (analysis.ActivationMap / APDMap) whose arrays live in ``maps`` on the device:
+    state() and load_state() go through the host object, so checkpoints are the same across placements."""
+
+    def __init__(self, maps: DeviceMaps, acc):
+        self.maps, self.acc = maps, acc
+
+    def state(self) -> dict:
+        self.maps.download()
+        return self.acc.state()
+
+    def load_state(self, state: dict) -> None:
+        self.acc.load_state(state)
+        self.maps.upload()
+
+
+class DeviceProbes(Probes):
+    """output.Probes with the samples taken on the device: each step one small gather kernel per field writes this
+    rank's probe values into row ``len(times)`` of a device buffer (doubled when full); :meth:`collect` copies the
+    rows recorded so far to the host in the buffer format of Probes and hands over to it."""
+
+    def __init__(self, probes: Probes, device: int):
+        self.__dict__.update(probes.__dict__)
+        self.ctx = _Context(device)
+        self.m = len(self.mine)
+        self.width = self.m * len(self.fields)     # values per sample row
+        self.times: list[float] = []
+        self.rows = 0                              # capacity of the device buffer, in sample rows
+        self.buf = None
+        with self.ctx as cuda:
+            self.func = _module(self.ctx).get_function("cs_probe_gather")
+            self.func.prepare("PPiP")
+            self.idx = cuda.to_device(np.array([off for _, off in self.mine] or [0], dtype=np.int64))
+
+    def _grow(self) -> None:
+        cuda = self.ctx.cuda
+        rows = max(64, 2 * self.rows)
+        new = cuda.mem_alloc(rows * self.width * 8)
+        if self.buf is not None:
+            cuda.memcpy_dtod(new, self.buf, len(self.times) * self.width * 8)
+            self.buf.free()
+        self.buf, self.rows = new, rows
+
+    def record(self, t: float, vecs: dict) -> None:
+        if not self.names:
+            return
+        if self.m:
+            with self.ctx:
+                if len(self.times) == self.rows:
+                    self._grow()
+                grid, block = _launch(self.m)
+                for f, field in enumerate(self.fields):
+                    v = vecs[field]
+                    ptr = v.getCUDAHandle("r")
+                    try:
+                        out = int(self.buf) + (len(self.times) * self.width + f * self.m) * 8
+                        self.func.prepared_call(grid, block, np.intp(int(ptr)), self.idx, np.int32(self.m),
+                                                np.intp(out))
+                    finally:
+                        v.restoreCUDAHandle(ptr, "r")
+        self.times.append(t)
+
+    def collect(self, comm):
+        n = len(self.times)
+        if n:
+            values = np.empty((n, len(self.fields), self.m))
+            if self.m:
+                with self.ctx as cuda:
+                    cuda.memcpy_dtoh(values, self.buf)
+            self.buffer.extend((t, {(i, field): float(values[s, f, j])
+                                    for f, field in enumerate(self.fields) for j, (i, _) in enumerate(self.mine)})
+                               for s, t in enumerate(self.times))
+            self.times = []
+        return super().collect(comm)
