@@ -287,7 +287,9 @@ def test_uneven_groups_layout(tmp_path):
 def test_blow_up_found_by_the_owner_stops_every_rank(tmp_path):
     """The owner integrates every cell of its group: its failure reaches the members through the collective check;
     exit 3 and one line."""
-    proc = run_cli(["run", SHEET, "--output", tmp_path / "out.h5", "--quiet", "--set", "simulation.dt=2.0",
+    cfg = tmp_path / "sheet.toml"     # the pulse a whole number of the large steps
+    cfg.write_text(SHEET.read_text().replace("duration = 1.0", "duration = 2.0"))
+    proc = run_cli(["run", cfg, "--output", tmp_path / "out.h5", "--quiet", "--set", "simulation.dt=2.0",
                     "--set", "output.interval=2.0", "--set", 'cell.placement="grouped"'], np=2, timeout=120)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 3, proc.stderr

@@ -61,6 +61,7 @@ def snapshots(path: Path) -> int:
 
 # -- class 1: two runs, one output --------------------------------------------------------------------------------
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_second_run_on_a_file_in_use_is_refused(tmp_path):
     """A run (2 ranks) writes out.h5; a second run on the same output with --overwrite is refused in one line
     (exit 2) while the first goes on; the first ends normally with a whole, readable file."""
@@ -98,6 +99,7 @@ def test_lock_is_taken_again_after_a_killed_run(tmp_path):
 
 # -- class 3: signals ---------------------------------------------------------------------------------------------
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_sigint_is_a_checkpoint_and_exit_75(tmp_path):
     """Ctrl-C (SIGINT to mpirun, which forwards it to the ranks): a checkpoint, exit 75, one line on stdout, nothing on
     stderr; the restart finishes the run."""
