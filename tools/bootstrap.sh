@@ -102,7 +102,10 @@ else
         pip wheel --no-deps -w "$tmp" "petsc==$petsc_version"
         pip install --no-deps "$tmp"/petsc-*.whl
         say "petsc4py $petsc_version: building"
-        pip wheel --no-deps --no-build-isolation -w "$tmp" "petsc4py==$petsc_version"
+        # petsc4py is one generated C file of 35 MB compiled on one core, by default with Python's "-g ... -O3".
+        # Its debug information (70 of the object's 80 MB) is not used and -O3 buys nothing measurable in wrapper
+        # code: -g0 -O2 takes 41 % less compiler time (measured on 2 cores: 407 s against 695 s of CPU time).
+        CFLAGS="${CFLAGS:-} -g0 -O2" pip wheel --no-deps --no-build-isolation -w "$tmp" "petsc4py==$petsc_version"
         pip install --no-deps "$tmp"/petsc4py-*.whl
         petsc_ok || die "petsc4py was built but does not import; see the messages above"
         mv "$tmp"/*.whl "$wheels"/ && rmdir "$tmp"
