@@ -3,7 +3,7 @@
 # Called by `make` on first use; safe to re-run. Nothing here needs a person to answer.
 #
 #   MPI    an mpicc on PATH (clusters) is used as it is; otherwise MPICH from PyPI.
-#   PETSc  PETSC_DIR/PETSC_ARCH when set (clusters); otherwise PETSc built from the PyPI sources (~17 min on
+#   PETSc  PETSC_DIR/PETSC_ARCH when set (clusters); otherwise PETSc and petsc4py built from the PyPI sources (~20 min on
 #          2 cores), cached as wheels under $CARDIOSIM_CACHE so the next fresh clone on this machine installs
 #          in seconds. A cached wheel that does not import is thrown away and rebuilt: a cold start never fails.
 #   BLAS   PETSc needs LAPACK; where none is installed and apt-get can be run (root), liblapack-dev is installed.
@@ -94,7 +94,7 @@ else
                 die "PETSc needs BLAS/LAPACK and none was found; install liblapack-dev (or set PETSC_DIR to an existing PETSc)"
             fi
         fi
-        say "PETSc $petsc_version: building from the PyPI sources (about 17 minutes on 2 cores; once per machine)"
+        say "PETSc $petsc_version: building from the PyPI sources, then petsc4py (about 20 minutes together on 2 cores; once per machine)"
         mkdir -p "$wheels"
         tmp=$(mktemp -d "$cache/build.XXXXXX")
         # Optimised, no Fortran; configure finds BLAS/LAPACK by itself.
