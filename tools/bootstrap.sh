@@ -3,8 +3,8 @@
 # Called by `make` on first use; safe to re-run. Nothing here needs a person to answer.
 #
 #   MPI    an mpicc on PATH (clusters) is used as it is; otherwise MPICH from PyPI.
-#   PETSc  PETSC_DIR/PETSC_ARCH when set (clusters); otherwise PETSc and petsc4py built from the PyPI sources (~20 min on
-#          2 cores), cached as wheels under $CARDIOSIM_CACHE so the next fresh clone on this machine installs
+#   PETSc  PETSC_DIR/PETSC_ARCH when set (clusters); otherwise PETSc and petsc4py built from the PyPI sources
+#          (~20 min on 2 cores), cached as wheels under $CARDIOSIM_CACHE so the next fresh clone on this machine installs
 #          in seconds. A cached wheel that does not import is thrown away and rebuilt: a cold start never fails.
 #   BLAS   PETSc needs LAPACK; where none is installed and apt-get can be run (root), liblapack-dev is installed.
 #   Extras test,plot by default (pytest, matplotlib); EXTRAS=test,plot,gpu adds PyCUDA (needs CUDA's nvcc).
