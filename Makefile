@@ -32,7 +32,7 @@ run: $(STAMP)
 ## make test: the whole CPU test suite (about 8 minutes on 2 cores; MPI tests under mpirun -n 2). The GPU tests are
 ##   deselected here: they are make test-gpu's. CARDIOSIM_REQUIRE=mpi,gcc,root turns the skips for those into failures.
 test: $(STAMP)
-	$(PYTEST) -m "not gpu"
+	$(PYTEST) -m "not gpu" --durations=15
 
 ## make test-quick: the CPU tests not marked slow (a couple of minutes)
 test-quick: $(STAMP)
