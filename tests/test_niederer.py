@@ -8,7 +8,7 @@ import pytest
 from cardiosim.bench import niederer
 
 
-pytestmark = pytest.mark.mpi     # the three runs are on 2 ranks
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]   # three runs on 2 ranks, 30,000 steps the longest: ~7 min
 
 
 @pytest.fixture(scope="module")
