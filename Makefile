@@ -29,12 +29,12 @@ setup: $(STAMP)
 run: $(STAMP)
 	$(IN_ROOT) mpirun -n $(NP) $(VENV)/bin/cardiosim run $(CONFIG) --overwrite
 
-## make test: the whole CPU test suite (about 8 minutes on 2 cores; MPI tests under mpirun -n 2). The GPU tests are
+## make test: the whole CPU test suite (about 25 minutes on 2 cores; MPI tests under mpirun -n 2). The GPU tests are
 ##   deselected here: they are make test-gpu's. CARDIOSIM_REQUIRE=mpi,gcc,root turns the skips for those into failures.
 test: $(STAMP)
 	$(PYTEST) -m "not gpu" --durations=15
 
-## make test-quick: the CPU tests not marked slow (a couple of minutes)
+## make test-quick: the CPU tests not marked slow (the Niederer slab runs and two long signal tests left out)
 test-quick: $(STAMP)
 	$(PYTEST) -m "not gpu and not slow"
 
