@@ -170,6 +170,10 @@ def main(argv=None) -> int:
         sys.stderr.write(f"cardiosim: internal error on rank {comm.rank}:\n{traceback.format_exc()}")
         sys.stderr.flush()
         if comm.size > 1:
+            # The launcher forwards a rank's stderr through its own process, which MPI_Abort can end before the
+            # report has gone through (seen once with MPICH): give it a moment, then take the job down.
+            import time
+            time.sleep(0.5)
             comm.Abort(1)
         return 1
     return 0
