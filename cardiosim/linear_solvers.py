@@ -66,7 +66,19 @@ def elliptic_pc_defaults(grid) -> dict:
     return {"pc_type": "gamg"}
 
 
-def gpu_parabolic_defaults() -> dict:
+# cardiosim's own geometric multigrid (cardiosim.multigrid): the whole V-cycle in one call, for one rank
+STENCIL_MG = {"pc_type": "python", "pc_python_type": "cardiosim.multigrid.StencilMG"}
+
+
+def _user_chose_pc(name: str) -> bool:
+    return PETSc.Options().hasName(f"{name}_pc_type")
+
+
+def _one_rank(grid) -> bool:
+    return grid.da.getComm().getSize() == 1
+
+
+def gpu_parabolic_defaults(grid) -> dict:
     """The parabolic solver on the GPU (resident placement): CG + Jacobi. Block Jacobi/ILU(0) would run its
     triangular solves, sequential by nature, as slow cuSPARSE sweeps; Jacobi is one vector kernel and needs no
     set-up (measured in docs/benchmarks.md)."""
@@ -79,12 +91,16 @@ GPU_COARSE_NODES = 100   # up to this many coarse nodes the coarse solve stays o
 
 
 def gpu_elliptic_defaults(grid) -> dict:
-    """The elliptic preconditioner on the GPU: the same geometric multigrid as on the CPU, with a coarse solve
+    """The elliptic preconditioner on the GPU. On one rank, cardiosim's own multigrid (cardiosim.multigrid: PCMG's
+    V-cycle on the GPU is latency-bound, docs/benchmarks.md). On several ranks, PCMG: the same geometric multigrid
+    as on the CPU, with a coarse solve
     that stays on the device where the coarsest grid is small (at most GPU_COARSE_NODES nodes: Chebyshev/Jacobi,
     a fixed number of iterations — a linear operator, as CG needs; the CPU's redundant SVD runs on the host and
     copies the coarse vectors every V-cycle). A larger coarsest grid (the grid does not halve further, e.g. 40²
     for the 625² Table 4.1 sheet) keeps the SVD: a few Chebyshev iterations would not solve it, and the copies are
     of the coarse vectors only."""
+    if _one_rank(grid) and not _user_chose_pc("elliptic"):
+        return dict(STENCIL_MG)
     pc = elliptic_pc_defaults(grid)
     if pc.get("pc_type") != "mg":
         return pc

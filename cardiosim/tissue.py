@@ -69,7 +69,7 @@ class TissueModel:
         return A
 
     def _parabolic_defaults(self) -> dict:
-        return gpu_parabolic_defaults() if self.grid.gpu else PARABOLIC_DEFAULTS
+        return gpu_parabolic_defaults(self.grid) if self.grid.gpu else PARABOLIC_DEFAULTS
 
     def vecs(self) -> list:
         """The model's own vectors (for the resident placement's set-up: made current on the device)."""
@@ -111,7 +111,7 @@ class Monodomain(TissueModel):
         super().__init__(grid, cfg, stencil)
         a = self.assembler
         self.K = a.matrix(a.values(self.sigma.mono))
-        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.K),
+        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.K), grid=grid,
                                       defaults=self._parabolic_defaults())
 
     def solvers(self):
@@ -132,7 +132,7 @@ class Bidomain(TissueModel):
         a = self.assembler
         vi, ve = a.values(self.sigma.intra), a.values(self.sigma.extra)
         self.Ki = a.matrix(vi)
-        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.Ki),
+        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.Ki), grid=grid,
                                       defaults=self._parabolic_defaults())
         pc = gpu_elliptic_defaults(grid) if grid.gpu else elliptic_pc_defaults(grid)
         self.elliptic = LinearSolver("elliptic", a.matrix(vi + ve), grid=grid, nullspace=True,

@@ -1,0 +1,348 @@
+"""Geometric multigrid for the grid's matrices, as a PETSc preconditioner: the resident placement's default on one
+GPU (docs/decisions.md, "Our own GPU multigrid").
+
+Why not PETSc's PCMG there: on the GPU its V-cycle is a few hundred PETSc operations per CG iteration, each with
+~15 µs of host latency, so the elliptic solve cost 26–44 ms per step at 1025² where the bytes moved need ~6 ms
+(docs/benchmarks.md). Here the whole V-cycle is one C call (kernels/stencil_mg.cpp) that issues a few dozen
+kernels; on the CPU the same source, built with g++, runs the same arithmetic in loops (CI tests it there, and the
+GPU tests compare the two).
+
+The hierarchy is built once, on the host, from the assembled matrix A (any matrix whose rows couple each grid node
+to its 3^d neighbours at most: the box and star stencils, microscopic per-face conductances):
+  coarse points   per dimension the even indices and the last one (any size coarsens; the last coarse interval
+                  may be one fine interval), until at most ``coarse_max`` nodes are left or nothing coarsens;
+  transfers       P = ⊗_d P_d (linear interpolation per dimension), R = Pᵀ;
+  coarse matrices Galerkin products PᵀAP, by PETSc (MatPtAP on host matrices);
+  coarsest solve  the dense inverse — the pseudo-inverse where A has a null space (the elliptic system: its
+                  constant null space is also PᵀAP's, since P reproduces constants).
+Smoother: multicolour SOR, one forward sweep before and one backward sweep after the coarse correction (``sweeps``
+each), relaxation factor ``omega``: a symmetric V-cycle, as CG needs.
+
+Options, under the solver's prefix (e.g. ``-elliptic_``): ``smg_omega`` (default 1.0), ``smg_sweeps`` (1),
+``smg_coarse_max`` (1024 nodes). Select it with ``-elliptic_pc_type python -elliptic_pc_python_type
+cardiosim.multigrid.StencilMG`` (the resident placement does so on one rank).
+
+One MPI rank only: the levels are the whole grid. Several ranks keep PETSc's PCMG (cardiosim.linear_solvers).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import itertools
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from petsc4py import PETSc
+
+from .ode.native import _lock, cache_dir, kernel_dir
+
+SOURCE = "stencil_mg.cpp"
+PYTHON_TYPE = "cardiosim.multigrid.StencilMG"
+
+
+# --- the hierarchy (host, NumPy + PETSc) -----------------------------------------------------------------------
+
+def coarse_points(n: int) -> np.ndarray:
+    """Fine indices kept on the coarser grid: the even ones and the last; a dimension of 1 or 2 nodes stays."""
+    if n <= 2:
+        return np.arange(n)
+    pos = np.arange(0, n, 2)
+    return pos if pos[-1] == n - 1 else np.append(pos, n - 1)
+
+
+def transfer_1d(n: int) -> dict[str, np.ndarray]:
+    """Linear interpolation from ``coarse_points(n)`` to 0..n-1, as the tables kernels/stencil_mg.cpp reads:
+    prolongation per fine index (c0, w0, c1, w1), restriction per coarse index (pos, wl, wr)."""
+    pos = coarse_points(n)
+    i = np.arange(n)
+    c0 = np.searchsorted(pos, i, side="right") - 1              # the coarse point at or left of i
+    on = pos[c0] == i
+    c1 = np.where(on, c0, np.minimum(c0 + 1, len(pos) - 1))
+    gap = (pos[c1] - pos[c0]).astype(float)
+    w1 = np.where(on, 0.0, (i - pos[c0]) / np.where(on, 1.0, gap))
+    w0 = 1.0 - w1
+    # Pᵀ: the fine neighbours of a coarse point that interpolate from it (never another coarse point: gaps ≤ 2)
+    P = np.zeros((n, len(pos)))
+    P[i, c0] += w0
+    P[i, c1] += w1
+    fine_only = np.ones(n, dtype=bool)
+    fine_only[pos] = False
+    wl = np.array([P[p - 1, c] if p > 0 and fine_only[p - 1] else 0.0 for c, p in enumerate(pos)])
+    wr = np.array([P[p + 1, c] if p < n - 1 and fine_only[p + 1] else 0.0 for c, p in enumerate(pos)])
+    return {"c0": c0.astype(np.int32), "c1": c1.astype(np.int32), "w0": w0, "w1": w1,
+            "pos": pos.astype(np.int32), "wl": wl, "wr": wr}
+
+
+def stencil(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, dims: tuple[int, int, int], dim: int) -> np.ndarray:
+    """S[s, node] from the matrix entries (row, col, value) of a grid with sizes ``dims`` (x, y, z; natural order),
+    s = (di+1) + 3(dj+1) + 9(dk+1) the neighbour's offset. Refuses entries beyond the 3^d neighbours."""
+    nx, ny, _ = dims
+    N = int(np.prod(dims))
+
+    def ijk(r):
+        return r % nx, (r // nx) % ny, r // (nx * ny)
+
+    ri, rj, rk = ijk(rows)
+    ci, cj, ck = ijk(cols)
+    di, dj, dk = ci - ri, cj - rj, ck - rk
+    if max(np.abs(di).max(initial=0), np.abs(dj).max(initial=0), np.abs(dk).max(initial=0)) > 1:
+        raise ValueError("multigrid: the matrix couples nodes more than one grid step apart")
+    s = (di + 1) + 3 * (dj + 1) + (9 * (dk + 1) if dim == 3 else 0)
+    S = np.zeros((27 if dim == 3 else 9, N))
+    np.add.at(S, (s, rows), vals)
+    return S
+
+
+def _csr(A: PETSc.Mat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    indptr, cols, vals = A.getValuesCSR()
+    rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    return rows, cols.astype(np.int64), vals
+
+
+def prolongation(tables: list[dict], fine: tuple, coarse: tuple) -> PETSc.Mat:
+    """P = P_z ⊗ P_y ⊗ P_x as a host AIJ matrix (fine nodes × coarse nodes)."""
+    nf, nc = int(np.prod(fine)), int(np.prod(coarse))
+    rows, cols, vals = [], [], []
+    fine_index = np.arange(nf).reshape(fine[::-1])
+    for pick in itertools.product((0, 1), repeat=3):              # (x, y, z): c0/w0 or c1/w1 per dimension
+        c = [tables[d]["c1" if pick[d] else "c0"] for d in range(3)]
+        w = [tables[d]["w1" if pick[d] else "w0"] for d in range(3)]
+        W = w[2][:, None, None] * w[1][None, :, None] * w[0][None, None, :]
+        C = c[0][None, None, :] + coarse[0] * (c[1][None, :, None] + coarse[1] * c[2][:, None, None])
+        keep = W != 0
+        rows.append(fine_index[keep])
+        cols.append(C[keep])
+        vals.append(W[keep])
+    rows, cols, vals = (np.concatenate(a) for a in (rows, cols, vals))
+    order = np.lexsort((cols, rows))
+    rows, cols, vals = rows[order], cols[order], vals[order]
+    indptr = np.zeros(nf + 1, dtype=PETSc.IntType)
+    np.add.at(indptr, rows + 1, 1)
+    indptr = np.cumsum(indptr).astype(PETSc.IntType)
+    return PETSc.Mat().createAIJ(size=(nf, nc), csr=(indptr, cols.astype(PETSc.IntType), vals),
+                                 comm=PETSc.COMM_SELF)
+
+
+class Hierarchy:
+    """Levels (sizes, stencils), per-level transfer tables and the coarsest dense (pseudo-)inverse of matrix A on a
+    grid of sizes ``dims`` (x[, y[, z]]), all on the host."""
+
+    def __init__(self, A: PETSc.Mat, dims, coarse_max: int = 1024, singular: bool = False):
+        self.dim = len(dims)
+        sizes = tuple(int(n) for n in dims) + (1,) * (3 - len(dims))
+        rows, cols, vals = _csr(A)
+        if len(rows) and rows.max() >= np.prod(sizes):
+            raise ValueError("multigrid: the matrix is larger than the grid")
+        Ah = PETSc.Mat().createAIJ(size=A.getSize(), csr=A.getValuesCSR(), comm=PETSc.COMM_SELF)
+        self.sizes = [sizes]
+        self.stencils = [stencil(rows, cols, vals, sizes, self.dim)]
+        self.transfers: list[list[dict]] = []
+        mats = [Ah]
+        while np.prod(self.sizes[-1]) > coarse_max:
+            fine = self.sizes[-1]
+            tables = [transfer_1d(n) for n in fine]
+            coarse = tuple(len(t["pos"]) for t in tables)
+            if coarse == fine:
+                break
+            P = prolongation(tables, fine, coarse)
+            Ac = mats[-1].ptap(P)
+            P.destroy()
+            self.transfers.append(tables)
+            self.sizes.append(coarse)
+            self.stencils.append(stencil(*_csr(Ac), coarse, self.dim))
+            mats.append(Ac)
+        self.coarse_inverse = self._inverse(mats[-1], singular)
+        for M in mats:
+            M.destroy()
+
+    @staticmethod
+    def _inverse(Ac: PETSc.Mat, singular: bool) -> np.ndarray:
+        rows, cols, vals = _csr(Ac)
+        n = Ac.getSize()[0]
+        dense = np.zeros((n, n))
+        dense[rows, cols] = vals
+        dense = 0.5 * (dense + dense.T)            # symmetric by construction; remove round-off asymmetry
+        lam, V = np.linalg.eigh(dense)
+        if singular:                               # the pseudo-inverse: leave out the (constant) null space
+            keep = lam > 1e-10 * lam.max()
+            lam, V = lam[keep], V[:, keep]
+        elif lam.min() <= 0:
+            raise ValueError("multigrid: the coarsest operator is not positive definite")
+        return np.ascontiguousarray((V / lam) @ V.T)
+
+    @property
+    def levels(self) -> int:
+        return len(self.sizes)
+
+
+# --- the compiled V-cycle ----------------------------------------------------------------------------------------
+
+def _build(gpu: bool) -> Path:
+    """kernels/stencil_mg.cpp as a shared library (g++ for the host, nvcc for the GPU), compiled once per machine
+    into the cache: hashed name, written to a temporary file and renamed under a lock, as the cell kernels are."""
+    src = kernel_dir() / SOURCE
+    if gpu:
+        arch = _gpu_arch()
+        cmd = ["nvcc", "-x", "cu", "-O3", "-std=c++17", "--extended-lambda", f"-arch={arch}", "-shared",
+               "-Xcompiler", "-fPIC", "-cudart", "shared"]
+        version = ["nvcc", "--version"]
+    else:
+        cxx = os.environ.get("CXX", "g++")
+        cmd = [cxx, "-x", "c++", "-O2", "-std=c++14", "-shared", "-fPIC"]
+        version = [cxx, "--version"]
+    try:
+        v = subprocess.run(version, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise RuntimeError(f"multigrid: the compiler '{version[0]}' does not run ({e})") from e
+    h = hashlib.sha256("\0".join([src.read_text(), *cmd, v]).encode()).hexdigest()[:20]
+    out = cache_dir("native") / f"stencil_mg_{'cuda' if gpu else 'cpu'}_{h}.so"
+    if out.exists():
+        return out
+    with _lock(out.parent / (out.name + ".lock")):
+        if out.exists():
+            return out
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem + ".", suffix=".tmp")
+        os.close(fd)
+        try:
+            r = subprocess.run([*cmd, str(src), "-o", tmp], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"multigrid: compiling {SOURCE} failed:\n{' '.join(cmd)}\n{r.stderr}")
+            os.replace(tmp, out)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return out
+
+
+def _gpu_arch() -> str:
+    """sm_XY of the CUDA device current in this thread (the one PETSc initialised), else of device 0."""
+    from .ode.cuda_backend import _import_pycuda, arch_of
+    cuda = _import_pycuda()
+    cuda.init()
+    try:
+        dev = cuda.Context.get_device()
+    except cuda.LogicError:
+        dev = cuda.Device(0)
+    return arch_of(dev)
+
+
+_libs: dict[bool, ctypes.CDLL] = {}
+
+
+def library(gpu: bool) -> ctypes.CDLL:
+    if gpu not in _libs:
+        lib = ctypes.CDLL(str(_build(gpu)))
+        p, i, d = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+        lib.smg_create.argtypes, lib.smg_create.restype = [i, i, d, i], p
+        lib.smg_level.argtypes, lib.smg_level.restype = [p, i, p, p], i
+        lib.smg_transfer.argtypes, lib.smg_transfer.restype = [p, i, i, i, i, p, p, p, p, p, p, p], i
+        lib.smg_coarse.argtypes, lib.smg_coarse.restype = [p, p], i
+        lib.smg_apply.argtypes, lib.smg_apply.restype = [p, p, p], i
+        lib.smg_destroy.argtypes, lib.smg_destroy.restype = [p], None
+        _libs[gpu] = lib
+    return _libs[gpu]
+
+
+class VCycle:
+    """A :class:`Hierarchy` loaded into the compiled V-cycle, on the GPU (``gpu``) or the host."""
+
+    def __init__(self, h: Hierarchy, gpu: bool, omega: float = 1.0, sweeps: int = 1):
+        if not 0.0 < omega < 2.0:
+            raise ValueError(f"multigrid: smg_omega = {omega} is outside (0, 2)")
+        if sweeps < 1:
+            raise ValueError(f"multigrid: smg_sweeps = {sweeps} must be at least 1")
+        self.lib = library(gpu)
+        self.gpu = gpu
+        self.handle = self.lib.smg_create(h.dim, h.levels, omega, sweeps)
+        if not self.handle:
+            raise RuntimeError("multigrid: smg_create failed")
+        err = 0
+        for l, (sizes, S) in enumerate(zip(h.sizes, h.stencils)):
+            S = np.ascontiguousarray(S)
+            n = np.array(sizes, dtype=np.int32)
+            err |= self.lib.smg_level(self.handle, l, n.ctypes.data, S.ctypes.data)
+        for l, tables in enumerate(h.transfers):
+            for d, t in enumerate(tables):
+                a = {k: np.ascontiguousarray(v) for k, v in t.items()}
+                err |= self.lib.smg_transfer(self.handle, l, d, len(a["c0"]), len(a["pos"]),
+                                             *(a[k].ctypes.data for k in ("c0", "c1", "w0", "w1", "pos", "wl", "wr")))
+        G = np.ascontiguousarray(h.coarse_inverse)
+        err |= self.lib.smg_coarse(self.handle, G.ctypes.data)
+        if err:
+            self.destroy()
+            raise RuntimeError("multigrid: out of memory (or a copy failed) while loading the hierarchy")
+
+    def apply(self, b: int, x: int) -> None:
+        """x = M b on raw addresses (device pointers for the GPU build)."""
+        if self.lib.smg_apply(self.handle, b, x):
+            raise RuntimeError("multigrid: a kernel launch failed")
+
+    def destroy(self) -> None:
+        if self.handle:
+            self.lib.smg_destroy(self.handle)
+            self.handle = None
+
+
+# --- the PETSc preconditioner ------------------------------------------------------------------------------------
+
+class StencilMG:
+    """PC type python context: the V-cycle on the PC's operator, on the grid of the PC's DM (a DMDA).
+
+    GPU or host follows the matrix: a cuSPARSE matrix (the resident placement) runs the GPU build on the vectors'
+    device memory (``getCUDAHandle``: no host copies), any other the host build on the arrays."""
+
+    def __init__(self):
+        self.omega, self.sweeps, self.coarse_max = 1.0, 1, 1024
+        self.vcycle: VCycle | None = None
+        self.hierarchy: Hierarchy | None = None
+
+    def setFromOptions(self, pc):
+        opts = PETSc.Options(pc.getOptionsPrefix() or "")
+        self.omega = opts.getReal("smg_omega", self.omega)
+        self.sweeps = opts.getInt("smg_sweeps", self.sweeps)
+        self.coarse_max = opts.getInt("smg_coarse_max", self.coarse_max)
+
+    def setUp(self, pc):
+        A, _ = pc.getOperators()
+        if A.getComm().getSize() > 1:
+            raise ValueError("multigrid: cardiosim.multigrid.StencilMG runs on one rank; use -pc_type mg")
+        dm = pc.getDM()
+        if dm is None or dm.getType() != PETSc.DM.Type.DA:
+            raise ValueError("multigrid: the solver has no DMDA grid")
+        from .operators import sync_host
+        sync_host(A)                                # host values of a COO-assembled cuSPARSE matrix (PETSc defect)
+        ns = A.getNullSpace()
+        singular = bool(ns and ns.handle and ns.hasConstant())
+        self.destroy(pc)
+        self.hierarchy = Hierarchy(A, dm.getSizes(), self.coarse_max, singular)
+        self.vcycle = VCycle(self.hierarchy, "cusparse" in A.getType().lower(), self.omega, self.sweeps)
+
+    def apply(self, pc, x, y):
+        if self.vcycle.gpu:
+            xp, yp = x.getCUDAHandle("r"), y.getCUDAHandle("w")
+            try:
+                self.vcycle.apply(int(xp), int(yp))
+            finally:
+                x.restoreCUDAHandle(xp, "r")
+                y.restoreCUDAHandle(yp, "w")
+        else:
+            xa = x.getArray(readonly=True)
+            ya = y.getArray()
+            self.vcycle.apply(xa.ctypes.data, ya.ctypes.data)
+
+    def view(self, pc, viewer):
+        h = self.hierarchy
+        if h is None:
+            return
+        viewer.printfASCII(f"  cardiosim stencil multigrid ({'GPU' if self.vcycle.gpu else 'host'}): {h.levels} "
+                           f"levels {' > '.join('x'.join(map(str, s[:h.dim])) for s in h.sizes)}, multicolour "
+                           f"SOR omega {self.omega}, {self.sweeps} sweep(s), dense coarse inverse\n")
+
+    def destroy(self, pc):
+        if self.vcycle is not None:
+            self.vcycle.destroy()
+            self.vcycle = None
