@@ -242,6 +242,7 @@ def library(gpu: bool) -> ctypes.CDLL:
         lib.smg_transfer.argtypes, lib.smg_transfer.restype = [p, i, i, i, i, p, p, p, p, p, p, p], i
         lib.smg_coarse.argtypes, lib.smg_coarse.restype = [p, p], i
         lib.smg_apply.argtypes, lib.smg_apply.restype = [p, p, p], i
+        lib.smg_apply_timed.argtypes, lib.smg_apply_timed.restype = [p, p, p, p], i
         lib.smg_destroy.argtypes, lib.smg_destroy.restype = [p], None
         _libs[gpu] = lib
     return _libs[gpu]
@@ -280,6 +281,14 @@ class VCycle:
         """x = M b on raw addresses (device pointers for the GPU build)."""
         if self.lib.smg_apply(self.handle, b, x):
             raise RuntimeError("multigrid: a kernel launch failed")
+
+    def profile(self, b: int, x: int, levels: int) -> np.ndarray:
+        """x = M b, timed: ms[l, p] for level l's pre-smoothing, residual + restriction, prolongation,
+        post-smoothing; ms[-1, 0] the coarsest solve. Synchronises: for benchmarks, not for solves."""
+        ms = np.zeros(4 * levels)
+        if self.lib.smg_apply_timed(self.handle, b, x, ms.ctypes.data):
+            raise RuntimeError("multigrid: a kernel launch failed")
+        return ms.reshape(levels, 4)
 
     def destroy(self) -> None:
         if self.handle:

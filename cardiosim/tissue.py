@@ -68,8 +68,24 @@ class TissueModel:
         sync_host(A)
         return A
 
-    def _parabolic_defaults(self) -> dict:
-        return gpu_parabolic_defaults(self.grid) if self.grid.gpu else PARABOLIC_DEFAULTS
+    def _parabolic_defaults(self, K) -> dict:
+        return gpu_parabolic_defaults(self.grid, self.jacobi_radius(K)) if self.grid.gpu else PARABOLIC_DEFAULTS
+
+    def jacobi_radius(self, K) -> float:
+        """ρ = max_i θK_ii / (αM_i + θK_ii), dimensionless: the Gershgorin radius of the Jacobi-scaled parabolic
+        matrix where K is an M-matrix (its off-diagonal row sum is −K_ii), so the spectrum lies in [1−ρ, 1+ρ].
+        Near 1 (fine grids, small mass term) CG+Jacobi needs many iterations: 6.5 per step at ρ ≈ 0.4, 72 at
+        ρ ≈ 0.98 (docs/benchmarks.md)."""
+        d = K.getDiagonal()
+        d.scale(self.theta)
+        den = self.M.copy()
+        den.scale(self.alpha)
+        den.axpy(1.0, d)
+        d.pointwiseDivide(d, den)
+        rho = d.max()[1]
+        for v in (d, den):
+            v.destroy()
+        return float(rho)
 
     def vecs(self) -> list:
         """The model's own vectors (for the resident placement's set-up: made current on the device)."""
@@ -112,7 +128,7 @@ class Monodomain(TissueModel):
         a = self.assembler
         self.K = a.matrix(a.values(self.sigma.mono))
         self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.K), grid=grid,
-                                      defaults=self._parabolic_defaults())
+                                      defaults=self._parabolic_defaults(self.K))
 
     def solvers(self):
         return [self.parabolic]
@@ -133,7 +149,7 @@ class Bidomain(TissueModel):
         vi, ve = a.values(self.sigma.intra), a.values(self.sigma.extra)
         self.Ki = a.matrix(vi)
         self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.Ki), grid=grid,
-                                      defaults=self._parabolic_defaults())
+                                      defaults=self._parabolic_defaults(self.Ki))
         pc = gpu_elliptic_defaults(grid) if grid.gpu else elliptic_pc_defaults(grid)
         self.elliptic = LinearSolver("elliptic", a.matrix(vi + ve), grid=grid, nullspace=True,
                                      defaults={**ELLIPTIC_DEFAULTS, **pc})

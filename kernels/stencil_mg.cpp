@@ -55,7 +55,25 @@ __global__ void gemv_kernel(long n, const double *G, const double *x, double *y)
 static void gemv(long n, const double *G, const double *x, double *y) {
     gemv_kernel<<<(unsigned)((n * 32 + 255) / 256), 256>>>(n, G, x, y);
 }
+/* Phase timers for smg_apply_timed (a profile; smg_apply itself never synchronises). */
+struct Clock {
+    cudaEvent_t ev[4 * MAX_LEVELS + 2];
+    int n = 0;
+    Clock() { for (auto &e : ev) cudaEventCreate(&e); }
+    ~Clock() { for (auto &e : ev) cudaEventDestroy(e); }
+    void mark() { cudaEventRecord(ev[n++], 0); }
+    double ms(int a, int b) { float t = 0; cudaEventElapsedTime(&t, ev[a], ev[b]); return t; }
+    void finish() { cudaEventSynchronize(ev[n - 1]); }
+};
 #else
+#include <chrono>
+struct Clock {
+    std::chrono::steady_clock::time_point ev[4 * MAX_LEVELS + 2];
+    int n = 0;
+    void mark() { ev[n++] = std::chrono::steady_clock::now(); }
+    double ms(int a, int b) { return std::chrono::duration<double, std::milli>(ev[b] - ev[a]).count(); }
+    void finish() {}
+};
 #define LOOP [=]
 template <class F> void each(long n, F f) {
     for (long i = 0; i < n; ++i) f(i);
@@ -278,25 +296,54 @@ int smg_coarse(MG *mg, const double *G) {
 
 /* x = M b, M the V-cycle (x is overwritten; b and x are device pointers in the GPU build). Asynchronous on the GPU:
  * the result is ordered before any later work on the default stream. Returns non-zero on a launch error. */
-int smg_apply(MG *mg, const double *b, double *x) {
+static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
     Level *L = mg->lev;
     const int top = mg->nlev - 1, colours = 1 << mg->dim;
     L[0].b = (double *)b;
     L[0].x = x;
+    if (clock) clock->mark();
     for (int l = 0; l < top; ++l) {
         mem_zero(L[l].x, L[l].size);
         for (int it = 0; it < mg->nu; ++it)
             for (int c = 0; c < colours; ++c) sweep_colour(L[l], c, mg->omega);
+        if (clock) clock->mark();
         residual(L[l]);
         restrict_residual(L[l], L[l + 1]);
+        if (clock) clock->mark();
     }
     gemv(L[top].size, mg->G, L[top].b, L[top].x);
+    if (clock) clock->mark();
     for (int l = top - 1; l >= 0; --l) {
         prolong_add(L[l], L[l + 1]);
+        if (clock) clock->mark();
         for (int it = 0; it < mg->nu; ++it)
             for (int c = colours - 1; c >= 0; --c) sweep_colour(L[l], c, mg->omega);
+        if (clock) clock->mark();
     }
     return launch_error();
+}
+
+int smg_apply(MG *mg, const double *b, double *x) { return vcycle(mg, b, x, 0); }
+
+/* smg_apply with a profile: ms[4 l + p] for level l's phases p = pre-smoothing, residual and restriction,
+ * prolongation, post-smoothing; ms[4 (nlev - 1)] the coarsest solve. Synchronises (GPU: events). */
+int smg_apply_timed(MG *mg, const double *b, double *x, double *ms) {
+    Clock clock;
+    const int top = mg->nlev - 1;
+    int err = vcycle(mg, b, x, &clock);
+    clock.finish();
+    int e = 0;
+    for (int l = 0; l < top; ++l, e += 2) {
+        ms[4 * l] = clock.ms(e, e + 1);
+        ms[4 * l + 1] = clock.ms(e + 1, e + 2);
+    }
+    ms[4 * top] = clock.ms(e, e + 1);
+    ++e;
+    for (int l = top - 1; l >= 0; --l, e += 2) {
+        ms[4 * l + 2] = clock.ms(e, e + 1);
+        ms[4 * l + 3] = clock.ms(e + 1, e + 2);
+    }
+    return err;
 }
 
 void smg_destroy(MG *mg) {
