@@ -19,7 +19,7 @@ Smoother: multicolour SOR, one forward sweep before and one backward sweep after
 each), relaxation factor ``omega``: a symmetric V-cycle, as CG needs.
 
 Options, under the solver's prefix (e.g. ``-elliptic_``): ``smg_omega`` (default 1.0), ``smg_sweeps`` (1),
-``smg_coarse_max`` (1024 nodes). Select it with ``-elliptic_pc_type python -elliptic_pc_python_type
+``smg_coarse_max`` (1024 nodes), ``smg_graphs`` (true: the GPU build applies the V-cycle as a CUDA graph). Select it with ``-elliptic_pc_type python -elliptic_pc_python_type
 cardiosim.multigrid.StencilMG`` (the resident placement does so on one rank).
 
 One MPI rank only: the levels are the whole grid. Several ranks keep PETSc's PCMG (cardiosim.linear_solvers).
@@ -131,18 +131,19 @@ class Hierarchy:
     """Levels (sizes, stencils), per-level transfer tables and the coarsest dense (pseudo-)inverse of matrix A on a
     grid of sizes ``dims`` (x[, y[, z]]), all on the host."""
 
-    def __init__(self, A: PETSc.Mat, dims, coarse_max: int = 1024, singular: bool = False):
+    def __init__(self, A: PETSc.Mat, dims, coarse_max: int | None = 1024, singular: bool = False):
+        """``coarse_max`` None: the fine level only (no coarse levels, no inverse: for Jacobi-preconditioned CG)."""
         self.dim = len(dims)
         sizes = tuple(int(n) for n in dims) + (1,) * (3 - len(dims))
         rows, cols, vals = _csr(A)
         if len(rows) and rows.max() >= np.prod(sizes):
             raise ValueError("multigrid: the matrix is larger than the grid")
-        Ah = PETSc.Mat().createAIJ(size=A.getSize(), csr=A.getValuesCSR(), comm=PETSc.COMM_SELF)
         self.sizes = [sizes]
         self.stencils = [stencil(rows, cols, vals, sizes, self.dim)]
         self.transfers: list[list[dict]] = []
-        mats = [Ah]
-        while np.prod(self.sizes[-1]) > coarse_max:
+        mats = [] if coarse_max is None else [
+            PETSc.Mat().createAIJ(size=A.getSize(), csr=A.getValuesCSR(), comm=PETSc.COMM_SELF)]
+        while coarse_max is not None and np.prod(self.sizes[-1]) > coarse_max:
             fine = self.sizes[-1]
             tables = [transfer_1d(n) for n in fine]
             coarse = tuple(len(t["pos"]) for t in tables)
@@ -155,7 +156,7 @@ class Hierarchy:
             self.sizes.append(coarse)
             self.stencils.append(stencil(*_csr(Ac), coarse, self.dim))
             mats.append(Ac)
-        self.coarse_inverse = self._inverse(mats[-1], singular)
+        self.coarse_inverse = None if coarse_max is None else self._inverse(mats[-1], singular)
         for M in mats:
             M.destroy()
 
@@ -238,12 +239,15 @@ def library(gpu: bool) -> ctypes.CDLL:
         lib = ctypes.CDLL(str(_build(gpu)))
         p, i, d = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
         lib.smg_create.argtypes, lib.smg_create.restype = [i, i, d, i], p
-        lib.smg_level.argtypes, lib.smg_level.restype = [p, i, p, p], i
+        lib.smg_level.argtypes, lib.smg_level.restype = [p, i, p, i, p, p], i
+        lib.smg_cg.argtypes = [p, i, p, p, d, d, d, i, i, ctypes.POINTER(i), ctypes.POINTER(d), ctypes.POINTER(i)]
+        lib.smg_cg.restype = i
         lib.smg_transfer.argtypes, lib.smg_transfer.restype = [p, i, i, i, i, p, p, p, p, p, p, p], i
         lib.smg_coarse.argtypes, lib.smg_coarse.restype = [p, p], i
         lib.smg_apply.argtypes, lib.smg_apply.restype = [p, p, p], i
         lib.smg_apply_timed.argtypes, lib.smg_apply_timed.restype = [p, p, p, p], i
         lib.smg_destroy.argtypes, lib.smg_destroy.restype = [p], None
+        lib.smg_use_graphs.argtypes, lib.smg_use_graphs.restype = [p, i], None
         _libs[gpu] = lib
     return _libs[gpu]
 
@@ -251,7 +255,7 @@ def library(gpu: bool) -> ctypes.CDLL:
 class VCycle:
     """A :class:`Hierarchy` loaded into the compiled V-cycle, on the GPU (``gpu``) or the host."""
 
-    def __init__(self, h: Hierarchy, gpu: bool, omega: float = 1.0, sweeps: int = 1):
+    def __init__(self, h: Hierarchy, gpu: bool, omega: float = 1.0, sweeps: int = 1, graphs: bool = True):
         if not 0.0 < omega < 2.0:
             raise ValueError(f"multigrid: smg_omega = {omega} is outside (0, 2)")
         if sweeps < 1:
@@ -261,18 +265,23 @@ class VCycle:
         self.handle = self.lib.smg_create(h.dim, h.levels, omega, sweeps)
         if not self.handle:
             raise RuntimeError("multigrid: smg_create failed")
+        self.lib.smg_use_graphs(self.handle, int(graphs))
         err = 0
         for l, (sizes, S) in enumerate(zip(h.sizes, h.stencils)):
-            S = np.ascontiguousarray(S)
+            # only the stencil points the matrix uses (a star stencil: 5 of 9, 7 of 27): fewer bytes per sweep
+            centre = S.shape[0] // 2
+            codes = np.flatnonzero(np.any(S != 0, axis=1) | (np.arange(S.shape[0]) == centre)).astype(np.int32)
+            S = np.ascontiguousarray(S[codes])
             n = np.array(sizes, dtype=np.int32)
-            err |= self.lib.smg_level(self.handle, l, n.ctypes.data, S.ctypes.data)
+            err |= self.lib.smg_level(self.handle, l, n.ctypes.data, len(codes), codes.ctypes.data, S.ctypes.data)
         for l, tables in enumerate(h.transfers):
             for d, t in enumerate(tables):
                 a = {k: np.ascontiguousarray(v) for k, v in t.items()}
                 err |= self.lib.smg_transfer(self.handle, l, d, len(a["c0"]), len(a["pos"]),
                                              *(a[k].ctypes.data for k in ("c0", "c1", "w0", "w1", "pos", "wl", "wr")))
-        G = np.ascontiguousarray(h.coarse_inverse)
-        err |= self.lib.smg_coarse(self.handle, G.ctypes.data)
+        if h.coarse_inverse is not None:
+            G = np.ascontiguousarray(h.coarse_inverse)
+            err |= self.lib.smg_coarse(self.handle, G.ctypes.data)
         if err:
             self.destroy()
             raise RuntimeError("multigrid: out of memory (or a copy failed) while loading the hierarchy")
@@ -281,6 +290,16 @@ class VCycle:
         """x = M b on raw addresses (device pointers for the GPU build)."""
         if self.lib.smg_apply(self.handle, b, x):
             raise RuntimeError("multigrid: a kernel launch failed")
+
+    def cg(self, precond: int, b: int, x: int, rtol: float, atol: float, dtol: float, maxit: int,
+           zero_guess: bool) -> tuple[int, float, int]:
+        """Preconditioned CG on level 0's matrix (kernels/stencil_mg.cpp smg_cg; precond 0 none, 1 Jacobi, 2 this
+        V-cycle): (iterations, residual norm, PETSc's converged reason)."""
+        its, rnorm, reason = ctypes.c_int(), ctypes.c_double(), ctypes.c_int()
+        if self.lib.smg_cg(self.handle, precond, b, x, rtol, atol, dtol, maxit, int(zero_guess), ctypes.byref(its),
+                           ctypes.byref(rnorm), ctypes.byref(reason)):
+            raise RuntimeError("multigrid: a kernel launch or copy failed in CG")
+        return its.value, rnorm.value, reason.value
 
     def profile(self, b: int, x: int, levels: int) -> np.ndarray:
         """x = M b, timed: ms[l, p] for level l's pre-smoothing, residual + restriction, prolongation,
@@ -305,7 +324,7 @@ class StencilMG:
     device memory (``getCUDAHandle``: no host copies), any other the host build on the arrays."""
 
     def __init__(self):
-        self.omega, self.sweeps, self.coarse_max = 1.0, 1, 1024
+        self.omega, self.sweeps, self.coarse_max, self.graphs = 1.0, 1, 1024, True
         self.vcycle: VCycle | None = None
         self.hierarchy: Hierarchy | None = None
 
@@ -314,6 +333,7 @@ class StencilMG:
         self.omega = opts.getReal("smg_omega", self.omega)
         self.sweeps = opts.getInt("smg_sweeps", self.sweeps)
         self.coarse_max = opts.getInt("smg_coarse_max", self.coarse_max)
+        self.graphs = opts.getBool("smg_graphs", self.graphs)
 
     def setUp(self, pc):
         A, _ = pc.getOperators()
@@ -328,7 +348,8 @@ class StencilMG:
         singular = bool(ns and ns.handle and ns.hasConstant())
         self.destroy(pc)
         self.hierarchy = Hierarchy(A, dm.getSizes(), self.coarse_max, singular)
-        self.vcycle = VCycle(self.hierarchy, "cusparse" in A.getType().lower(), self.omega, self.sweeps)
+        self.vcycle = VCycle(self.hierarchy, "cusparse" in A.getType().lower(), self.omega, self.sweeps,
+                             self.graphs)
 
     def apply(self, pc, x, y):
         if self.vcycle.gpu:

@@ -52,6 +52,7 @@ def main(argv=None):
     p.add_argument("--sweeps", type=int, nargs="+", default=[1])
     p.add_argument("--omega", type=float, default=1.0)
     p.add_argument("--repeat", type=int, default=50)
+    p.add_argument("--no-graphs", action="store_true", help="launch every kernel from the host (no CUDA graph)")
     args = p.parse_args(argv)
     import petsc4py
     petsc4py.init(sys.argv[:1])
@@ -90,7 +91,7 @@ def main(argv=None):
             db = cuda.to_device(np.random.default_rng(0).standard_normal(N))
             dx = cuda.mem_alloc(N * 8)
             for sweeps in args.sweeps:
-                vc = multigrid.VCycle(h, gpu=True, omega=args.omega, sweeps=sweeps)
+                vc = multigrid.VCycle(h, gpu=True, omega=args.omega, sweeps=sweeps, graphs=not args.no_graphs)
                 for _ in range(3):
                     vc.apply(int(db), int(dx))
                 ctx.synchronize()
@@ -104,9 +105,11 @@ def main(argv=None):
                 limit = 1e3 * bytes_per_vcycle(h, sweeps) / bw
                 print(f"\n{'x'.join(map(str, dims))} ({N:,} nodes), {h.levels} levels "
                       f"({' > '.join('x'.join(map(str, s[:h.dim])) for s in h.sizes)}), hierarchy set-up "
-                      f"{setup:.2f} s on the host, {sweeps} sweep(s): {ms:.3f} ms per V-cycle back to back; "
+                      f"{setup:.2f} s on the host, {sweeps} sweep(s), CUDA graphs {'off' if args.no_graphs else 'on'}: "
+                      f"{ms:.3f} ms per V-cycle back to back; "
                       f"bandwidth limit {limit:.3f} ms ({100 * limit / ms:.0f} %)")
-                print(f"  {'level':>5} {'nodes':>10} " + " ".join(f"{p:>18}" for p in PHASES) + "  (ms, profiled)")
+                print(f"  {'level':>5} {'nodes':>10} " + " ".join(f"{p:>18}" for p in PHASES) +
+                      "  (ms, profiled: kernels launched one by one, events between phases)")
                 for l in range(h.levels - 1):
                     print(f"  {l:>5} {int(np.prod(h.sizes[l])):>10} " + " ".join(f"{v:18.4f}" for v in prof[l]))
                 print(f"  {'coarse':>5} {int(np.prod(h.sizes[-1])):>10} {prof[-1, 0]:18.4f}")

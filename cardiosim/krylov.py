@@ -1,0 +1,91 @@
+"""Conjugate gradients with the whole iteration on the device, as a PETSc Krylov solver (KSP type python): the
+resident placement's default on one GPU (docs/decisions.md, "Our own GPU multigrid and CG").
+
+Why not PETSc's KSPCG there: on the GPU each of its vector operations costs 5–60 µs of host latency, most of them
+synchronising (a dot product returns to the host; Thrust-based kernels wait), so an iteration costs ~0.2–0.4 ms
+whatever the grid (the Niederer slab: 442k nodes, 2.9 iterations, 1.1 ms per step; docs/benchmarks.md). Here an
+iteration is three or four kernels on the matrix's stencil form (cardiosim.multigrid) and one synchronisation that
+brings the scalars of the convergence test to the host. The algorithm, the preconditioned residual norm and the
+stopping test are KSPCG's and KSPConvergedDefault's, so iteration counts and tolerances mean what they mean in
+PETSc (tests/test_krylov.py compares the two).
+
+The preconditioner is the KSP's own PC: ``jacobi`` (the stencil's diagonal, fused into the CG update),
+``python`` with cardiosim.multigrid.StencilMG (its V-cycle, as a CUDA graph), or ``none``. The host build of the
+same source runs on host matrices (CI). Not supported: monitors (-ksp_monitor prints nothing), other PC types
+(one line says so), several ranks.
+
+    -parabolic_ksp_type python -parabolic_ksp_python_type cardiosim.krylov.StencilCG -parabolic_pc_type jacobi
+"""
+
+from __future__ import annotations
+
+from petsc4py import PETSc
+
+from . import multigrid
+
+PYTHON_TYPE = "cardiosim.krylov.StencilCG"
+PRECONDITIONERS = {"none": 0, "jacobi": 1}
+
+
+class StencilCG:
+    """KSP type python context (see the module's docstring)."""
+
+    def __init__(self):
+        self.vcycle: multigrid.VCycle | None = None
+        self.own: multigrid.VCycle | None = None     # a one-level hierarchy of our own, for Jacobi and none
+        self.precond = 0
+
+    def setUp(self, ksp):
+        A, _ = ksp.getOperators()
+        if A.getComm().getSize() > 1:
+            raise ValueError("krylov: cardiosim.krylov.StencilCG runs on one rank; use -ksp_type cg")
+        pc = ksp.getPC()
+        pc.setUp()
+        kind = pc.getType()
+        self.destroy(ksp)
+        gpu = "cusparse" in A.getType().lower()
+        if kind == "python" and isinstance(pc.getPythonContext(), multigrid.StencilMG):
+            self.vcycle, self.precond = pc.getPythonContext().vcycle, 2
+        elif kind in PRECONDITIONERS:
+            dm = ksp.getDM()
+            if dm is None or dm.getType() != PETSc.DM.Type.DA:
+                raise ValueError("krylov: the solver has no DMDA grid")
+            from .operators import sync_host
+            sync_host(A)
+            h = multigrid.Hierarchy(A, dm.getSizes(), coarse_max=None)
+            self.own = self.vcycle = multigrid.VCycle(h, gpu)
+            self.precond = PRECONDITIONERS[kind]
+        else:
+            raise ValueError(f"krylov: StencilCG works with -pc_type jacobi, none or the cardiosim multigrid "
+                             f"(python), not '{kind}'")
+        if self.vcycle.gpu != gpu:
+            raise ValueError("krylov: the preconditioner and the matrix are on different devices")
+
+    def solve(self, ksp, b, x):
+        rtol, atol, dtol, maxit = ksp.getTolerances()
+        zero = not ksp.getInitialGuessNonzero()
+        if self.vcycle.gpu:
+            bp, xp = b.getCUDAHandle("r"), x.getCUDAHandle("rw")
+            try:
+                its, rnorm, reason = self.vcycle.cg(self.precond, int(bp), int(xp), rtol, atol, dtol, maxit, zero)
+            finally:
+                b.restoreCUDAHandle(bp, "r")
+                x.restoreCUDAHandle(xp, "rw")
+        else:
+            ba = b.getArray(readonly=True)
+            xa = x.getArray()
+            its, rnorm, reason = self.vcycle.cg(self.precond, ba.ctypes.data, xa.ctypes.data, rtol, atol, dtol,
+                                                maxit, zero)
+        ksp.setIterationNumber(its)
+        ksp.setResidualNorm(rnorm)
+        ksp.setConvergedReason(reason)
+
+    def view(self, ksp, viewer):
+        name = {0: "none", 1: "Jacobi", 2: "cardiosim multigrid"}[self.precond]
+        viewer.printfASCII(f"  cardiosim CG on the {'GPU' if self.vcycle and self.vcycle.gpu else 'host'}, "
+                           f"preconditioner {name}\n")
+
+    def destroy(self, ksp):
+        if self.own is not None:
+            self.own.destroy()
+        self.own = self.vcycle = None
