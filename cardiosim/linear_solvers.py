@@ -66,8 +66,10 @@ def elliptic_pc_defaults(grid) -> dict:
     return {"pc_type": "gamg"}
 
 
-# cardiosim's own geometric multigrid (cardiosim.multigrid): the whole V-cycle in one call, for one rank
+# cardiosim's own geometric multigrid (cardiosim.multigrid: the whole V-cycle in one call) and CG with the iteration
+# on the device (cardiosim.krylov), for one rank on a GPU: PETSc's own are latency-bound there (docs/benchmarks.md)
 STENCIL_MG = {"pc_type": "python", "pc_python_type": "cardiosim.multigrid.StencilMG"}
+STENCIL_CG = {"ksp_type": "python", "ksp_python_type": "cardiosim.krylov.StencilCG"}
 
 
 def _user_chose_pc(name: str) -> bool:
@@ -90,8 +92,10 @@ def gpu_parabolic_defaults(grid, jacobi_radius: float) -> dict:
     (docs/benchmarks.md)."""
     out = {k: v for k, v in PARABOLIC_DEFAULTS.items() if not k.startswith("sub_")}
     out["pc_type"] = "jacobi"
-    if _one_rank(grid) and not _user_chose_pc("parabolic") and jacobi_radius > PARABOLIC_MG_RADIUS:
-        out.update(STENCIL_MG)
+    if _one_rank(grid):
+        out.update(STENCIL_CG)
+        if not _user_chose_pc("parabolic") and jacobi_radius > PARABOLIC_MG_RADIUS:
+            out.update(STENCIL_MG)
     return out
 
 
@@ -108,7 +112,7 @@ def gpu_elliptic_defaults(grid) -> dict:
     for the 625² Table 4.1 sheet) keeps the SVD: a few Chebyshev iterations would not solve it, and the copies are
     of the coarse vectors only."""
     if _one_rank(grid) and not _user_chose_pc("elliptic"):
-        return dict(STENCIL_MG)
+        return {**STENCIL_CG, **STENCIL_MG}
     pc = elliptic_pc_defaults(grid)
     if pc.get("pc_type") != "mg":
         return pc
@@ -170,8 +174,12 @@ class LinearSolver:
                 f"-{self.name}_ksp_/-{self.name}_pc_ options")
 
     def describe(self) -> str:
-        pc = self.ksp.getPC()
-        return f"{self.ksp.getType()}+{pc.getType()}"
+        ksp, pc = self.ksp.getType(), self.ksp.getPC().getType()
+        if ksp == "python":
+            ksp = type(self.ksp.getPythonContext()).__name__
+        if pc == "python":
+            pc = type(self.ksp.getPC().getPythonContext()).__name__
+        return f"{ksp}+{pc}"
 
     def destroy(self):
         self.ksp.destroy()

@@ -38,8 +38,11 @@ def _compiler():
     require_gcc()
 
 
-def tissue(size, h, fibre=30.0):
+def tissue(size, h, fibre=30.0, placement="cpu"):
+    """Grid and tissue model of a small sheet or slab; placement "resident" gives GPU matrices (a GPU node)."""
     text = SHEET.format(size=list(size), h=h).replace("fibre_angle = 30.0", f"fibre_angle = {fibre}")
+    if placement == "resident":
+        text = text.replace('model = "mitchell-schaeffer"', 'model = "tt06"\nplacement = "resident"\nbackend = "cuda"')
     cfg = config.loads(text)
     grid = Grid(cfg, PETSc.COMM_SELF)
     return grid, make_tissue(grid, cfg, "box")

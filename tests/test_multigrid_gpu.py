@@ -47,3 +47,14 @@ def test_gpu_vcycle_equals_host_vcycle(size, h, omega, sweeps):
         assert err < 1e-11           # FMA contraction on the GPU: round-off only
     finally:
         ctx.pop()
+
+
+@pytest.mark.parametrize("size,h,fibre", [((0.5, 0.3), 0.01, 30.0), ((0.2, 0.12, 0.1), 0.01, 0.0)])
+@pytest.mark.parametrize("name,pc", [("parabolic", {"pc_type": "jacobi"}),
+                                     ("elliptic", {"pc_type": "python", "pc_python_type": multigrid.PYTHON_TYPE})])
+def test_gpu_stencil_cg_equals_petsc_cg_on_gpu_matrices(size, h, fibre, name, pc):
+    """StencilCG on cuSPARSE matrices and CUDA vectors (the resident placement's) against PETSc's KSPCG on the
+    same: the same iterations and solution (tests/test_krylov.py does this on the host)."""
+    require_gpu()
+    from test_krylov import test_stencil_cg_equals_petsc_cg
+    test_stencil_cg_equals_petsc_cg(size, h, fibre, name, pc, placement="resident")
