@@ -52,10 +52,22 @@ class Simulation:
                                                                     ckpt.output if ckpt else None))
         check_memory(cfg, self.comm)   # before PETSc allocates: a grid that cannot fit is one line, not an OOM
 
+        # where the set-up's time goes (the summary's setup_phases_s; rank 0's clock)
+        self.setup_phases: dict[str, float] = {}
+        lap_start = [time.perf_counter()]
+
+        def lap(name):
+            now = time.perf_counter()
+            self.setup_phases[name] = self.setup_phases.get(name, 0.0) + now - lap_start[0]
+            lap_start[0] = now
+
         self.grid = Grid(cfg, PETSc.Comm(self.comm))   # GPU vector and matrix types for the resident placement
         self.stencil = self._choose_stencil()
+        lap("grid")
         self.tissue = make_tissue(self.grid, cfg, self.stencil)
+        lap("tissue: matrices and solvers")
         self.reaction = Reaction(cfg, self.grid, self.comm, self.timers)
+        lap("cells: states, stimuli, kernels")
         for name in self.reaction.stimuli.empty_regions(self.comm):
             raise UserError(f"{name}: its region contains no grid node; enlarge it or refine grid.spacing")
         self.V = self.grid.vec()
@@ -94,12 +106,14 @@ class Simulation:
         if self.output and self.mode.on_device:
             from .ode.resident import DeviceProbes
             self.output.probes = DeviceProbes(self.output.probes, self.reaction.placement.device)
+        lap("maps, output, restart")
         # Solver set-up that PETSc would otherwise do in the first solves (hierarchy, eigenvalue estimates, GPU
         # transposes), here, so that the set-up is timed apart and the stepping loop copies nothing.
         self.tissue.warm_up()
         if self.grid.gpu:
             for v in (self.V, self.phi, *self.tissue.vecs()):
                 self.grid.to_device(v)
+        lap("solvers' warm-up")
         self.schedule = None
         self.requests = 0
         self.stopped = False
@@ -295,6 +309,7 @@ class Simulation:
             "cell_model": self.cfg.cell.model, "grid": [int(n) for n in self.grid.n], "nodes": self.grid.n_nodes,
             "steps": self.n_steps, "dt_ms": self.dt, "ode_substeps": self.cfg.simulation.ode_substeps,
             "simulated_ms": self.t, "wall_s": wall, "setup_s": self.setup_time,
+            "setup_phases_s": self.setup_phases,
             "simulated_ms_per_wall_s": simulated / loop if loop > 0 else None,
             "restarted_at_ms": self.start_step * self.dt if self.start_step else None,
             "layout": self.layout, "timing_s": timing,
@@ -306,6 +321,8 @@ class Simulation:
         if copies:
             summary["petsc_log"] = copies
         log.info("\n" + table(timing))
+        log.info(f"set-up {self.setup_time:.2f} s (in 'other'): " +
+                 ", ".join(f"{k} {v:.2f}" for k, v in self.setup_phases.items()))
         log.info("iterations per step: " + ", ".join(
             f"{k} {v['mean']:.1f} (max {v['max']})" for k, v in summary["iterations"].items()))
         if self.output:
