@@ -82,6 +82,19 @@ def stencil(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, dims: tuple[in
     s = (di+1) + 3(dj+1) + 9(dk+1) the neighbour's offset. Refuses entries beyond the 3^d neighbours."""
     nx, ny, _ = dims
     N = int(np.prod(dims))
+    if min(dims[:dim]) >= 3:
+        # Each neighbour's index offset col - row = di + nx (dj + ny dk) is distinct: decode it (no divisions)
+        codes = np.arange(27 if dim == 3 else 9)
+        di, dj, dk = codes % 3 - 1, (codes // 3) % 3 - 1, (codes // 9 - 1 if dim == 3 else 0 * codes)
+        offsets = di + nx * (dj + ny * dk)
+        order = np.argsort(offsets)
+        d = cols - rows
+        at = np.minimum(np.searchsorted(offsets[order], d), len(order) - 1)
+        if not np.array_equal(offsets[order][at], d):
+            raise ValueError("multigrid: the matrix couples nodes more than one grid step apart")
+        S = np.zeros((len(codes), N))
+        S[codes[order][at], rows] = vals
+        return S
 
     def ijk(r):
         return r % nx, (r // nx) % ny, r // (nx * ny)
