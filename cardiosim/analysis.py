@@ -62,13 +62,35 @@ class ActivationMap(_Accumulator):
         self.threshold = threshold
         self.time = np.where(v0 >= threshold, 0.0, np.nan)
         self.prev = v0.copy()
+        self._derive()
+
+    def _derive(self) -> None:
+        # Derived from the saved arrays (not saved themselves): done = activated (time not NaN), and a bool
+        # scratch buffer, so that a step allocates nothing of the size of the grid.
+        self.done = ~np.isnan(self.time)
+        self._mask = np.empty(self.time.shape, dtype=bool)
+
+    def load_state(self, state: dict) -> None:
+        super().load_state(state)
+        self._derive()
 
     def update(self, t0: float, t1: float, v: np.ndarray) -> None:
+        # The "io" phase of the CPU placements (issue 11): two cheap passes over the nodes (v >= threshold, and
+        # not yet done), then the crossing test and the interpolation on the few nodes that pass them only.
+        # Same arithmetic, element by element, as over all nodes: the same bits.
         thr, prev = self.threshold, self.prev
-        new = np.isnan(self.time) & (prev < thr) & (v >= thr)
-        if new.any():
-            frac = (thr - prev[new]) / (v[new] - prev[new])
-            self.time[new] = t0 + frac * (t1 - t0)
+        mask = self._mask
+        np.greater_equal(v, thr, out=mask)
+        np.greater(mask, self.done, out=mask)          # bools: above threshold and not yet activated
+        idx = np.flatnonzero(mask)
+        if idx.size:
+            p, vi = prev[idx], v[idx]
+            up = p < thr
+            if not up.all():
+                idx, p, vi = idx[up], p[up], vi[up]
+            frac = (thr - p) / (vi - p)
+            self.time[idx] = t0 + frac * (t1 - t0)
+            self.done[idx] = True
         prev[:] = v
 
 
@@ -91,23 +113,56 @@ class APDMap(_Accumulator):
         self.v_peak = np.full(v0.shape, -np.inf)
         self.repolarisation = np.full(v0.shape, np.nan)
         self.prev = v0.copy()
+        self._derive()
+
+    def _derive(self) -> None:
+        # Derived from the saved arrays (not saved themselves): repolarised (not NaN), the repolarisation level
+        # of each node (mV), which changes only where V_peak does, and bool scratch buffers.
+        self.repolarised = ~np.isnan(self.repolarisation)
+        self._fraction = 1.0 - self.level / 100.0
+        self._level = self.v_rest + self._fraction * (self.v_peak - self.v_rest)
+        self._beating = np.empty(self.v_rest.shape, dtype=bool)
+        self._mask = np.empty(self.v_rest.shape, dtype=bool)
+
+    def load_state(self, state: dict) -> None:
+        super().load_state(state)
+        self._derive()
 
     def update(self, t0: float, t1: float, v: np.ndarray) -> None:
-        beating = ~np.isnan(self.activation.time) & np.isnan(self.repolarisation)
-        np.maximum(self.v_peak, v, out=self.v_peak, where=beating)
-        level = self.v_rest + (1.0 - self.level / 100.0) * (self.v_peak - self.v_rest)
-        prev = self.prev
-        new = beating & (prev >= level) & (v < level)
-        if new.any():
-            frac = (level[new] - prev[new]) / (v[new] - prev[new])
-            self.repolarisation[new] = t0 + frac * (t1 - t0)
+        # The "io" phase of the CPU placements (issue 11): a few compare passes over the nodes into preallocated
+        # bools; V_peak, the level and the interpolation are then computed on the nodes that the compares select
+        # only (those whose V rises above V_peak, those below their level): the same arithmetic, element by
+        # element, as over all nodes, so the same bits.
+        if self._fraction != 1.0 - self.level / 100.0:
+            self._derive()                             # the level was changed since: every node's level with it
+        beating, mask, v_peak, level, prev = self._beating, self._mask, self.v_peak, self._level, self.prev
+        np.greater(self.activation.done, self.repolarised, out=beating)   # bools: activated, not repolarised
+        # V_peak = max(V_peak, V) where beating: not (V <= V_peak) is also true for a NaN V, as np.maximum is
+        np.less_equal(v, v_peak, out=mask)
+        np.greater(beating, mask, out=mask)
+        idx = np.flatnonzero(mask)
+        if idx.size:
+            vp = np.maximum(v_peak[idx], v[idx])
+            v_peak[idx] = vp
+            vr = self.v_rest[idx]
+            level[idx] = vr + self._fraction * (vp - vr)
+        np.less(v, level, out=mask)
+        mask &= beating
+        idx = np.flatnonzero(mask)
+        if idx.size:
+            p, lv = prev[idx], level[idx]
+            down = p >= lv
+            if down.any():
+                idx, p, lv = idx[down], p[down], lv[down]
+                frac = (lv - p) / (v[idx] - p)
+                self.repolarisation[idx] = t0 + frac * (t1 - t0)
+                self.repolarised[idx] = True
         prev[:] = v
 
     @property
     def apd(self) -> np.ndarray:
         """Repolarisation minus activation time (ms); NaN where either is missing."""
         return self.repolarisation - self.activation.time
-
 
 class HostMaps:
     """The activation and APD maps of a run updated together from the PETSc Vec of Vm (its host array); the
