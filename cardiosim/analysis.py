@@ -68,6 +68,7 @@ class ActivationMap(_Accumulator):
         # Derived from the saved arrays (not saved themselves): done = activated (time not NaN), and a bool
         # scratch buffer, so that a step allocates nothing of the size of the grid.
         self.done = ~np.isnan(self.time)
+        self.waiting = self.done.size - int(np.count_nonzero(self.done))   # nodes not yet activated
         self._mask = np.empty(self.time.shape, dtype=bool)
 
     def load_state(self, state: dict) -> None:
@@ -79,6 +80,9 @@ class ActivationMap(_Accumulator):
         # not yet done), then the crossing test and the interpolation on the few nodes that pass them only.
         # Same arithmetic, element by element, as over all nodes: the same bits.
         thr, prev = self.threshold, self.prev
+        if self.waiting == 0:                          # every node has activated: nothing left to find
+            prev[:] = v
+            return
         mask = self._mask
         np.greater_equal(v, thr, out=mask)
         np.greater(mask, self.done, out=mask)          # bools: above threshold and not yet activated
@@ -91,6 +95,7 @@ class ActivationMap(_Accumulator):
             frac = (thr - p) / (vi - p)
             self.time[idx] = t0 + frac * (t1 - t0)
             self.done[idx] = True
+            self.waiting -= idx.size
         prev[:] = v
 
 
