@@ -6,6 +6,11 @@ linearly interpolated between samples; NaN where the trace never crosses.
 The per-node maps (:class:`ActivationMap`, :class:`APDMap`) are accumulated step by step during the run. Their
 whole state is a few plain arrays of this rank's nodes: ``state()`` returns them, ``load_state()`` puts them back
 (checkpoints), so that a resumed run continues exactly where it stopped.
+
+On the CPU placements the maps are updated on the host every step (the "io" phase; the resident placement does it on
+the device, cardiosim/ode/resident.py): a few NumPy compare passes over the nodes into preallocated bool arrays
+select the nodes that cross something, and only those are computed on. A plain C loop over the nodes (gcc -O2,
+ctypes) was tried and was 3x slower than this on 58,176 nodes (its data-dependent branches do not vectorise).
 """
 
 from __future__ import annotations
@@ -65,10 +70,10 @@ class ActivationMap(_Accumulator):
         self._derive()
 
     def _derive(self) -> None:
-        # Derived from the saved arrays (not saved themselves): done = activated (time not NaN), and a bool
+        # Derived from the saved arrays (not saved themselves): activated (time not NaN), and a bool
         # scratch buffer, so that a step allocates nothing of the size of the grid.
-        self.done = ~np.isnan(self.time)
-        self.waiting = self.done.size - int(np.count_nonzero(self.done))   # nodes not yet activated
+        self.activated = ~np.isnan(self.time)
+        self.waiting = self.activated.size - int(np.count_nonzero(self.activated))   # nodes not yet activated
         self._mask = np.empty(self.time.shape, dtype=bool)
 
     def load_state(self, state: dict) -> None:
@@ -77,7 +82,7 @@ class ActivationMap(_Accumulator):
 
     def update(self, t0: float, t1: float, v: np.ndarray) -> None:
         # The "io" phase of the CPU placements (issue 11): two cheap passes over the nodes (v >= threshold, and
-        # not yet done), then the crossing test and the interpolation on the few nodes that pass them only.
+        # not yet activated), then the crossing test and the interpolation on the few nodes that pass them only.
         # Same arithmetic, element by element, as over all nodes: the same bits.
         thr, prev = self.threshold, self.prev
         if self.waiting == 0:                          # every node has activated: nothing left to find
@@ -85,7 +90,7 @@ class ActivationMap(_Accumulator):
             return
         mask = self._mask
         np.greater_equal(v, thr, out=mask)
-        np.greater(mask, self.done, out=mask)          # bools: above threshold and not yet activated
+        np.greater(mask, self.activated, out=mask)     # bools: above threshold and not yet activated
         idx = np.flatnonzero(mask)
         if idx.size:
             p, vi = prev[idx], v[idx]
@@ -94,7 +99,7 @@ class ActivationMap(_Accumulator):
                 idx, p, vi = idx[up], p[up], vi[up]
             frac = (thr - p) / (vi - p)
             self.time[idx] = t0 + frac * (t1 - t0)
-            self.done[idx] = True
+            self.activated[idx] = True
             self.waiting -= idx.size
         prev[:] = v
 
@@ -141,7 +146,7 @@ class APDMap(_Accumulator):
         if self._fraction != 1.0 - self.level / 100.0:
             self._derive()                             # the level was changed since: every node's level with it
         beating, mask, v_peak, level, prev = self._beating, self._mask, self.v_peak, self._level, self.prev
-        np.greater(self.activation.done, self.repolarised, out=beating)   # bools: activated, not repolarised
+        np.greater(self.activation.activated, self.repolarised, out=beating)   # bools: activated, not repolarised
         # V_peak = max(V_peak, V) where beating: not (V <= V_peak) is also true for a NaN V, as np.maximum is
         np.less_equal(v, v_peak, out=mask)
         np.greater(beating, mask, out=mask)
@@ -168,6 +173,7 @@ class APDMap(_Accumulator):
     def apd(self) -> np.ndarray:
         """Repolarisation minus activation time (ms); NaN where either is missing."""
         return self.repolarisation - self.activation.time
+
 
 class HostMaps:
     """The activation and APD maps of a run updated together from the PETSc Vec of Vm (its host array); the
