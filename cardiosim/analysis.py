@@ -147,8 +147,9 @@ class APDMap(_Accumulator):
             self._derive()                             # the level was changed since: every node's level with it
         beating, mask, v_peak, level, prev = self._beating, self._mask, self.v_peak, self._level, self.prev
         np.greater(self.activation.activated, self.repolarised, out=beating)   # bools: activated, not repolarised
-        # V_peak = max(V_peak, V) where beating: not (V <= V_peak) is also true for a NaN V, as np.maximum is
-        np.less_equal(v, v_peak, out=mask)
+        # V_peak = np.maximum(V_peak, V) where beating, on the nodes where it may write something else than V_peak:
+        # not (V < V_peak) includes a NaN V and a tie (np.maximum returns its second operand: -0.0 for 0.0)
+        np.less(v, v_peak, out=mask)
         np.greater(beating, mask, out=mask)
         idx = np.flatnonzero(mask)
         if idx.size:
