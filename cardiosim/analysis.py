@@ -6,6 +6,11 @@ linearly interpolated between samples; NaN where the trace never crosses.
 The per-node maps (:class:`ActivationMap`, :class:`APDMap`) are accumulated step by step during the run. Their
 whole state is a few plain arrays of this rank's nodes: ``state()`` returns them, ``load_state()`` puts them back
 (checkpoints), so that a resumed run continues exactly where it stopped.
+
+On the CPU placements the maps are updated on the host every step (the "io" phase; the resident placement does it on
+the device, cardiosim/ode/resident.py): a few NumPy compare passes over the nodes into preallocated bool arrays
+select the nodes that cross something, and only those are computed on. A plain C loop over the nodes (gcc -O2,
+ctypes) was tried and was 3x slower than this on 58,176 nodes (its data-dependent branches do not vectorise).
 """
 
 from __future__ import annotations
@@ -62,13 +67,40 @@ class ActivationMap(_Accumulator):
         self.threshold = threshold
         self.time = np.where(v0 >= threshold, 0.0, np.nan)
         self.prev = v0.copy()
+        self._derive()
+
+    def _derive(self) -> None:
+        # Derived from the saved arrays (not saved themselves): activated (time not NaN), and a bool
+        # scratch buffer, so that a step allocates nothing of the size of the grid.
+        self.activated = ~np.isnan(self.time)
+        self.waiting = self.activated.size - int(np.count_nonzero(self.activated))   # nodes not yet activated
+        self._mask = np.empty(self.time.shape, dtype=bool)
+
+    def load_state(self, state: dict) -> None:
+        super().load_state(state)
+        self._derive()
 
     def update(self, t0: float, t1: float, v: np.ndarray) -> None:
+        # The "io" phase of the CPU placements (issue 11): two cheap passes over the nodes (v >= threshold, and
+        # not yet activated), then the crossing test and the interpolation on the few nodes that pass them only.
+        # Same arithmetic, element by element, as over all nodes: the same bits.
         thr, prev = self.threshold, self.prev
-        new = np.isnan(self.time) & (prev < thr) & (v >= thr)
-        if new.any():
-            frac = (thr - prev[new]) / (v[new] - prev[new])
-            self.time[new] = t0 + frac * (t1 - t0)
+        if self.waiting == 0:                          # every node has activated: nothing left to find
+            prev[:] = v
+            return
+        mask = self._mask
+        np.greater_equal(v, thr, out=mask)
+        np.greater(mask, self.activated, out=mask)     # bools: above threshold and not yet activated
+        idx = np.flatnonzero(mask)
+        if idx.size:
+            p, vi = prev[idx], v[idx]
+            up = p < thr
+            if not up.all():
+                idx, p, vi = idx[up], p[up], vi[up]
+            frac = (thr - p) / (vi - p)
+            self.time[idx] = t0 + frac * (t1 - t0)
+            self.activated[idx] = True
+            self.waiting -= idx.size
         prev[:] = v
 
 
@@ -91,16 +123,51 @@ class APDMap(_Accumulator):
         self.v_peak = np.full(v0.shape, -np.inf)
         self.repolarisation = np.full(v0.shape, np.nan)
         self.prev = v0.copy()
+        self._derive()
+
+    def _derive(self) -> None:
+        # Derived from the saved arrays (not saved themselves): repolarised (not NaN), the repolarisation level
+        # of each node (mV), which changes only where V_peak does, and bool scratch buffers.
+        self.repolarised = ~np.isnan(self.repolarisation)
+        self._fraction = 1.0 - self.level / 100.0
+        self._level = self.v_rest + self._fraction * (self.v_peak - self.v_rest)
+        self._beating = np.empty(self.v_rest.shape, dtype=bool)
+        self._mask = np.empty(self.v_rest.shape, dtype=bool)
+
+    def load_state(self, state: dict) -> None:
+        super().load_state(state)
+        self._derive()
 
     def update(self, t0: float, t1: float, v: np.ndarray) -> None:
-        beating = ~np.isnan(self.activation.time) & np.isnan(self.repolarisation)
-        np.maximum(self.v_peak, v, out=self.v_peak, where=beating)
-        level = self.v_rest + (1.0 - self.level / 100.0) * (self.v_peak - self.v_rest)
-        prev = self.prev
-        new = beating & (prev >= level) & (v < level)
-        if new.any():
-            frac = (level[new] - prev[new]) / (v[new] - prev[new])
-            self.repolarisation[new] = t0 + frac * (t1 - t0)
+        # The "io" phase of the CPU placements (issue 11): a few compare passes over the nodes into preallocated
+        # bools; V_peak, the level and the interpolation are then computed on the nodes that the compares select
+        # only (those whose V rises above V_peak, those below their level): the same arithmetic, element by
+        # element, as over all nodes, so the same bits.
+        if self._fraction != 1.0 - self.level / 100.0:
+            self._derive()                             # the level was changed since: every node's level with it
+        beating, mask, v_peak, level, prev = self._beating, self._mask, self.v_peak, self._level, self.prev
+        np.greater(self.activation.activated, self.repolarised, out=beating)   # bools: activated, not repolarised
+        # V_peak = np.maximum(V_peak, V) where beating, on the nodes where it may write something else than V_peak:
+        # not (V < V_peak) includes a NaN V and a tie (np.maximum returns its second operand: -0.0 for 0.0)
+        np.less(v, v_peak, out=mask)
+        np.greater(beating, mask, out=mask)
+        idx = np.flatnonzero(mask)
+        if idx.size:
+            vp = np.maximum(v_peak[idx], v[idx])
+            v_peak[idx] = vp
+            vr = self.v_rest[idx]
+            level[idx] = vr + self._fraction * (vp - vr)
+        np.less(v, level, out=mask)
+        mask &= beating
+        idx = np.flatnonzero(mask)
+        if idx.size:
+            p, lv = prev[idx], level[idx]
+            down = p >= lv
+            if down.any():
+                idx, p, lv = idx[down], p[down], lv[down]
+                frac = (lv - p) / (v[idx] - p)
+                self.repolarisation[idx] = t0 + frac * (t1 - t0)
+                self.repolarised[idx] = True
         prev[:] = v
 
     @property

@@ -254,12 +254,18 @@ class Probes:
         self.mine = [(i, grid.local_offset(n)) for i, n in enumerate(self.nodes) if grid.owns(n)]
         self.grid = grid
         self.buffer: list[tuple[float, dict]] = []
+        # Every step, per field: one gather by these local offsets, its values keyed by (probe, field) as
+        # collect() reads them; no Python work per probe beyond the dict itself.
+        offsets = np.array([off for _, off in self.mine], dtype=np.intp)
+        self._gathers = [(f, offsets, [(i, f) for i, _ in self.mine]) for f in fields] if self.mine else []
 
     def record(self, t: float, vecs: dict) -> None:
         if not self.names:
             return
-        arrays = {f: vecs[f].getArray(readonly=True) for f in self.fields}
-        self.buffer.append((t, {(i, f): float(arrays[f][off]) for i, off in self.mine for f in self.fields}))
+        sample: dict = {}
+        for f, offsets, keys in self._gathers:
+            sample.update(zip(keys, vecs[f].getArray(readonly=True)[offsets].tolist()))
+        self.buffer.append((t, sample))
 
     def collect(self, comm):
         """All buffered samples on rank 0 as (times, {(probe, field): values}); clears the buffers."""
