@@ -420,4 +420,13 @@ def first_then_others(comm, start):
     err = comm.bcast(err, root=0)
     if err:
         raise RuntimeError(f"{err} (raised on the node's first GPU rank)")
-    return result if comm.rank == 0 else start()
+    if comm.rank != 0:
+        result = start()
+    # Every rank must have compiled the same source (as PyOP2 checks): differing configs or kernel files between
+    # ranks would otherwise give a run whose ranks integrate different models.
+    digests = comm.allgather(getattr(result, "source_digest", None))
+    if len(set(digests)) > 1:
+        raise RuntimeError(f"the ranks of a node compiled different kernel sources (digests "
+                           f"{', '.join(sorted({str(d)[:12] for d in digests}))}); check that every rank reads "
+                           f"the same config and kernels/ folder")
+    return result

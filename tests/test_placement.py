@@ -349,7 +349,7 @@ def test_exception_or_killed_rank_ends_the_job(tmp_path, rank, how):
 @pytest.mark.mpi
 def test_first_rank_starts_first_and_its_failure_reaches_all(tmp_path):
     """first_then_others: rank 0 runs first (it compiles the kernel into the cache), the others after it succeeded;
-    when it fails, every rank raises and no other rank tries."""
+    when it fails, every rank raises and no other rank tries; ranks that compiled different sources are refused."""
     launcher = require_mpirun()
     log = tmp_path / "starts"
     script = tmp_path / "first.py"
@@ -378,12 +378,21 @@ def test_first_rank_starts_first_and_its_failure_reaches_all(tmp_path):
         except RuntimeError as e:
             assert "nvcc not found" in str(e)
             print(f"rank {{comm.rank}} raised", flush=True)
+
+        class Built:                                 # a kernel whose source differs between the ranks
+            source_digest = f"digest-of-rank-{{comm.rank}}"
+        try:
+            first_then_others(comm, Built)
+        except RuntimeError as e:
+            assert "compiled different kernel sources" in str(e)
+            print(f"rank {{comm.rank}} refused", flush=True)
     """))
     proc = subprocess.run([launcher, "-n", "2", sys.executable, str(script)], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert log.read_text().splitlines() == ["0", "1", "broken 0"]
     assert proc.stdout.count("raised") == 2
+    assert proc.stdout.count("refused") == 2
 
 
 # -- bad combinations ------------------------------------------------------------------------------------------------

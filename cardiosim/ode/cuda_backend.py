@@ -166,6 +166,8 @@ class CudaBackend:
             src, opts = kernel_source(model, self.params, self.variant, integrator)
             opts += [f"--fmad={'true' if fmad else 'false'}", *options]
             self.options = opts
+            # what was compiled, for the ranks of a node to compare (placement.first_then_others)
+            self.source_digest = hashlib.sha256("\0".join([src, *opts]).encode()).hexdigest()
             try:
                 mod = cuda.module_from_buffer(compile_cached(src, opts, arch_of(self.device), [str(kdir)]))
             except RuntimeError as e:
