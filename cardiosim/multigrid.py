@@ -19,7 +19,8 @@ Smoother: multicolour SOR, one forward sweep before and one backward sweep after
 each), relaxation factor ``omega``: a symmetric V-cycle, as CG needs.
 
 Options, under the solver's prefix (e.g. ``-elliptic_``): ``smg_omega`` (default 1.0), ``smg_sweeps`` (1),
-``smg_coarse_max`` (1024 nodes), ``smg_graphs`` (true: the GPU build applies the V-cycle as a CUDA graph). Select it with ``-elliptic_pc_type python -elliptic_pc_python_type
+``smg_coarse_max`` (1024 nodes), ``smg_graphs`` (true: the GPU build applies the V-cycle as a CUDA graph), ``smg_coarse_solve`` (eig: the coarsest
+inverse from an eigendecomposition on the host; gauss-jordan: by Gauss–Jordan elimination on the device). Select it with ``-elliptic_pc_type python -elliptic_pc_python_type
 cardiosim.multigrid.StencilMG`` (the resident placement does so on one rank).
 
 One MPI rank only: the levels are the whole grid. Several ranks keep PETSc's PCMG (cardiosim.linear_solvers).
@@ -41,6 +42,7 @@ from petsc4py import PETSc
 from .ode.native import _lock, cache_dir, kernel_dir
 
 SOURCE = "stencil_mg.cpp"
+COARSE_SOLVES = ("eig", "gauss-jordan")
 PYTHON_TYPE = "cardiosim.multigrid.StencilMG"
 
 
@@ -167,17 +169,30 @@ class Hierarchy:
             self.sizes.append(coarse)
             self.stencils.append(stencil(*_csr(Ac), coarse, self.dim))
             mats.append(Ac)
-        self.coarse_inverse = None if coarse_max is None else self._inverse(mats[-1], singular)
+        self.singular = singular
+        self.coarse_matrix = None if coarse_max is None else self._dense(mats[-1])
+        self._inverse = None
         for M in mats:
             M.destroy()
 
+    @property
+    def coarse_inverse(self) -> np.ndarray | None:
+        """The coarsest operator's (pseudo-)inverse from its eigendecomposition on the host (computed when first
+        asked: the Gauss–Jordan alternative computes it on the device instead)."""
+        if self._inverse is None and self.coarse_matrix is not None:
+            self._inverse = self.eig_inverse(self.coarse_matrix, self.singular)
+        return self._inverse
+
     @staticmethod
-    def _inverse(Ac: PETSc.Mat, singular: bool) -> np.ndarray:
+    def _dense(Ac: PETSc.Mat) -> np.ndarray:
         rows, cols, vals = _csr(Ac)
         n = Ac.getSize()[0]
         dense = np.zeros((n, n))
         dense[rows, cols] = vals
-        dense = 0.5 * (dense + dense.T)            # symmetric by construction; remove round-off asymmetry
+        return np.ascontiguousarray(0.5 * (dense + dense.T))   # symmetric by construction, up to round-off
+
+    @staticmethod
+    def eig_inverse(dense: np.ndarray, singular: bool) -> np.ndarray:
         lam, V = np.linalg.eigh(dense)
         if singular:                               # the pseudo-inverse: leave out the (constant) null space
             keep = lam > 1e-10 * lam.max()
@@ -255,6 +270,8 @@ def library(gpu: bool) -> ctypes.CDLL:
         lib.smg_cg.restype = i
         lib.smg_transfer.argtypes, lib.smg_transfer.restype = [p, i, i, i, i, p, p, p, p, p, p, p], i
         lib.smg_coarse.argtypes, lib.smg_coarse.restype = [p, p], i
+        lib.smg_coarse_gauss_jordan.argtypes, lib.smg_coarse_gauss_jordan.restype = [p, p, i], i
+        lib.smg_coarse_get.argtypes, lib.smg_coarse_get.restype = [p, p], i
         lib.smg_apply.argtypes, lib.smg_apply.restype = [p, p, p], i
         lib.smg_apply_timed.argtypes, lib.smg_apply_timed.restype = [p, p, p, p], i
         lib.smg_destroy.argtypes, lib.smg_destroy.restype = [p], None
@@ -266,7 +283,12 @@ def library(gpu: bool) -> ctypes.CDLL:
 class VCycle:
     """A :class:`Hierarchy` loaded into the compiled V-cycle, on the GPU (``gpu``) or the host."""
 
-    def __init__(self, h: Hierarchy, gpu: bool, omega: float = 1.0, sweeps: int = 1, graphs: bool = True):
+    def __init__(self, h: Hierarchy, gpu: bool, omega: float = 1.0, sweeps: int = 1, graphs: bool = True,
+                 coarse: str = "eig"):
+        """``coarse``: how the coarsest level's (pseudo-)inverse is computed: "eig" (eigendecomposition on the host)
+        or "gauss-jordan" (Gauss–Jordan elimination in this build: on the device for the GPU)."""
+        if coarse not in COARSE_SOLVES:
+            raise ValueError(f"multigrid: smg_coarse_solve = '{coarse}'; allowed: {', '.join(COARSE_SOLVES)}")
         if not 0.0 < omega < 2.0:
             raise ValueError(f"multigrid: smg_omega = {omega} is outside (0, 2)")
         if sweeps < 1:
@@ -290,9 +312,12 @@ class VCycle:
                 a = {k: np.ascontiguousarray(v) for k, v in t.items()}
                 err |= self.lib.smg_transfer(self.handle, l, d, len(a["c0"]), len(a["pos"]),
                                              *(a[k].ctypes.data for k in ("c0", "c1", "w0", "w1", "pos", "wl", "wr")))
-        if h.coarse_inverse is not None:
+        if h.coarse_matrix is not None and coarse == "gauss-jordan":
+            err |= self.lib.smg_coarse_gauss_jordan(self.handle, h.coarse_matrix.ctypes.data, int(h.singular))
+        elif h.coarse_matrix is not None:
             G = np.ascontiguousarray(h.coarse_inverse)
             err |= self.lib.smg_coarse(self.handle, G.ctypes.data)
+        self.coarse_size = None if h.coarse_matrix is None else h.coarse_matrix.shape[0]
         if err:
             self.destroy()
             raise RuntimeError("multigrid: out of memory (or a copy failed) while loading the hierarchy")
@@ -311,6 +336,13 @@ class VCycle:
                            ctypes.byref(rnorm), ctypes.byref(reason)):
             raise RuntimeError("multigrid: a kernel launch or copy failed in CG")
         return its.value, rnorm.value, reason.value
+
+    def coarse_inverse(self) -> np.ndarray:
+        """The coarsest inverse as this V-cycle holds it (copied to the host)."""
+        G = np.empty((self.coarse_size, self.coarse_size))
+        if self.lib.smg_coarse_get(self.handle, G.ctypes.data):
+            raise RuntimeError("multigrid: copying the coarse inverse failed")
+        return G
 
     def profile(self, b: int, x: int, levels: int) -> np.ndarray:
         """x = M b, timed: ms[l, p] for level l's pre-smoothing, residual + restriction, prolongation,
@@ -335,7 +367,7 @@ class StencilMG:
     device memory (``getCUDAHandle``: no host copies), any other the host build on the arrays."""
 
     def __init__(self):
-        self.omega, self.sweeps, self.coarse_max, self.graphs = 1.0, 1, 1024, True
+        self.omega, self.sweeps, self.coarse_max, self.graphs, self.coarse = 1.0, 1, 1024, True, "eig"
         self.vcycle: VCycle | None = None
         self.hierarchy: Hierarchy | None = None
 
@@ -345,6 +377,7 @@ class StencilMG:
         self.sweeps = opts.getInt("smg_sweeps", self.sweeps)
         self.coarse_max = opts.getInt("smg_coarse_max", self.coarse_max)
         self.graphs = opts.getBool("smg_graphs", self.graphs)
+        self.coarse = opts.getString("smg_coarse_solve", self.coarse)
 
     def setUp(self, pc):
         A, _ = pc.getOperators()
@@ -360,7 +393,7 @@ class StencilMG:
         self.destroy(pc)
         self.hierarchy = Hierarchy(A, dm.getSizes(), self.coarse_max, singular)
         self.vcycle = VCycle(self.hierarchy, "cusparse" in A.getType().lower(), self.omega, self.sweeps,
-                             self.graphs)
+                             self.graphs, self.coarse)
 
     def apply(self, pc, x, y):
         if self.vcycle.gpu:

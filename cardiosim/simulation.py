@@ -15,7 +15,7 @@ import socket
 import time
 from pathlib import Path
 
-from . import checkpoint, log, output, petsc_options
+from . import checkpoint, energy, log, output, petsc_options
 from .analysis import ActivationMap, APDMap, HostMaps
 from .errors import SimulationError, UserError
 from .grid import Grid
@@ -68,6 +68,8 @@ class Simulation:
         lap("tissue: matrices and solvers")
         self.reaction = Reaction(cfg, self.grid, self.comm, self.timers)
         lap("cells: states, stimuli, kernels")
+        self.energy = energy.for_run(self.comm, getattr(self.reaction.backend, "device", None))
+        self.energy_marks = [self.energy.read()]     # set-up (from here), loop start, end: joules
         for name in self.reaction.stimuli.empty_regions(self.comm):
             raise UserError(f"{name}: its region contains no grid node; enlarge it or refine grid.spacing")
         self.V = self.grid.vec()
@@ -118,6 +120,7 @@ class Simulation:
         self.requests = 0
         self.stopped = False
         self.setup_time = self.timers.elapsed()
+        self.energy_marks.append(self.energy.read())
 
     def _restore(self, ckpt) -> None:
         """Every piece of state from a checkpoint (collective); the arrays are read before the output is touched,
@@ -320,9 +323,12 @@ class Simulation:
         copies = self.events.copies(self.comm)
         if copies:
             summary["petsc_log"] = copies
+        summary["energy"] = energy.summary(self.comm, self.energy, *self.energy_marks[:2], self.energy.read(), loop,
+                                           self.step_index - self.start_step)
         log.info("\n" + table(timing))
         log.info(f"set-up {self.setup_time:.2f} s (in 'other'): " +
                  ", ".join(f"{k} {v:.2f}" for k, v in self.setup_phases.items()))
+        log.info(energy.line(summary["energy"]))
         log.info("iterations per step: " + ", ".join(
             f"{k} {v['mean']:.1f} (max {v['max']})" for k, v in summary["iterations"].items()))
         if self.output:
@@ -333,7 +339,8 @@ class Simulation:
                                   f"APD{self.apd.level:g} of the first beat: from activation until V falls below "
                                   f"V_rest + {1 - self.apd.level / 100:g}·(V_peak − V_rest); NaN: not repolarised",
                                   level=self.apd.level)
-            self.output.finish(timing, its, {"simulated_ms": self.t, "wall_s": wall})
+            self.output.finish(timing, its, {"simulated_ms": self.t, "wall_s": wall,
+                                             "gpu_energy": json.dumps(summary["energy"])})
             if self.comm.rank == 0:
                 output.summary_path(self.path).write_text(json.dumps(summary, indent=2) + "\n")
             log.info(f"wrote {self.path}, {output.summary_path(self.path)} and {output.xdmf.sidecar(self.path)} "

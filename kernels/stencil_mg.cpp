@@ -404,6 +404,72 @@ int smg_coarse(MG *mg, const double *G) {
     return mg->err;
 }
 
+/* The coarsest level's (pseudo-)inverse by Gauss–Jordan elimination on the device (the seed's GPU technique,
+ * Shirazi et al.), from its dense matrix A (row-major, host memory). No pivoting: the matrix is symmetric positive
+ * definite — for a singular operator (`singular`: constant null space) after pinning node 0 (row and column 0
+ * replaced by e0, and the inverse's (0, 0) entry then zeroed), whose inverse B gives the pseudo-inverse
+ * G = Q B Q, Q = I - 11ᵀ/n (B b solves A x = b for b ⊥ 1 with x0 = 0; Q makes it the minimum-norm solution and
+ * maps any b into the range first). Per pivot column k three
+ * parallel loops: save column k (the multipliers), scale row k, eliminate column k from every other row. */
+int smg_coarse_gauss_jordan(MG *mg, const double *A, int singular) {
+    const long n = mg->lev[mg->nlev - 1].size, m = 2 * n;
+    double *a = upload(mg, A, n * n), *W = alloc_doubles(mg, n * m), *col = alloc_doubles(mg, n);
+    double *G = alloc_doubles(mg, n * n), *rs = alloc_doubles(mg, n), *cs = alloc_doubles(mg, n);
+    if (mg->err) return mg->err;
+    each(n * m, LOOP(long t) {
+        const long i = t / m, j = t % m;
+        double v = j < n ? a[i * n + j] : (j - n == i ? 1.0 : 0.0);
+        if (singular && j < n && (i == 0 || j == 0)) v = i == j ? 1.0 : 0.0;
+        W[t] = v;
+    });
+    for (long k = 0; k < n; ++k) {
+        each(n, LOOP(long i) { col[i] = W[i * m + k]; });
+        each(m, LOOP(long j) { W[k * m + j] /= col[k]; });
+        each(n * m, LOOP(long t) {
+            const long i = t / m;
+            if (i != k) W[t] -= col[i] * W[k * m + t % m];
+        });
+    }
+    /* singular: the pinned node's own entry goes, so that B b has x0 = 0 (B = [0 0; 0 A11⁻¹]) */
+    each(n * n, LOOP(long t) { G[t] = singular && t == 0 ? 0.0 : W[(t / n) * m + n + t % n]; });
+    if (singular) {
+        each(n, LOOP(long i) {
+            double r = 0.0, c = 0.0;
+            for (long j = 0; j < n; ++j) {
+                r += G[i * n + j];
+                c += G[j * n + i];
+            }
+            rs[i] = r;
+            cs[i] = c;
+        });
+        each(n * n, LOOP(long t) {
+            const long i = t / n, j = t % n;
+            double s = 0.0;
+            for (long l = 0; l < n; ++l) s += rs[l];       /* the same total in every thread: no reduction needed */
+            G[t] += -rs[i] / n - cs[j] / n + s / ((double)n * n);
+        });
+    }
+    mem_free(mg->G);
+    mg->G = G;
+    mem_free(a);
+    mem_free(W);
+    mem_free(col);
+    mem_free(rs);
+    mem_free(cs);
+    return mg->err | launch_error();
+}
+
+/* Copy the coarsest inverse to the host (n x n, row-major): to compare the ways of computing it. */
+int smg_coarse_get(MG *mg, double *G) {
+    const long n = mg->lev[mg->nlev - 1].size;
+#ifdef __CUDACC__
+    return cudaMemcpy(G, mg->G, n * n * sizeof(double), cudaMemcpyDeviceToHost) != cudaSuccess;
+#else
+    memcpy(G, mg->G, n * n * sizeof(double));
+    return 0;
+#endif
+}
+
 /* x = M b, M the V-cycle (x is overwritten; b and x are device pointers in the GPU build). Asynchronous on the GPU:
  * the result is ordered before any later work on the default stream. Returns non-zero on a launch error. */
 static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {

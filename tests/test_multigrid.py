@@ -230,3 +230,21 @@ def test_cg_with_stencil_mg_solves_the_tissue_systems(size, h):
               f"max rel. difference {err:.1e}")
         assert err < 1e-7
         assert its <= its_ref + 2
+
+
+@pytest.mark.parametrize("system", ["elliptic", "parabolic"])
+def test_gauss_jordan_coarse_inverse_equals_the_pseudo_inverse(system):
+    """Gauss–Jordan (pinned node, projected) in the compiled code = the eigendecomposition's (pseudo-)inverse."""
+    grid, tis = tissue((0.5, 0.3), 0.01)
+    A = getattr(tis, system).A
+    singular = system == "elliptic"
+    h = multigrid.Hierarchy(A, grid.da.getSizes(), coarse_max=300, singular=singular)
+    vc = multigrid.VCycle(h, gpu=False, coarse="gauss-jordan")
+    G = vc.coarse_inverse()
+    vc.destroy()
+    ref = h.coarse_inverse
+    err = np.abs(G - ref).max() / np.abs(ref).max()
+    print(f"\n{system}: coarsest {G.shape[0]} nodes, max |GJ - eig| / max |eig| = {err:.1e}")
+    assert err < 1e-10
+    with pytest.raises(ValueError, match="smg_coarse_solve"):
+        multigrid.VCycle(h, gpu=False, coarse="lu")
