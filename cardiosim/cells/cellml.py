@@ -1,0 +1,578 @@
+"""Cell models generated from CellML files with Myokit: a C header for the native and CUDA backends and a NumPy twin.
+
+    cls = cellml.model_class("ohara_rudy_2011_endo.cellml")     # a CellModel subclass, like the hand-written ones
+    m = cls(overrides={"GNa": 60.0})
+
+Myokit reads the file (``myokit.formats.cellml``), converts time to ms and the membrane potential to mV, and writes
+every expression (``AnsiCExpressionWriter``, ``NumPyExpressionWriter``); ``myokit.lib.hh`` finds the
+Hodgkin–Huxley gates that the Rush–Larsen step advances exactly. What this module adds:
+
+* **The stimulus.** The variable annotated ``oxmeta:membrane_stimulus_current`` (or named i_stim, I_stim, ...) gets
+  the equation ``i_model = factor·i_stim`` with i_stim cardiosim's stimulus in µA/µF (negative depolarises);
+  ``factor`` converts units (A/F, or a current or current density times the model's capacitance). The result is
+  checked: dV/dt must change by exactly −1 mV/ms per µA/µF (a model with the opposite sign convention is flipped).
+  The model's own pulse-train constants become unused and are dropped.
+* **Parameters.** Every literal constant is a parameter, overridable by name (its short name where that is unique,
+  else ``component.name``), in the model's own units. Constants computed from them are computed in Python and
+  appended to the parameter vector (as the hand models' derived constants), so the kernels do no parameter-only work.
+* **Removable singularities.** A quotient of the form (V − V0)·g/(exp(a(V − V0)) − 1) is 0/0 at V = V0. Where the
+  denominator of a V-dependent quotient changes sign at a V at which the numerator vanishes too, the equation is
+  replaced within ``SINGULARITY_WIDTH`` mV of that V by the straight line through its values at the two edges
+  (the remedy of Chaste's code generator). The points are found at the default parameters.
+
+Generated sources are cached per machine (``$CARDIOSIM_CACHE/cellml``, keyed by the file's bytes, this module's
+``GENERATOR_VERSION`` and Myokit's version), written to a temporary folder and renamed into place: MPI ranks that
+start together never read a half-written file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import keyword
+import math
+import os
+import re
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from .base import CellModel, CellModelError, Parameter, State
+
+GENERATOR_VERSION = "1"
+SINGULARITY_WIDTH = 1e-5         # mV: half-width of the interval around a removable singularity that is interpolated
+_GATE_TOL = 1e-9                 # as tt06.py: a gate may land a few ulp outside [0, 1]
+_STIM_NAMES = ("i_stim", "I_stim", "i_Stim", "I_Stim", "istim", "Istim", "IStim", "i_st", "I_st")
+_V_NAMES = ("V", "Vm", "v", "vm", "E", "V_m")
+
+
+def _myokit():
+    try:
+        import myokit
+        import myokit.formats
+    except ImportError as e:                                         # pragma: no cover - a dependency
+        raise CellModelError(f"CellML models need Myokit (pip install myokit): {e}") from None
+    return myokit
+
+
+# -- reading and preparing the Myokit model ---------------------------------------------------------------------------
+def load_myokit(path) -> "myokit.Model":
+    """The CellML file as a Myokit model prepared for generation: time in ms, V in mV and first, the stimulus bound
+    to the input ``pace`` (= i_stim in µA/µF), unused variables removed. Raises CellModelError (one line)."""
+    myokit = _myokit()
+    path = Path(path)
+    if not path.is_file():
+        raise CellModelError(f"{path}: no such CellML file")
+    importer = myokit.formats.importer("cellml")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = importer.model(str(path))
+    except Exception as e:                                           # myokit.formats.cellml.CellMLImporterError, ...
+        raise CellModelError(f"{path}: not a CellML model Myokit can read: {_first_line(e)}") from None
+    try:
+        _prepare(m, path)
+    except CellModelError:
+        raise
+    except Exception as e:                                           # Myokit's own checks (units, cycles, ...)
+        raise CellModelError(f"{path}: {_first_line(e)}") from None
+    return m
+
+
+def _first_line(e) -> str:
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:300]
+
+
+def _annotated(m, term):
+    for v in m.variables(deep=True):
+        if v.meta.get("oxmeta") == term:
+            return v
+    return None
+
+
+def membrane_potential(m, path="model"):
+    v = _annotated(m, "membrane_voltage")
+    if v is None:
+        for name in _V_NAMES:                 # in order: "V" before a gate called "v"
+            cands = [x for x in m.states() if x.name() == name]
+            if len(cands) == 1:
+                v = cands[0]
+                break
+    if v is None or not v.is_state():
+        raise CellModelError(f"{path}: no membrane potential (no state annotated oxmeta:membrane_voltage or "
+                             f"named {'/'.join(_V_NAMES)})")
+    return v
+
+
+def _prepare(m, path):
+    myokit = _myokit()
+    m.remove_derivative_references()
+    t = m.time()
+    if t is None:
+        raise CellModelError(f"{path}: no time variable")
+    v = membrane_potential(m, path)
+    try:
+        t.convert_unit("ms")
+        v.convert_unit("mV")
+    except myokit.IncompatibleUnitError as e:
+        raise CellModelError(f"{path}: cannot convert {v.qname()} to mV / time to ms: {_first_line(e)}") from None
+    order = [v] + [s for s in m.states() if s is not v]
+    m.reorder_state(order)
+    v.set_label("membrane_potential")
+
+    stim = _annotated(m, "membrane_stimulus_current")
+    if stim is None:
+        for name in _STIM_NAMES:
+            cands = [x for x in m.variables(deep=True) if x.name() == name]
+            if len(cands) == 1:
+                stim = cands[0]
+                break
+    if stim is None:
+        raise CellModelError(f"{path}: no stimulus variable (none annotated oxmeta:membrane_stimulus_current or "
+                             f"named {'/'.join(_STIM_NAMES[:4])})")
+    if stim.is_state():
+        raise CellModelError(f"{path}: stimulus variable {stim.qname()} is a state; cannot bind cardiosim's stimulus")
+    comp = m.add_component_allow_renaming("cardiosim")
+    i_stim = comp.add_variable("i_stim")
+    i_stim.set_unit(myokit.parse_unit("A/F"))
+    i_stim.set_rhs(0)
+    i_stim.set_binding("pace")
+    stim.set_rhs(_stimulus_expression(m, stim, i_stim, path))
+    for child in list(stim.variables()):          # a nested pulse-train definition goes with the old equation
+        stim.remove_variable(child, recursive=True)
+    _remove_unused(m)
+    _fix_stimulus_sign(m, stim, path)
+    if list(t.refs_by()):
+        users = ", ".join(sorted(x.qname() for x in t.refs_by()))
+        raise CellModelError(f"{path}: equations use the time itself ({users}); cardiosim's kernels are autonomous "
+                             f"apart from the stimulus")
+
+
+def _stimulus_expression(m, stim, i_stim, path):
+    """i_model = factor · i_stim [· C_m] in the stimulus variable's own units."""
+    myokit = _myokit()
+    A_per_F = myokit.parse_unit("A/F")
+    unit = stim.unit()
+    name = myokit.Name(i_stim)
+    if unit is None or unit == myokit.units.dimensionless:
+        return name
+    try:
+        return myokit.Multiply(myokit.Number(myokit.Unit.conversion_factor(A_per_F, unit).value()), name)
+    except myokit.IncompatibleUnitError:
+        pass
+    cm = _annotated(m, "membrane_capacitance")
+    if cm is None:
+        cands = [x for x in m.variables(deep=True) if x.name() in ("Cm", "C_m", "Cap", "C", "cm", "Acap")]
+        cm = cands[0] if cands else None
+    if cm is not None and cm.unit() is not None:
+        try:
+            f = myokit.Unit.conversion_factor(A_per_F * cm.unit(), unit).value()
+            return myokit.Multiply(myokit.Multiply(myokit.Number(f), name), myokit.Name(cm))
+        except myokit.IncompatibleUnitError:
+            pass
+    raise CellModelError(f"{path}: stimulus variable {stim.qname()} is in {unit}, which is neither a current per "
+                         f"capacitance nor, with a capacitance variable, a current or current density")
+
+
+def _fix_stimulus_sign(m, stim, path):
+    """dV/dt must change by -1 mV/ms per µA/µF of i_stim (the ionic sign convention); flip a model written the
+    other way, refuse one where it does not."""
+    myokit = _myokit()
+    d0 = m.evaluate_derivatives(inputs={"pace": 0.0}, ignore_errors=True)[0]
+    d1 = m.evaluate_derivatives(inputs={"pace": 1.0}, ignore_errors=True)[0]
+    s = d1 - d0
+    if abs(s - 1.0) < 1e-6:
+        stim.set_rhs(myokit.PrefixMinus(stim.rhs()))
+    elif not abs(s + 1.0) < 1e-6:
+        raise CellModelError(f"{path}: stimulus variable {stim.qname()}: dV/dt changes by {s:.6g} mV/ms per µA/µF "
+                             f"of stimulus, not -1; cannot bind it")
+
+
+def _remove_unused(m):
+    while True:
+        unused = [x for x in m.variables(deep=True) if not x.is_state() and not x.refs_by() and x.binding() is None
+                  and x.label() is None and x is not m.time() and not list(x.variables())]
+        if not unused:
+            return
+        for x in unused:
+            x.parent().remove_variable(x)
+
+
+# -- singularities ------------------------------------------------------------------------------------------------
+def _guard_singularities(m, v, path):
+    """Replace each equation that is 0/0 at a single V by the line through its values SINGULARITY_WIDTH mV either
+    side; returns [(variable qname, V0)]."""
+    myokit = _myokit()
+    found = []
+    consts = {x: x.eval() for x in m.variables(deep=True) if x.is_constant()}
+    states = {x: x.initial_value(True) for x in m.states()}
+    grid = np.linspace(-150.0, 100.0, 2501) + 0.0123456789     # off the round numbers where V0 usually lies
+    for x in list(m.variables(deep=True)):
+        if x.is_constant() or x.is_state() or x.binding() is not None or x.rhs() is None:
+            continue
+        rhs = x.rhs()
+        if not any(isinstance(e, myokit.Divide) for e in rhs.walk()):
+            continue
+        points = set()
+        for e in rhs.walk():
+            if not isinstance(e, myokit.Divide):
+                continue
+            den, num = e[1], e[0]
+            fden = _as_function_of_v(den, v, consts, states)
+            fnum = _as_function_of_v(num, v, consts, states)
+            if fden is None or fnum is None:
+                continue
+            d = np.broadcast_to(fden(grid), grid.shape)
+            for i in np.nonzero(np.sign(d[:-1]) * np.sign(d[1:]) < 0)[0]:
+                a, b = grid[i], grid[i + 1]
+                for _ in range(80):
+                    c = 0.5 * (a + b)
+                    if np.sign(fden(c)) == np.sign(fden(a)):
+                        a = c
+                    else:
+                        b = c
+                v0 = 0.5 * (a + b)
+                scale = max(abs(fnum(v0 - 1.0)), abs(fnum(v0 + 1.0)), 1e-300)
+                if abs(fnum(v0)) <= 1e-6 * scale:
+                    points.add(round(v0, 9))
+        for v0 in sorted(points):
+            lo, hi = myokit.Number(v0 - SINGULARITY_WIDTH), myokit.Number(v0 + SINGULARITY_WIDTH)
+            f_lo = rhs.clone(subst={myokit.Name(v): lo})
+            f_hi = rhs.clone(subst={myokit.Name(v): hi})
+            line = myokit.Plus(f_lo, myokit.Multiply(
+                myokit.Divide(myokit.Minus(myokit.Name(v), lo), myokit.Number(2 * SINGULARITY_WIDTH)),
+                myokit.Minus(f_hi, f_lo)))
+            near = myokit.Less(myokit.Abs(myokit.Minus(myokit.Name(v), myokit.Number(v0))),
+                               myokit.Number(SINGULARITY_WIDTH))
+            rhs = myokit.If(near, line, rhs)
+            found.append((x.qname(), v0))
+        if points:
+            x.set_rhs(rhs)
+    return found
+
+
+def _as_function_of_v(expr, v, consts, states):
+    """expr as a Python function of V alone (constants at their values, other states at their initial values),
+    or None where it depends on anything else."""
+    myokit = _myokit()
+    try:
+        e = expr.clone(expand=True, retain=[x for x in states] + list(consts))
+    except Exception:
+        return None
+    subst = {}
+    for n in e.walk():
+        if isinstance(n, myokit.Name):
+            var = n.var()
+            if var is v:
+                continue
+            if var in consts:
+                subst[n] = myokit.Number(consts[var])
+            elif var in states:
+                subst[n] = myokit.Number(states[var])
+            else:
+                return None
+    if not any(isinstance(n, myokit.Name) and n.var() is v for n in e.walk()):
+        return None
+    from myokit.formats.python import NumPyExpressionWriter
+    w = NumPyExpressionWriter()
+    w.set_lhs_function(lambda lhs: "V")
+    f = eval("lambda V: " + w.ex(e.clone(subst=subst)), {"numpy": np})
+
+    def safe(x):
+        with np.errstate(all="ignore"):
+            return f(np.asarray(x, dtype=float))
+    return safe
+
+
+# -- code generation ------------------------------------------------------------------------------------------------
+class _Names:
+    """User-facing names (short where unique, else component.name) and identifiers for C and Python."""
+
+    def __init__(self, m):
+        counts = {}
+        for x in m.variables(deep=True):
+            counts[x.name()] = counts.get(x.name(), 0) + 1
+        self.user, self.ident = {}, {}
+        taken = set()
+        for x in m.variables(deep=True):
+            user = x.name() if counts[x.name()] == 1 else x.qname()
+            ident = re.sub(r"\W", "_", "v_" + x.qname().replace(".", "__"))
+            while ident in taken or keyword.iskeyword(ident):
+                ident += "_"
+            taken.add(ident)
+            self.user[x], self.ident[x] = user, ident
+
+
+def generate(path) -> dict:
+    """Everything the model classes and kernels need, as plain data (JSON-able) and source texts:
+    {"name", "states", "parameters", "derived", "gates", "singularities", "c_header", "numpy_source", ...}."""
+    myokit = _myokit()
+    from myokit.formats.ansic import AnsiCExpressionWriter
+    from myokit.formats.python import NumPyExpressionWriter
+    import myokit.lib.hh as hh
+
+    path = Path(path)
+    m = load_myokit(path)
+    v = m.label("membrane_potential")
+    singular = _guard_singularities(m, v, path)
+    names = _Names(m)
+    states = list(m.states())
+    literals = [x for x in m.variables(deep=True) if x.is_literal() and x.binding() is None
+                and not x.is_state() and x is not m.time()]
+    derived = [x for x in _ordered(m) if x.is_constant() and not x.is_literal()]
+    inter = [x for x in _ordered(m) if not x.is_constant() and not x.is_state() and x.binding() is None
+             and x is not m.time()]
+    i_stim = m.binding("pace")
+    pindex = {x: i for i, x in enumerate(literals + derived)}
+
+    gates = {}
+    for s in states[1:]:
+        try:
+            if hh.has_inf_tau_form(s, v):
+                inf, tau = hh.get_inf_and_tau(s, v)
+                gates[s] = ("inf-tau", inf, tau)
+            elif hh.has_alpha_beta_form(s, v):
+                a, b = hh.get_alpha_and_beta(s, v)
+                gates[s] = ("alpha-beta", a, b)
+        except Exception:                                    # a shape hh does not handle: Forward Euler
+            pass
+
+    kname = "cellml_" + _digest(path)[:16]
+    sidx = {s: i for i, s in enumerate(states)}
+
+    def c_name(lhs):
+        var = lhs.var()
+        if var is i_stim:
+            return "i_stim"
+        if var in pindex:
+            return f"CS_PARAM({pindex[var]})"
+        return names.ident[var]
+    cw = AnsiCExpressionWriter()
+    cw.set_lhs_function(c_name)
+
+    def py_name(lhs):
+        var = lhs.var()
+        if var is i_stim:
+            return "i_stim"
+        if var in pindex:
+            return f"c[{pindex[var]}]"
+        return names.ident[var]
+    pw = NumPyExpressionWriter()
+    pw.set_lhs_function(py_name)
+
+    def gate_parts(writer, s):
+        kind, a, b = gates[s]
+        ex = writer.ex
+        ea = ex(myokit.Name(a)) if isinstance(a, myokit.Variable) else ex(a)
+        eb = ex(myokit.Name(b)) if isinstance(b, myokit.Variable) else ex(b)
+        if kind == "inf-tau":
+            return ea, f"(1.0 / ({eb}))"
+        return f"({ea}) / (({ea}) + ({eb}))", f"(({ea}) + ({eb}))"
+
+    up = kname.upper()
+    n_s, n_p = len(states), len(literals) + len(derived)
+    c = [f"/* {kname}.h: generated by cardiosim/cells/cellml.py (generator {GENERATOR_VERSION}, Myokit "
+         f"{myokit.__version__}) from {path.name}; do not edit.",
+         " * Conventions: kernels/bondarenko.h (CS_FN, CS_PARAM, CS_PARAM_ARG). Units: ms, mV; i_stim in µA/µF, "
+         "negative depolarises.",
+         f" * Rush-Larsen: {len(gates)} gates exactly for frozen V, the other states by Forward Euler. */",
+         f"#ifndef CARDIOSIM_{up}_H", f"#define CARDIOSIM_{up}_H", "#ifndef __CUDACC__", "#include <math.h>",
+         "#endif", "#ifndef CS_FN", "#define CS_FN static inline", "#endif", "#ifndef CS_PARAM_ARG",
+         "#define CS_PARAM_ARG , const double *p", "#endif", "#ifndef CS_PARAM", "#define CS_PARAM(i) (p[(i)])",
+         "#endif", f"#define {up}_N_STATES {n_s}", f"#define {up}_N_PARAMS {n_p}", "",
+         f"CS_FN void {kname}_step_(const double *y, double *out, double i_stim, double dt, int rl, "
+         "const double *p)", "{", "    (void)p; (void)dt; (void)i_stim;"]
+    for s in states:
+        c.append(f"    const double {names.ident[s]} = y[{sidx[s]}];")
+    for x in inter:
+        c.append(f"    const double {names.ident[x]} = {cw.ex(x.rhs())};")
+    for s in states:
+        c.append(f"    const double d_{sidx[s]} = {cw.ex(s.rhs())};")
+    c.append("    if (rl) {")
+    for s in states:
+        i = sidx[s]
+        if s in gates:
+            inf, rate = gate_parts(cw, s)
+            c.append(f"        {{ const double inf_ = {inf}; out[{i}] = inf_ + ({names.ident[s]} - inf_) * "
+                     f"exp(-dt * {rate}); }}")
+        else:
+            c.append(f"        out[{i}] = {names.ident[s]} + dt * d_{i};")
+    c.append("    } else {")
+    c += [f"        out[{i}] = d_{i};" for i in range(n_s)]
+    c += ["    }", "}", "",
+          f"CS_FN void {kname}_rhs(const double *y, double *dydt, double i_stim CS_PARAM_ARG)",
+          f"{{\n    {kname}_step_(y, dydt, i_stim, 0.0, 0, &CS_PARAM(0));\n}}", "",
+          f"CS_FN void {kname}_rush_larsen(double *y, double dt, double i_stim CS_PARAM_ARG)",
+          f"{{\n    {kname}_step_(y, y, i_stim, dt, 1, &CS_PARAM(0));\n}}", f"#endif /* CARDIOSIM_{up}_H */", ""]
+
+    py = [f"# generated by cardiosim/cells/cellml.py (generator {GENERATOR_VERSION}) from {path.name}; do not edit",
+          "import numpy", "", "", "def derived(c):",
+          "    \"\"\"c: the parameter vector, its derived slots filled in place.\"\"\""]
+    for x in derived:
+        py.append(f"    c[{pindex[x]}] = {pw.ex(x.rhs())}")
+    py += ["", "", "def step(y, i_stim, c, out, dt, rl):"]
+    for s in states:
+        py.append(f"    {names.ident[s]} = y[{sidx[s]}]")
+    for x in inter:
+        py.append(f"    {names.ident[x]} = {pw.ex(x.rhs())}")
+    for s in states:
+        py.append(f"    d_{sidx[s]} = {pw.ex(s.rhs())}")
+    py.append("    if rl:")
+    for s in states:
+        i = sidx[s]
+        if s in gates:
+            inf, rate = gate_parts(pw, s)
+            py.append(f"        inf_ = {inf}")
+            py.append(f"        out[{i}] = inf_ + ({names.ident[s]} - inf_) * numpy.exp(-dt * {rate})")
+        else:
+            py.append(f"        out[{i}] = {names.ident[s]} + dt * d_{i}")
+    py.append("    else:")
+    py += [f"        out[{i}] = d_{i}" for i in range(n_s)]
+    py.append("")
+
+    def unit(x):
+        u = x.unit()
+        return "" if u is None else str(u).strip("[]")
+
+    return {
+        "file": path.name, "model_name": m.name(), "kernel_name": kname, "generator": GENERATOR_VERSION,
+        "myokit": myokit.__version__,
+        "states": [{"name": names.user[s], "initial": s.initial_value(True), "unit": unit(s),
+                    "gate": s in gates} for s in states],
+        "parameters": [{"name": names.user[x], "value": x.eval(), "unit": unit(x)} for x in literals],
+        "derived": [names.user[x] for x in derived],
+        "gates": [names.user[s] for s in states if s in gates],
+        "stimulus": ", ".join(names.user[x] for x in i_stim.refs_by()),
+        "singularities": [[q, v0] for q, v0 in singular],
+        "c_header": "\n".join(c), "numpy_source": "\n".join(py),
+    }
+
+
+def _ordered(m):
+    """Every variable with an equation, in an order in which each comes after those it uses."""
+    out, seen = [], set()
+    for eqs in m.solvable_order().values():
+        for eq in eqs:
+            var = eq.lhs.var()
+            if var not in seen:
+                seen.add(var)
+                out.append(var)
+    return out
+
+
+def _digest(path: Path) -> str:
+    myokit = _myokit()
+    h = hashlib.sha256(path.read_bytes())
+    h.update(f"\0generator {GENERATOR_VERSION}\0myokit {myokit.__version__}".encode())
+    return h.hexdigest()
+
+
+# -- the per-machine cache ------------------------------------------------------------------------------------------
+def generated(path) -> tuple[dict, Path]:
+    """(generate(path) without the sources, the cache folder holding ``<kernel_name>.h`` and ``numpy_rhs.py``);
+    generated on first use."""
+    from ..ode.native import _lock, cache_dir
+    path = Path(path)
+    if not path.is_file():
+        raise CellModelError(f"{path}: no such CellML file")
+    d = cache_dir("cellml") / _digest(path)[:32]
+    meta = d / "model.json"
+    if not meta.is_file():
+        with _lock(d.parent / (d.name + ".lock")):
+            if not meta.is_file():
+                g = generate(path)
+                tmp = Path(tempfile.mkdtemp(dir=d.parent, prefix=d.name + "."))
+                try:
+                    (tmp / f"{g['kernel_name']}.h").write_text(g.pop("c_header"))
+                    (tmp / "numpy_rhs.py").write_text(g.pop("numpy_source"))
+                    (tmp / "model.json").write_text(json.dumps(g, indent=1))
+                    if d.exists():                       # a stale half (cannot happen with the lock; be safe)
+                        shutil.rmtree(d)
+                    os.replace(tmp, d)
+                finally:
+                    if tmp.exists():
+                        shutil.rmtree(tmp)
+    return json.loads(meta.read_text()), d
+
+
+_CLASSES: dict[str, type] = {}
+
+
+def model_class(path) -> type[CellModel]:
+    """The CellModel subclass of a CellML file (generated, or from the cache)."""
+    path = Path(path)
+    key = str(path.resolve()) if path.is_file() else str(path)
+    if key not in _CLASSES:
+        meta, d = generated(path)
+        ns: dict = {}
+        src = d / "numpy_rhs.py"
+        exec(compile(src.read_text(), str(src), "exec"), ns)
+        _CLASSES[key] = _make_class(meta, d, ns["derived"], ns["step"], path)
+    return _CLASSES[key]
+
+
+def _make_class(meta, d, derived_fn, step_fn, path):
+    states = []
+    for i, s in enumerate(meta["states"]):
+        if i == 0:
+            states.append(State(s["name"], s["initial"], "mV", "membrane potential", -300.0, 300.0))
+        elif s["gate"]:
+            states.append(State(s["name"], s["initial"], s["unit"], "gate", -_GATE_TOL, 1.0 + _GATE_TOL))
+        else:
+            states.append(State(s["name"], s["initial"], s["unit"]))
+    params = {p["name"]: Parameter(p["value"], p["unit"]) for p in meta["parameters"]}
+    attrs = {
+        "name": path.stem, "source": str(path), "states": tuple(states), "parameters": params,
+        "kernel_name": meta["kernel_name"], "kernel_header_dir": d,
+        "PARAMETER_ORDER": tuple(params), "DERIVED_ORDER": tuple(meta["derived"]),
+        "gates": tuple(i for i, s in enumerate(meta["states"]) if s["gate"]),
+        "singularities": tuple(tuple(x) for x in meta["singularities"]),
+        "_derived_fn": staticmethod(derived_fn), "_step_fn": staticmethod(step_fn),
+    }
+    cls_name = "CellML_" + re.sub(r"\W", "_", path.stem)
+    return type(cls_name, (GeneratedCellModel,), attrs)
+
+
+class GeneratedCellModel(CellModel):
+    """Base of the classes :func:`model_class` makes; the NumPy right-hand side is the generated ``numpy_rhs.py``."""
+
+    source = ""
+    gates: tuple[int, ...] = ()
+    singularities: tuple = ()
+    kernel_header_dir: Path | None = None
+
+    def parameter_vector(self) -> np.ndarray:
+        c = np.array([self.p[k] for k in self.PARAMETER_ORDER] + [0.0] * len(self.DERIVED_ORDER), dtype=np.float64)
+        with np.errstate(all="ignore"):
+            self._derived_fn(c)
+        return c
+
+    def derived_values(self) -> dict:
+        c = self.parameter_vector()
+        return dict(zip(self.DERIVED_ORDER, c[len(self.PARAMETER_ORDER):]))
+
+    def _vector(self):
+        key = tuple(self.p.values())
+        if getattr(self, "_c_key", None) != key:
+            self._c, self._c_key = self.parameter_vector(), key
+        return self._c
+
+    def rhs(self, t, y, i_stim, dydt):
+        with np.errstate(all="ignore"):       # numpy.select evaluates both branches of a piecewise
+            self._step_fn(y, i_stim, self._vector(), dydt, 0.0, False)
+
+    def rush_larsen(self, y, t, dt, i_stim, work=None):
+        """One Rush–Larsen step of ``dt`` ms in place: the gates of ``self.gates`` exactly for frozen V, the
+        other states by Forward Euler (as ``<kernel_name>_rush_larsen`` in the generated header)."""
+        out = np.empty_like(y) if work is None else work
+        with np.errstate(all="ignore"):
+            self._step_fn(y, i_stim, self._vector(), out, dt, True)
+        y[...] = out
+
+
+def is_cellml(name: str) -> bool:
+    return str(name).lower().endswith(".cellml")
