@@ -145,7 +145,7 @@ def _prepare(m, path):
     for child in list(stim.variables()):          # a nested pulse-train definition goes with the old equation
         stim.remove_variable(child, recursive=True)
     _remove_unused(m)
-    _fix_stimulus_sign(m, stim, path)
+    m.meta["cardiosim_stimulus_note"] = _fix_stimulus_sign(m, stim, path)
     if list(t.refs_by()):
         users = ", ".join(sorted(x.qname() for x in t.refs_by()))
         raise CellModelError(f"{path}: equations use the time itself ({users}); cardiosim's kernels are autonomous "
@@ -185,16 +185,20 @@ def _fix_stimulus_sign(m, stim, path):
     d0 = m.evaluate_derivatives(inputs={"pace": 0.0}, ignore_errors=True)[0]
     d1 = m.evaluate_derivatives(inputs={"pace": 1.0}, ignore_errors=True)[0]
     s = d1 - d0
-    if abs(s - 1.0) < 1e-6:
-        stim.set_rhs(myokit.PrefixMinus(stim.rhs()))
-    elif not abs(s + 1.0) < 1e-6:
+    if abs(s + 1.0) < 1e-6:
+        return ""
+    if not (math.isfinite(s) and s != 0.0):
         raise CellModelError(f"{path}: stimulus variable {stim.qname()}: dV/dt changes by {s:.6g} mV/ms per µA/µF "
-                             f"of stimulus, not -1; cannot bind it")
+                             f"of stimulus; cannot bind it")
+    # The opposite sign convention, or units that do not say what the equations do (a current in pA/pF divided
+    # by a capacitance in pF): scale so that the stimulus does what cardiosim promises, and say so.
+    stim.set_rhs(myokit.Multiply(myokit.Number(-1.0 / s), stim.rhs()))
+    return f"stimulus scaled by {-1.0 / s:.6g} (dV/dt changed by {s:.6g} mV/ms per µA/µF as written)"
 
 
 def _remove_unused(m):
     while True:
-        unused = [x for x in m.variables(deep=True) if not x.is_state() and not x.refs_by() and x.binding() is None
+        unused = [x for x in m.variables(deep=True) if not x.is_state() and not list(x.refs_by()) and x.binding() is None
                   and x.label() is None and x is not m.time() and not list(x.variables())]
         if not unused:
             return
@@ -324,8 +328,8 @@ def generate(path) -> dict:
     literals = [x for x in m.variables(deep=True) if x.is_literal() and x.binding() is None
                 and not x.is_state() and x is not m.time()]
     derived = [x for x in _ordered(m) if x.is_constant() and not x.is_literal()]
-    inter = [x for x in _ordered(m) if not x.is_constant() and not x.is_state() and x.binding() is None
-             and x is not m.time()]
+    # intermediates and derivatives in one solvable order: a model may use dot(x) in another equation
+    body = [x for x in _ordered(m) if not x.is_constant() and x.binding() is None and x is not m.time()]
     i_stim = m.binding("pace")
     pindex = {x: i for i, x in enumerate(literals + derived)}
 
@@ -346,6 +350,8 @@ def generate(path) -> dict:
 
     def c_name(lhs):
         var = lhs.var()
+        if isinstance(lhs, myokit.Derivative):
+            return f"d_{sidx[var]}"
         if var is i_stim:
             return "i_stim"
         if var in pindex:
@@ -356,6 +362,8 @@ def generate(path) -> dict:
 
     def py_name(lhs):
         var = lhs.var()
+        if isinstance(lhs, myokit.Derivative):
+            return f"d_{sidx[var]}"
         if var is i_stim:
             return "i_stim"
         if var in pindex:
@@ -388,10 +396,9 @@ def generate(path) -> dict:
          "const double *p)", "{", "    (void)p; (void)dt; (void)i_stim;"]
     for s in states:
         c.append(f"    const double {names.ident[s]} = y[{sidx[s]}];")
-    for x in inter:
-        c.append(f"    const double {names.ident[x]} = {cw.ex(x.rhs())};")
-    for s in states:
-        c.append(f"    const double d_{sidx[s]} = {cw.ex(s.rhs())};")
+    for x in body:
+        lhs = f"d_{sidx[x]}" if x.is_state() else names.ident[x]
+        c.append(f"    const double {lhs} = {cw.ex(x.rhs())};")
     c.append("    if (rl) {")
     for s in states:
         i = sidx[s]
@@ -417,10 +424,9 @@ def generate(path) -> dict:
     py += ["", "", "def step(y, i_stim, c, out, dt, rl):"]
     for s in states:
         py.append(f"    {names.ident[s]} = y[{sidx[s]}]")
-    for x in inter:
-        py.append(f"    {names.ident[x]} = {pw.ex(x.rhs())}")
-    for s in states:
-        py.append(f"    d_{sidx[s]} = {pw.ex(s.rhs())}")
+    for x in body:
+        lhs = f"d_{sidx[x]}" if x.is_state() else names.ident[x]
+        py.append(f"    {lhs} = {pw.ex(x.rhs())}")
     py.append("    if rl:")
     for s in states:
         i = sidx[s]
@@ -447,6 +453,7 @@ def generate(path) -> dict:
         "derived": [names.user[x] for x in derived],
         "gates": [names.user[s] for s in states if s in gates],
         "stimulus": ", ".join(names.user[x] for x in i_stim.refs_by()),
+        "stimulus_note": m.meta.get("cardiosim_stimulus_note", ""),
         "singularities": [[q, v0] for q, v0 in singular],
         "c_header": "\n".join(c), "numpy_source": "\n".join(py),
     }
