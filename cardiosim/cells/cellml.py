@@ -59,9 +59,11 @@ def _myokit():
 
 
 # -- reading and preparing the Myokit model ---------------------------------------------------------------------------
-def load_myokit(path) -> "myokit.Model":
+def load_myokit(path, patches=None) -> "myokit.Model":
     """The CellML file as a Myokit model prepared for generation: time in ms, V in mV and first, the stimulus bound
-    to the input ``pace`` (= i_stim in µA/µF), unused variables removed. Raises CellModelError (one line)."""
+    to the input ``pace`` (= i_stim in µA/µF), unused variables removed. ``patches``: {"component.variable": new
+    right-hand side in Myokit syntax, in the file's own units}, applied first (a per-model fix, e.g. a singularity
+    the automatic guard misses, or a documented departure from the file). Raises CellModelError (one line)."""
     myokit = _myokit()
     path = Path(path)
     if not path.is_file():
@@ -73,6 +75,12 @@ def load_myokit(path) -> "myokit.Model":
             m = importer.model(str(path))
     except Exception as e:                                           # myokit.formats.cellml.CellMLImporterError, ...
         raise CellModelError(f"{path}: not a CellML model Myokit can read: {_first_line(e)}") from None
+    for qname, text in sorted((patches or {}).items()):
+        try:
+            var = m.get(qname)
+            var.set_rhs(myokit.parse_expression(text, context=var.parent()))
+        except Exception as e:
+            raise CellModelError(f"{path}: patch of {qname}: {_first_line(e)}") from None
     try:
         _prepare(m, path)
     except CellModelError:
@@ -337,7 +345,7 @@ class _Names:
             self.user[x], self.ident[x] = user, ident
 
 
-def generate(path) -> dict:
+def generate(path, patches=None) -> dict:
     """Everything the model classes and kernels need, as plain data (JSON-able) and source texts:
     {"name", "states", "parameters", "derived", "gates", "singularities", "c_header", "numpy_source", ...}."""
     myokit = _myokit()
@@ -346,7 +354,7 @@ def generate(path) -> dict:
     import myokit.lib.hh as hh
 
     path = Path(path)
-    m = load_myokit(path)
+    m = load_myokit(path, patches)
     v = m.label("membrane_potential")
     singular = _guard_singularities(m, v, path)
     names = _Names(m)
@@ -371,7 +379,7 @@ def generate(path) -> dict:
         except Exception:                                    # a shape hh does not handle: Forward Euler
             pass
 
-    kname = "cellml_" + _digest(path)[:16]
+    kname = "cellml_" + _digest(path, patches)[:16]
     sidx = {s: i for i, s in enumerate(states)}
 
     def c_name(lhs):
@@ -497,27 +505,29 @@ def _ordered(m):
     return out
 
 
-def _digest(path: Path) -> str:
+def _digest(path: Path, patches=None) -> str:
     myokit = _myokit()
     h = hashlib.sha256(path.read_bytes())
+    if patches:
+        h.update(json.dumps(sorted(patches.items())).encode())
     h.update(f"\0generator {GENERATOR_VERSION}\0myokit {myokit.__version__}".encode())
     return h.hexdigest()
 
 
 # -- the per-machine cache ------------------------------------------------------------------------------------------
-def generated(path) -> tuple[dict, Path]:
+def generated(path, patches=None) -> tuple[dict, Path]:
     """(generate(path) without the sources, the cache folder holding ``<kernel_name>.h`` and ``numpy_rhs.py``);
     generated on first use."""
     from ..ode.native import _lock, cache_dir
     path = Path(path)
     if not path.is_file():
         raise CellModelError(f"{path}: no such CellML file")
-    d = cache_dir("cellml") / _digest(path)[:32]
+    d = cache_dir("cellml") / _digest(path, patches)[:32]
     meta = d / "model.json"
     if not meta.is_file():
         with _lock(d.parent / (d.name + ".lock")):
             if not meta.is_file():
-                g = generate(path)
+                g = generate(path, patches)
                 tmp = Path(tempfile.mkdtemp(dir=d.parent, prefix=d.name + "."))
                 try:
                     (tmp / f"{g['kernel_name']}.h").write_text(g.pop("c_header"))
@@ -535,12 +545,13 @@ def generated(path) -> tuple[dict, Path]:
 _CLASSES: dict[str, type] = {}
 
 
-def model_class(path) -> type[CellModel]:
-    """The CellModel subclass of a CellML file (generated, or from the cache)."""
+def model_class(path, patches=None) -> type[CellModel]:
+    """The CellModel subclass of a CellML file (generated, or from the cache); ``patches`` as for
+    :func:`load_myokit`."""
     path = Path(path)
-    key = str(path.resolve()) if path.is_file() else str(path)
+    key = (str(path.resolve()) if path.is_file() else str(path)) + json.dumps(sorted((patches or {}).items()))
     if key not in _CLASSES:
-        meta, d = generated(path)
+        meta, d = generated(path, patches)
         ns: dict = {}
         src = d / "numpy_rhs.py"
         exec(compile(src.read_text(), str(src), "exec"), ns)
