@@ -9,8 +9,8 @@ Protocol of the beat (the same for every model, so the table compares like with 
 ``AMPLITUDE`` µA/µF for ``DURATION`` ms at t = 0, integrated for ``BEAT`` ms. cardiosim: the native C kernel, Forward
 Euler at the first of ``DT_REF`` (ms) at which the beat stays finite and in range. Reference: Myokit's CVODES simulation of the same prepared model (rtol = atol = 1e-8), both
 sampled every ``SAMPLE`` ms; V RMS is the root-mean-square difference of the two traces, APD90 is measured from the
-stimulus onset (cardiosim.biomarkers) on each. A step is *stable* when the whole beat at that step keeps every
-state finite and within its range (gates in [0, 1], |V| ≤ 300 mV) and its APD90 is within 5 % of CVODES's.
+stimulus onset (cardiosim.biomarkers) on each. The stable step is the largest of ``STEPS`` at which the whole beat
+keeps every state finite and within its range (gates in [0, 1], |V| ≤ 300 mV) with APD90 within 5 % of CVODES's.
 The derivative column is the largest relative difference over the states, |a − b| / max(|b|, 1e-12·max|dy/dt|).
 """
 
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "tests" / "data" / "cellml"
 AMPLITUDE, DURATION, BEAT = -50.0, 1.0, 1000.0          # µA/µF, ms, ms
 DT_REF, SAMPLE = (1e-3, 1e-4), 0.5                      # ms: the first reference step that is stable is used
-STEPS = (0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)   # ms, tried in this order
+STEPS = (0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 0.0005, 0.0002, 0.0001)   # ms, tried in this order
 # The fixed subset CI runs: the variety of the corpus (sizes, gate forms, unit systems, singularities), with the
 # models the issue names.
 SUBSET = ("ohara_rudy_2011_endo", "courtemanche_ramirez_nattel_1998", "grandi_pasqualini_bers_2010_ss",
@@ -136,17 +136,17 @@ def conformance(path: Path) -> dict:
     else:
         row["beat"] = f"Forward Euler unstable at {DT_REF[-1]:g} ms"
     for integ, key in (("forward-euler", "fe_max_dt"), ("rush-larsen", "rl_max_dt")):
-        best = None
-        for dt in STEPS:
+        row[key] = None
+        for dt in STEPS:                 # from the largest: a step that fails usually fails within a few ms
             b = _beat(model, integ, dt)
             if b is None:
-                break
+                continue
             apd = _apd90(*b)
             ref = row["apd90_cvodes"]
             if np.isfinite(ref) and not (np.isfinite(apd) and abs(apd - ref) <= 0.05 * ref):
-                break
-            best = dt
-        row[key] = best
+                continue
+            row[key] = dt
+            break
     row["seconds"] = time.perf_counter() - t0
     return row
 
@@ -162,8 +162,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
              f"Beat: one {AMPLITUDE:g} µA/µF pulse of {DURATION:g} ms at t = 0, {BEAT:g} ms; cardiosim = native C, "
              f"Forward Euler at {DT_REF[0]:g} ms ({DT_REF[1]:g} ms where marked *); CVODES = Myokit's simulation (rtol = atol = 1e-8); APD90 from the "
              f"stimulus onset. Derivatives at the initial state: max relative difference over the states. Stable "
-             f"step: the largest of {', '.join(f'{s:g}' for s in STEPS)} ms up to which every step keeps the states "
-             f"finite and in range with APD90 within 5 % of CVODES (— : not even the smallest).", "",
+             f"step: the largest of {', '.join(f'{s:g}' for s in sorted(STEPS))} ms at which the beat keeps every "
+             f"state finite and in range with APD90 within 5 % of CVODES (— : none of them).", "",
              "| model | generates | states | gates | guarded 0/0 | C vs NumPy | NumPy vs Myokit | V RMS vs CVODES (mV) "
              "| APD90 cardiosim / CVODES (ms) | max FE dt (ms) | max RL dt (ms) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
