@@ -330,3 +330,27 @@ def test_config_path_relative_to_the_config(tmp_path):
     (tmp_path / "c2.toml").write_text(cfg_text.replace("models/lr.cellml", "elsewhere/lr.cellml"))
     with pytest.raises(config.ConfigError, match=r"cell.model: .*no such CellML file.*relative to the config"):
         config.load(tmp_path / "c2.toml")
+
+
+@pytest.mark.parametrize("name", ["ohara_rudy_2011_endo", "courtemanche_ramirez_nattel_1998"])
+def test_generated_header_compiles_with_the_device_conventions(tmp_path, name):
+    """What kernels/fused.cu does with a model header (CS_PARAM a constant array, CS_PARAM_ARG empty, C++), checked
+    with the host's C++ compiler where nvcc is missing: the generated code needs nothing of the host convention."""
+    import shutil
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        require_gcc()
+        pytest.skip("no C++ compiler")
+    cls = cells.model_class(str(MODELS / f"{name}.cellml"))
+    up = cls.kernel_name.upper()
+    src = tmp_path / "device.cpp"
+    n_p = len(cls().parameter_vector())
+    src.write_text(f"static double c_params[{n_p}];\n#define CS_PARAM(i) (c_params[i])\n#define CS_FN static inline\n"
+                   f"#define CS_PARAM_ARG\n#include \"{cls.kernel_name}.h\"\n"
+                   f"static_assert({up}_N_STATES == {len(cls.states)}, \"states\");\n"
+                   f"static_assert({up}_N_PARAMS == {n_p}, \"params\");\n"
+                   f"void f(double *y, double *d) {{ {cls.kernel_name}_rhs(y, d, -1.0); "
+                   f"{cls.kernel_name}_rush_larsen(y, 0.01, -1.0); }}\n")
+    proc = subprocess.run([cxx, "-std=c++14", "-fsyntax-only", "-Wall", "-Werror", f"-I{cls.kernel_header_dir}",
+                           str(src)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
