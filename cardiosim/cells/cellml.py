@@ -82,7 +82,9 @@ def load_myokit(path, patches=None) -> "myokit.Model":
         except Exception as e:
             raise CellModelError(f"{path}: patch of {qname}: {_first_line(e)}") from None
     try:
-        _prepare(m, path)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):   # overflow in an unused branch, etc.
+            warnings.simplefilter("ignore")
+            _prepare(m, path)
     except CellModelError:
         raise
     except Exception as e:                                           # Myokit's own checks (units, cycles, ...)
@@ -356,7 +358,9 @@ def generate(path, patches=None) -> dict:
     path = Path(path)
     m = load_myokit(path, patches)
     v = m.label("membrane_potential")
-    singular = _guard_singularities(m, v, path)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        singular = _guard_singularities(m, v, path)
     names = _Names(m)
     states = list(m.states())
     literals = [x for x in m.variables(deep=True) if x.is_literal() and x.binding() is None
