@@ -163,7 +163,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
              f"Forward Euler at {DT_REF[0]:g} ms ({DT_REF[1]:g} ms where marked *); CVODES = Myokit's simulation (rtol = atol = 1e-8); APD90 from the "
              f"stimulus onset. Derivatives at the initial state: max relative difference over the states. Stable "
              f"step: the largest of {', '.join(f'{s:g}' for s in sorted(STEPS))} ms at which the beat keeps every "
-             f"state finite and in range with APD90 within 5 % of CVODES (— : none of them).", "",
+             f"state finite and in range with APD90 within 5 % of CVODES (— : none of them). An APD90 of a few ms means the "
+             f"pulse did not excite the model (the same in both); 'failed' is CVODES's own failure on the model.", "",
              "| model | generates | states | gates | guarded 0/0 | C vs NumPy | NumPy vs Myokit | V RMS vs CVODES (mV) "
              "| APD90 cardiosim / CVODES (ms) | max FE dt (ms) | max RL dt (ms) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
