@@ -299,8 +299,8 @@ def _cell(args) -> int:
             log.info(f"{name}: {len(cls.states)} states{variants}")
         from .cells import cellml
         for row in cellml.cached():
-            log.info(f"{row['file']}: {len(row['states'])} states, {len(row['gates'])} gates (generated from CellML; "
-                     f"--model PATH/{row['file']})")
+            log.info(f"{row['file']}: {len(row['states'])} states, {len(row['gates'])} gates (generated from CellML "
+                     f"{row.get('source', row['file'])})")
         return 0
     overrides = {}
     for item in args.param:

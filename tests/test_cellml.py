@@ -292,7 +292,8 @@ def test_model_info_and_cell_list(tmp_path):
     assert "states (8" in info.stdout and "gates (6): m, h, j, d, f, X" in info.stdout
     assert "g_Na" in info.stdout and "mS/cm^2" in info.stdout and "alpha_m at V = -47.13 mV" in info.stdout
     listing = run_cli(["cell", "--list"], check=True)
-    assert "luo_rudy_1991.cellml: 8 states, 6 gates (generated from CellML" in listing.stdout + listing.stderr
+    assert (f"luo_rudy_1991.cellml: 8 states, 6 gates (generated from CellML {MODELS / 'luo_rudy_1991.cellml'})"
+            in listing.stdout + listing.stderr)
 
 
 def test_single_cell_run_with_a_cellml_model(tmp_path):

@@ -42,7 +42,7 @@ import numpy as np
 
 from .base import CellModel, CellModelError, Parameter, State
 
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "1"      # bump whenever the generated code or model.json changes: it keys the cache
 SINGULARITY_WIDTH = 1e-5         # mV: half-width of the interval around a removable singularity that is interpolated
 _GATE_TOL = 1e-9                 # as tt06.py: a gate may land a few ulp outside [0, 1]
 _STIM_NAMES = ("i_stim", "I_stim", "i_Stim", "I_Stim", "istim", "Istim", "IStim", "i_st", "I_st")
@@ -483,7 +483,7 @@ def generate(path, patches=None) -> dict:
         return "" if u is None else str(u).strip("[]")
 
     return {
-        "file": path.name, "model_name": m.name(), "kernel_name": kname, "generator": GENERATOR_VERSION,
+        "file": path.name, "source": str(path.resolve()), "model_name": m.name(), "kernel_name": kname, "generator": GENERATOR_VERSION,
         "myokit": myokit.__version__,
         "states": [{"name": names.user[s], "initial": s.initial_value(True), "unit": unit(s),
                     "gate": s in gates} for s in states],
@@ -623,15 +623,16 @@ class GeneratedCellModel(CellModel):
 
 
 def cached() -> list[dict]:
-    """The models generated on this machine so far (their model.json), by file name."""
+    """The models generated on this machine so far (their model.json; the newest generation of each file name)."""
     from ..ode.native import cache_dir
-    rows = []
-    for meta in sorted(cache_dir("cellml").glob("*/model.json")):
+    rows = {}
+    for meta in sorted(cache_dir("cellml").glob("*/model.json"), key=lambda q: q.stat().st_mtime):
         try:
-            rows.append(json.loads(meta.read_text()))
+            row = json.loads(meta.read_text())
         except (OSError, ValueError):
             continue
-    return sorted(rows, key=lambda r: r["file"])
+        rows[row["file"]] = row
+    return [rows[k] for k in sorted(rows)]
 
 
 def describe(cls) -> str:
