@@ -148,4 +148,4 @@ def test_generated_model_in_every_gpu_placement(gpu, tmp_path, placement):
     assert a[-1].max() > 0.0                               # the wave is under way
     d = float(np.abs(a - b).max())
     print(f"\nO'Hara-Rudy 2011 (generated), {placement}: max |cuda - native| Vm = {d:.3g} mV")
-    assert d < 1e-6                                        # FMA and 1-ulp exp in the kernel, as tests/test_cuda_tissue.py
+    assert d < 1e-6                           # FMA and 1-ulp exp in the kernel, as in tests/test_cuda_tissue.py

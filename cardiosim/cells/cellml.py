@@ -97,40 +97,39 @@ def _first_line(e) -> str:
     return (text.splitlines()[0] if text else type(e).__name__)[:300]
 
 
-def _annotated(m, term):
-    """The variable annotated with the oxmeta ``term`` (RDF, as Myokit reads it; else an older file's cmeta:id)."""
+def _annotated(m, term, ids=None):
+    """The variable annotated with the oxmeta ``term`` (RDF, as Myokit reads it; else, in ``ids`` from
+    :func:`_cmeta_ids`, an older file's cmeta:id)."""
     for v in m.variables(deep=True):
         if v.meta.get("oxmeta") == term:
             return v
-    where = _CMETA_IDS.get(term)
+    where = (ids or {}).get(term)
     if where and where[0] in m and where[1] in m.get(where[0]):
         return m.get(where[0]).get(where[1])
     return None
 
 
-_CMETA_IDS: dict = {}
-
-
-def _read_cmeta_ids(path):
+def _cmeta_ids(path) -> dict:
     """cmeta:id -> (component, variable) of a CellML file: older Chaste files name V and the stimulus only so."""
     import xml.etree.ElementTree as ET
-    _CMETA_IDS.clear()
+    ids: dict = {}
     try:
         root = ET.parse(path).getroot()
     except (ET.ParseError, OSError):
-        return
+        return ids
     for comp in root.iter():
         if not comp.tag.endswith("}component"):
             continue
         for var in comp:
             if var.tag.endswith("}variable"):
                 for k, val in var.attrib.items():
-                    if k.endswith("}id") and val not in _CMETA_IDS:
-                        _CMETA_IDS[val] = (comp.get("name"), var.get("name"))
+                    if k.endswith("}id") and val not in ids:
+                        ids[val] = (comp.get("name"), var.get("name"))
+    return ids
 
 
-def membrane_potential(m, path="model"):
-    v = _annotated(m, "membrane_voltage")
+def membrane_potential(m, path="model", ids=None):
+    v = _annotated(m, "membrane_voltage", ids)
     if v is None:
         for name in _V_NAMES:                 # in order: "V" before a gate called "v"
             cands = [x for x in m.states() if x.name() == name]
@@ -145,12 +144,12 @@ def membrane_potential(m, path="model"):
 
 def _prepare(m, path):
     myokit = _myokit()
-    _read_cmeta_ids(path)
+    ids = _cmeta_ids(path)
     m.remove_derivative_references()
     t = m.time()
     if t is None:
         raise CellModelError(f"{path}: no time variable")
-    v = membrane_potential(m, path)
+    v = membrane_potential(m, path, ids)
     try:
         t.convert_unit("ms")
         v.convert_unit("mV")
@@ -160,7 +159,7 @@ def _prepare(m, path):
     m.reorder_state(order)
     v.set_label("membrane_potential")
 
-    stim = _annotated(m, "membrane_stimulus_current")
+    stim = _annotated(m, "membrane_stimulus_current", ids)
     if stim is None:
         for name in _STIM_NAMES:
             cands = [x for x in m.variables(deep=True) if x.name() == name]
@@ -177,7 +176,7 @@ def _prepare(m, path):
     i_stim.set_unit(myokit.parse_unit("A/F"))
     i_stim.set_rhs(0)
     i_stim.set_binding("pace")
-    stim.set_rhs(_stimulus_expression(m, stim, i_stim, path))
+    stim.set_rhs(_stimulus_expression(m, stim, i_stim, path, ids))
     for child in list(stim.variables()):          # a nested pulse-train definition goes with the old equation
         stim.remove_variable(child, recursive=True)
     _remove_unused(m)
@@ -188,7 +187,7 @@ def _prepare(m, path):
                              f"apart from the stimulus")
 
 
-def _stimulus_expression(m, stim, i_stim, path):
+def _stimulus_expression(m, stim, i_stim, path, ids):
     """i_model = factor · i_stim [· C_m] in the stimulus variable's own units."""
     myokit = _myokit()
     A_per_F = myokit.parse_unit("A/F")
@@ -200,7 +199,7 @@ def _stimulus_expression(m, stim, i_stim, path):
         return myokit.Multiply(myokit.Number(myokit.Unit.conversion_factor(A_per_F, unit).value()), name)
     except myokit.IncompatibleUnitError:
         pass
-    cm = _annotated(m, "membrane_capacitance")
+    cm = _annotated(m, "membrane_capacitance", ids)
     if cm is None:
         cands = [x for x in m.variables(deep=True) if x.name() in ("Cm", "C_m", "Cap", "C", "cm", "Acap")]
         cm = cands[0] if cands else None
@@ -234,8 +233,9 @@ def _fix_stimulus_sign(m, stim, path):
 
 def _remove_unused(m):
     while True:
-        unused = [x for x in m.variables(deep=True) if not x.is_state() and not list(x.refs_by()) and x.binding() is None
-                  and x.label() is None and x is not m.time() and not list(x.variables())]
+        unused = [x for x in m.variables(deep=True)
+                  if not x.is_state() and not list(x.refs_by()) and x.binding() is None and x.label() is None
+                  and x is not m.time() and not list(x.variables())]
         if not unused:
             return
         for x in unused:
@@ -483,7 +483,8 @@ def generate(path, patches=None) -> dict:
         return "" if u is None else str(u).strip("[]")
 
     return {
-        "file": path.name, "source": str(path.resolve()), "model_name": m.name(), "kernel_name": kname, "generator": GENERATOR_VERSION,
+        "file": path.name, "source": str(path.resolve()), "model_name": m.name(), "kernel_name": kname,
+        "generator": GENERATOR_VERSION,
         "myokit": myokit.__version__,
         "states": [{"name": names.user[s], "initial": s.initial_value(True), "unit": unit(s),
                     "gate": s in gates} for s in states],
