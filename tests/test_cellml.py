@@ -158,15 +158,19 @@ def _native_beat(model, dt, t_end, amp, dur, integrator="forward-euler"):
 
 def test_hand_tt06_equals_generated_along_a_beat():
     """The hand-written kernels/tt06.h against the header generated from the same CellML: one beat (400 ms,
-    Forward Euler 1 µs), every state, sampled each ms. Issue 14 expects <= 2e-7 relative."""
+    Forward Euler 1 µs), every state, sampled each ms, relative to each state's largest value. As the file is
+    (Issue 14 expects <= 2e-7; 2.7e-9 measured): the Chaste file holds I_CaL constant over 14.999-15.001 mV, the hand
+    model computes the exact limit. With that window closed (V_low = V_high = 15 mV, parameters of the file; the
+    generator's own guard then takes over): round-off (1.1e-15 measured)."""
     require_gcc()
     hand = cells.make("tt06")
-    gen = cells.model_class(str(TT06))()
     a = _native_beat(hand, 1e-3, 400, -52.0, 1.0)
-    b = _native_beat(gen, 1e-3, 400, -52.0, 1.0)[:, [gen.state_index(n) for n in hand.state_names]]
     assert a[:, 0].max() > 20.0                           # it fired
-    rel = np.abs(a - b) / np.abs(a).max(axis=0)
-    assert rel.max() < 2e-7, hand.state_names[int(np.argmax(rel.max(axis=0)))]
+    for overrides, tol in (({}, 2e-7), ({"V_low": 15.0, "V_high": 15.0}, 1e-12)):
+        gen = cells.model_class(str(TT06))(overrides=overrides)
+        b = _native_beat(gen, 1e-3, 400, -52.0, 1.0)[:, [gen.state_index(n) for n in hand.state_names]]
+        rel = np.abs(a - b) / np.abs(a).max(axis=0)
+        assert rel.max() < tol, (overrides, hand.state_names[int(np.argmax(rel.max(axis=0)))], rel.max())
 
 
 def test_hand_bondarenko_equals_generated_with_kpcb():
