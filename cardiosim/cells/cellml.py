@@ -42,7 +42,7 @@ import numpy as np
 
 from .base import CellModel, CellModelError, Parameter, State
 
-GENERATOR_VERSION = "1"      # bump whenever the generated code or model.json changes: it keys the cache
+GENERATOR_VERSION = "2"      # bump whenever the generated code or model.json changes: it keys the cache
 SINGULARITY_WIDTH = 1e-5         # mV: half-width of the interval around a removable singularity that is interpolated
 _GATE_TOL = 1e-9                 # as tt06.py: a gate may land a few ulp outside [0, 1]
 _STIM_NAMES = ("i_stim", "I_stim", "i_Stim", "I_Stim", "istim", "Istim", "IStim", "i_st", "I_st")
@@ -279,10 +279,14 @@ def _guard_singularities(m, v, path):
                 scale = max(abs(fnum(v0 - 1.0)), abs(fnum(v0 + 1.0)), 1e-300)
                 if abs(fnum(v0)) <= 1e-6 * scale:
                     points.add(round(v0, 9))
+        if points:
+            # V may enter through intermediates (O'Hara-Rudy's vfrt): the edge values need them expanded
+            keep = [y for y in m.variables(deep=True) if y.is_state() or y.is_constant() or y.binding() is not None]
+            full = rhs.clone(expand=True, retain=keep)
         for v0 in sorted(points):
             lo, hi = myokit.Number(v0 - SINGULARITY_WIDTH), myokit.Number(v0 + SINGULARITY_WIDTH)
-            f_lo = rhs.clone(subst={myokit.Name(v): lo})
-            f_hi = rhs.clone(subst={myokit.Name(v): hi})
+            f_lo = full.clone(subst={myokit.Name(v): lo})
+            f_hi = full.clone(subst={myokit.Name(v): hi})
             line = myokit.Plus(f_lo, myokit.Multiply(
                 myokit.Divide(myokit.Minus(myokit.Name(v), lo), myokit.Number(2 * SINGULARITY_WIDTH)),
                 myokit.Minus(f_hi, f_lo)))
