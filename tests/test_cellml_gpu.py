@@ -57,7 +57,7 @@ def _gpu_vs_numpy(model, integrator, dt, t_end):
         stim = be.stimulus(proto, amps)
         for i in range(int(round(t_end))):
             for j in range(k):
-                t = (i * k + j) * dt
+                t = i * k * dt + j * dt          # the kernel's substep time, rounded the same way
                 step(y, t, dt, amps[0] * (1.0 if proto[0].active(t) else 0.0), work)
             be.advance(i * k * dt, dt, k, stim)
             g = be.from_device()
