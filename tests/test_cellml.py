@@ -389,3 +389,49 @@ def test_generated_header_compiles_with_the_device_conventions(tmp_path, name):
     proc = subprocess.run([cxx, "-std=c++14", "-fsyntax-only", "-Wall", "-Werror", f"-I{cls.kernel_header_dir}",
                            str(src)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+_CUDA_STUBS = r'''
+#define __constant__
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+#include <cmath>
+using std::isfinite;
+struct cs_dim3_ { int x; };
+static cs_dim3_ blockIdx, blockDim, threadIdx;
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline int atomicCAS(int *p, int c, int v) { int o = *p; if (o == c) *p = v; return o; }
+'''
+
+
+@pytest.mark.parametrize("integrator", ["forward-euler", "rush-larsen"])
+def test_fused_kernel_source_with_a_generated_model_compiles(tmp_path, integrator):
+    """The exact source and nvcc options the CUDA backend would compile (kernel_source: kernels/fused.cu with the
+    generated header on the include path), checked by the host's C++ compiler with CUDA's keywords stubbed out:
+    the wiring (include path, CS_MODEL names, sizes, the Rush-Larsen entry point) without a GPU. A wrong state count
+    fails its static_assert (checked too)."""
+    import shutil
+    from cardiosim.ode import kernel_variants
+    from cardiosim.ode.cuda_backend import kernel_source
+    from cardiosim.ode.native import header_dir, kernel_dir
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        require_gcc()
+        pytest.skip("no C++ compiler")
+    model = cells.model_class(str(MODELS / "ohara_rudy_2011_endo.cellml"))()
+    src, opts = kernel_source(model, model.parameter_vector(), kernel_variants.get("fused", model.kernel_name),
+                              integrator)
+    cu = tmp_path / "fused_host.cpp"
+    cu.write_text(_CUDA_STUBS + src)
+
+    def compile_(*extra):
+        return subprocess.run([cxx, "-std=c++14", "-fsyntax-only", f"-I{header_dir(model)}", f"-I{kernel_dir()}",
+                               *opts, *extra, str(cu)], capture_output=True, text=True)
+    ok = compile_()
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    wrong = compile_("-UCS_N_STATES", "-DCS_N_STATES=5")
+    assert wrong.returncode != 0 and "CS_N_STATES does not match" in wrong.stderr
