@@ -4,8 +4,8 @@
     m = cls(overrides={"GNa": 60.0})
 
 Myokit reads the file (``myokit.formats.cellml``), converts time to ms and the membrane potential to mV, and writes
-every expression (``AnsiCExpressionWriter``, ``NumPyExpressionWriter``); ``myokit.lib.hh`` finds the
-Hodgkin–Huxley gates that the Rush–Larsen step advances exactly. What this module adds:
+every expression (``AnsiCExpressionWriter``, ``NumPyExpressionWriter``, in cardiosim/cells/cellml_codegen.py);
+``myokit.lib.hh`` finds the Hodgkin–Huxley gates that the Rush–Larsen step advances exactly. What this module adds:
 
 * **The stimulus.** The variable annotated ``oxmeta:membrane_stimulus_current`` (or named i_stim, I_stim, ...) gets
   the equation ``i_model = factor·i_stim`` with i_stim cardiosim's stimulus in µA/µF (negative depolarises);
@@ -17,8 +17,8 @@ Hodgkin–Huxley gates that the Rush–Larsen step advances exactly. What this m
   appended to the parameter vector (as the hand models' derived constants), so the kernels do no parameter-only work.
 * **Removable singularities.** A quotient of the form (V − V0)·g/(exp(a(V − V0)) − 1) is 0/0 at V = V0. Where the
   denominator of a V-dependent quotient changes sign at a V at which the numerator vanishes too, the equation is
-  replaced within ``SINGULARITY_WIDTH`` mV of that V by the straight line through its values at the two edges
-  (the remedy of Chaste's code generator). The points are found at the default parameters.
+  replaced within 1e-5 mV of that V by the straight line through its values at the two edges (the remedy of
+  Chaste's code generator; cardiosim/cells/singularities.py). The points are found at the default parameters.
 
 Generated sources are cached per machine (``$CARDIOSIM_CACHE/cellml``, keyed by the file's bytes, this module's
 ``GENERATOR_VERSION`` and Myokit's version), written to a temporary folder and renamed into place: MPI ranks that
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import keyword
 import math
 import os
 import re
@@ -40,10 +39,10 @@ from pathlib import Path
 
 import numpy as np
 
+from . import cellml_codegen, singularities
 from .base import CellModel, CellModelError, Parameter, State
 
 GENERATOR_VERSION = "2"      # bump whenever the generated code or model.json changes: it keys the cache
-SINGULARITY_WIDTH = 1e-5         # mV: half-width of the interval around a removable singularity that is interpolated
 _GATE_TOL = 1e-9                 # as tt06.py: a gate may land a few ulp outside [0, 1]
 _STIM_NAMES = ("i_stim", "I_stim", "i_Stim", "I_Stim", "istim", "Istim", "IStim", "i_st", "I_st")
 _V_NAMES = ("V", "Vm", "v", "vm", "E", "V_m")
@@ -242,245 +241,20 @@ def _remove_unused(m):
             x.parent().remove_variable(x)
 
 
-# -- singularities ------------------------------------------------------------------------------------------------
-def _guard_singularities(m, v, path):
-    """Replace each equation that is 0/0 at a single V by the line through its values SINGULARITY_WIDTH mV either
-    side; returns [(variable qname, V0)]."""
-    myokit = _myokit()
-    found = []
-    consts = {x: x.eval() for x in m.variables(deep=True) if x.is_constant()}
-    states = {x: x.initial_value(True) for x in m.states()}
-    grid = np.linspace(-150.0, 100.0, 2501) + 0.0123456789     # off the round numbers where V0 usually lies
-    for x in list(m.variables(deep=True)):
-        if x.is_constant() or x.is_state() or x.binding() is not None or x.rhs() is None:
-            continue
-        rhs = x.rhs()
-        if not any(isinstance(e, myokit.Divide) for e in rhs.walk()):
-            continue
-        points = set()
-        for e in rhs.walk():
-            if not isinstance(e, myokit.Divide):
-                continue
-            den, num = e[1], e[0]
-            fden = _as_function_of_v(den, v, consts, states)
-            fnum = _as_function_of_v(num, v, consts, states)
-            if fden is None or fnum is None:
-                continue
-            d = np.broadcast_to(fden(grid), grid.shape)
-            for i in np.nonzero(np.sign(d[:-1]) * np.sign(d[1:]) < 0)[0]:
-                a, b = grid[i], grid[i + 1]
-                for _ in range(80):
-                    c = 0.5 * (a + b)
-                    if np.sign(fden(c)) == np.sign(fden(a)):
-                        a = c
-                    else:
-                        b = c
-                v0 = 0.5 * (a + b)
-                scale = max(abs(fnum(v0 - 1.0)), abs(fnum(v0 + 1.0)), 1e-300)
-                if abs(fnum(v0)) <= 1e-6 * scale:
-                    points.add(round(v0, 9))
-        if points:
-            # V may enter through intermediates (O'Hara-Rudy's vfrt): the edge values need them expanded
-            keep = [y for y in m.variables(deep=True) if y.is_state() or y.is_constant() or y.binding() is not None]
-            full = rhs.clone(expand=True, retain=keep)
-        for v0 in sorted(points):
-            lo, hi = myokit.Number(v0 - SINGULARITY_WIDTH), myokit.Number(v0 + SINGULARITY_WIDTH)
-            f_lo = full.clone(subst={myokit.Name(v): lo})
-            f_hi = full.clone(subst={myokit.Name(v): hi})
-            line = myokit.Plus(f_lo, myokit.Multiply(
-                myokit.Divide(myokit.Minus(myokit.Name(v), lo), myokit.Number(2 * SINGULARITY_WIDTH)),
-                myokit.Minus(f_hi, f_lo)))
-            near = myokit.Less(myokit.Abs(myokit.Minus(myokit.Name(v), myokit.Number(v0))),
-                               myokit.Number(SINGULARITY_WIDTH))
-            rhs = myokit.If(near, line, rhs)
-            found.append((x.qname(), v0))
-        if points:
-            x.set_rhs(rhs)
-    return found
-
-
-def _as_function_of_v(expr, v, consts, states):
-    """expr as a Python function of V alone (constants at their values, other states at their initial values),
-    or None where it depends on anything else."""
-    myokit = _myokit()
-    try:
-        e = expr.clone(expand=True, retain=[x for x in states] + list(consts))
-    except Exception:
-        return None
-    subst = {}
-    for n in e.walk():
-        if isinstance(n, myokit.Name):
-            var = n.var()
-            if var is v:
-                continue
-            if var in consts:
-                subst[n] = myokit.Number(consts[var])
-            elif var in states:
-                subst[n] = myokit.Number(states[var])
-            else:
-                return None
-    if not any(isinstance(n, myokit.Name) and n.var() is v for n in e.walk()):
-        return None
-    from myokit.formats.python import NumPyExpressionWriter
-    w = NumPyExpressionWriter()
-    w.set_lhs_function(lambda lhs: "V")
-    f = eval("lambda V: " + w.ex(e.clone(subst=subst)), {"numpy": np})
-
-    def safe(x):
-        with np.errstate(all="ignore"):
-            return f(np.asarray(x, dtype=float))
-    return safe
-
-
-# -- code generation ------------------------------------------------------------------------------------------------
-class _Names:
-    """User-facing names (short where unique, else component.name) and identifiers for C and Python."""
-
-    def __init__(self, m):
-        counts = {}
-        for x in m.variables(deep=True):
-            counts[x.name()] = counts.get(x.name(), 0) + 1
-        self.user, self.ident = {}, {}
-        taken = set()
-        for x in m.variables(deep=True):
-            user = x.name() if counts[x.name()] == 1 else x.qname()
-            ident = re.sub(r"\W", "_", "v_" + x.qname().replace(".", "__"))
-            while ident in taken or keyword.iskeyword(ident):
-                ident += "_"
-            taken.add(ident)
-            self.user[x], self.ident[x] = user, ident
-
-
 def generate(path, patches=None) -> dict:
     """Everything the model classes and kernels need, as plain data (JSON-able) and source texts:
-    {"name", "states", "parameters", "derived", "gates", "singularities", "c_header", "numpy_source", ...}."""
+    {"states", "parameters", "derived", "gates", "singularities", "c_header", "numpy_source", ...}."""
     myokit = _myokit()
-    from myokit.formats.ansic import AnsiCExpressionWriter
-    from myokit.formats.python import NumPyExpressionWriter
-    import myokit.lib.hh as hh
-
     path = Path(path)
     m = load_myokit(path, patches)
     v = m.label("membrane_potential")
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        singular = _guard_singularities(m, v, path)
-    names = _Names(m)
-    states = list(m.states())
-    literals = [x for x in m.variables(deep=True) if x.is_literal() and x.binding() is None
-                and not x.is_state() and x is not m.time()]
-    derived = [x for x in _ordered(m) if x.is_constant() and not x.is_literal()]
-    # intermediates and derivatives in one solvable order: a model may use dot(x) in another equation
-    body = [x for x in _ordered(m) if not x.is_constant() and x.binding() is None and x is not m.time()]
-    i_stim = m.binding("pace")
-    pindex = {x: i for i, x in enumerate(literals + derived)}
-
-    gates = {}
-    for s in states[1:]:
-        try:
-            if hh.has_inf_tau_form(s, v):
-                inf, tau = hh.get_inf_and_tau(s, v)
-                gates[s] = ("inf-tau", inf, tau)
-            elif hh.has_alpha_beta_form(s, v):
-                a, b = hh.get_alpha_and_beta(s, v)
-                gates[s] = ("alpha-beta", a, b)
-        except Exception:                                    # a shape hh does not handle: Forward Euler
-            pass
-
+        singular = singularities.guard(m, v)
     kname = "cellml_" + _digest(path, patches)[:16]
-    sidx = {s: i for i, s in enumerate(states)}
-
-    def c_name(lhs):
-        var = lhs.var()
-        if isinstance(lhs, myokit.Derivative):
-            return f"d_{sidx[var]}"
-        if var is i_stim:
-            return "i_stim"
-        if var in pindex:
-            return f"CS_PARAM({pindex[var]})"
-        return names.ident[var]
-    cw = AnsiCExpressionWriter()
-    cw.set_lhs_function(c_name)
-
-    def py_name(lhs):
-        var = lhs.var()
-        if isinstance(lhs, myokit.Derivative):
-            return f"d_{sidx[var]}"
-        if var is i_stim:
-            return "i_stim"
-        if var in pindex:
-            return f"c[{pindex[var]}]"
-        return names.ident[var]
-    pw = NumPyExpressionWriter()
-    pw.set_lhs_function(py_name)
-
-    def gate_parts(writer, s):
-        kind, a, b = gates[s]
-        ex = writer.ex
-        ea = ex(myokit.Name(a)) if isinstance(a, myokit.Variable) else ex(a)
-        eb = ex(myokit.Name(b)) if isinstance(b, myokit.Variable) else ex(b)
-        if kind == "inf-tau":
-            return ea, f"(1.0 / ({eb}))"
-        return f"({ea}) / (({ea}) + ({eb}))", f"(({ea}) + ({eb}))"
-
-    up = kname.upper()
-    n_s, n_p = len(states), len(literals) + len(derived)
-    c = [f"/* {kname}.h: generated by cardiosim/cells/cellml.py (generator {GENERATOR_VERSION}, Myokit "
-         f"{myokit.__version__}) from {path.name}; do not edit.",
-         " * Conventions: kernels/bondarenko.h (CS_FN, CS_PARAM, CS_PARAM_ARG). Units: ms, mV; i_stim in µA/µF, "
-         "negative depolarises.",
-         f" * Rush-Larsen: {len(gates)} gates exactly for frozen V, the other states by Forward Euler. */",
-         f"#ifndef CARDIOSIM_{up}_H", f"#define CARDIOSIM_{up}_H", "#ifndef __CUDACC__", "#include <math.h>",
-         "#endif", "#ifndef CS_FN", "#define CS_FN static inline", "#endif", "#ifndef CS_PARAM_ARG",
-         "#define CS_PARAM_ARG , const double *p", "#endif", "#ifndef CS_PARAM", "#define CS_PARAM(i) (p[(i)])",
-         "#endif", f"#define {up}_N_STATES {n_s}", f"#define {up}_N_PARAMS {n_p}", "",
-         f"CS_FN void {kname}_step_(const double *y, double *out, double i_stim, double dt, int rl, "
-         "const double *p)", "{", "    (void)p; (void)dt; (void)i_stim;"]
-    for s in states:
-        c.append(f"    const double {names.ident[s]} = y[{sidx[s]}];")
-    for x in body:
-        lhs = f"d_{sidx[x]}" if x.is_state() else names.ident[x]
-        c.append(f"    const double {lhs} = {cw.ex(x.rhs())};")
-    c.append("    if (rl) {")
-    for s in states:
-        i = sidx[s]
-        if s in gates:
-            inf, rate = gate_parts(cw, s)
-            c.append(f"        {{ const double inf_ = {inf}; out[{i}] = inf_ + ({names.ident[s]} - inf_) * "
-                     f"exp(-dt * {rate}); }}")
-        else:
-            c.append(f"        out[{i}] = {names.ident[s]} + dt * d_{i};")
-    c.append("    } else {")
-    c += [f"        out[{i}] = d_{i};" for i in range(n_s)]
-    c += ["    }", "}", "",
-          f"CS_FN void {kname}_rhs(const double *y, double *dydt, double i_stim CS_PARAM_ARG)",
-          f"{{\n    {kname}_step_(y, dydt, i_stim, 0.0, 0, &CS_PARAM(0));\n}}", "",
-          f"CS_FN void {kname}_rush_larsen(double *y, double dt, double i_stim CS_PARAM_ARG)",
-          f"{{\n    {kname}_step_(y, y, i_stim, dt, 1, &CS_PARAM(0));\n}}", f"#endif /* CARDIOSIM_{up}_H */", ""]
-
-    py = [f"# generated by cardiosim/cells/cellml.py (generator {GENERATOR_VERSION}) from {path.name}; do not edit",
-          "import numpy", "", "", "def derived(c):",
-          "    \"\"\"c: the parameter vector, its derived slots filled in place.\"\"\""]
-    for x in derived:
-        py.append(f"    c[{pindex[x]}] = {pw.ex(x.rhs())}")
-    py += ["", "", "def step(y, i_stim, c, out, dt, rl):"]
-    for s in states:
-        py.append(f"    {names.ident[s]} = y[{sidx[s]}]")
-    for x in body:
-        lhs = f"d_{sidx[x]}" if x.is_state() else names.ident[x]
-        py.append(f"    {lhs} = {pw.ex(x.rhs())}")
-    py.append("    if rl:")
-    for s in states:
-        i = sidx[s]
-        if s in gates:
-            inf, rate = gate_parts(pw, s)
-            py.append(f"        inf_ = {inf}")
-            py.append(f"        out[{i}] = inf_ + ({names.ident[s]} - inf_) * numpy.exp(-dt * {rate})")
-        else:
-            py.append(f"        out[{i}] = {names.ident[s]} + dt * d_{i}")
-    py.append("    else:")
-    py += [f"        out[{i}] = d_{i}" for i in range(n_s)]
-    py.append("")
+    g = cellml_codegen.write(m, kname, path.name, GENERATOR_VERSION)
+    names, gates = g["names"], g["gates"]
+    i_stim = m.binding("pace")
 
     def unit(x):
         u = x.unit()
@@ -488,30 +262,17 @@ def generate(path, patches=None) -> dict:
 
     return {
         "file": path.name, "source": str(path.resolve()), "model_name": m.name(), "kernel_name": kname,
-        "generator": GENERATOR_VERSION,
-        "myokit": myokit.__version__,
+        "generator": GENERATOR_VERSION, "myokit": myokit.__version__,
         "states": [{"name": names.user[s], "initial": s.initial_value(True), "unit": unit(s),
-                    "gate": s in gates} for s in states],
-        "parameters": [{"name": names.user[x], "value": x.eval(), "unit": unit(x)} for x in literals],
-        "derived": [names.user[x] for x in derived],
-        "gates": [names.user[s] for s in states if s in gates],
+                    "gate": s in gates} for s in g["states"]],
+        "parameters": [{"name": names.user[x], "value": x.eval(), "unit": unit(x)} for x in g["literals"]],
+        "derived": [names.user[x] for x in g["derived"]],
+        "gates": [names.user[s] for s in g["states"] if s in gates],
         "stimulus": ", ".join(names.user[x] for x in i_stim.refs_by()),
         "stimulus_note": m.meta.get("cardiosim_stimulus_note", ""),
         "singularities": [[q, v0] for q, v0 in singular],
-        "c_header": "\n".join(c), "numpy_source": "\n".join(py),
+        "c_header": g["c_header"], "numpy_source": g["numpy_source"],
     }
-
-
-def _ordered(m):
-    """Every variable with an equation, in an order in which each comes after those it uses."""
-    out, seen = [], set()
-    for eqs in m.solvable_order().values():
-        for eq in eqs:
-            var = eq.lhs.var()
-            if var not in seen:
-                seen.add(var)
-                out.append(var)
-    return out
 
 
 def _digest(path: Path, patches=None) -> str:
