@@ -20,8 +20,8 @@ every expression (``AnsiCExpressionWriter``, ``NumPyExpressionWriter``, in cardi
   replaced within 1e-5 mV of that V by the straight line through its values at the two edges (the remedy of
   Chaste's code generator; cardiosim/cells/singularities.py). The points are found at the default parameters.
 
-Generated sources are cached per machine (``$CARDIOSIM_CACHE/cellml``, keyed by the file's bytes, this module's
-``GENERATOR_VERSION`` and Myokit's version), written to a temporary folder and renamed into place: MPI ranks that
+Generated sources are cached per machine (``$CARDIOSIM_CACHE/cellml``, keyed by the file's bytes, the generator's
+version and sources and Myokit's version), written to a temporary folder and renamed into place: MPI ranks that
 start together never read a half-written file.
 """
 
@@ -42,7 +42,7 @@ import numpy as np
 from . import cellml_codegen, singularities
 from .base import CellModel, CellModelError, Parameter, State
 
-GENERATOR_VERSION = "2"      # bump whenever the generated code or model.json changes: it keys the cache
+GENERATOR_VERSION = "2"      # shown in the outputs; the cache key also has the generator's sources (_digest)
 _GATE_TOL = 1e-9                 # as tt06.py: a gate may land a few ulp outside [0, 1]
 _STIM_NAMES = ("i_stim", "I_stim", "i_Stim", "I_Stim", "istim", "Istim", "IStim", "i_st", "I_st")
 _V_NAMES = ("V", "Vm", "v", "vm", "E", "V_m")
@@ -276,10 +276,14 @@ def generate(path, patches=None) -> dict:
 
 
 def _digest(path: Path, patches=None) -> str:
+    """The cache key: the file's bytes, the patches, the generator (its version and its sources: an edit to them
+    cannot leave stale generated code behind) and Myokit's version."""
     myokit = _myokit()
     h = hashlib.sha256(path.read_bytes())
     if patches:
         h.update(json.dumps(sorted(patches.items())).encode())
+    for src in (__file__, cellml_codegen.__file__, singularities.__file__):
+        h.update(Path(src).read_bytes())
     h.update(f"\0generator {GENERATOR_VERSION}\0myokit {myokit.__version__}".encode())
     return h.hexdigest()
 
