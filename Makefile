@@ -17,7 +17,7 @@ IN_ROOT = cd $(ROOT) && PATH=$(VENV)/bin:$$PATH
 PYTEST  = $(IN_ROOT) $(PY) -m pytest -ra
 
 comma := ,
-.PHONY: run test test-quick test-gpu bench bench-kernels bench-niederer bench-table41 examples setup clean
+.PHONY: run test test-quick test-gpu bench bench-kernels bench-niederer bench-table41 bench-cellml examples setup clean
 
 $(STAMP): $(ROOT)/tools/bootstrap.sh $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash $(ROOT)/tools/bootstrap.sh
@@ -30,7 +30,8 @@ run: $(STAMP)
 	$(IN_ROOT) mpirun -n $(NP) $(VENV)/bin/cardiosim run $(CONFIG) --overwrite
 
 ## make test: the whole CPU test suite (about 25 minutes on 2 cores; MPI tests under mpirun -n 2). The GPU tests are
-##   deselected here: they are make test-gpu's. CARDIOSIM_REQUIRE=mpi,gcc,root turns the skips for those into failures.
+##   deselected here: they are make test-gpu's. CARDIOSIM_REQUIRE=mpi,gcc,root,cvodes turns the skips for those into
+##   failures.
 test: $(STAMP)
 	$(PYTEST) -m "not gpu" --durations=15
 
@@ -59,6 +60,11 @@ bench: $(STAMP)
 bench-kernels: $(STAMP)
 	$(IN_ROOT) $(VENV)/bin/cardiosim bench kernels --write docs/benchmarks.md \
 	    --json docs/bench/kernels.json
+
+## make bench-cellml: the CellML conformance table over tests/data/cellml (79 models, a few minutes), to
+##   docs/cell-models.md
+bench-cellml: $(STAMP)
+	$(IN_ROOT) $(VENV)/bin/cardiosim bench cellml --write docs/cell-models.md
 
 ## make bench-niederer: the Niederer 2011 slab, nine runs on $(NP) ranks, written to docs/niederer.md
 ##   (RUNS="dx0.5_dt0.05 ..." for a subset)

@@ -4,6 +4,7 @@
                   [-- PETSc options]
     cardiosim config --doc | cardiosim config check CONFIG
     cardiosim cell ...        single-cell runs and biomarkers (see ``cardiosim cell --help``)
+    cardiosim model info FILE                  a CellML model as cardiosim generates it: states, gates, parameters
     cardiosim bench kernels | niederer | pde | table41 ...   benchmarks, written to docs/
                                                (see ``cardiosim bench NAME --help``)
     cardiosim inspect FILE [--config]          what a result file holds (docs/output-format.md)
@@ -53,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     cell = sub.add_parser("cell", help="pace a single cell; trace and per-beat biomarkers to HDF5 (and JSON)",
                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     cell.add_argument("--list", action="store_true", help="list the cell models and their variants")
-    cell.add_argument("--model", default="bondarenko", help="cell model (see --list)")
+    cell.add_argument("--model", default="bondarenko", help="cell model (see --list), or a CellML file (*.cellml)")
     cell.add_argument("--variant", default=None, help="model variant (bondarenko: apical | septal)")
     cell.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                       help="override a model parameter (model units; also Cm, chi where the model uses them), "
@@ -68,6 +69,12 @@ def _parser() -> argparse.ArgumentParser:
     cell.add_argument("--json", default=None, help="also write the biomarkers as JSON here")
     cell.add_argument("--overwrite", action="store_true", help="replace existing output files")
     cell.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    mo = sub.add_parser("model", help="a CellML model as cardiosim generates it (with Myokit)",
+                        usage="cardiosim model info FILE")
+    mo.add_argument("action", choices=("info",), help="info: states (initial values, units), the gates Rush-Larsen "
+                                                      "updates, parameters (defaults, units), guarded singularities")
+    mo.add_argument("file", help="CellML file (*.cellml)")
 
     k = sub.add_parser("kernels", help="compile every CUDA kernel variant fresh and print ptxas's registers, spills, "
                                        "local and constant memory (needs nvcc)")
@@ -118,7 +125,7 @@ def main(argv=None) -> int:
         # Benchmarks start their runs with mpirun; this process must not be an MPI process itself (an OpenMPI
         # singleton's environment makes a nested mpirun fail without a word).
         return _bench(argv[1:])
-    if ours[:1] in (["inspect"], ["plot"]):
+    if ours[:1] in (["inspect"], ["plot"], ["model"]):
         return _result_file(ours)
     if ours[:1] == ["run"]:
         from . import signals
@@ -134,8 +141,8 @@ def main(argv=None) -> int:
             log.info(f"cardiosim {__version__}")
             return 0
         if args.command is None:
-            raise UserError("cardiosim: no command given; commands: run, config, cell, kernels, inspect, plot, "
-                            "bench (see cardiosim --help)")
+            raise UserError("cardiosim: no command given; commands: run, config, cell, model, kernels, inspect, "
+                            "plot, bench (see cardiosim --help)")
         if petsc_args and args.command != "run":
             raise UserError(f"cardiosim {args.command}: takes no PETSc options (given after --: "
                             f"{' '.join(petsc_args)}); they are for cardiosim run")
@@ -214,6 +221,8 @@ def _result_file(argv) -> int:
         if args.command == "inspect":
             from .results import inspect_main
             return inspect_main(args)
+        if args.command == "model":
+            return _model_info(args)
         from .plot import plot_main
         return plot_main(args)
     except UserError as e:
@@ -226,7 +235,8 @@ def _result_file(argv) -> int:
 
 
 BENCHMARKS = {"kernels": "cardiosim.bench.kernels", "niederer": "cardiosim.bench.niederer",
-              "pde": "cardiosim.bench.pde", "table41": "cardiosim.bench.table41"}
+              "pde": "cardiosim.bench.pde", "table41": "cardiosim.bench.table41",
+              "cellml": "cardiosim.bench.cellml"}
 
 
 def _bench(argv) -> int:
@@ -287,6 +297,10 @@ def _cell(args) -> int:
             cls = cells.model_class(name)
             variants = f" (variants: {', '.join(cls.variants)})" if cls.variants else ""
             log.info(f"{name}: {len(cls.states)} states{variants}")
+        from .cells import cellml
+        for row in cellml.cached():
+            log.info(f"{row['file']}: {len(row['states'])} states, {len(row['gates'])} gates (generated from CellML "
+                     f"{row.get('source', row['file'])})")
         return 0
     overrides = {}
     for item in args.param:
@@ -327,6 +341,18 @@ def _cell(args) -> int:
         raise UserError(f"cardiosim cell: cannot write {args.output}: {io_reason(e)}") from None
     log.info(format_table(rows))
     log.info(f"wrote {args.output}" + (f" and {args.json}" if args.json else ""))
+    return 0
+
+
+def _model_info(args) -> int:
+    """``cardiosim model info FILE``: what the generator makes of a CellML file (no MPI, no PETSc)."""
+    from .cells import CellModelError, cellml
+    from .errors import UserError
+    try:
+        cls = cellml.model_class(args.file)
+    except CellModelError as e:
+        raise UserError(f"cardiosim model info: {e}") from None
+    print(cellml.describe(cls), end="")
     return 0
 
 

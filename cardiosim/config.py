@@ -111,7 +111,8 @@ class Tissue:
 
 @dataclass(kw_only=True)
 class Cell:
-    model: str = key("mitchell-schaeffer", doc="cell model (see `cardiosim cell --list`)")
+    model: str = key("mitchell-schaeffer", doc="cell model (see `cardiosim cell --list`), or a CellML file "
+                                               "(*.cellml; generated with Myokit, docs/cell-models.md)")
     variant: str = key("", doc="model variant, e.g. bondarenko: apical | septal")
     parameters: dict[str, float] = key(factory=dict, doc="parameter overrides by name, in the model's units")
     initial: dict[str, float] = key(factory=dict, doc="initial-state overrides by state name")
@@ -136,7 +137,8 @@ class Cell:
                                    "rank); with cuda the number of visible GPUs decides")
     integrator: str = key("forward-euler", choices=("forward-euler", "rush-larsen"),
                           doc="method of each ODE substep: forward-euler, or rush-larsen (the gating variables "
-                              "updated exactly for frozen V, the rest by Forward Euler; models with gates: tt06)")
+                              "updated exactly for frozen V, the rest by Forward Euler; models with gates: tt06 and "
+                              "CellML models)")
     kernel: str = key("fused", choices=tuple(kernel_variants.VARIANTS),
                       doc="CUDA kernel variant (backend = cuda): fused (k substeps per launch), or one of the seed's "
                           "study (original, lean-registers, no-aux, constant-memory, all; one substep per launch; "
@@ -462,7 +464,11 @@ def validate(cfg: Config) -> Config:
     try:
         cls = cells.model_class(cfg.cell.model)
     except cells.CellModelError as e:
-        raise ConfigError(str(e)) from None
+        msg = str(e)
+        if not msg.startswith("cell.model"):
+            msg = f"cell.model: {msg}" + (" (a relative path in a config file is relative to the config file's "
+                                          "folder)" if "cell.model" in cfg.resolved and "no such" in msg else "")
+        raise ConfigError(msg) from None
     if cfg.cell.integrator == "rush-larsen" and not hasattr(cls, "rush_larsen"):
         raise ConfigError(f"cell.integrator: 'rush-larsen' needs a model with Hodgkin-Huxley gates written for it "
                           f"(tt06); {cfg.cell.model} has none, use 'forward-euler'")
@@ -517,7 +523,8 @@ def apply_overrides(data: dict, overrides: list[str]) -> None:
 
 
 # Keys naming files. A relative path written in a config file is relative to that file's folder (the config and
-# its fibre file travel together); one given with --set, like --output, to the working directory.
+# its fibre file travel together); one given with --set, like --output, to the working directory. cell.model too,
+# where it names a CellML file.
 PATH_KEYS = (("tissue", "fibre_file"), ("tissue", "conductivity_file"), ("output", "path"), ("checkpoint", "path"))
 
 
@@ -542,6 +549,10 @@ def loads(text: str, overrides: list[str] = (), name: str = "config", path: Path
             if v and (sec, k) not in overridden and not Path(v).is_absolute():
                 setattr(section, k, str(path.parent / v))
                 cfg.resolved.append(f"{sec}.{k}")
+        m = cfg.cell.model
+        if m.lower().endswith(".cellml") and ("cell", "model") not in overridden and not Path(m).is_absolute():
+            cfg.cell.model = str(path.parent / m)
+            cfg.resolved.append("cell.model")
     return validate(cfg)
 
 

@@ -1,7 +1,7 @@
 """Shared test helpers: running the CLI (optionally under mpirun) and building configs; capabilities a test needs.
 
 A test that cannot run here (no GPU, no mpirun, no reference data, ...) skips through :func:`needs`, which names the
-capability. ``CARDIOSIM_REQUIRE=gpu,mpi`` (comma-separated; ``make test-gpu`` sets gpu, CI sets mpi,gcc,root)
+capability. ``CARDIOSIM_REQUIRE=gpu,mpi`` (comma-separated; ``make test-gpu`` sets gpu, CI sets mpi,gcc,root,cvodes)
 turns such a skip into a failure that names what is missing, so a broken GPU or MPI set-up cannot pass as a suite
 of skips.
 """
@@ -26,6 +26,7 @@ CAPABILITIES = {
     "nvcc": "the CUDA toolkit's nvcc",
     "root": "root, to mount a small tmpfs (a real full disk)",
     "vtk": "VTK's Python package (pip install vtk)",
+    "cvodes": "Myokit's CVODES simulation: Myokit with the Sundials libraries (apt-get install libsundials-dev)",
 }
 
 
@@ -113,6 +114,19 @@ def require_gpu(n: int = 1) -> int:
     have, why = visible_gpus()
     needs("gpu", have >= max(n, 1), why if have == 0 else f"{n} GPUs wanted, {have} visible")
     return have
+
+
+def require_cvodes():
+    """Myokit, able to run its CVODES simulation (the independent integrator of the CellML tests); skips (or fails,
+    where cvodes is required) otherwise."""
+    try:
+        import myokit
+        version = myokit.Sundials.version()
+    except Exception as e:                      # ImportError, or Myokit's failure to compile its Sundials probe
+        needs("cvodes", False, f"{type(e).__name__}: {e}")
+        return None
+    needs("cvodes", bool(version), "Myokit finds no Sundials (CVODES) libraries")
+    return myokit
 
 
 def require_gcc() -> str:

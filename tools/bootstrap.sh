@@ -7,6 +7,9 @@
 #          (~20 min on 2 cores), cached as wheels under $CARDIOSIM_CACHE so the next fresh clone on this machine installs
 #          in seconds. A cached wheel that does not import is thrown away and rebuilt: a cold start never fails.
 #   BLAS   PETSc needs LAPACK; where none is installed and apt-get can be run (root), liblapack-dev is installed.
+#   Sundials  Myokit's CVODES simulation (the independent integrator of the CellML tests) needs the Sundials
+#          libraries, which the myokit wheel does not bundle; where they are missing and apt-get can be run (root),
+#          Debian's libsundials-dev is installed. Elsewhere those tests skip (CI requires them: CARDIOSIM_REQUIRE).
 #   Extras test,plot by default (pytest, matplotlib); EXTRAS=test,plot,gpu adds PyCUDA (needs CUDA's nvcc).
 set -euo pipefail
 
@@ -109,6 +112,20 @@ else
         pip install --no-deps "$tmp"/petsc4py-*.whl
         petsc_ok || die "petsc4py was built but does not import; see the messages above"
         mv "$tmp"/*.whl "$wheels"/ && rmdir "$tmp"
+    fi
+fi
+
+# --- Sundials for Myokit's CVODES simulation (tests only: cardiosim runs without it) ------------------------------
+have_sundials() {
+    ldconfig -p 2>/dev/null | grep -q 'libsundials_cvodes\.so' && [ -e /usr/include/cvodes/cvodes.h ]
+}
+if ! have_sundials; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "Sundials: installing Debian's libsundials-dev (for Myokit's CVODES in the tests)"
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsundials-dev) >/dev/null \
+            || say "Sundials: apt-get failed; the tests that need CVODES will skip"
+    else
+        say "Sundials: not found and cannot install it (not root or no apt-get); the CVODES tests will skip"
     fi
 fi
 

@@ -20,8 +20,14 @@ def available() -> list[str]:
 
 
 def model_class(name: str) -> type[CellModel]:
+    """The class of a registered model, or of a CellML file (a name ending in .cellml: generated with Myokit,
+    cardiosim.cells.cellml)."""
+    if str(name).lower().endswith(".cellml"):
+        from . import cellml
+        return cellml.model_class(name)
     if name not in _REGISTRY:
-        raise CellModelError(f"cell.model: unknown model '{name}'; allowed: {', '.join(available())}")
+        raise CellModelError(f"cell.model: unknown model '{name}'; allowed: {', '.join(available())}, "
+                             f"or a CellML file (*.cellml)")
     module, cls = _REGISTRY[name].split(":")
     return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
 

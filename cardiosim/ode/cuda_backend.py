@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import SimulationError
 from ..stimulus import kernel_layout
 from . import kernel_variants
-from .native import _lock, cache_dir, kernel_dir
+from .native import _lock, cache_dir, header_dir, kernel_dir
 
 KERNEL = "fused.cu"
 FUNCTION = "cs_fused_euler"
@@ -40,7 +40,7 @@ def kernel_source(model, params: np.ndarray, variant, integrator: str = "forward
     <kernel_name>_rush_larsen; fused kernel only)."""
     kdir = kernel_dir()
     name = model.kernel_name
-    header = (kdir / f"{name}.h").read_text()
+    header = (header_dir(model) / f"{name}.h").read_text()
     if integrator == "rush-larsen" and (f"{name}_rush_larsen(" not in header or not variant.fused):
         raise ValueError(f"Rush-Larsen needs {name}_rush_larsen in kernels/{name}.h and the fused kernel variant")
     src, defines = kernel_variants.source((kdir / KERNEL).read_text(), header, name, params, variant)
@@ -48,6 +48,7 @@ def kernel_source(model, params: np.ndarray, variant, integrator: str = "forward
     h = hashlib.sha256()
     for hdr in sorted(kdir.glob("*.h")):
         h.update(hdr.name.encode() + b"\0" + hdr.read_bytes())
+    h.update(b"model\0" + header.encode())          # a generated model's header lives outside kernels/
     src = f"// headers: {h.hexdigest()[:20]}\n" + src
     opts = [f"-DCS_MODEL={name}", f"-DCS_MODEL_UP={name.upper()}", f"-DCS_N_STATES={model.n_states}",
             f"-DCS_N_PARAMS={params.size}", f"-DCS_MAX_PROTOCOLS={MAX_PROTOCOLS}",
@@ -169,7 +170,8 @@ class CudaBackend:
             # what was compiled, for the ranks of a node to compare (placement.first_then_others)
             self.source_digest = hashlib.sha256("\0".join([src, *opts]).encode()).hexdigest()
             try:
-                mod = cuda.module_from_buffer(compile_cached(src, opts, arch_of(self.device), [str(kdir)]))
+                dirs = [str(header_dir(model)), str(kdir)]
+                mod = cuda.module_from_buffer(compile_cached(src, opts, arch_of(self.device), dirs))
             except RuntimeError as e:
                 raise RuntimeError(f"CUDA backend: compiling {KERNEL} ({self.variant.name}) for {name} failed:\n{e}")
             self.module = mod

@@ -63,12 +63,20 @@ def _compiler_version(cc: str) -> str:
         raise RuntimeError(f"native backend: the C compiler '{cc}' does not run ({e}); install gcc or set CC") from e
 
 
-def build(kernel_name: str, header_text: str | None = None, integrator: str = "forward-euler") -> Path:
+def header_dir(model) -> Path:
+    """The folder holding ``<model.kernel_name>.h``: kernels/, or the cache folder of a model generated from CellML
+    (its ``kernel_header_dir``)."""
+    return Path(getattr(model, "kernel_header_dir", None) or kernel_dir())
+
+
+def build(kernel_name: str, header_text: str | None = None, integrator: str = "forward-euler",
+          model_dir: Path | None = None) -> Path:
     """Path of the compiled driver for model ``kernel_name``, compiling it if it is not in the cache yet.
     ``header_text``: a replacement for kernels/<kernel_name>.h (the kernel variants' generated forms, to test them
-    on the CPU). ``integrator``: "forward-euler", or "rush-larsen" (the header's <kernel_name>_rush_larsen)."""
+    on the CPU). ``integrator``: "forward-euler", or "rush-larsen" (the header's <kernel_name>_rush_larsen).
+    ``model_dir``: where the model's header is when it is not in kernels/ (a generated model, :func:`header_dir`)."""
     kdir = kernel_dir()
-    header = kdir / f"{kernel_name}.h"
+    header = (model_dir or kdir) / f"{kernel_name}.h"
     if not header.is_file():
         raise RuntimeError(f"native backend: no kernel header {header}")
     cc = os.environ.get("CC", "gcc")
@@ -86,6 +94,9 @@ def build(kernel_name: str, header_text: str | None = None, integrator: str = "f
     h = hashlib.sha256()
     for src in [kdir / DRIVER] + sorted(kdir.glob("*.h")):
         h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+    if model_dir is not None:
+        h.update(b"model\0" + header.read_bytes())
+        include = (f"-I{model_dir}",) + include
     if header_text is not None:
         h.update(b"override\0" + header_text.encode())
         gen = cache_dir() / f"gen_{hashlib.sha256(header_text.encode()).hexdigest()[:20]}"
@@ -183,7 +194,8 @@ class NativeModel:
             raise RuntimeError(f"cell model {model.name} has no native (C) kernel")
         self.model = model
         self.integrator = integrator
-        self.lib = _load(build(name, header_text, integrator))
+        self.lib = _load(build(name, header_text, integrator,
+                               Path(model.kernel_header_dir) if getattr(model, "kernel_header_dir", None) else None))
         self.params = np.ascontiguousarray(model.parameter_vector(), dtype=np.float64)
         if self.lib.cs_n_states() != model.n_states or self.lib.cs_n_params() != self.params.size:
             raise RuntimeError(

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import UserError
 from . import kernel_variants
 from .cuda_backend import FUNCTION, kernel_source
-from .native import kernel_dir
+from .native import header_dir, kernel_dir
 
 
 def parse(text: str, function: str = FUNCTION) -> dict:
@@ -97,7 +97,7 @@ def nvcc(model, variant: str, output: str, arch: str, options=()) -> tuple[bytes
         cu.write_text(src)
         out = cu.with_suffix("." + output.lstrip("-"))
         cmd = [shutil.which("nvcc") or "nvcc", output, f"-arch={arch}", "-std=c++17", *options,
-               f"-I{kernel_dir()}", *opts, "-o", str(out), str(cu)]
+               f"-I{header_dir(model)}", f"-I{kernel_dir()}", *opts, "-o", str(out), str(cu)]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"nvcc failed for {variant}:\n{' '.join(cmd)}\n{r.stderr}")

@@ -1,0 +1,428 @@
+"""Cell models generated from CellML files with Myokit: a C header for the native and CUDA backends and a NumPy twin.
+
+    cls = cellml.model_class("ohara_rudy_2011_endo.cellml")     # a CellModel subclass, like the hand-written ones
+    m = cls(overrides={"GNa": 60.0})
+
+Myokit reads the file (``myokit.formats.cellml``), converts time to ms and the membrane potential to mV, and writes
+every expression (``AnsiCExpressionWriter``, ``NumPyExpressionWriter``, in cardiosim/cells/cellml_codegen.py);
+``myokit.lib.hh`` finds the Hodgkin–Huxley gates that the Rush–Larsen step advances exactly. What this module adds:
+
+* **The stimulus.** The variable annotated ``oxmeta:membrane_stimulus_current`` (or named i_stim, I_stim, ...) gets
+  the equation ``i_model = factor·i_stim`` with i_stim cardiosim's stimulus in µA/µF (negative depolarises);
+  ``factor`` converts units (A/F, or a current or current density times the model's capacitance). The result is
+  checked: dV/dt must change by exactly −1 mV/ms per µA/µF (a model with the opposite sign convention is flipped).
+  The model's own pulse-train constants become unused and are dropped.
+* **Parameters.** Every literal constant is a parameter, overridable by name (its short name where that is unique,
+  else ``component.name``), in the model's own units. Constants computed from them are computed in Python and
+  appended to the parameter vector (as the hand models' derived constants), so the kernels do no parameter-only work.
+* **Removable singularities.** A quotient of the form (V − V0)·g/(exp(a(V − V0)) − 1) is 0/0 at V = V0. Where the
+  denominator of a V-dependent quotient changes sign at a V at which the numerator vanishes too, the equation is
+  replaced within 1e-5 mV of that V by the straight line through its values at the two edges (the remedy of
+  Chaste's code generator; cardiosim/cells/singularities.py). The points are found at the default parameters.
+
+Generated sources are cached per machine (``$CARDIOSIM_CACHE/cellml``, keyed by the file's bytes, the generator's
+version and sources and Myokit's version), written to a temporary folder and renamed into place: MPI ranks that
+start together never read a half-written file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from . import cellml_codegen, singularities
+from .base import CellModel, CellModelError, Parameter, State
+
+GENERATOR_VERSION = "2"      # shown in the outputs; the cache key also has the generator's sources (_digest)
+_GATE_TOL = 1e-9                 # as tt06.py: a gate may land a few ulp outside [0, 1]
+_STIM_NAMES = ("i_stim", "I_stim", "i_Stim", "I_Stim", "istim", "Istim", "IStim", "i_st", "I_st")
+_V_NAMES = ("V", "Vm", "v", "vm", "E", "V_m")
+
+
+def _myokit():
+    try:
+        import myokit
+        import myokit.formats
+    except ImportError as e:                                         # pragma: no cover - a dependency
+        raise CellModelError(f"CellML models need Myokit (pip install myokit): {e}") from None
+    return myokit
+
+
+# -- reading and preparing the Myokit model ---------------------------------------------------------------------------
+def load_myokit(path, patches=None) -> "myokit.Model":
+    """The CellML file as a Myokit model prepared for generation: time in ms, V in mV and first, the stimulus bound
+    to the input ``pace`` (= i_stim in µA/µF), unused variables removed. ``patches``: {"component.variable": new
+    right-hand side in Myokit syntax, in the file's own units}, applied first (a per-model fix, e.g. a singularity
+    the automatic guard misses, or a documented departure from the file). Raises CellModelError (one line)."""
+    myokit = _myokit()
+    path = Path(path)
+    if not path.is_file():
+        raise CellModelError(f"{path}: no such CellML file")
+    importer = myokit.formats.importer("cellml")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = importer.model(str(path))
+    except Exception as e:                                           # myokit.formats.cellml.CellMLImporterError, ...
+        raise CellModelError(f"{path}: not a CellML model Myokit can read: {_first_line(e)}") from None
+    for qname, text in sorted((patches or {}).items()):
+        try:
+            var = m.get(qname)
+            var.set_rhs(myokit.parse_expression(text, context=var.parent()))
+        except Exception as e:
+            raise CellModelError(f"{path}: patch of {qname}: {_first_line(e)}") from None
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):   # overflow in an unused branch, etc.
+            warnings.simplefilter("ignore")
+            _prepare(m, path)
+    except CellModelError:
+        raise
+    except Exception as e:                                           # Myokit's own checks (units, cycles, ...)
+        raise CellModelError(f"{path}: {_first_line(e)}") from None
+    return m
+
+
+def _first_line(e) -> str:
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:300]
+
+
+def _annotated(m, term, ids=None):
+    """The variable annotated with the oxmeta ``term`` (RDF, as Myokit reads it; else, in ``ids`` from
+    :func:`_cmeta_ids`, an older file's cmeta:id)."""
+    for v in m.variables(deep=True):
+        if v.meta.get("oxmeta") == term:
+            return v
+    where = (ids or {}).get(term)
+    if where and where[0] in m and where[1] in m.get(where[0]):
+        return m.get(where[0]).get(where[1])
+    return None
+
+
+def _cmeta_ids(path) -> dict:
+    """cmeta:id -> (component, variable) of a CellML file: older Chaste files name V and the stimulus only so."""
+    import xml.etree.ElementTree as ET
+    ids: dict = {}
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError):
+        return ids
+    for comp in root.iter():
+        if not comp.tag.endswith("}component"):
+            continue
+        for var in comp:
+            if var.tag.endswith("}variable"):
+                for k, val in var.attrib.items():
+                    if k.endswith("}id") and val not in ids:
+                        ids[val] = (comp.get("name"), var.get("name"))
+    return ids
+
+
+def membrane_potential(m, path="model", ids=None):
+    v = _annotated(m, "membrane_voltage", ids)
+    if v is None:
+        for name in _V_NAMES:                 # in order: "V" before a gate called "v"
+            cands = [x for x in m.states() if x.name() == name]
+            if len(cands) == 1:
+                v = cands[0]
+                break
+    if v is None or not v.is_state():
+        raise CellModelError(f"{path}: no membrane potential (no state annotated oxmeta:membrane_voltage or "
+                             f"named {'/'.join(_V_NAMES)})")
+    return v
+
+
+def _prepare(m, path):
+    myokit = _myokit()
+    ids = _cmeta_ids(path)
+    m.remove_derivative_references()
+    t = m.time()
+    if t is None:
+        raise CellModelError(f"{path}: no time variable")
+    v = membrane_potential(m, path, ids)
+    try:
+        t.convert_unit("ms")
+        v.convert_unit("mV")
+    except myokit.IncompatibleUnitError as e:
+        raise CellModelError(f"{path}: cannot convert {v.qname()} to mV / time to ms: {_first_line(e)}") from None
+    order = [v] + [s for s in m.states() if s is not v]
+    m.reorder_state(order)
+    v.set_label("membrane_potential")
+
+    stim = _annotated(m, "membrane_stimulus_current", ids)
+    if stim is None:
+        for name in _STIM_NAMES:
+            cands = [x for x in m.variables(deep=True) if x.name() == name]
+            if len(cands) == 1:
+                stim = cands[0]
+                break
+    if stim is None:
+        raise CellModelError(f"{path}: no stimulus variable (none annotated oxmeta:membrane_stimulus_current or "
+                             f"named {'/'.join(_STIM_NAMES[:4])})")
+    if stim.is_state():
+        raise CellModelError(f"{path}: stimulus variable {stim.qname()} is a state; cannot bind cardiosim's stimulus")
+    comp = m.add_component_allow_renaming("cardiosim")
+    i_stim = comp.add_variable("i_stim")
+    i_stim.set_unit(myokit.parse_unit("A/F"))
+    i_stim.set_rhs(0)
+    i_stim.set_binding("pace")
+    stim.set_rhs(_stimulus_expression(m, stim, i_stim, path, ids))
+    for child in list(stim.variables()):          # a nested pulse-train definition goes with the old equation
+        stim.remove_variable(child, recursive=True)
+    _remove_unused(m)
+    m.meta["cardiosim_stimulus_note"] = _fix_stimulus_sign(m, stim, path)
+    if list(t.refs_by()):
+        users = ", ".join(sorted(x.qname() for x in t.refs_by()))
+        raise CellModelError(f"{path}: equations use the time itself ({users}); cardiosim's kernels are autonomous "
+                             f"apart from the stimulus")
+
+
+def _stimulus_expression(m, stim, i_stim, path, ids):
+    """i_model = factor · i_stim [· C_m] in the stimulus variable's own units."""
+    myokit = _myokit()
+    A_per_F = myokit.parse_unit("A/F")
+    unit = stim.unit()
+    name = myokit.Name(i_stim)
+    if unit is None or unit == myokit.units.dimensionless:
+        return name
+    try:
+        return myokit.Multiply(myokit.Number(myokit.Unit.conversion_factor(A_per_F, unit).value()), name)
+    except myokit.IncompatibleUnitError:
+        pass
+    cm = _annotated(m, "membrane_capacitance", ids)
+    if cm is None:
+        cands = [x for x in m.variables(deep=True) if x.name() in ("Cm", "C_m", "Cap", "C", "cm", "Acap")]
+        cm = cands[0] if cands else None
+    if cm is not None and cm.unit() is not None:
+        try:
+            f = myokit.Unit.conversion_factor(A_per_F * cm.unit(), unit).value()
+            return myokit.Multiply(myokit.Multiply(myokit.Number(f), name), myokit.Name(cm))
+        except myokit.IncompatibleUnitError:
+            pass
+    raise CellModelError(f"{path}: stimulus variable {stim.qname()} is in {unit}, which is neither a current per "
+                         f"capacitance nor, with a capacitance variable, a current or current density")
+
+
+def _fix_stimulus_sign(m, stim, path):
+    """dV/dt must change by -1 mV/ms per µA/µF of i_stim (the ionic sign convention); flip a model written the
+    other way, refuse one where it does not."""
+    myokit = _myokit()
+    d0 = m.evaluate_derivatives(inputs={"pace": 0.0}, ignore_errors=True)[0]
+    d1 = m.evaluate_derivatives(inputs={"pace": 1.0}, ignore_errors=True)[0]
+    s = d1 - d0
+    if abs(s + 1.0) < 1e-6:
+        return ""
+    if not (math.isfinite(s) and s != 0.0):
+        raise CellModelError(f"{path}: stimulus variable {stim.qname()}: dV/dt changes by {s:.6g} mV/ms per µA/µF "
+                             f"of stimulus; cannot bind it")
+    # The opposite sign convention, or units that do not say what the equations do (a current in pA/pF divided
+    # by a capacitance in pF): scale so that the stimulus does what cardiosim promises, and say so.
+    stim.set_rhs(myokit.Multiply(myokit.Number(-1.0 / s), stim.rhs()))
+    return f"stimulus scaled by {-1.0 / s:.6g} (dV/dt changed by {s:.6g} mV/ms per µA/µF as written)"
+
+
+def _remove_unused(m):
+    while True:
+        unused = [x for x in m.variables(deep=True)
+                  if not x.is_state() and not list(x.refs_by()) and x.binding() is None and x.label() is None
+                  and x is not m.time() and not list(x.variables())]
+        if not unused:
+            return
+        for x in unused:
+            x.parent().remove_variable(x)
+
+
+def generate(path, patches=None) -> dict:
+    """Everything the model classes and kernels need, as plain data (JSON-able) and source texts:
+    {"states", "parameters", "derived", "gates", "singularities", "c_header", "numpy_source", ...}."""
+    myokit = _myokit()
+    path = Path(path)
+    m = load_myokit(path, patches)
+    v = m.label("membrane_potential")
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        singular = singularities.guard(m, v)
+    kname = "cellml_" + _digest(path, patches)[:16]
+    g = cellml_codegen.write(m, kname, path.name, GENERATOR_VERSION)
+    names, gates = g["names"], g["gates"]
+    i_stim = m.binding("pace")
+
+    def unit(x):
+        u = x.unit()
+        return "" if u is None else str(u).strip("[]")
+
+    return {
+        "file": path.name, "source": str(path.resolve()), "model_name": m.name(), "kernel_name": kname,
+        "generator": GENERATOR_VERSION, "myokit": myokit.__version__,
+        "states": [{"name": names.user[s], "initial": s.initial_value(True), "unit": unit(s),
+                    "gate": s in gates} for s in g["states"]],
+        "parameters": [{"name": names.user[x], "value": x.eval(), "unit": unit(x)} for x in g["literals"]],
+        "derived": [names.user[x] for x in g["derived"]],
+        "gates": [names.user[s] for s in g["states"] if s in gates],
+        "stimulus": ", ".join(names.user[x] for x in i_stim.refs_by()),
+        "stimulus_note": m.meta.get("cardiosim_stimulus_note", ""),
+        "singularities": [[q, v0] for q, v0 in singular],
+        "c_header": g["c_header"], "numpy_source": g["numpy_source"],
+    }
+
+
+def _digest(path: Path, patches=None) -> str:
+    """The cache key: the file's bytes, the patches, the generator (its version and its sources: an edit to them
+    cannot leave stale generated code behind) and Myokit's version."""
+    myokit = _myokit()
+    h = hashlib.sha256(path.read_bytes())
+    if patches:
+        h.update(json.dumps(sorted(patches.items())).encode())
+    for src in (__file__, cellml_codegen.__file__, singularities.__file__):
+        h.update(Path(src).read_bytes())
+    h.update(f"\0generator {GENERATOR_VERSION}\0myokit {myokit.__version__}".encode())
+    return h.hexdigest()
+
+
+# -- the per-machine cache ------------------------------------------------------------------------------------------
+def generated(path, patches=None) -> tuple[dict, Path]:
+    """(generate(path) without the sources, the cache folder holding ``<kernel_name>.h`` and ``numpy_rhs.py``);
+    generated on first use."""
+    from ..ode.native import _lock, cache_dir
+    path = Path(path)
+    if not path.is_file():
+        raise CellModelError(f"{path}: no such CellML file")
+    d = cache_dir("cellml") / _digest(path, patches)[:32]
+    meta = d / "model.json"
+    if not meta.is_file():
+        with _lock(d.parent / (d.name + ".lock")):
+            if not meta.is_file():
+                g = generate(path, patches)
+                tmp = Path(tempfile.mkdtemp(dir=d.parent, prefix=d.name + "."))
+                try:
+                    (tmp / f"{g['kernel_name']}.h").write_text(g.pop("c_header"))
+                    (tmp / "numpy_rhs.py").write_text(g.pop("numpy_source"))
+                    (tmp / "model.json").write_text(json.dumps(g, indent=1))
+                    if d.exists():                       # a stale half (cannot happen with the lock; be safe)
+                        shutil.rmtree(d)
+                    os.replace(tmp, d)
+                finally:
+                    if tmp.exists():
+                        shutil.rmtree(tmp)
+    return json.loads(meta.read_text()), d
+
+
+_CLASSES: dict[str, type] = {}
+
+
+def model_class(path, patches=None) -> type[CellModel]:
+    """The CellModel subclass of a CellML file (generated, or from the cache); ``patches`` as for
+    :func:`load_myokit`."""
+    path = Path(path)
+    key = (str(path.resolve()) if path.is_file() else str(path)) + json.dumps(sorted((patches or {}).items()))
+    if key not in _CLASSES:
+        meta, d = generated(path, patches)
+        ns: dict = {}
+        src = d / "numpy_rhs.py"
+        exec(compile(src.read_text(), str(src), "exec"), ns)
+        _CLASSES[key] = _make_class(meta, d, ns["derived"], ns["step"], path)
+    return _CLASSES[key]
+
+
+def _make_class(meta, d, derived_fn, step_fn, path):
+    states = []
+    for i, s in enumerate(meta["states"]):
+        if i == 0:
+            states.append(State(s["name"], s["initial"], "mV", "membrane potential", -300.0, 300.0))
+        elif s["gate"]:
+            states.append(State(s["name"], s["initial"], s["unit"], "gate", -_GATE_TOL, 1.0 + _GATE_TOL))
+        else:
+            states.append(State(s["name"], s["initial"], s["unit"]))
+    params = {p["name"]: Parameter(p["value"], p["unit"]) for p in meta["parameters"]}
+    attrs = {
+        "name": path.stem, "source": str(path), "states": tuple(states), "parameters": params,
+        "kernel_name": meta["kernel_name"], "kernel_header_dir": d,
+        "PARAMETER_ORDER": tuple(params), "DERIVED_ORDER": tuple(meta["derived"]),
+        "gates": tuple(i for i, s in enumerate(meta["states"]) if s["gate"]),
+        "singularities": tuple(tuple(x) for x in meta["singularities"]),
+        "_derived_fn": staticmethod(derived_fn), "_step_fn": staticmethod(step_fn),
+    }
+    cls_name = "CellML_" + re.sub(r"\W", "_", path.stem)
+    return type(cls_name, (GeneratedCellModel,), attrs)
+
+
+class GeneratedCellModel(CellModel):
+    """Base of the classes :func:`model_class` makes; the NumPy right-hand side is the generated ``numpy_rhs.py``."""
+
+    source = ""
+    gates: tuple[int, ...] = ()
+    singularities: tuple = ()
+    kernel_header_dir: Path | None = None
+
+    def parameter_vector(self) -> np.ndarray:
+        c = np.array([self.p[k] for k in self.PARAMETER_ORDER] + [0.0] * len(self.DERIVED_ORDER), dtype=np.float64)
+        with np.errstate(all="ignore"):
+            self._derived_fn(c)
+        return c
+
+    def derived_values(self) -> dict:
+        c = self.parameter_vector()
+        return dict(zip(self.DERIVED_ORDER, c[len(self.PARAMETER_ORDER):]))
+
+    def _vector(self):
+        key = tuple(self.p.values())
+        if getattr(self, "_c_key", None) != key:
+            self._c, self._c_key = self.parameter_vector(), key
+        return self._c
+
+    def rhs(self, t, y, i_stim, dydt):
+        with np.errstate(all="ignore"):       # numpy.select evaluates both branches of a piecewise
+            self._step_fn(y, i_stim, self._vector(), dydt, 0.0, False)
+
+    def rush_larsen(self, y, t, dt, i_stim, work=None):
+        """One Rush–Larsen step of ``dt`` ms in place: the gates of ``self.gates`` exactly for frozen V, the
+        other states by Forward Euler (as ``<kernel_name>_rush_larsen`` in the generated header)."""
+        out = np.empty_like(y) if work is None else work
+        with np.errstate(all="ignore"):
+            self._step_fn(y, i_stim, self._vector(), out, dt, True)
+        y[...] = out
+
+
+def cached() -> list[dict]:
+    """The models generated on this machine so far (their model.json; the newest generation of each file name)."""
+    from ..ode.native import cache_dir
+    rows = {}
+    for meta in sorted(cache_dir("cellml").glob("*/model.json"), key=lambda q: q.stat().st_mtime):
+        try:
+            row = json.loads(meta.read_text())
+        except (OSError, ValueError):
+            continue
+        rows[row["file"]] = row
+    return [rows[k] for k in sorted(rows)]
+
+
+def describe(cls) -> str:
+    """The text of ``cardiosim model info``."""
+    meta = json.loads((Path(cls.kernel_header_dir) / "model.json").read_text())
+    lines = [f"{meta['file']}: CellML model '{meta['model_name']}', generated by cardiosim (generator "
+             f"{meta['generator']}, Myokit {meta['myokit']}) into {cls.kernel_header_dir}",
+             f"stimulus: cardiosim's i_stim (µA/µF, negative depolarises) drives {meta['stimulus']}"
+             + (f"; {meta['stimulus_note']}" if meta.get("stimulus_note") else ""),
+             "", f"states ({len(cls.states)}; Rush-Larsen gates marked *):"]
+    for i, st in enumerate(cls.states):
+        lines.append(f"  {'*' if i in cls.gates else ' '} {st.name:<28} {st.initial:< 22.15g} {st.unit}")
+    lines += ["", f"gates ({len(cls.gates)}): {', '.join(cls.states[i].name for i in cls.gates) or 'none'}", "",
+              f"parameters ({len(cls.parameters)}; override by name in cell.parameters or --param):"]
+    for name, p in cls.parameters.items():
+        lines.append(f"    {name:<40} {p.value:< 22.15g} {p.unit}")
+    lines += ["", f"removable singularities guarded ({len(cls.singularities)}): "
+              + (", ".join(f"{q} at V = {v0:.6g} mV" for q, v0 in cls.singularities) or "none")]
+    return "\n".join(lines) + "\n"
+
+
+def is_cellml(name: str) -> bool:
+    return str(name).lower().endswith(".cellml")

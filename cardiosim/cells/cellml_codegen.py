@@ -1,0 +1,176 @@
+"""C and NumPy sources of a prepared Myokit cell model (cardiosim/cells/cellml.py prepares it and caches the output).
+
+The C header has the shape of kernels/tt06.h: ``<name>_step_`` evaluates every equation once and writes either
+dy/dt or one Rush–Larsen step (the gates x <- x_inf + (x − x_inf)·exp(−dt/τ), the rest Forward Euler), and the entry
+points ``<name>_rhs`` and ``<name>_rush_larsen`` call it; CS_FN, CS_PARAM and CS_PARAM_ARG as in kernels/bondarenko.h,
+so the CPU driver and the fused CUDA kernel take it unchanged. The NumPy module has the same body, vectorised over
+cells (``step``), and ``derived`` fills the parameter vector's derived constants. Expressions are Myokit's own
+(AnsiCExpressionWriter, NumPyExpressionWriter); the gates are those myokit.lib.hh recognises.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+
+
+class Names:
+    """User-facing names (short where unique, else component.name) and identifiers for C and Python."""
+
+    def __init__(self, m):
+        counts = {}
+        for x in m.variables(deep=True):
+            counts[x.name()] = counts.get(x.name(), 0) + 1
+        self.user, self.ident = {}, {}
+        taken = set()
+        for x in m.variables(deep=True):
+            user = x.name() if counts[x.name()] == 1 else x.qname()
+            ident = re.sub(r"\W", "_", "v_" + x.qname().replace(".", "__"))
+            while ident in taken or keyword.iskeyword(ident):
+                ident += "_"
+            taken.add(ident)
+            self.user[x], self.ident[x] = user, ident
+
+
+def gates_of(m, v) -> dict:
+    """{state: ("inf-tau", x_inf, tau) or ("alpha-beta", alpha, beta)} for the states myokit.lib.hh recognises as
+    Hodgkin–Huxley gates of the membrane potential ``v`` (variables or expressions)."""
+    import myokit.lib.hh as hh
+    gates = {}
+    for s in list(m.states())[1:]:
+        try:
+            if hh.has_inf_tau_form(s, v):
+                gates[s] = ("inf-tau", *hh.get_inf_and_tau(s, v))
+            elif hh.has_alpha_beta_form(s, v):
+                gates[s] = ("alpha-beta", *hh.get_alpha_and_beta(s, v))
+        except Exception:                                    # a shape hh does not handle: Forward Euler
+            pass
+    return gates
+
+
+def ordered(m):
+    """Every variable with an equation, in an order in which each comes after those it uses."""
+    out, seen = [], set()
+    for eqs in m.solvable_order().values():
+        for eq in eqs:
+            var = eq.lhs.var()
+            if var not in seen:
+                seen.add(var)
+                out.append(var)
+    return out
+
+
+def write(m, kname: str, origin: str, generator: str) -> dict:
+    """{"c_header", "numpy_source", "names" (Names), "states", "literals", "derived", "gates"} for the prepared
+    model ``m`` (V first, the stimulus bound to ``pace``). ``kname``: the C name prefix; ``origin``, ``generator``:
+    for the files' first line. Parameter vector: the literals, then the derived constants."""
+    import myokit
+    from myokit.formats.ansic import AnsiCExpressionWriter
+    from myokit.formats.python import NumPyExpressionWriter
+    v = m.label("membrane_potential")
+    names = Names(m)
+    states = list(m.states())
+    literals = [x for x in m.variables(deep=True) if x.is_literal() and x.binding() is None
+                and not x.is_state() and x is not m.time()]
+    derived = [x for x in ordered(m) if x.is_constant() and not x.is_literal()]
+    # intermediates and derivatives in one solvable order: a model may use dot(x) in another equation
+    body = [x for x in ordered(m) if not x.is_constant() and x.binding() is None and x is not m.time()]
+    i_stim = m.binding("pace")
+    pindex = {x: i for i, x in enumerate(literals + derived)}
+    gates = gates_of(m, v)
+    sidx = {s: i for i, s in enumerate(states)}
+
+    def c_name(lhs):
+        var = lhs.var()
+        if isinstance(lhs, myokit.Derivative):
+            return f"d_{sidx[var]}"
+        if var is i_stim:
+            return "i_stim"
+        if var in pindex:
+            return f"CS_PARAM({pindex[var]})"
+        return names.ident[var]
+    cw = AnsiCExpressionWriter()
+    cw.set_lhs_function(c_name)
+
+    def py_name(lhs):
+        var = lhs.var()
+        if isinstance(lhs, myokit.Derivative):
+            return f"d_{sidx[var]}"
+        if var is i_stim:
+            return "i_stim"
+        if var in pindex:
+            return f"c[{pindex[var]}]"
+        return names.ident[var]
+    pw = NumPyExpressionWriter()
+    pw.set_lhs_function(py_name)
+
+    def gate_parts(writer, s):
+        kind, a, b = gates[s]
+        ex = writer.ex
+        ea = ex(myokit.Name(a)) if isinstance(a, myokit.Variable) else ex(a)
+        eb = ex(myokit.Name(b)) if isinstance(b, myokit.Variable) else ex(b)
+        if kind == "inf-tau":
+            return ea, f"(1.0 / ({eb}))"
+        return f"({ea}) / (({ea}) + ({eb}))", f"(({ea}) + ({eb}))"
+
+    up = kname.upper()
+    n_s, n_p = len(states), len(literals) + len(derived)
+    c = [f"/* {kname}.h: generated by cardiosim/cells/cellml.py (generator {generator}, Myokit "
+         f"{myokit.__version__}) from {origin}; do not edit.",
+         " * Conventions: kernels/bondarenko.h (CS_FN, CS_PARAM, CS_PARAM_ARG). Units: ms, mV; i_stim in µA/µF, "
+         "negative depolarises.",
+         f" * Rush-Larsen: {len(gates)} gates exactly for frozen V, the other states by Forward Euler. */",
+         f"#ifndef CARDIOSIM_{up}_H", f"#define CARDIOSIM_{up}_H", "#ifndef __CUDACC__", "#include <math.h>",
+         "#endif", "#ifndef CS_FN", "#define CS_FN static inline", "#endif", "#ifndef CS_PARAM_ARG",
+         "#define CS_PARAM_ARG , const double *p", "#endif", "#ifndef CS_PARAM", "#define CS_PARAM(i) (p[(i)])",
+         "#endif", f"#define {up}_N_STATES {n_s}", f"#define {up}_N_PARAMS {n_p}", "",
+         f"CS_FN void {kname}_step_(const double *y, double *out, double i_stim, double dt, int rl, "
+         "const double *p)", "{", "    (void)p; (void)dt; (void)i_stim;"]
+    for s in states:
+        c.append(f"    const double {names.ident[s]} = y[{sidx[s]}];")
+    for x in body:
+        lhs = f"d_{sidx[x]}" if x.is_state() else names.ident[x]
+        c.append(f"    const double {lhs} = {cw.ex(x.rhs())};")
+    c.append("    if (rl) {")
+    for s in states:
+        i = sidx[s]
+        if s in gates:
+            inf, rate = gate_parts(cw, s)
+            c.append(f"        {{ const double inf_ = {inf}; out[{i}] = inf_ + ({names.ident[s]} - inf_) * "
+                     f"exp(-dt * {rate}); }}")
+        else:
+            c.append(f"        out[{i}] = {names.ident[s]} + dt * d_{i};")
+    c.append("    } else {")
+    c += [f"        out[{i}] = d_{i};" for i in range(n_s)]
+    c += ["    }", "}", "",
+          f"CS_FN void {kname}_rhs(const double *y, double *dydt, double i_stim CS_PARAM_ARG)",
+          f"{{\n    {kname}_step_(y, dydt, i_stim, 0.0, 0, &CS_PARAM(0));\n}}", "",
+          f"CS_FN void {kname}_rush_larsen(double *y, double dt, double i_stim CS_PARAM_ARG)",
+          f"{{\n    {kname}_step_(y, y, i_stim, dt, 1, &CS_PARAM(0));\n}}", f"#endif /* CARDIOSIM_{up}_H */", ""]
+
+    py = [f"# generated by cardiosim/cells/cellml.py (generator {generator}) from {origin}; do not edit",
+          "import numpy", "", "", "def derived(c):",
+          "    \"\"\"c: the parameter vector, its derived slots filled in place.\"\"\""]
+    for x in derived:
+        py.append(f"    c[{pindex[x]}] = {pw.ex(x.rhs())}")
+    py += ["", "", "def step(y, i_stim, c, out, dt, rl):"]
+    for s in states:
+        py.append(f"    {names.ident[s]} = y[{sidx[s]}]")
+    for x in body:
+        lhs = f"d_{sidx[x]}" if x.is_state() else names.ident[x]
+        py.append(f"    {lhs} = {pw.ex(x.rhs())}")
+    py.append("    if rl:")
+    for s in states:
+        i = sidx[s]
+        if s in gates:
+            inf, rate = gate_parts(pw, s)
+            py.append(f"        inf_ = {inf}")
+            py.append(f"        out[{i}] = inf_ + ({names.ident[s]} - inf_) * numpy.exp(-dt * {rate})")
+        else:
+            py.append(f"        out[{i}] = {names.ident[s]} + dt * d_{i}")
+    py.append("    else:")
+    py += [f"        out[{i}] = d_{i}" for i in range(n_s)]
+    py.append("")
+
+    return {"c_header": "\n".join(c), "numpy_source": "\n".join(py), "names": names, "states": states,
+            "literals": literals, "derived": derived, "gates": gates}
