@@ -90,6 +90,19 @@ def main(argv=None):
             N = A.getSize()[0]
             db = cuda.to_device(np.random.default_rng(0).standard_normal(N))
             dx = cuda.mem_alloc(N * 8)
+            # the coarsest (pseudo-)inverse: eigendecomposition on the host against Gauss–Jordan on the device
+            t0 = time.perf_counter()
+            G_eig = multigrid.Hierarchy.eig_inverse(h.coarse_matrix, h.singular)
+            t_eig = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            gj = multigrid.VCycle(h, gpu=True, coarse="gauss-jordan")
+            ctx.synchronize()
+            t_gj = time.perf_counter() - t0
+            G_gj = gj.coarse_inverse()
+            gj.destroy()
+            print(f"  coarsest {h.coarse_matrix.shape[0]} nodes: inverse by eigendecomposition on the host "
+                  f"{1e3 * t_eig:.1f} ms; loading the V-cycle with Gauss–Jordan on the device {1e3 * t_gj:.1f} ms; "
+                  f"max |GJ - eig| / max |eig| = {np.abs(G_gj - G_eig).max() / np.abs(G_eig).max():.1e}")
             for sweeps in args.sweeps:
                 vc = multigrid.VCycle(h, gpu=True, omega=args.omega, sweeps=sweeps, graphs=not args.no_graphs)
                 for _ in range(3):
