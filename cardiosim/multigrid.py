@@ -33,13 +33,12 @@ import hashlib
 import itertools
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
 from petsc4py import PETSc
 
-from .ode.native import _lock, cache_dir, kernel_dir
+from .ode.native import cache_dir, compile_once, kernel_dir
 
 SOURCE = "stencil_mg.cpp"
 COARSE_SOLVES = ("eig", "gauss-jordan")
@@ -227,22 +226,7 @@ def _build(gpu: bool) -> Path:
         raise RuntimeError(f"multigrid: the compiler '{version[0]}' does not run ({e})") from e
     h = hashlib.sha256("\0".join([src.read_text(), *cmd, v]).encode()).hexdigest()[:20]
     out = cache_dir("native") / f"stencil_mg_{'cuda' if gpu else 'cpu'}_{h}.so"
-    if out.exists():
-        return out
-    with _lock(out.parent / (out.name + ".lock")):
-        if out.exists():
-            return out
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem + ".", suffix=".tmp")
-        os.close(fd)
-        try:
-            r = subprocess.run([*cmd, str(src), "-o", tmp], capture_output=True, text=True)
-            if r.returncode != 0:
-                raise RuntimeError(f"multigrid: compiling {SOURCE} failed:\n{' '.join(cmd)}\n{r.stderr}")
-            os.replace(tmp, out)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    return out
+    return compile_once(out, lambda tmp: [*cmd, str(src), "-o", tmp], f"multigrid: compiling {SOURCE}")
 
 
 def _gpu_arch() -> str:

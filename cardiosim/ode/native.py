@@ -110,6 +110,15 @@ def build(kernel_name: str, header_text: str | None = None, integrator: str = "f
     h.update(" ".join((cc,) + CFLAGS + defines + LIBS).encode())   # not -I: the sources are hashed
     h.update(_compiler_version(cc).encode())
     out = cache_dir() / f"{kernel_name}_cpu_{h.hexdigest()[:20]}.so"
+    return compile_once(out, lambda tmp: [cc, *cmd_flags, str(kdir / DRIVER), "-o", tmp, *LIBS],
+                        f"native backend: compiling {kernel_name}")
+
+
+def compile_once(out: Path, command, what: str) -> Path:
+    """``out`` (a path in the cache whose name hashes everything that went into it), built by running
+    ``command(tmp)`` (the compiler's argv writing to ``tmp``) unless it exists: under a lock, to a temporary file in
+    the same folder renamed into place, so that ranks starting together neither race nor load a half-written file.
+    ``what`` starts the error message."""
     if out.exists():
         return out
     with _lock(out.parent / (out.name + ".lock")):
@@ -118,10 +127,10 @@ def build(kernel_name: str, header_text: str | None = None, integrator: str = "f
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem + ".", suffix=".tmp")
         os.close(fd)
         try:
-            cmd = [cc, *cmd_flags, str(kdir / DRIVER), "-o", tmp, *LIBS]
+            cmd = command(tmp)
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
-                raise RuntimeError(f"native backend: compiling {kernel_name} failed:\n{' '.join(cmd)}\n{r.stderr}")
+                raise RuntimeError(f"{what} failed:\n{' '.join(cmd)}\n{r.stderr}")
             os.replace(tmp, out)
         finally:
             if os.path.exists(tmp):
