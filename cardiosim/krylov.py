@@ -64,18 +64,8 @@ class StencilCG:
     def solve(self, ksp, b, x):
         rtol, atol, dtol, maxit = ksp.getTolerances()
         zero = not ksp.getInitialGuessNonzero()
-        if self.vcycle.gpu:
-            bp, xp = b.getCUDAHandle("r"), x.getCUDAHandle("rw")
-            try:
-                its, rnorm, reason = self.vcycle.cg(self.precond, int(bp), int(xp), rtol, atol, dtol, maxit, zero)
-            finally:
-                b.restoreCUDAHandle(bp, "r")
-                x.restoreCUDAHandle(xp, "rw")
-        else:
-            ba = b.getArray(readonly=True)
-            xa = x.getArray()
-            its, rnorm, reason = self.vcycle.cg(self.precond, ba.ctypes.data, xa.ctypes.data, rtol, atol, dtol,
-                                                maxit, zero)
+        with multigrid.addresses(self.vcycle.gpu, (b, "r"), (x, "rw")) as (bp, xp):
+            its, rnorm, reason = self.vcycle.cg(self.precond, bp, xp, rtol, atol, dtol, maxit, zero)
         ksp.setIterationNumber(its)
         ksp.setResidualNorm(rnorm)
         ksp.setConvergedReason(reason)

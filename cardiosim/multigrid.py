@@ -33,6 +33,7 @@ import hashlib
 import itertools
 import os
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -344,6 +345,23 @@ class VCycle:
 
 # --- the PETSc preconditioner ------------------------------------------------------------------------------------
 
+@contextmanager
+def addresses(gpu: bool, *vecs):
+    """Raw addresses of PETSc vectors' data, for (Vec, mode) pairs (mode "r", "w" or "rw"): device memory
+    (``getCUDAHandle``, no copies) for the GPU build, the host arrays otherwise."""
+    if not gpu:
+        yield [v.getArray(readonly=mode == "r").ctypes.data for v, mode in vecs]
+        return
+    handles = []
+    try:
+        for v, mode in vecs:
+            handles.append(v.getCUDAHandle(mode))
+        yield [int(h) for h in handles]
+    finally:
+        for (v, mode), h in zip(vecs, handles):
+            v.restoreCUDAHandle(h, mode)
+
+
 class StencilMG:
     """PC type python context: the V-cycle on the PC's operator, on the grid of the PC's DM (a DMDA).
 
@@ -380,17 +398,8 @@ class StencilMG:
                              self.graphs, self.coarse)
 
     def apply(self, pc, x, y):
-        if self.vcycle.gpu:
-            xp, yp = x.getCUDAHandle("r"), y.getCUDAHandle("w")
-            try:
-                self.vcycle.apply(int(xp), int(yp))
-            finally:
-                x.restoreCUDAHandle(xp, "r")
-                y.restoreCUDAHandle(yp, "w")
-        else:
-            xa = x.getArray(readonly=True)
-            ya = y.getArray()
-            self.vcycle.apply(xa.ctypes.data, ya.ctypes.data)
+        with addresses(self.vcycle.gpu, (x, "r"), (y, "w")) as (xp, yp):
+            self.vcycle.apply(xp, yp)
 
     def view(self, pc, viewer):
         h = self.hierarchy
