@@ -261,6 +261,7 @@ def library(gpu: bool) -> ctypes.CDLL:
         lib.smg_apply_timed.argtypes, lib.smg_apply_timed.restype = [p, p, p, p], i
         lib.smg_destroy.argtypes, lib.smg_destroy.restype = [p], None
         lib.smg_use_graphs.argtypes, lib.smg_use_graphs.restype = [p, i], None
+        lib.smg_set_block.argtypes, lib.smg_set_block.restype = [i], i
         _libs[gpu] = lib
     return _libs[gpu]
 

@@ -35,8 +35,9 @@ template <class F> __global__ void each_kernel(long n, F f) {
 /* Where launches go: the legacy default stream (ordered with PETSc's operations), or the stream a CUDA graph of
  * the V-cycle is being captured on. */
 static cudaStream_t stream_now = 0;
+static int block_size = 256;        /* threads per block of the parallel loops (smg_set_block: the launch-shape study) */
 template <class F> void each(long n, F f) {
-    if (n > 0) each_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream_now>>>(n, f);
+    if (n > 0) each_kernel<<<(unsigned)((n + block_size - 1) / block_size), block_size, 0, stream_now>>>(n, f);
 }
 static void *mem_alloc(size_t bytes) { void *p = 0; return cudaMalloc(&p, bytes) == cudaSuccess ? p : 0; }
 static void mem_free(void *p) { if (p) cudaFree(p); }
@@ -650,6 +651,17 @@ int smg_cg(MG *mg, int precond, const double *b, double *x, double rtol, double 
         rn = sqrt(h[3]);
     }
     return launch_error();
+}
+
+/* Threads per block of the parallel loops (GPU build; 32..1024, default 256); returns the value in force. For the
+ * launch-shape study (cardiosim.bench.shapes); graphs captured before keep the shape they were captured with. */
+int smg_set_block(int threads) {
+#ifdef __CUDACC__
+    if (threads >= 32 && threads <= 1024 && threads % 32 == 0) block_size = threads;
+    return block_size;
+#else
+    return threads;
+#endif
 }
 
 /* Graphs on (1, the default) or off (0: every kernel launched from the host each time; for comparisons). */
