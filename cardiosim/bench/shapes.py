@@ -14,7 +14,6 @@ import json
 import sys
 import time
 
-import numpy as np
 
 
 def measure(call, sync, meter, seconds: float) -> dict:
