@@ -47,10 +47,22 @@ def _ijk(r: np.ndarray, dims) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return r % nx, (r // nx) % ny, r // (nx * ny)
 
 
+def stored_nonzeros(A: PETSc.Mat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A's CSR without the explicit zeros (the DMDA preallocates the box pattern even for a star stencil; ICC(0)
+    takes its pattern from the stored entries, and a zero stored between two nodes of one colour would make the
+    triangular solves' levels those of the box pattern). The diagonal is always kept."""
+    indptr, cols, vals = A.getValuesCSR()
+    rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    keep = (vals != 0) | (rows == cols)
+    counts = np.bincount(rows[keep], minlength=len(indptr) - 1)
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(PETSc.IntType)
+    return indptr, cols[keep].astype(PETSc.IntType), vals[keep]
+
+
 def is_box(A: PETSc.Mat, dims) -> bool:
-    """True where some row couples diagonal neighbours (offsets in two or more dimensions): a box stencil. Refuses
-    couplings beyond one grid step (parity colouring would not separate them)."""
-    indptr, cols, _ = A.getValuesCSR()
+    """True where some row couples diagonal neighbours (offsets in two or more dimensions, nonzero value): a box
+    stencil. Refuses couplings beyond one grid step (parity colouring would not separate them)."""
+    indptr, cols, _ = stored_nonzeros(A)
     rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
     d = [np.abs(a - b) for a, b in zip(_ijk(cols.astype(np.int64), dims), _ijk(rows, dims))]
     if max(x.max(initial=0) for x in d) > 1:
@@ -107,7 +119,7 @@ class ColouredICC:
         dims = dm.getSizes()
         kind = A.getType()
         self.gpu = "cusparse" in kind.lower()
-        host = PETSc.Mat().createAIJ(size=A.getSize(), csr=A.getValuesCSR(), comm=PETSc.COMM_SELF)
+        host = PETSc.Mat().createAIJ(size=A.getSize(), csr=stored_nonzeros(A), comm=PETSc.COMM_SELF)
         box = is_box(host, dims)
         colours = colouring(dims, box)
         self.colours = int(colours.max()) + 1
