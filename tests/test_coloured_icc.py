@@ -167,3 +167,24 @@ def test_gauss_jordan_coarse_inverse_times_coarse_operator_is_identity_off_the_n
     print(f"\n{system}: coarsest {n} nodes, max |G Ac - I_complement| = {err:.1e}")
     assert err < 1e-9
     assert np.abs(Ac @ G - want).max() < 1e-9
+
+
+def test_cpu_bidomain_run_with_coloured_icc_equals_default(tmp_path):
+    """`cardiosim run` (cpu placement, 33 × 17 bidomain sheet, TT06) with coloured ICC(0) for both systems, sell
+    storage for the parabolic one, equals the default run (block Jacobi/ILU, PCMG) within the solver tolerance."""
+    require_gcc()
+    from test_resident_gpu import CPU, contents, run, summary, write_config
+    cfg = write_config(tmp_path, "tt06", "bidomain", "2D", duration=2.0)
+    default, _ = run(tmp_path, cfg, "default", CPU)
+    cicc = ["-parabolic_pc_type", "python", "-parabolic_pc_python_type", coloured_icc.PYTHON_TYPE,
+            "-parabolic_cicc_mat_type", "sell",
+            "-elliptic_pc_type", "python", "-elliptic_pc_python_type", coloured_icc.PYTHON_TYPE]
+    out, _ = run(tmp_path, cfg, "cicc", CPU, petsc=cicc)
+    a, b = contents(default), contents(out)
+    assert a["Vm"][-1].max() > 0.0            # the wave started
+    print(f"\niterations: default {summary(default)['iterations']}, coloured ICC {summary(out)['iterations']}")
+    for key in a:
+        if key != "layout":
+            diff = float(np.nanmax(np.abs(a[key] - b[key]))) if np.isfinite(a[key]).any() else 0.0
+            print(f"  {key:<22} max |coloured ICC - default| = {diff:.3g}")
+            assert diff < 1e-6, key
