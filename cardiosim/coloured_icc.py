@@ -141,6 +141,9 @@ class ColouredICC:
         if self.gpu:
             inner.setFactorSolverType("cusparse")
         inner.setFactorLevels(0)
+        # natural: the colour ordering is already in Ap (another ordering would undo it; and cuSPARSE's device
+        # ICC(0) path takes natural ordering only)
+        inner.setFactorOrdering("natural")
         inner.setFactorShift(PETSc.Mat.FactorShiftType.POSITIVE_DEFINITE)
         inner.setFromOptions()
         inner.setUp()
