@@ -134,6 +134,17 @@ def petsc_message(e: PETSc.Error) -> str:
     return lines[-1] if lines else str(e)
 
 
+def _use_krylov_matrix(ksp, A) -> None:
+    """A preconditioner may ask for the Krylov method's products in another storage than the one it factors
+    (cardiosim.coloured_icc: ``cicc_mat_type sell``, PETSc's sliced ELLPACK; PETSc has no ICC for SELL): the KSP's
+    operator becomes that copy, the preconditioner's stays A (unchanged, so the PC is not set up again)."""
+    pc = ksp.getPC()
+    km = getattr(pc.getPythonContext(), "krylov_matrix", None) if pc.getType() == "python" else None
+    if km is not None:
+        ksp.setOperators(km, A)
+        ksp.setUp()
+
+
 class LinearSolver:
     """A KSP for one fixed matrix, with its iteration counts recorded per solve."""
 
@@ -158,6 +169,7 @@ class LinearSolver:
                 ksp.setFromOptions()
                 ksp.setUp()
                 ksp.setUpOnBlocks()
+                _use_krylov_matrix(ksp, A)
             except PETSc.Error as e:
                 raise UserError(f"PETSc options for -{name}_*: {petsc_message(e)}") from None
         self.ksp = ksp
