@@ -451,7 +451,8 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
     # The config fits; the arrays must fit it too, or the file is damaged.
     from . import cells
     n_states = len(cells.model_class(cfg.cell.model).states)
-    shape = tuple(int(round(L / h)) + 1 for L, h in zip(reversed(cfg.grid.size), reversed(cfg.grid.spacing)))
+    from .grid import node_counts
+    shape = tuple(int(n) for n in reversed(node_counts(cfg)))
     want = {"fields/Vm": shape, "fields/phi_e": shape, "states": (n_states, *shape)}
     for k, s in want.items():
         if tuple(meta["shapes"][k]) != s:

@@ -356,7 +356,7 @@ class Output:
         g.attrs["size"] = grid.size
         g.attrs["stencil"] = stencil
         for d, name in enumerate("xyz"[: grid.dim]):
-            g[name] = np.arange(grid.n[d]) * grid.h[d]
+            g[name] = np.arange(grid.n[d]) * grid.h[d] + grid.offset[d]
             g[name].attrs["units"] = "cm"
         # Handles to every dataset a snapshot writes (looking them up by path each time costs more than writing).
         fl = f.create_group("fields")
@@ -370,7 +370,7 @@ class Output:
         for i, (name, node, pos) in enumerate(zip(self.probes.names, self.probes.nodes, self.probes.positions)):
             pg = pr.create_group(name)
             pg.attrs["position"] = pos
-            pg.attrs["node_position"] = np.array(node) * grid.h
+            pg.attrs["node_position"] = grid.node_position(node)
             for fld in self.probes.fields:
                 self.traces[i, fld] = _planned(pg, fld, (n_steps + 1,), "mV")
         f.create_group("solver")

@@ -123,6 +123,8 @@ class Simulation:
         self.last_checkpoint = (ckpt.path, self.t)
 
     def _choose_stencil(self) -> str:
+        if self.cfg.tissue.model == "microscopic":
+            return "faces"   # the microscopic model's per-face 3/5/7-point star (cardiosim.microscopic)
         want = self.cfg.grid.stencil
         cross = self.grid.has_cross_terms(self.grid.fibres(self.cfg.tissue, self.grid.owned))
         if want == "star" and cross:
