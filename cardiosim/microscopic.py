@@ -405,3 +405,14 @@ def global_layout(cfg, grid) -> dict:
         out[f"face_type_{axis}"] = kind
         out[f"face_g_{axis}"] = g
     return out
+
+
+def output_attrs(cfg) -> dict:
+    """What /tissue's attributes say: the face-type codes and the parameters that made the layout."""
+    import json
+    m = cfg.tissue.microscopic
+    return {"model": "microscopic", "face_types": json.dumps({str(k): v for k, v in FACE_TYPES.items()}),
+            "sigma_c_uS_per_um": m.sigma_c, "G_p_uS": m.G_p, "G_i_uS": m.G_i, "G_c_uS": m.G_c,
+            "depth_um": m.depth, "junction_treatment": m.junction_treatment,
+            "description": "cell_id: myocyte of each volume; face_type_<a>/face_g_<a>: type code and conductance "
+                           "(uS) of the face on the + side of each volume along axis a (the last one: boundary)"}

@@ -428,6 +428,19 @@ class Output:
             for k, val in attrs.items():
                 ds.attrs[k] = val
 
+    def write_tissue(self, arrays, attrs: dict) -> None:
+        """The microscopic model's layout as /tissue (``arrays``: a function giving {name: natural-order array},
+        called on rank 0 only; collective)."""
+        def write():
+            g = self.f.require_group("tissue")
+            for k, v in attrs.items():
+                g.attrs[k] = v
+            for name, arr in arrays().items():
+                ds = g.create_dataset(name, data=arr, compression="gzip", compression_opts=1, shuffle=True)
+                ds.attrs["units"] = "uS" if name.startswith("face_g") else "1"
+            self.f.flush()
+        self._on_root("the myocyte layout", write)
+
     def finish(self, timing: dict, iterations: dict, extra: dict) -> None:
         self.flush_probes()
         if self.rank == 0:

@@ -91,6 +91,9 @@ class Simulation:
         self.output = (output.Output(cfg, self.grid, self.path, self.stencil, self.layout, self.comm,
                                      resume=ckpt.output if ckpt else None)
                        if write_output else None)
+        if self.output and not ckpt and cfg.tissue.model == "microscopic":
+            from . import microscopic
+            self.output.write_tissue(lambda: microscopic.global_layout(cfg, self.grid), microscopic.output_attrs(cfg))
         if self.output and self.mode.on_device:
             from .ode.resident import DeviceProbes
             self.output.probes = DeviceProbes(self.output.probes, self.reaction.placement.device)
