@@ -74,6 +74,8 @@ class Layout:
     """
 
     def __init__(self, cfg, n, h_cm):
+        """``h_cm``: the volume size per dimension (cm), grid.spacing as configured: equal spacings give
+        bit-equal extents, so that a face of σ_c·d and a junction G = σ_c·d are the same number."""
         self.m = m = cfg.tissue.microscopic
         self.n = [int(v) for v in n]
         self.dim = len(self.n)
@@ -348,7 +350,7 @@ def _setup(model, grid, cfg) -> None:
     model.M = cell_mass(grid)
     model.rhs = grid.vec()
     model.work = grid.vec()
-    model.layout = Layout(cfg, grid.n, grid.h)
+    model.layout = Layout(cfg, grid.n, cfg.grid.spacing)
     model.faces = model.layout.faces(grid.owned)
     scale = model.layout.coefficient_scale()
     model.coefficients = [g * scale for _, g in model.faces]
@@ -397,7 +399,7 @@ def _solver(name, A, defaults, **kw):
 
 def global_layout(cfg, grid) -> dict:
     """The whole layout as natural-order arrays (z, y, x), for the output file (any rank; no communication)."""
-    lay = Layout(cfg, grid.n, grid.h)
+    lay = Layout(cfg, grid.n, cfg.grid.spacing)
     full = [(0, int(n)) for n in grid.n]
     cid, _, dead = lay.cells(full)
     out = {"cell_id": cid, "non_conducting": dead.astype(np.int8)}
