@@ -26,7 +26,7 @@ H_UM = 8.0                 # volume size (µm)
 # its strips are longer and measured farther from the ends.
 MODELS = {
     "mitchell-schaeffer": {"ode_substeps": 1, "current": -200.0, "variant": "", "n": 1200, "margin_um": 2500.0},
-    "bondarenko": {"ode_substeps": 100, "current": -50.0, "variant": "apical", "n": 480, "margin_um": 1000.0},
+    "bondarenko": {"ode_substeps": 100, "current": -200.0, "variant": "apical", "n": 480, "margin_um": 1000.0},
 }
 
 TEMPLATE = """
