@@ -222,10 +222,78 @@ def block_threshold(model="mitchell-schaeffer", n_l=12, hi=0.5, rel=0.02, **kw) 
     return {"G_star_uS": hi, "blocks_at_uS": lo, "cv_above_cm_per_ms": cv_hi, "runs": runs}
 
 
+PARABOLIC_PCS = {
+    "bjacobi+ilu (default)": {},
+    "jacobi": {"pc_type": "jacobi"},
+    "mg (DMDA, Galerkin)": "mg",
+    "gamg": {"pc_type": "gamg"},
+}
+
+
+def solver_study(n=313, equations="bidomain", repeats=3) -> list[dict]:
+    """Preconditioners for the microscopic matrices of the Table 4.1 twin (default layout) on an n × n sheet:
+    set-up time, CG iterations and time per solve of a front-shaped right-hand side, warm-started as in a run
+    (the initial guess is V* itself). Mitchell–Schaeffer cells: only the matrices matter here."""
+    import time as _time
+    from petsc4py import PETSc
+    from .. import config
+    from ..linear_solvers import (ELLIPTIC_DEFAULTS, PARABOLIC_DEFAULTS, LinearSolver, elliptic_pc_defaults)
+    from ..simulation import Simulation
+    from .table41 import CONFIGS
+    L = round(n * H_UM * 1e-4, 10)
+    cfg = config.load(CONFIGS["microscopic"], [f"grid.size=[{L}, {L}]", f'simulation.equations="{equations}"',
+                                               'cell.model="mitchell-schaeffer"', 'cell.variant=""',
+                                               "simulation.ode_substeps=1"])
+    sim = Simulation(cfg, write_output=False)
+    tis, grid = sim.tissue, sim.grid
+    x = grid.coords()[:, 0]
+    V = grid.vec()
+    V.getArray()[:] = np.where(x < 0.3 * L, 20.0, -85.0)          # a depolarised block: a front at 0.3 L
+    mg = elliptic_pc_defaults(grid)
+    mg = {k: v for k, v in mg.items()} if mg.get("pc_type") == "mg" else {"pc_type": "gamg"}
+    rows = []
+    systems = [("parabolic", tis.parabolic.A, PARABOLIC_DEFAULTS, PARABOLIC_PCS, False)]
+    if equations == "bidomain":
+        systems.append(("elliptic", tis.elliptic.A, ELLIPTIC_DEFAULTS,
+                        {"mg (DMDA, Galerkin; default)": mg, "gamg": {"pc_type": "gamg"}}, True))
+    for name, A, base, pcs, singular in systems:
+        for label, opts in pcs.items():
+            opts = mg if opts == "mg" else opts
+            defaults = {**base, **opts}
+            if opts.get("pc_type") not in (None, "bjacobi"):
+                defaults = {k: v for k, v in defaults.items() if not k.startswith("sub_")}
+            t0 = _time.perf_counter()
+            s = LinearSolver(f"study{len(rows)}", A, grid=grid, defaults=defaults, nullspace=singular)
+            setup = _time.perf_counter() - t0
+            b = A.createVecLeft()
+            if singular:
+                tis.Ki.mult(V, b)
+                b.scale(-1.0)
+                b.shift(-b.sum() / b.getSize())
+            else:
+                b.pointwiseMult(tis.M, V)
+                b.scale(tis.alpha)
+            its, times = [], []
+            for _ in range(repeats):
+                y = V.copy() if not singular else A.createVecRight()
+                t0 = _time.perf_counter()
+                s.ksp.solve(b, y)
+                times.append(_time.perf_counter() - t0)
+                its.append(s.ksp.getIterationNumber())
+                y.destroy()
+            rows.append({"system": name, "pc": label, "setup_s": setup, "iterations": its[-1],
+                         "solve_ms": 1e3 * min(times), "ranks": PETSc.COMM_WORLD.getSize(), "n": n})
+            s.destroy()
+    return rows
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m cardiosim.bench.microscopic", description=__doc__.split("\n")[0])
     p.add_argument("--model", default="mitchell-schaeffer", choices=tuple(MODELS))
-    p.add_argument("--checks", nargs="+", default=["homog", "salt", "block"], choices=("homog", "salt", "block"))
+    p.add_argument("--checks", nargs="+", default=["homog", "salt", "block"],
+                   choices=("homog", "salt", "block", "solvers"))
+    p.add_argument("--solver-grid", type=int, default=313, help="solvers: volumes per side (625: Table 4.1)")
+    p.add_argument("--equations", default="bidomain", choices=("bidomain", "monodomain"), help="solvers: system")
     p.add_argument("--depth", type=float, default=8.0, help="sheet depth d (µm)")
     p.add_argument("--treatment", default="direct", choices=("direct", "series"))
     p.add_argument("--dt", type=float, default=0.01, help="PDE step (ms)")
@@ -253,6 +321,12 @@ def main(argv=None) -> int:
         r = block_threshold(**kw)
         print(f"§5c block: G* = {r['G_star_uS']:.4g} µS (blocks at {r['blocks_at_uS']:.4g}), "
               f"CV just above = {r['cv_above_cm_per_ms']:.4g} cm/ms")
+    if "solvers" in a.checks:
+        print(f"preconditioners, {a.solver_grid}² volumes, default layout, {a.equations}:")
+        print("  system     preconditioner                 set-up (s)  iterations  solve (ms)")
+        for r in solver_study(a.solver_grid, a.equations):
+            print(f"  {r['system']:<10} {r['pc']:<30} {r['setup_s']:9.3f}  {r['iterations']:10d}  "
+                  f"{r['solve_ms']:9.2f}")
     return 0
 
 
