@@ -338,3 +338,25 @@ def test_block_threshold_treatments_depths_and_step(petsc, capsys):
     base = found["direct", 8.0]["G_star_uS"]
     assert abs(half["G_star_uS"] / base - 1) < 0.05
     assert found["direct", 16.0]["G_star_uS"] > base
+
+
+def test_three_dimensional_sheet(petsc):
+    """3D: myocytes cell_width tall in z too, a 7-point M-matrix, and a wave that crosses the block."""
+    from cardiosim.simulation import Simulation
+    text = SHEET.format(lx=round(36 * 0.0008, 10), ly=round(4 * 0.0008, 10), micro="seed = 2",
+                        equations="bidomain", duration=4.0)
+    text = text.replace(f"size = [{round(36 * 0.0008, 10)}, {round(4 * 0.0008, 10)}]",
+                        f"size = [{round(36 * 0.0008, 10)}, {round(4 * 0.0008, 10)}, {round(4 * 0.0008, 10)}]")
+    text = text.replace("lower = [0.0, 0.0]", "lower = [0.0, 0.0, 0.0]").replace(
+        f"upper = [0.0096, {round(4 * 0.0008, 10)}]", "upper = [0.0096, 0.0032, 0.0032]")
+    cfg = config.loads(text)
+    sim = Simulation(cfg, write_output=False)
+    A = _dense(sim.tissue.parabolic.A)
+    off = A - np.diag(np.diag(A))
+    assert np.allclose(A, A.T) and off.max() <= 0 and max(np.count_nonzero(r) for r in A) == 7
+    (kx, _), (ky, _), (kz, _) = sim.tissue.faces
+    from cardiosim import microscopic as mic
+    assert np.any(kz == mic.CYTOPLASM) and np.any((kz >= mic.INTERPLICATE) & (kz <= mic.COMBINED))
+    while sim.step_index < sim.n_steps:
+        sim.step()
+    assert np.isfinite(sim.activation.time).sum() > 0.5 * sim.grid.n_nodes
