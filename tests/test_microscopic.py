@@ -360,3 +360,27 @@ def test_three_dimensional_sheet(petsc):
     while sim.step_index < sim.n_steps:
         sim.step()
     assert np.isfinite(sim.activation.time).sum() > 0.5 * sim.grid.n_nodes
+
+
+def test_brick_wall_plane_wave_is_faster_than_one_row(petsc, capsys):
+    """§5a/§5c on the 2D default layout (brick wall, p/i/c junctions), a plane wave along x: CV falls with G_p, and
+    is at least the one-row strip's (with a brick offset the per-row value is a lower bound on σ_eff,l: lateral
+    paths only add conductance). About 20 s."""
+    from cardiosim.bench.microscopic import measure_points, run_strip, velocity
+    n, ny = 1200, 4
+    out = []
+    for G in (0.5, 0.1):
+        cfg = sheet(nx=n, ny=ny, micro=f"G_p = {G}", duration=40.0)
+        sim = _run(cfg)
+        t = sim.activation.time.reshape(ny, n)
+        a, b = measure_points(12, n, 2500.0)
+        cv2 = (b - a) * 0.0008 / (t[:, b] - t[:, a])
+        cv1 = velocity(run_strip(G=G), 12)
+        out.append((G, cv2.min(), cv2.max(), cv1))
+    with capsys.disabled():
+        for G, lo, hi, cv1 in out:
+            print(f"\nbrick wall, 4 rows, G_p = {G} µS: CV {lo:.5f}–{hi:.5f} cm/ms; one row: {cv1:.5f} cm/ms", end="")
+        print()
+    for G, lo, hi, cv1 in out:
+        assert lo >= cv1 and (hi - lo) < 1e-3 * hi                      # a plane wave, faster than one row
+    assert out[1][2] < out[0][1]
