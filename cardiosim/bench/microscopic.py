@@ -26,7 +26,11 @@ H_UM = 8.0                 # volume size (µm)
 # its strips are longer and measured farther from the ends.
 MODELS = {
     "mitchell-schaeffer": {"ode_substeps": 1, "current": -200.0, "variant": "", "n": 1200, "margin_um": 2500.0},
-    "bondarenko": {"ode_substeps": 100, "current": -200.0, "variant": "apical", "n": 480, "margin_um": 1000.0},
+    "bondarenko": {"ode_substeps": 100, "current": -200.0, "variant": "apical", "n": 480, "margin_um": 1000.0,
+                   # Near block the stimulated myocyte is almost isolated, and −200 µA/cm² for 2 ms drives it out
+                   # of range (Cass < 0 under Forward Euler): the block search stimulates the first 3 myocytes
+                   # with the single-cell strength instead, which excites the strip at every G_p.
+                   "block_stimulus": {"current": -80.0, "stim_duration": 1.0, "stim_volumes": 36}},
 }
 
 TEMPLATE = """
@@ -59,17 +63,17 @@ variant = "{variant}"
 shape = "box"
 lower = [0.0]
 upper = [{stim_upper!r}]
-duration = 2.0
+duration = {stim_duration!r}
 current_density = {current!r}
 """
 
 
 def strip_config(G=0.5, n_l=12, sigma_c=0.4, n=None, duration=20.0, dt=0.01, model="mitchell-schaeffer",
-                 depth=8.0, treatment="direct", equations="monodomain", homogeneous_sigma=None):
+                 depth=8.0, treatment="direct", equations="monodomain", homogeneous_sigma=None, stimulus=None):
     """The config of a one-row strip; ``homogeneous_sigma`` (mS/cm) makes it cardiosim's homogeneous model
     instead (vertex-centred grid of the same n nodes, σ_e = 1e12 so that σ_m = σ_i)."""
     from .. import config
-    m = MODELS[model]
+    m = {**MODELS[model], **(stimulus or {})}
     n = n or m["n"]
     hom = homogeneous_sigma is not None
     length = (n - 1 if hom else n) * H_UM * 1e-4
@@ -77,8 +81,8 @@ def strip_config(G=0.5, n_l=12, sigma_c=0.4, n=None, duration=20.0, dt=0.01, mod
                            length=round(length, 12), tissue_model="homogeneous" if hom else "microscopic",
                            sigma_hom=float(homogeneous_sigma or 1.0), sigma_c=float(sigma_c), G=float(G),
                            n_l=int(n_l), depth=float(depth), treatment=treatment, model=model,
-                           variant=m["variant"], stim_upper=12 * H_UM * 1e-4 - (H_UM * 1e-4 if hom else 0.0)
-                           + 1e-9, current=m["current"])
+                           variant=m["variant"], stim_upper=m.get("stim_volumes", 12) * H_UM * 1e-4 - (H_UM * 1e-4 if hom else 0.0)
+                           + 1e-9, current=m["current"], stim_duration=m.get("stim_duration", 2.0))
     return config.loads(text, name="strip")
 
 
@@ -203,6 +207,7 @@ def blocked(t: np.ndarray, n_l: int = 12) -> bool:
 def block_threshold(model="mitchell-schaeffer", n_l=12, hi=0.5, rel=0.02, **kw) -> dict:
     """§5c: G* (µS) by bisection to ``rel``: below it the last 10 myocytes never activate. ``hi`` must conduct;
     the bracket is found by halving G from it."""
+    kw.setdefault("stimulus", MODELS[model].get("block_stimulus"))
     t = run_strip(G=hi, n_l=n_l, model=model, **kw)
     if blocked(t, n_l):
         raise ValueError(f"G_p = {hi} µS already blocks")
