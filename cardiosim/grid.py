@@ -28,6 +28,7 @@ class Grid:
         self.n = node_counts(cfg)
         self.h = self.size / (self.n - (0 if self.cell_centred else 1))   # cm, exact divisors of the size
         self.offset = 0.5 * self.h if self.cell_centred else np.zeros(dim)  # cm, position of node 0
+        self.unexcitable = None   # owned nodes never stimulated (the microscopic model's non-conducting cells)
         self.n_nodes = int(np.prod(self.n))
         self.da = PETSc.DMDA().create(dim=dim, sizes=tuple(int(v) for v in self.n), dof=1, stencil_width=1,
                                       stencil_type=PETSc.DMDA.StencilType.BOX,

@@ -98,9 +98,9 @@ class Layout:
 
     def cells(self, ranges):
         """(cell id, disc-zone mask, non-conducting mask) of the volumes in ``ranges``; arrays (z, y, x)."""
-        x, y, z = self._indices(ranges)
         if self.file is not None:
             return self._file_cells(ranges)
+        x, y, z = self._indices(ranges)
         m = self.m
         row = y // self.nw + self.rows_y * (z // self.nw)
         if m.random_offset:
@@ -339,8 +339,8 @@ def extracellular_coefficients(cfg, grid, layout: Layout):
 # The tissue equations on it (the same steps as cardiosim.tissue; only the matrices and the mass differ)
 # ------------------------------------------------------------------------------------------------------------------
 def _setup(model, grid, cfg) -> None:
-    """What cardiosim.tissue.TissueModel.__init__ sets, for the microscopic matrices."""
-    from .tissue import TissueModel  # noqa: F401  (the methods used come from its subclasses)
+    """What cardiosim.tissue.TissueModel.__init__ sets (its methods are reused through Monodomain and Bidomain),
+    for the microscopic matrices and mass."""
     if not grid.cell_centred:
         raise UserError("tissue.model: the microscopic model needs the cell-centred grid")
     model.grid, model.cfg = grid, cfg

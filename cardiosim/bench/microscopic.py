@@ -77,12 +77,14 @@ def strip_config(G=0.5, n_l=12, sigma_c=0.4, n=None, duration=20.0, dt=0.01, mod
     n = n or m["n"]
     hom = homogeneous_sigma is not None
     length = (n - 1 if hom else n) * H_UM * 1e-4
+    # the stimulated volumes: the first stim_volumes (cell-centred), or the nodes over the same length
+    stim_upper = (m.get("stim_volumes", 12) - (1 if hom else 0)) * H_UM * 1e-4 + 1e-9
     text = TEMPLATE.format(equations=equations, duration=float(duration), dt=float(dt), k=m["ode_substeps"],
                            length=round(length, 12), tissue_model="homogeneous" if hom else "microscopic",
                            sigma_hom=float(homogeneous_sigma or 1.0), sigma_c=float(sigma_c), G=float(G),
                            n_l=int(n_l), depth=float(depth), treatment=treatment, model=model,
-                           variant=m["variant"], stim_upper=m.get("stim_volumes", 12) * H_UM * 1e-4 - (H_UM * 1e-4 if hom else 0.0)
-                           + 1e-9, current=m["current"], stim_duration=m.get("stim_duration", 2.0))
+                           variant=m["variant"], stim_upper=stim_upper, current=m["current"],
+                           stim_duration=m.get("stim_duration", 2.0))
     return config.loads(text, name="strip")
 
 
