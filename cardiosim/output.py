@@ -374,7 +374,7 @@ class Output:
             for fld in self.probes.fields:
                 self.traces[i, fld] = _planned(pg, fld, (n_steps + 1,), "mV")
         f.create_group("solver")
-        self.sidecar = xdmf.Sidecar(self.path, shape, grid.h, self.fields)
+        self.sidecar = xdmf.Sidecar(self.path, shape, grid.h, self.fields, grid.offset)
         f.flush()
         import os
         os.replace(self.part, self.path)
@@ -521,7 +521,7 @@ class Output:
         restarts.append({"snapshots": n, "probe_samples": m, "layout": layout})
         f.attrs["restarts"] = json.dumps(restarts)
         shape = tuple(int(k) for k in reversed(grid.n))
-        self.sidecar = xdmf.Sidecar(self.path, shape, grid.h, self.fields)
+        self.sidecar = xdmf.Sidecar(self.path, shape, grid.h, self.fields, grid.offset)
         datasets = {f"/fields/{name}": ds.shape for name, ds in self.data.items()}
         for t in self.time[:n]:
             self.sidecar.add(float(t), datasets)
