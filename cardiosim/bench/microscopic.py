@@ -2,6 +2,7 @@
 homogenisation sweep over myocyte length, the saltatory staircase, and the block threshold by bisection.
 
     python -m cardiosim.bench.microscopic [--model mitchell-schaeffer|bondarenko] [--checks homog salt block]
+    [mpirun -n N] python -m cardiosim.bench.microscopic --checks solvers --solver-grid 625 [-- PETSc options]
 
 Every run is in this process, on one rank (the strips are small). A strip is N volumes of 8 µm in x, one row,
 stimulated on its first 96 µm at t = 0 for 2 ms; t_a is the first upward crossing of 0 mV. The conduction velocity
@@ -307,12 +308,21 @@ def main(argv=None) -> int:
     p.add_argument("--block-strip", type=int, default=240, help="block: strip length (volumes)")
     p.add_argument("--max-duration", type=float, default=400.0,
                    help="block: a front still advancing after this many ms counts as conducting")
-    a = p.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    petsc_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    a = p.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     import petsc4py
-    petsc4py.init([sys.argv[0]])
+    petsc4py.init([sys.argv[0], *petsc_args])   # e.g. -dm_vec_type cuda -dm_mat_type aijcusparse (solvers)
+    from petsc4py import PETSc
+    size, rank = PETSc.COMM_WORLD.getSize(), PETSc.COMM_WORLD.getRank()
+    if size > 1 and set(a.checks) - {"solvers"}:
+        p.error("the strip checks (homog, salt, block) run on one rank; under mpirun use --checks solvers")
+    if rank:
+        solver_study(a.solver_grid, a.equations)
+        return 0
     kw = {"model": a.model, "depth": a.depth, "dt": a.dt, "treatment": a.treatment}
     print(f"model {a.model}, depth {a.depth} µm, junctions {a.treatment}, dt {a.dt} ms, "
-          f"strip {MODELS[a.model]['n']} volumes")
+          f"strips {MODELS[a.model]['n']} volumes (block: {a.block_strip})")
     if "homog" in a.checks:
         r = homogenisation(**kw)
         print(f"§5a homogenisation: σ_eff = {r['sigma_eff_uS_per_um']:.4f} µS/µm, CV_hom = {r['cv_hom']:.5f} cm/ms, "
@@ -333,7 +343,8 @@ def main(argv=None) -> int:
               f"conducting): G* = {r['G_star_uS']:.4g} µS (blocks at {r['blocks_at_uS']:.4g}), "
               f"CV just above = {r['cv_above_cm_per_ms']:.4g} cm/ms, {r['runs']} runs", flush=True)
     if "solvers" in a.checks:
-        print(f"preconditioners, {a.solver_grid}² volumes, default layout, {a.equations}:")
+        print(f"preconditioners, {a.solver_grid}² volumes, default layout, {a.equations}, {size} rank(s), "
+              f"PETSc options {' '.join(petsc_args) or '(none)'}:")
         print("  system     preconditioner                 set-up (s)  iterations  solve (ms)")
         for r in solver_study(a.solver_grid, a.equations):
             print(f"  {r['system']:<10} {r['pc']:<30} {r['setup_s']:9.3f}  {r['iterations']:10d}  "
