@@ -115,6 +115,13 @@ class Fibrosis:
 
 
 @dataclass(kw_only=True)
+class JunctionRegion(Region):
+    scale_p: float = key(1.0, ge=0, doc="factor on G_p of the junction faces whose centre is in the region")
+    scale_i: float = key(1.0, ge=0, doc="factor on G_i there")
+    scale_c: float = key(1.0, ge=0, doc="factor on G_c there")
+
+
+@dataclass(kw_only=True)
 class Microscopic:
     sigma_c: float = key(0.4, unit="uS/um", gt=0, doc="cytoplasm conductivity (0.4 uS/um = 4 mS/cm); a face "
                                                       "inside a myocyte conducts sigma_c x area / distance")
@@ -140,6 +147,8 @@ class Microscopic:
                                    "type codes, docs/microscopic.md)")
     junction: Junctions = key(factory=Junctions)
     fibrosis: Fibrosis = key(factory=Fibrosis)
+    regions: list[JunctionRegion] = key(factory=list, doc="[[tissue.microscopic.regions]]: factors on G_p, G_i "
+                                                          "and G_c in boxes/spheres (regions multiply)")
 
 
 @dataclass(kw_only=True)
@@ -429,6 +438,8 @@ def _check_microscopic(cfg) -> None:
         raise ConfigError("tissue: the microscopic model takes its conductances from the myocyte layout "
                           "([tissue.microscopic]); fibre_angle, fibre_file, conductivity_file and regions "
                           "are for tissue.model = 'homogeneous'")
+    for i, r in enumerate(m.regions):
+        _check_region(f"tissue.microscopic.regions[{i}]", r, cfg.dim)
     if m.row_offset >= m.cell_length:
         raise ConfigError(f"tissue.microscopic.row_offset: must be -1 (cell_length / 2) or 0 ... cell_length - 1 "
                           f"= {m.cell_length - 1} volumes; got {m.row_offset}")

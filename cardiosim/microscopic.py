@@ -190,6 +190,8 @@ class Layout:
                     kind[is_j & drop] = NO_JUNCTION
             g_c = self.cytoplasm_g(axis)
             g = np.where(kind == CYTOPLASM, g_c, self.junction_g(kind, g_c))
+            if m.regions:
+                g = g * self._region_factors(kind, axis, x, y, z)
             if m.junction.noise_cv > 0:
                 f = lognormal_factor(m.seed, axis, natural, m.junction.noise_cv)
                 g = np.where((kind >= PLICATE) & (kind <= COMBINED), g * f, g)
@@ -199,6 +201,24 @@ class Layout:
             g[kind == BOUNDARY] = 0.0
             out.append((kind, g))
         return out
+
+    def _region_factors(self, kind, axis, x, y, z) -> np.ndarray:
+        """Product of the regions' factors on each face's junction type, by the face centre (cm)."""
+        h = [e * 1e-4 for e in self.extent]
+        centre = [(v + 0.5) * h[d] for d, v in enumerate((x, y, z)[: self.dim])]
+        centre[axis] = centre[axis] + 0.5 * h[axis]
+        pts = np.stack([c.ravel() for c in centre], axis=1)
+        f = np.ones(kind.size)
+        k = kind.ravel()
+        tol = 1e-9 * max(h)
+        for r in self.m.regions:
+            if r.shape == "box":
+                inside = np.all((pts >= np.asarray(r.lower) - tol) & (pts <= np.asarray(r.upper) + tol), axis=1)
+            else:
+                inside = np.sum((pts - np.asarray(r.center)) ** 2, axis=1) <= (r.radius + tol) ** 2
+            for code, factor in ((PLICATE, r.scale_p), (INTERPLICATE, r.scale_i), (COMBINED, r.scale_c)):
+                f[inside & (k == code)] *= factor
+        return f.reshape(kind.shape)
 
     def coefficient_scale(self) -> float:
         """Factor from a face's g (µS) to its matrix coefficient in cardiosim's units (mS/cm^(3−dim)): µS → mS,

@@ -384,3 +384,25 @@ def test_brick_wall_plane_wave_is_faster_than_one_row(petsc, capsys):
     for G, lo, hi, cv1 in out:
         assert lo >= cv1 and (hi - lo) < 1e-3 * hi                      # a plane wave, faster than one row
     assert out[1][2] < out[0][1]
+
+
+def test_junction_regions_scale_their_faces():
+    """[[tissue.microscopic.regions]]: a box halving G_p and zeroing G_c acts on the junction faces whose centre
+    lies inside, and on nothing else."""
+    from cardiosim import microscopic as mic
+    box = ('[[tissue.microscopic.regions]]\nshape = "box"\nlower = [0.0, 0.0]\nupper = [0.0192, 0.0064]\n'
+           "scale_p = 0.5\nscale_c = 0.0\n")
+    base, full = layout(sheet())
+    cfg = config.loads(SHEET.format(lx=round(48 * 0.0008, 10), ly=round(8 * 0.0008, 10), micro="",
+                                    equations="monodomain", duration=1.0) + box.replace("[[tissue.", "[[tissue."))
+    lay = layout(cfg)[0]
+    (kx0, gx0), (ky0, gy0) = base.faces(full)
+    (kx, gx), (ky, gy) = lay.faces(full)
+    xc = (np.arange(48) + 1.0) * 0.0008                       # x faces' centres
+    inside = xc[None, :] <= 0.0192 + 1e-12
+    assert np.all(gx[(kx == mic.PLICATE) & inside] == 0.25)
+    assert np.all(gx[(kx == mic.PLICATE) & ~inside] == 0.5)
+    assert np.array_equal(gx[kx == mic.CYTOPLASM], gx0[kx0 == mic.CYTOPLASM])
+    assert np.all(gy[ky == mic.COMBINED][np.broadcast_to((np.arange(48) + 0.5)[None] * 0.0008 <= 0.0192,
+                                                         ky.shape)[ky == mic.COMBINED]] == 0.0)
+    assert np.array_equal(gy[ky == mic.INTERPLICATE], gy0[ky0 == mic.INTERPLICATE])
