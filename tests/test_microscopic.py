@@ -1,6 +1,6 @@
 """The microscopic tissue model (docs/microscopic.md): the layout generator, the face operator, and the checks of
 reference §5 — reduction to the homogeneous operator, homogenisation, saltatory conduction and block — on
-one-row strips of Mitchell–Schaeffer cells (Bondarenko numbers: `python -m cardiosim.bench.microscopic --model
+one-row strips of Mitchell–Schaeffer cells (Bondarenko numbers: `cardiosim bench microscopic --model
 bondarenko`, in docs/microscopic.md)."""
 
 from __future__ import annotations

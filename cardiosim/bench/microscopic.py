@@ -296,7 +296,7 @@ def solver_study(n=313, equations="bidomain", repeats=3) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m cardiosim.bench.microscopic", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="cardiosim bench microscopic", description=__doc__.split("\n")[0])
     p.add_argument("--model", default="mitchell-schaeffer", choices=tuple(MODELS))
     p.add_argument("--checks", nargs="+", default=["homog", "salt", "block"],
                    choices=("homog", "salt", "block", "solvers"))
