@@ -25,7 +25,7 @@ TIGHT = ["-parabolic_ksp_rtol", "1e-13"]
 CONFIG = """
 [simulation]
 equations = "{equations}"
-duration = 1.0
+duration = 3.0
 dt = 0.01
 ode_substeps = 100
 time_scheme = "backward-euler"
