@@ -70,7 +70,8 @@ current_density = {current!r}
 
 
 def strip_config(G=0.5, n_l=12, sigma_c=0.4, n=None, duration=20.0, dt=0.01, model="mitchell-schaeffer",
-                 depth=8.0, treatment="direct", equations="monodomain", homogeneous_sigma=None, stimulus=None):
+                 depth=8.0, treatment="direct", equations="monodomain", homogeneous_sigma=None, stimulus=None,
+                 substeps=None):
     """The config of a one-row strip; ``homogeneous_sigma`` (mS/cm) makes it cardiosim's homogeneous model
     instead (vertex-centred grid of the same n nodes, σ_e = 1e12 so that σ_m = σ_i)."""
     from .. import config
@@ -80,7 +81,7 @@ def strip_config(G=0.5, n_l=12, sigma_c=0.4, n=None, duration=20.0, dt=0.01, mod
     length = (n - 1 if hom else n) * H_UM * 1e-4
     # the stimulated volumes: the first stim_volumes (cell-centred), or the nodes over the same length
     stim_upper = (m.get("stim_volumes", 12) - (1 if hom else 0)) * H_UM * 1e-4 + 1e-9
-    text = TEMPLATE.format(equations=equations, duration=float(duration), dt=float(dt), k=m["ode_substeps"],
+    text = TEMPLATE.format(equations=equations, duration=float(duration), dt=float(dt), k=substeps or m["ode_substeps"],
                            length=round(length, 12), tissue_model="homogeneous" if hom else "microscopic",
                            sigma_hom=float(homogeneous_sigma or 1.0), sigma_c=float(sigma_c), G=float(G),
                            n_l=int(n_l), depth=float(depth), treatment=treatment, model=model,
@@ -305,6 +306,7 @@ def main(argv=None) -> int:
     p.add_argument("--depth", type=float, default=8.0, help="sheet depth d (µm)")
     p.add_argument("--treatment", default="direct", choices=("direct", "series"))
     p.add_argument("--dt", type=float, default=0.01, help="PDE step (ms)")
+    p.add_argument("--substeps", type=int, help="ODE substeps per PDE step (default: the model's; Bondarenko 100)")
     p.add_argument("--block-strip", type=int, default=240, help="block: strip length (volumes)")
     p.add_argument("--max-duration", type=float, default=400.0,
                    help="block: a front still advancing after this many ms counts as conducting")
@@ -320,8 +322,9 @@ def main(argv=None) -> int:
     if rank:
         solver_study(a.solver_grid, a.equations)
         return 0
-    kw = {"model": a.model, "depth": a.depth, "dt": a.dt, "treatment": a.treatment}
+    kw = {"model": a.model, "depth": a.depth, "dt": a.dt, "treatment": a.treatment, "substeps": a.substeps}
     print(f"model {a.model}, depth {a.depth} µm, junctions {a.treatment}, dt {a.dt} ms, "
+          f"ODE substeps {a.substeps or MODELS[a.model]['ode_substeps']}, "
           f"strips {MODELS[a.model]['n']} volumes (block: {a.block_strip})")
     if "homog" in a.checks:
         r = homogenisation(**kw)
