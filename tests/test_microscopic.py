@@ -323,7 +323,8 @@ def test_block_threshold_by_bisection(petsc, capsys):
 @pytest.mark.slow
 def test_block_threshold_treatments_depths_and_step(petsc, capsys):
     """§5c report: G* for both junction treatments at d = 8 and 16 µm (a deeper sheet blocks at a larger G_p, its
-    cytoplasm conducting more), and G* moving by < 5 % when Δt_p is halved (about 2 minutes)."""
+    cytoplasm conducting more), and G* moving by < 5 % when Δt_p is halved (Mitchell–Schaeffer runs one ODE step
+    per PDE step, so Δt_o halves with it; about 3 minutes)."""
     from cardiosim.bench.microscopic import block_threshold
     found = {}
     for treatment in ("direct", "series"):
