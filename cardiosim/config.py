@@ -144,7 +144,7 @@ class Microscopic:
                                  "the layout does not depend on the number of ranks")
     layout_file: str = key("", doc="layout read from a .npz instead of generated: cell_id (int, shape (ny, nx) "
                                    "or (nx,), x fastest; < 0: non-conducting) and optionally face_x, face_y (face "
-                                   "type codes, docs/microscopic.md)")
+                                   "type codes, docs/microscopic.md); or an earlier run's .h5 (its /tissue)")
     junction: Junctions = key(factory=Junctions)
     fibrosis: Fibrosis = key(factory=Fibrosis)
     regions: list[JunctionRegion] = key(factory=list, doc="[[tissue.microscopic.regions]]: factors on G_p, G_i "

@@ -238,11 +238,14 @@ def _take(arr, sl, shape):
 
 def _read_layout_file(path: str, n) -> tuple:
     where = "tissue.microscopic.layout_file"
-    try:
-        with np.load(path) as f:
-            data = {k: f[k] for k in f.files}
-    except (OSError, ValueError) as e:
-        raise UserError(f"{where}: cannot read {path} as a .npz archive: {e}") from None
+    if str(path).endswith(".h5"):
+        data = _layout_from_output(path, where)
+    else:
+        try:
+            with np.load(path) as f:
+                data = {k: f[k] for k in f.files}
+        except (OSError, ValueError) as e:
+            raise UserError(f"{where}: cannot read {path} as a .npz archive: {e}") from None
     shape = tuple(int(v) for v in reversed(n))
     if "cell_id" not in data:
         raise UserError(f"{where}: {path} has no array 'cell_id'; it holds {', '.join(data) or 'nothing'}")
@@ -264,6 +267,26 @@ def _read_layout_file(path: str, n) -> tuple:
                                 f"(docs/microscopic.md)")
         faces.append(f)
     return cid.astype(np.int64), faces
+
+
+def _layout_from_output(path: str, where: str) -> dict:
+    """The layout of an earlier run (its /tissue group): cell ids (non-conducting ones made negative) and the face
+    types; conductances are recomputed from this run's G_p, G_i, G_c (noise and dropout drawn anew)."""
+    import h5py
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            t = f["tissue"]
+            cid = t["cell_id"][()].astype(np.int64)
+            dead = t["non_conducting"][()].astype(bool)
+            data = {"cell_id": np.where(dead, -1 - cid, cid)}
+            for a in "xyz":
+                if f"face_type_{a}" in t:
+                    k = t[f"face_type_{a}"][()]
+                    # a face touching a non-conducting myocyte is found again from the negative ids
+                    data[f"face_{a}"] = np.where(k == NON_CONDUCTING, NO_JUNCTION, k)
+    except (OSError, KeyError) as e:
+        raise UserError(f"{where}: cannot read a layout (/tissue) from {path}: {e}") from None
+    return data
 
 
 # ------------------------------------------------------------------------------------------------------------------

@@ -154,3 +154,22 @@ def test_restart_without_probes(tmp_path):
              tmp_path / "part.ckpt.h5"], check=True)
     with h5py.File(whole) as a, h5py.File(part) as b:
         assert np.array_equal(a["fields/Vm"][()], b["fields/Vm"][()])
+
+
+def test_output_layout_is_a_layout_file(tmp_path):
+    """A run's output file as tissue.microscopic.layout_file: the same myocytes and face types again (the random
+    layout of the first run, fixed), without noise."""
+    import h5py
+    first = tmp_path / "first.h5"
+    text = CONFIG.format(equations="monodomain").replace("junction.noise_cv = 0.3\n", "")
+    run_cli(["run", write(tmp_path, text=text), "--output", first], check=True)
+    second_text = text.replace("random_offset = true\n", "").replace("fibrosis.fraction = 0.1\n", "").replace(
+        "junction.dropout = 0.1\n", "").replace("seed = 11\n", f'layout_file = "{first}"\n')
+    (tmp_path / "second.toml").write_text(second_text)
+    second = tmp_path / "second.h5"
+    run_cli(["run", tmp_path / "second.toml", "--output", second], check=True)
+    with h5py.File(first) as a, h5py.File(second) as b:
+        assert np.array_equal(a["tissue/non_conducting"][()], b["tissue/non_conducting"][()])
+        for k in ("face_type_x", "face_type_y", "face_g_x", "face_g_y"):
+            assert np.array_equal(a["tissue"][k][()], b["tissue"][k][()]), k
+        assert np.array_equal(a["fields/Vm"][()], b["fields/Vm"][()])
