@@ -240,8 +240,13 @@ def plot_layout(plt, r: Results, path: Path) -> Path:
     ax.set_aspect("equal")
     ax.set_xlabel("x (cm)")
     ax.set_ylabel("y (cm)" if r.dim > 1 else "")
+    if r.dim == 1:
+        ax.set_yticks([])
     if handles:
-        ax.legend(handles=handles, fontsize=7, loc="upper right", framealpha=0.8)
+        # a strip is too thin to hold the legend: it goes below the axis there
+        where = dict(loc="upper center", bbox_to_anchor=(0.5, -2.2), ncol=len(handles)) if ny == 1 else \
+            dict(loc="upper right")
+        ax.legend(handles=handles, fontsize=7, framealpha=0.8, **where)
     note = " (mid z plane)" if r.dim == 3 else ""
     ax.set_title(f"{r.path.name}: myocyte layout{note}, {int(np.unique(cid[~dead]).size)} myocytes", fontsize=10)
     fig.savefig(path, dpi=110)
