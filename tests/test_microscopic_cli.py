@@ -92,6 +92,7 @@ def test_layout_stored_and_drawn(tmp_path):
     assert (tmp_path / "m_layout.png").stat().st_size > 1000, proc.stdout
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("equations", ["monodomain", "bidomain"])
 def test_two_ranks_and_restart(tmp_path, equations):
     """The layout and the run on 2 ranks are those of 1 rank (the run to solver tolerance: block Jacobi differs by
@@ -123,6 +124,7 @@ def test_two_ranks_and_restart(tmp_path, equations):
         assert np.array_equal(tb, tc, equal_nan=True)
 
 
+@pytest.mark.mpi
 def test_grouped_placement_is_bit_identical(tmp_path):
     """The seed's grouped placement (here with NumPy cells on the group's owner) on the microscopic model equals
     every rank integrating its own cells, bit for bit (2 ranks)."""
