@@ -451,7 +451,8 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
     # The config fits; the arrays must fit it too, or the file is damaged.
     from . import cells
     n_states = len(cells.model_class(cfg.cell.model).states)
-    shape = tuple(int(round(L / h)) + 1 for L, h in zip(reversed(cfg.grid.size), reversed(cfg.grid.spacing)))
+    from .grid import node_counts
+    shape = tuple(int(n) for n in reversed(node_counts(cfg)))
     want = {"fields/Vm": shape, "fields/phi_e": shape, "states": (n_states, *shape)}
     for k, s in want.items():
         if tuple(meta["shapes"][k]) != s:
@@ -477,9 +478,10 @@ def _cross_check(meta: dict, cfg, where: str) -> None:
         bad(f"t = {t!r} ms is not step · dt = {step} · {dt!r} ms")
     out = meta["output"]
     snaps = 1 + step // snapshot_every(cfg)     # t = 0 and every output.interval since
-    if out.get("snapshots") != snaps or out.get("probe_samples") != step + 1:
+    samples = step + 1 if cfg.probe else 0      # a run without probes records no probe samples
+    if out.get("snapshots") != snaps or out.get("probe_samples") != samples:
         bad(f"the output position ({out.get('snapshots')} snapshots, {out.get('probe_samples')} probe samples) "
-            f"is not that of step {step} ({snaps}, {step + 1})")
+            f"is not that of step {step} ({snaps}, {samples})")
     for name, its in meta["iterations"].items():
         if len(its) not in (step, step + 1) or any(i < 0 or i > 1_000_000 for i in its):
             bad(f"solver/{name}_iterations holds {len(its)} counts (step {step}) or a count out of range")

@@ -92,8 +92,73 @@ class ConductivityRegion(Region):
     scale_extra: float = key(1.0, ge=0, doc="factor on σe inside the region")
 
 
+JUNCTION_TYPES = ("p", "i", "c", "none")
+
+
+@dataclass(kw_only=True)
+class Junctions:
+    end: str = key("p", choices=JUNCTION_TYPES,
+                   doc="junction type of the end-to-end faces between two myocytes: p (plicate, G_p), i "
+                       "(interplicate, G_i), c (combined, G_c), none (no junction)")
+    lateral_disc: str = key("i", choices=JUNCTION_TYPES,
+                            doc="junction type of the side-to-side faces within disc_zone of a myocyte's end")
+    lateral: str = key("c", choices=JUNCTION_TYPES, doc="junction type of the other side-to-side faces")
+    noise_cv: float = key(0.0, ge=0, doc="coefficient of variation of a log-normal factor (mean 1) on every "
+                                         "junction face (0: none)")
+    dropout: float = key(0.0, ge=0, le=1, doc="probability that a junction face carries no junction")
+
+
+@dataclass(kw_only=True)
+class Fibrosis:
+    fraction: float = key(0.0, ge=0, lt=1, doc="fraction of myocytes made non-conducting (every face touching "
+                                                "them has g = 0, they are never stimulated)")
+
+
+@dataclass(kw_only=True)
+class JunctionRegion(Region):
+    scale_p: float = key(1.0, ge=0, doc="factor on G_p of the junction faces whose centre is in the region")
+    scale_i: float = key(1.0, ge=0, doc="factor on G_i there")
+    scale_c: float = key(1.0, ge=0, doc="factor on G_c there")
+
+
+@dataclass(kw_only=True)
+class Microscopic:
+    sigma_c: float = key(0.4, unit="uS/um", gt=0, doc="cytoplasm conductivity (0.4 uS/um = 4 mS/cm); a face "
+                                                      "inside a myocyte conducts sigma_c x area / distance")
+    G_p: float = key(0.5, unit="uS", ge=0, doc="plicate gap-junction conductance of one face")
+    G_i: float = key(0.33, unit="uS", ge=0, doc="interplicate gap-junction conductance of one face")
+    G_c: float = key(0.062, unit="uS", ge=0, doc="combined-plicate gap-junction conductance of one face")
+    depth: float = key(8.0, unit="um", gt=0, doc="sheet depth d of a 1D/2D grid (a volume is h x h x d; "
+                                                 "3D grids use their own z spacing)")
+    junction_treatment: str = key("direct", choices=("direct", "series"),
+                                  doc="direct: a junction face conducts G; series: G in series with half a volume "
+                                      "of cytoplasm on either side (1/g = 1/G + 1/(sigma_c·d))")
+    cell_length: int = key(12, ge=1, doc="myocyte length along x, in volumes (12 x 8 um = 96 um)")
+    cell_width: int = key(2, ge=1, doc="myocyte width along y (and height along z in 3D), in volumes")
+    row_offset: int = key(-1, ge=-1, doc="shift of each row of myocytes against the one below, in volumes; "
+                                         "-1: cell_length / 2 (brick wall), 0: aligned ends")
+    random_offset: bool = key(False, doc="draw each row's shift from 0 ... cell_length - 1 (from seed) instead")
+    disc_zone: int = key(1, ge=0, doc="lateral faces within this many volumes of a myocyte's end are disc faces "
+                                      "(junction.lateral_disc)")
+    seed: int = key(0, ge=0, doc="seeds every random choice (row shifts, junction noise and dropout, fibrosis); "
+                                 "the layout does not depend on the number of ranks")
+    layout_file: str = key("", doc="layout read from a .npz instead of generated: cell_id (int, shape (ny, nx) "
+                                   "or (nx,), x fastest; < 0: non-conducting) and optionally face_x, face_y (face "
+                                   "type codes, docs/microscopic.md); or an earlier run's .h5 (its /tissue)")
+    junction: Junctions = key(factory=Junctions)
+    fibrosis: Fibrosis = key(factory=Fibrosis)
+    regions: list[JunctionRegion] = key(factory=list, doc="[[tissue.microscopic.regions]]: factors on G_p, G_i "
+                                                          "and G_c in boxes/spheres (regions multiply)")
+
+
 @dataclass(kw_only=True)
 class Tissue:
+    model: str = key("homogeneous", choices=("homogeneous", "microscopic"),
+                     doc="homogeneous: conductivity tensors on the vertex-centred grid; microscopic: myocytes "
+                         "resolved on a cell-centred grid of volumes with per-face conductances "
+                         "([tissue.microscopic], docs/microscopic.md); sigma_il/sigma_it are then unused and "
+                         "sigma_el/sigma_et are the extracellular faces' conductivity (bidomain)")
+    microscopic: Microscopic = key(factory=Microscopic)
     chi: float = key(1400.0, unit="cm^-1", gt=0, doc="membrane surface-to-volume ratio χ")
     Cm: float = key(1.0, unit="uF/cm^2", gt=0, doc="membrane capacitance per area")
     sigma_il: float = key(1.74, unit="mS/cm", gt=0, doc="intracellular conductivity along fibres")
@@ -365,6 +430,35 @@ def _check_region(path: str, r: Region, dim: int):
 
 
 
+def _check_microscopic(cfg) -> None:
+    """What the microscopic model needs of the other sections (docs/microscopic.md)."""
+    m = cfg.tissue.microscopic
+    if cfg.grid.stencil == "box":
+        raise ConfigError("grid.stencil: the microscopic model has its own 3/5/7-point face stencil; use 'auto' "
+                          "or 'star'")
+    if cfg.tissue.fibre_angle != 0.0 or cfg.tissue.fibre_file or cfg.tissue.conductivity_file or cfg.tissue.regions:
+        raise ConfigError("tissue: the microscopic model takes its conductances from the myocyte layout "
+                          "([tissue.microscopic]); fibre_angle, fibre_file, conductivity_file and regions "
+                          "are for tissue.model = 'homogeneous'")
+    for i, r in enumerate(m.regions):
+        _check_region(f"tissue.microscopic.regions[{i}]", r, cfg.dim)
+    if m.row_offset >= m.cell_length:
+        raise ConfigError(f"tissue.microscopic.row_offset: must be -1 (cell_length / 2) or 0 ... cell_length - 1 "
+                          f"= {m.cell_length - 1} volumes; got {m.row_offset}")
+    if 2 * m.disc_zone > m.cell_length and m.cell_length > 1:
+        raise ConfigError(f"tissue.microscopic.disc_zone: must be <= cell_length / 2 = {m.cell_length / 2:g} "
+                          f"volumes; got {m.disc_zone}")
+    if m.layout_file:
+        if not Path(m.layout_file).is_file():
+            raise ConfigError(f"tissue.microscopic.layout_file: no such file: {m.layout_file}"
+                              + (" (a relative path in a config file is relative to the config file's folder)"
+                                 if "tissue.microscopic.layout_file" in cfg.resolved else ""))
+        if m.fibrosis.fraction or m.random_offset:
+            raise ConfigError("tissue.microscopic.layout_file: a layout read from a file sets the myocytes; "
+                              "fibrosis.fraction and random_offset are for generated layouts (mark "
+                              "non-conducting cells with cell_id < 0 in the file)")
+
+
 PROBE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 # Names /probes/<name> may not take: the probes' time axis, and what HDF5 reads as a path.
 RESERVED_PROBE_NAMES = ("time", ".", "..")
@@ -425,6 +519,8 @@ def validate(cfg: Config) -> Config:
                                  if f"tissue.{k}" in cfg.resolved else ""))
     for i, r in enumerate(t.regions):
         _check_region(f"tissue.regions[{i}]", r, dim)
+    if t.model == "microscopic":
+        _check_microscopic(cfg)
     for i, st in enumerate(cfg.stimulus):
         path = f"stimulus[{i}]"
         _check_region(path, st, dim)
@@ -525,7 +621,8 @@ def apply_overrides(data: dict, overrides: list[str]) -> None:
 # Keys naming files. A relative path written in a config file is relative to that file's folder (the config and
 # its fibre file travel together); one given with --set, like --output, to the working directory. cell.model too,
 # where it names a CellML file.
-PATH_KEYS = (("tissue", "fibre_file"), ("tissue", "conductivity_file"), ("output", "path"), ("checkpoint", "path"))
+PATH_KEYS = (("tissue", "fibre_file"), ("tissue", "conductivity_file"), ("output", "path"), ("checkpoint", "path"),
+             ("tissue.microscopic", "layout_file"))
 
 
 def loads(text: str, overrides: list[str] = (), name: str = "config", path: Path | None = None) -> Config:
@@ -544,9 +641,11 @@ def loads(text: str, overrides: list[str] = (), name: str = "config", path: Path
     if path is not None:
         cfg.source_path = str(path)
         for sec, k in PATH_KEYS:
-            section = getattr(cfg, sec)
+            section = cfg
+            for part in sec.split("."):
+                section = getattr(section, part)
             v = getattr(section, k)
-            if v and (sec, k) not in overridden and not Path(v).is_absolute():
+            if v and (*sec.split("."), k) not in overridden and not Path(v).is_absolute():
                 setattr(section, k, str(path.parent / v))
                 cfg.resolved.append(f"{sec}.{k}")
         m = cfg.cell.model

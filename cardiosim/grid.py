@@ -23,8 +23,12 @@ class Grid:
         g = cfg.grid
         self.dim = dim = cfg.dim
         self.size = np.array(g.size, dtype=float)                       # cm
-        self.n = np.array([int(round(L / h)) + 1 for L, h in zip(g.size, g.spacing)])
-        self.h = self.size / (self.n - 1)                                 # cm, exact divisors of the size
+        # The microscopic model's grid is cell-centred: one whole volume per node, node i at (i + ½)·h.
+        self.cell_centred = cfg.tissue.model == "microscopic"
+        self.n = node_counts(cfg)
+        self.h = self.size / (self.n - (0 if self.cell_centred else 1))   # cm, exact divisors of the size
+        self.offset = 0.5 * self.h if self.cell_centred else np.zeros(dim)  # cm, position of node 0
+        self.unexcitable = None   # owned nodes never stimulated (the microscopic model's non-conducting cells)
         self.n_nodes = int(np.prod(self.n))
         self.da = PETSc.DMDA().create(dim=dim, sizes=tuple(int(v) for v in self.n), dof=1, stencil_width=1,
                                       stencil_type=PETSc.DMDA.StencilType.BOX,
@@ -47,7 +51,7 @@ class Grid:
     # -- index helpers -----------------------------------------------------------------------------------------
     def axes(self, ranges) -> list[np.ndarray]:
         """Node coordinates (cm) along each dimension over ``ranges`` (x first)."""
-        return [np.arange(a, b) * self.h[d] for d, (a, b) in enumerate(ranges)]
+        return [np.arange(a, b) * self.h[d] + self.offset[d] for d, (a, b) in enumerate(ranges)]
 
     def coords(self, ranges=None) -> np.ndarray:
         """Coordinates (cm) of the nodes in ``ranges`` (default: owned), shape (n, dim), PETSc local order."""
@@ -67,7 +71,12 @@ class Grid:
         return nat.ravel()
 
     def nearest_node(self, point) -> tuple[int, ...]:
-        return tuple(int(np.clip(round(x / h), 0, n - 1)) for x, h, n in zip(point, self.h, self.n))
+        return tuple(int(np.clip(round((x - o) / h), 0, n - 1))
+                     for x, o, h, n in zip(point, self.offset, self.h, self.n))
+
+    def node_position(self, node) -> np.ndarray:
+        """Coordinates (cm) of a node given by its indices."""
+        return np.asarray(node) * self.h[:len(node)] + self.offset[:len(node)]
 
     def owns(self, node) -> bool:
         return all(a <= i < b for i, (a, b) in zip(node, self.owned))
@@ -164,6 +173,13 @@ class Grid:
         """Make a GPU Vec's device copy current now (set-up), not at its first use inside the stepping loop."""
         h = v.getCUDAHandle("r")
         v.restoreCUDAHandle(h, "r")
+
+
+def node_counts(cfg) -> np.ndarray:
+    """Nodes per dimension (x first): size/spacing + 1 on the vertex-centred grid, size/spacing volumes on the
+    microscopic model's cell-centred one."""
+    extra = 0 if cfg.tissue.model == "microscopic" else 1
+    return np.array([int(round(L / h)) + extra for L, h in zip(cfg.grid.size, cfg.grid.spacing)])
 
 
 def _mpi_lor():

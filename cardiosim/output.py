@@ -362,7 +362,7 @@ class Output:
         g.attrs["size"] = grid.size
         g.attrs["stencil"] = stencil
         for d, name in enumerate("xyz"[: grid.dim]):
-            g[name] = np.arange(grid.n[d]) * grid.h[d]
+            g[name] = np.arange(grid.n[d]) * grid.h[d] + grid.offset[d]
             g[name].attrs["units"] = "cm"
         # Handles to every dataset a snapshot writes (looking them up by path each time costs more than writing).
         fl = f.create_group("fields")
@@ -376,11 +376,11 @@ class Output:
         for i, (name, node, pos) in enumerate(zip(self.probes.names, self.probes.nodes, self.probes.positions)):
             pg = pr.create_group(name)
             pg.attrs["position"] = pos
-            pg.attrs["node_position"] = np.array(node) * grid.h
+            pg.attrs["node_position"] = grid.node_position(node)
             for fld in self.probes.fields:
                 self.traces[i, fld] = _planned(pg, fld, (n_steps + 1,), "mV")
         f.create_group("solver")
-        self.sidecar = xdmf.Sidecar(self.path, shape, grid.h, self.fields)
+        self.sidecar = xdmf.Sidecar(self.path, shape, grid.h, self.fields, grid.offset)
         f.flush()
         import os
         os.replace(self.part, self.path)
@@ -433,6 +433,19 @@ class Output:
             ds.attrs["description"] = doc
             for k, val in attrs.items():
                 ds.attrs[k] = val
+
+    def write_tissue(self, arrays, attrs: dict) -> None:
+        """The microscopic model's layout as /tissue (``arrays``: a function giving {name: natural-order array},
+        called on rank 0 only; collective)."""
+        def write():
+            g = self.f.require_group("tissue")
+            for k, v in attrs.items():
+                g.attrs[k] = v
+            for name, arr in arrays().items():
+                ds = g.create_dataset(name, data=arr, compression="gzip", compression_opts=1, shuffle=True)
+                ds.attrs["units"] = "uS" if name.startswith("face_g") else "1"
+            self.f.flush()
+        self._on_root("the myocyte layout", write)
 
     def finish(self, timing: dict, iterations: dict, extra: dict) -> None:
         self.flush_probes()
@@ -514,7 +527,7 @@ class Output:
         restarts.append({"snapshots": n, "probe_samples": m, "layout": layout})
         f.attrs["restarts"] = json.dumps(restarts)
         shape = tuple(int(k) for k in reversed(grid.n))
-        self.sidecar = xdmf.Sidecar(self.path, shape, grid.h, self.fields)
+        self.sidecar = xdmf.Sidecar(self.path, shape, grid.h, self.fields, grid.offset)
         datasets = {f"/fields/{name}": ds.shape for name, ds in self.data.items()}
         for t in self.time[:n]:
             self.sidecar.add(float(t), datasets)

@@ -8,6 +8,8 @@ Written beside the file (or into ``--out``), named ``<stem>_<what>.png``:
 * ``<stem>_activation.png``: the activation-time map with isochrones (contour lines every N ms); 3D: mid-z
   slice; 1D: activation time against x.
 * ``<stem>_apd.png``: the APD map, where some node repolarised (otherwise a line says why there is none).
+* ``<stem>_layout.png``: the microscopic model's myocyte layout (/tissue): myocytes in alternating shades,
+  non-conducting ones dark, and every face between two myocytes drawn in the colour of its junction type.
 
 An existing PNG is replaced only with ``--overwrite``; every name is checked before the first file is written.
 """
@@ -186,6 +188,72 @@ def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = 
     return path
 
 
+# Colours of the junction faces in the layout picture, by face type code (cardiosim.microscopic.FACE_TYPES).
+JUNCTION_COLOURS = {2: ("tab:red", "plicate (G_p)"), 3: ("tab:orange", "interplicate (G_i)"),
+                    4: ("tab:blue", "combined (G_c)"), 5: ("0.6", "no junction"),
+                    6: ("black", "non-conducting cell")}
+
+
+def plot_layout(plt, r: Results, path: Path) -> Path:
+    """The myocyte layout: volumes shaded by myocyte, junction faces as coloured segments (2D; 3D: mid-z plane;
+    1D: a one-row strip)."""
+    t = r.f["tissue"]
+    cid, dead = t["cell_id"][()], t["non_conducting"][()].astype(bool)
+    kinds = [t[f"face_type_{a}"][()] for a in "xyz"[: r.dim]]
+    if r.dim == 1:
+        cid, dead, kinds = cid[None], dead[None], [kinds[0][None], np.full((1, cid.size), 0, np.int8)]
+    elif r.dim == 3:
+        k = cid.shape[0] // 2
+        cid, dead, kinds = cid[k], dead[k], [kinds[0][k], kinds[1][k]]
+    # Neighbouring myocytes in different shades: a checkerboard of (row, column) parity is not available from
+    # ids alone, so shade by id modulo a few levels.
+    shade = (cid % 4).astype(float)
+    shade[dead] = np.nan
+    h = r.spacing
+    hy = h[1] if r.dim > 1 else h[0]
+    ny, nx = cid.shape
+    fig, ax = plt.subplots(figsize=(min(12, 2 + 10 * nx / max(nx, ny)), min(9, 2 + 7 * ny / max(nx, ny))),
+                           constrained_layout=True)
+    cmap = plt.get_cmap("Pastel2").copy()
+    cmap.set_bad("0.25")
+    ax.imshow(shade, origin="lower", extent=(0, nx * h[0], 0, ny * hy), cmap=cmap, interpolation="nearest",
+              vmin=0, vmax=7)
+    from matplotlib.collections import LineCollection
+    # Only faces between two myocytes (a non-conducting myocyte's inner faces are not drawn).
+    between_x = np.zeros(cid.shape, bool)
+    between_x[:, :-1] = cid[:, 1:] != cid[:, :-1]
+    between_y = np.zeros(cid.shape, bool)
+    between_y[:-1] = cid[1:] != cid[:-1]
+    kinds = [np.where(between_x, kinds[0], 0), np.where(between_y, kinds[1], 0)]
+    handles = []
+    for code, (colour, label) in JUNCTION_COLOURS.items():
+        segs = []
+        jj, ii = np.nonzero(kinds[0] == code)                       # x faces: vertical segments at x = (i+1) h
+        segs += [((x, y), (x, y + hy)) for x, y in zip((ii + 1) * h[0], jj * hy)]
+        jj, ii = np.nonzero(kinds[1] == code)                       # y faces: horizontal segments
+        segs += [((x, y), (x + h[0], y)) for x, y in zip(ii * h[0], (jj + 1) * hy)]
+        if segs:
+            ax.add_collection(LineCollection(segs, colors=colour, linewidths=1.2 if nx * ny < 20000 else 0.4))
+            handles.append(plt.Line2D([], [], color=colour, label=label))
+    ax.set_xlim(0, nx * h[0])
+    ax.set_ylim(0, ny * hy)
+    ax.set_aspect("equal")
+    ax.set_xlabel("x (cm)")
+    ax.set_ylabel("y (cm)" if r.dim > 1 else "")
+    if r.dim == 1:
+        ax.set_yticks([])
+    if handles:
+        # a strip is too thin to hold the legend: it goes below the axis there
+        where = dict(loc="upper center", bbox_to_anchor=(0.5, -2.2), ncol=len(handles)) if ny == 1 else \
+            dict(loc="upper right")
+        ax.legend(handles=handles, fontsize=7, framealpha=0.8, **where)
+    note = " (mid z plane)" if r.dim == 3 else ""
+    ax.set_title(f"{r.path.name}: myocyte layout{note}, {int(np.unique(cid[~dead]).size)} myocytes", fontsize=10)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 MAX_ISOCHRONES = 200    # more lines than this are a black smear, and contouring them takes minutes
 
 
@@ -232,6 +300,8 @@ def plot_main(args) -> int:
         plan = [("field", args.field, out / f"{stem}_{args.field}.png")]
         if r.probes and r.n_samples:
             plan.append(("probes", None, out / f"{stem}_probes.png"))
+        if "tissue" in r.f:
+            plan.append(("layout", None, out / f"{stem}_layout.png"))
         skipped = []
         for name in r.maps:
             if np.isfinite(r.map(name)).any():
@@ -262,6 +332,8 @@ def plot_main(args) -> int:
                     written.append(plot_field(plt, r, name, idx, p))
                 elif kind == "probes":
                     written.append(plot_probes(plt, r, p))
+                elif kind == "layout":
+                    written.append(plot_layout(plt, r, p))
                 else:
                     written.append(plot_map(plt, r, name, p, args.isochrones))
         except OSError as e:

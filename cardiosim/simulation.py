@@ -105,6 +105,9 @@ class Simulation:
         self.output = (output.Output(cfg, self.grid, self.path, self.stencil, self.layout, self.comm,
                                      resume=ckpt.output if ckpt else None)
                        if write_output else None)
+        if self.output and not ckpt and cfg.tissue.model == "microscopic":
+            from . import microscopic
+            self.output.write_tissue(lambda: microscopic.global_layout(cfg, self.grid), microscopic.output_attrs(cfg))
         if self.output and self.mode.on_device:
             from .ode.resident import DeviceProbes
             self.output.probes = DeviceProbes(self.output.probes, self.reaction.placement.device)
@@ -140,6 +143,8 @@ class Simulation:
         self.last_checkpoint = (ckpt.path, self.t)
 
     def _choose_stencil(self) -> str:
+        if self.cfg.tissue.model == "microscopic":
+            return "faces"   # the microscopic model's per-face 3/5/7-point star (cardiosim.microscopic)
         want = self.cfg.grid.stencil
         cross = self.grid.has_cross_terms(self.grid.fibres(self.cfg.tissue, self.grid.owned))
         if want == "star" and cross:

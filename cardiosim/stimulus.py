@@ -82,11 +82,16 @@ class TissueStimuli:
     def from_config(cls, cfg, grid, coords):
         protocols, amps, names = [], [], []
         Cm, chi = cfg.tissue.Cm, cfg.tissue.chi
+        # Non-conducting volumes of the microscopic model (cardiosim.microscopic) are never stimulated.
+        unexcitable = getattr(grid, "unexcitable", None)
         for i, st in enumerate(cfg.stimulus):
             per_cap = (st.current_density / Cm if st.current_density is not None
                        else st.current_per_volume / (chi * Cm))
             protocols.append(Protocol(st.start, st.duration, st.period, st.count))
-            amps.append(np.where(grid.in_region(st, coords), per_cap, 0.0))
+            inside = grid.in_region(st, coords)
+            if unexcitable is not None:
+                inside &= ~unexcitable
+            amps.append(np.where(inside, per_cap, 0.0))
             names.append(st.name or f"stimulus[{i}]")
         amplitudes = np.array(amps) if amps else np.zeros((0, len(coords)))
         return cls(protocols, amplitudes, names)

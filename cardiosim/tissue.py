@@ -176,5 +176,8 @@ class Bidomain(TissueModel):
 
 
 def make(grid, cfg, stencil):
+    if cfg.tissue.model == "microscopic":
+        from . import microscopic
+        return microscopic.make(grid, cfg)
     cls = Bidomain if cfg.simulation.equations == "bidomain" else Monodomain
     return cls(grid, cfg, stencil)

@@ -1,8 +1,8 @@
 """The XDMF sidecar of a result file: what ParaView (and VisIt) need to open the HDF5 output directly.
 
 One ``.xdmf`` beside the ``.h5`` (same stem), XDMF 2: a temporal collection with one uniform grid per complete
-snapshot. The grid is a 3DCoRectMesh (origin 0, node spacing h; XDMF lists dimensions, origin and spacing slowest
-axis first: z, y, x); a 2D grid is one node thick in z, a 1D grid one node in y and z, so that x stays x in
+snapshot. The grid is a 3DCoRectMesh (origin at the first node: 0, or h/2 on the cell-centred grid; node spacing
+h; XDMF lists dimensions, origin and spacing slowest axis first: z, y, x); a 2D grid is one node thick in z, a 1D grid one node in y and z, so that x stays x in
 ParaView (XDMF's 2DCoRectMesh would put a 2D grid in ParaView's y-z plane). Each snapshot's Vm and φe are HyperSlab DataItems selecting one time slice of the
 time-stacked datasets; the maps (activation time, APD) are attached to every snapshot as static attributes once
 they exist. A 1D grid is written as a 2D mesh one node high (ParaView shows it as a line of points).
@@ -34,21 +34,24 @@ def mesh_shape(grid_shape_zyx) -> tuple[int, ...]:
 
 
 def grid(h5_name: str, grid_shape, spacing_xyz, datasets: dict, name: str, t: float, index: int, fields,
-         maps=()) -> str:
+         maps=(), origin_xyz=None) -> str:
     """One snapshot: a uniform grid at time t whose node data are slice ``index`` of the time-stacked
     ``/fields/<name>`` and the whole ``/maps/<name>``.
 
     h5_name: the HDF5 file name as the sidecar refers to it (relative: same directory). grid_shape: the nodes in
     natural order ([nz,] [ny,] nx); spacing_xyz: node spacing (cm), x first. datasets: HDF5 path -> shape of
-    every dataset referred to.
+    every dataset referred to. origin_xyz: the first node (cm), x first; 0 (the microscopic model's cell-centred
+    grid: h/2).
     """
     grid_shape = tuple(int(n) for n in grid_shape)
     mesh = mesh_shape(grid_shape)
     h = [float(v) for v in reversed(list(spacing_xyz))]          # slowest first, like the dimensions
     h = [h[-1]] * (3 - len(h)) + h                                # missing axes: any positive spacing
+    o = [float(v) for v in reversed(list(origin_xyz if origin_xyz is not None else [0.0] * len(spacing_xyz)))]
+    o = [0.0] * (3 - len(o)) + o
     topo = f'<Topology TopologyType="3DCoRectMesh" Dimensions="{_dims(mesh)}"/>'
     geom = ('<Geometry GeometryType="ORIGIN_DXDYDZ">'
-            f'<DataItem Format="XML" NumberType="Float" Precision="8" Dimensions="3">{_numbers([0.0] * 3)}'
+            f'<DataItem Format="XML" NumberType="Float" Precision="8" Dimensions="3">{_numbers(o)}'
             '</DataItem><DataItem Format="XML" NumberType="Float" Precision="8" Dimensions="3">'
             f'{_numbers(h)}</DataItem></Geometry>')
 
@@ -97,8 +100,9 @@ class Sidecar:
     writes the final version, with the maps.
     """
 
-    def __init__(self, h5_path: Path, grid_shape, spacing_xyz, fields):
+    def __init__(self, h5_path: Path, grid_shape, spacing_xyz, fields, origin_xyz=None):
         self.path = sidecar(h5_path)
+        self.origin = origin_xyz
         self.h5_name = Path(h5_path).name
         self.grid_shape, self.spacing, self.fields = grid_shape, spacing_xyz, list(fields)
         self.times: list[float] = []
@@ -107,7 +111,7 @@ class Sidecar:
 
     def _grid(self, i, datasets, maps=()) -> str:
         return grid(self.h5_name, self.grid_shape, self.spacing, datasets, f"snapshot {i}", self.times[i], i,
-                    self.fields, maps)
+                    self.fields, maps, self.origin)
 
     def add(self, t: float, datasets: dict) -> None:
         self.times.append(t)

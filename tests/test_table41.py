@@ -33,7 +33,8 @@ def bench(tmp_path, *args):
 
 @pytest.mark.mpi
 def test_table41_on_cpu(tmp_path):
-    results, page = bench(tmp_path, "--placements", "cpu", "grouped", "--backend", "native")
+    results, page = bench(tmp_path, "--placements", "cpu", "grouped", "--backend", "native", "--tissues",
+                          "homogenised")
     assert [(r["placement"], r["exchange"]) for r in results] == [("cpu", "-"), ("grouped", "vm"),
                                                                   ("grouped", "full")]
     for r in results:
@@ -45,9 +46,31 @@ def test_table41_on_cpu(tmp_path):
     assert "| native (CPU) | grouped | full | 2 | 0 |" in page and "PDE 1599.62" in page
 
 
+def test_microscopic_twin_is_the_seed_experiment():
+    from cardiosim.bench.table41 import CONFIGS
+    from cardiosim.grid import node_counts
+    cfg = config.load(CONFIGS["microscopic"])
+    assert node_counts(cfg).tolist() == [625, 625] and cfg.grid.spacing == [0.0008, 0.0008]   # 390,625 volumes
+    m, s = cfg.tissue.microscopic, cfg.simulation
+    assert (m.sigma_c, m.G_p, m.G_i, m.G_c) == (0.4, 0.5, 0.33, 0.062)                        # µS/µm, µS
+    assert (s.dt, round(s.duration / s.dt), s.dt / s.ode_substeps, s.time_scheme) == (0.01, 10, 1e-4,
+                                                                                       "backward-euler")
+    assert (cfg.tissue.chi, cfg.tissue.Cm, cfg.cell.model) == (1400.0, 1.0, "bondarenko")
+
+
+@pytest.mark.mpi
+def test_table41_runs_both_twins(tmp_path):
+    results, page = bench(tmp_path, "--placements", "cpu", "--backend", "native")
+    assert [r["tissue"] for r in results] == ["homogenised", "microscopic"]
+    assert [r["grid"] for r in results] == [[11, 11], [11, 11]]
+    for r in results:
+        assert r["pde_ms"] > 0 and r["ode_ms"] > 0 and r["iterations"]["parabolic"] >= 1
+    assert "| microscopic | bidomain | native (CPU) | cpu |" in page
+
+
 @pytest.mark.mpi
 def test_unknown_kernel_variant_is_reported(tmp_path):
     results, page = bench(tmp_path, "--placements", "grouped", "--backend", "cuda", "--variants", "no-such-kernel",
-                          "--exchange", "vm")
+                          "--exchange", "vm", "--tissues", "homogenised")
     assert len(results) == 1 and "cell.kernel" in results[0]["unavailable"]
     assert "not available" in page

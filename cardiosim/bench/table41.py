@@ -1,6 +1,8 @@
 """The seed's Table 4.1 (docs/design.md §9): run/seed-table41.toml — 625 x 625 bidomain sheet, Bondarenko cells, 10 PDE
-steps of 0.01 ms with 100 ODE substeps — for every kernel variant and placement; PDE, ODE, exchange and total time
-per run, as the seed printed them, with the ranks and GPUs used.
+steps of 0.01 ms with 100 ODE substeps — and its microscopic twin run/seed-table41-microscopic.toml (the seed
+lineage's own model: 8 µm volumes, myocytes, gap junctions; docs/microscopic.md), for every kernel variant and
+placement; PDE, ODE, exchange and total time per run, as the seed printed them, with the ranks and GPUs used.
+``--tissues`` picks the twins (default both, back to back).
 
     cardiosim bench table41 --ranks 16 [--variants fused original ...] [--placements grouped per-rank cpu]
         [--exchange vm full] [--write docs/benchmarks.md] [--json docs/bench/table41.json] [-- PETSc options]
@@ -28,6 +30,7 @@ from .launch import machine, mpirun_command, publish
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "run" / "seed-table41.toml"
+CONFIGS = {"homogenised": CONFIG, "microscopic": ROOT / "run" / "seed-table41-microscopic.toml"}
 VARIANTS = ("original", "lean-registers", "no-aux", "constant-memory", "all", "fused")
 PLACEMENTS = ("grouped", "per-rank", "cpu", "resident")   # resident: one rank per GPU (--ranks 1 on one GPU)
 SPACING = 0.0008                                    # cm, the seed's 8 µm (grid.spacing of the config)
@@ -69,7 +72,9 @@ def single(spec: dict) -> dict:
         ode = max(r["reaction"] for r in per_rank)
         gpus = sorted({(g["node"], g["cells_on"]) for g in lay["groups"] if g["cells_on"] != "CPU"})
         n_cells, k, steps = sim.grid.n_nodes, cfg.simulation.ode_substeps, sim.n_steps
-        out = {"placement": lay["placement"], "exchange": lay["exchange"], "backend": lay["ode_backend"],
+        out = {"tissue": "microscopic" if cfg.tissue.model == "microscopic" else "homogenised",
+               "equations": cfg.simulation.equations,
+               "placement": lay["placement"], "exchange": lay["exchange"], "backend": lay["ode_backend"],
                "variant": cfg.cell.kernel if lay["ode_backend"] == "cuda" else None,
                "ranks": comm.size, "gpus": len(gpus), "groups": len(lay["groups"]),
                "grid": [int(n) for n in sim.grid.n], "cells": n_cells, "steps": steps, "ode_substeps": k,
@@ -86,14 +91,15 @@ def single(spec: dict) -> dict:
     return out
 
 
-def cases(placements, variants, exchanges, backend) -> list[dict]:
-    """(placement, exchange, backend, variant) of every run."""
+def cases(placements, variants, exchanges, backend, tissues=("homogenised",)) -> list[dict]:
+    """(tissue, placement, exchange, backend, variant) of every run; the twins back to back for each case."""
     out = []
     for p in placements:
         be = "native" if p == "cpu" else backend
         exs = exchanges if p == "grouped" else ["vm"]
         vs = variants if be == "cuda" else [None]
-        out += [{"placement": p, "exchange": e, "backend": be, "variant": v} for e in exs for v in vs]
+        out += [{"tissue": t, "placement": p, "exchange": e, "backend": be, "variant": v}
+                for e in exs for v in vs for t in tissues]
     return out
 
 
@@ -103,10 +109,12 @@ def run_case(case: dict, ranks: int, steps: int, grid: int | None, overrides, pe
             f"simulation.duration={steps * 0.01!r}", "simulation.progress_interval=0.0"]
     if case["variant"]:
         sets.append(f'cell.kernel="{case["variant"]}"')
+    tissue = case.get("tissue", "homogenised")
     if grid:
-        L = round((grid - 1) * SPACING, 10)
+        # the homogenised twin's grid is vertex-centred (n = L/h + 1), the microscopic one cell-centred (n = L/h)
+        L = round((grid - (1 if tissue == "homogenised" else 0)) * SPACING, 10)
         sets += [f"grid.size=[{L!r}, {L!r}]"]
-    spec = {"config": str(CONFIG), "set": [*sets, *overrides], "petsc": list(petsc_args)}
+    spec = {"config": str(CONFIGS[tissue]), "set": [*sets, *overrides], "petsc": list(petsc_args)}
     cmd = mpirun_command(ranks) + [sys.executable, "-m", "cardiosim.bench.table41", "--single", json.dumps(spec)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     for line in proc.stdout.splitlines():
@@ -127,21 +135,25 @@ def markdown(label: str, results: list[dict], meta: dict) -> str:
     lines = [f"### Table 4.1 scenario: {label}", "",
              f"{meta['date']} · {meta['machine']['cpu']} ({meta['machine']['cores']} cores) · GPU: "
              f"{meta['machine']['gpu']} · `{meta['command']}`", "",
-             f"run/seed-table41.toml ({size}; Bondarenko, bidomain, dt 0.01 ms, 100 ODE substeps). Times in ms: "
+             f"run/seed-table41.toml (homogenised) and run/seed-table41-microscopic.toml ({size}; Bondarenko, dt 0.01 "
+             "ms, 100 ODE substeps). Times in ms: "
              "PDE = parabolic + elliptic, ODE = reaction, exchange = cell data to/from the group's owner (max over "
              "ranks); Total = the stepping loop. Set-up (kernel compilation, multigrid set-up) not included.", "",
-             "| kernel | placement | exchange | ranks | GPUs | PDE | ODE | exchange | Total | cell-steps/s (ODE) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| tissue | equations | kernel | placement | exchange | ranks | GPUs | PDE | ODE | exchange | Total | "
+             "iterations per step | cell-steps/s (ODE) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         kernel = r.get("variant") or f"{r['backend']} (CPU)"
         if "unavailable" in r:
-            lines.append(f"| {kernel} | {r['placement']} | {r['exchange']} | {r['ranks']} | — | — | — | — | — | "
-                         f"not available: {r['unavailable']} |")
+            lines.append(f"| {r.get('tissue', 'homogenised')} | — | {kernel} | {r['placement']} | {r['exchange']} | "
+                         f"{r['ranks']} | — | — | — | — | — | — | not available: {r['unavailable']} |")
             continue
         ex = r["exchange"] if r["placement"] == "grouped" else "—"
         cs = f"{r['cell_steps_per_s']:.3g}" if r["cell_steps_per_s"] else "—"
-        lines.append(f"| {kernel} | {r['placement']} | {ex} | {r['ranks']} | {r['gpus']} | {_ms(r['pde_ms'])} | "
-                     f"{_ms(r['ode_ms'])} | {_ms(r['exchange_ms'])} | {_ms(r['total_ms'])} | {cs} |")
+        its = ", ".join(f"{k} {v:.1f}" for k, v in r.get("iterations", {}).items()) or "—"
+        lines.append(f"| {r.get('tissue', 'homogenised')} | {r.get('equations', '—')} | {kernel} | {r['placement']} | "
+                     f"{ex} | {r['ranks']} | {r['gpus']} | {_ms(r['pde_ms'])} | {_ms(r['ode_ms'])} | "
+                     f"{_ms(r['exchange_ms'])} | {_ms(r['total_ms'])} | {its} | {cs} |")
     lines += ["", "The seed (16 CPU ranks + 4 GPUs, 625 × 625, 10 steps), as printed: "
               + "; ".join(f"{v}: PDE {p} / ODE {o} / Total {t}" for v, (p, o, t) in SEED.items()) + ".", ""]
     return "\n".join(lines)
@@ -161,6 +173,9 @@ def main(argv=None) -> int:
     p.add_argument("--backend", default="cuda", choices=("cuda", "native", "numpy"),
                    help="integrator of the grouped/per-rank placements (native or numpy: grouped on a CPU)")
     p.add_argument("--groups-per-node", type=int, default=1, help="grouped with a CPU integrator: groups per node")
+    p.add_argument("--tissues", nargs="+", default=list(CONFIGS), choices=tuple(CONFIGS),
+                   help="the homogenised twin (run/seed-table41.toml), the microscopic one "
+                        "(run/seed-table41-microscopic.toml), or both (default)")
     p.add_argument("--steps", type=int, default=10, help="PDE steps (the seed: 10)")
     p.add_argument("--grid", type=int, help="nodes per side at the seed's 8 µm (default 625: the seed's sheet)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="extra config override")
@@ -178,10 +193,11 @@ def main(argv=None) -> int:
             "command": "cardiosim bench table41 " + " ".join(argv)}
     label = args.label or f"{meta['machine']['host']}, {args.ranks} ranks"
     results = []
-    for case in cases(args.placements, args.variants, args.exchange, args.backend):
+    for case in cases(args.placements, args.variants, args.exchange, args.backend, args.tissues):
         r = run_case(case, args.ranks, args.steps, args.grid, args.set, petsc_args, args.groups_per_node)
         results.append(r)
-        what = f"{case['variant'] or case['backend']:<16} {case['placement']:<9} {case['exchange']:<5}"
+        what = (f"{case['tissue']:<12} {case['variant'] or case['backend']:<16} {case['placement']:<9} "
+                f"{case['exchange']:<5}")
         if "unavailable" in r:
             print(f"{what} not available: {r['unavailable']}", flush=True)
         else:
