@@ -413,8 +413,8 @@ def make(grid, cfg):
         def __init__(self, grid, cfg):
             _setup(self, grid, cfg)
             self.K = self.operator.matrix(self.operator.values(self.coefficients))
-            self.parabolic = _solver("parabolic", self._parabolic_matrix(self.K), self._parabolic_defaults(),
-                                     grid=grid)
+            self.parabolic = _solver("parabolic", self._parabolic_matrix(self.K),
+                                     self._parabolic_defaults(self.K), grid=grid)
 
     class MicroscopicBidomain(Bidomain):
         """Bidomain variant: intracellular faces from the layout, uniform extracellular faces (σ_e)."""
@@ -426,8 +426,8 @@ def make(grid, cfg):
             vi = op.values(self.coefficients)
             ve = op.values(extracellular_coefficients(cfg, grid, self.layout))
             self.Ki = op.matrix(vi)
-            self.parabolic = _solver("parabolic", self._parabolic_matrix(self.Ki), self._parabolic_defaults(),
-                                     grid=grid)
+            self.parabolic = _solver("parabolic", self._parabolic_matrix(self.Ki),
+                                     self._parabolic_defaults(self.Ki), grid=grid)
             pc = gpu_elliptic_defaults(grid) if grid.gpu else elliptic_pc_defaults(grid)
             self.elliptic = _solver("elliptic", op.matrix(vi + ve), {**ELLIPTIC_DEFAULTS, **pc}, grid=grid,
                                     nullspace=True)
