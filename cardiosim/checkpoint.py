@@ -71,15 +71,25 @@ def check_path(path: Path, overwrite: bool) -> None:
         raise UserError(f"checkpoint.path: cannot write in {parent} (not a writable directory)")
 
 
-def physics(cfg) -> dict:
-    """The config as {dotted key: value}, less the keys a restart may change."""
+def physics(cfg, defaults: bool = False) -> dict:
+    """The config as {dotted key: value}, less the keys a restart may change; with ``defaults``, every key's default
+    instead of its value (for checkpoints written before a key existed: they were run with its default)."""
     flat = {}
+
+    def default_of(f, value):
+        if f.default is not dataclasses.MISSING:
+            return f.default
+        if f.default_factory is not dataclasses.MISSING:
+            return f.default_factory()
+        return value
 
     def walk(prefix, value):
         if dataclasses.is_dataclass(value):
             for f in dataclasses.fields(value):
                 if not f.metadata.get("internal"):
-                    walk(f"{prefix}{f.name}.", getattr(value, f.name))
+                    v = getattr(value, f.name)
+                    walk(f"{prefix}{f.name}.", v if not defaults or dataclasses.is_dataclass(v) or
+                         isinstance(v, list) else default_of(f, v))
         elif isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
             for i, v in enumerate(value):
                 walk(f"{prefix[:-1]}[{i}].", v)
@@ -445,6 +455,8 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
     except (OSError, KeyError, ValueError, TypeError) as e:
         raise UserError(f"{where}: not a readable cardiosim checkpoint ({e})") from None
     now = physics(cfg)
+    # keys this version has and the checkpoint's does not: the run that wrote it used their defaults
+    then = {**{k: v for k, v in physics(cfg, defaults=True).items() if k not in then}, **then}
     if then != now:
         raise UserError(f"{where}: written for another config: {_differences(then, now)} (a restart may change "
                         f"only {', '.join(k + '*' if k.endswith('.') else k for k in FREE_KEYS)})")
