@@ -147,7 +147,7 @@ def main(argv=None) -> int:
             raise UserError(f"cardiosim {args.command}: takes no PETSc options (given after --: "
                             f"{' '.join(petsc_args)}); they are for cardiosim run")
         from . import petsc_options
-        from .placement import petsc_device_options   # PETSc on this rank's GPU (resident), before it starts
+        from .reaction.placement import petsc_device_options   # PETSc on this rank's GPU (resident), before it starts
         # Before anything imports PETSc; a PETSc option of the user's that nothing reads is an error. Ours:
         # -no_signal_handler (PETSc's handler would turn a SIGTERM during set-up into a stack dump and an abort;
         # cardiosim's own, cardiosim.signals, is in place already) and the device choice.
@@ -253,8 +253,8 @@ def _kernels(args) -> int:
     from pathlib import Path
     from . import cells
     from .errors import UserError
-    from .ode import kernel_variants, ptxas
-    from .ode.cuda_backend import kernel_source
+    from .reaction.ode import kernel_variants, ptxas
+    from .reaction.ode.cuda_backend import kernel_source
     try:
         model = cells.make(args.model)
     except cells.CellModelError as e:

@@ -27,7 +27,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 
 
 from .errors import UserError
-from .ode import kernel_variants
+from .reaction.ode import kernel_variants
 
 
 class ConfigError(UserError):

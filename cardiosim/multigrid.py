@@ -19,8 +19,9 @@ Smoother: multicolour SOR, one forward sweep before and one backward sweep after
 each), relaxation factor ``omega``: a symmetric V-cycle, as CG needs.
 
 Options, under the solver's prefix (e.g. ``-elliptic_``): ``smg_omega`` (default 1.0), ``smg_sweeps`` (1),
-``smg_coarse_max`` (1024 nodes), ``smg_graphs`` (true: the GPU build applies the V-cycle as a CUDA graph), ``smg_coarse_solve`` (eig: the coarsest
-inverse from an eigendecomposition on the host; gauss-jordan: by Gauss–Jordan elimination on the device). Select it with ``-elliptic_pc_type python -elliptic_pc_python_type
+``smg_coarse_max`` (1024 nodes), ``smg_graphs`` (true: the GPU build applies the V-cycle as a CUDA graph),
+``smg_coarse_solve`` (eig: the coarsest inverse from an eigendecomposition on the host; gauss-jordan: by
+Gauss–Jordan elimination on the device). Select it with ``-elliptic_pc_type python -elliptic_pc_python_type
 cardiosim.multigrid.StencilMG`` (the resident placement does so on one rank).
 
 One MPI rank only: the levels are the whole grid. Several ranks keep PETSc's PCMG (cardiosim.linear_solvers).
@@ -39,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from petsc4py import PETSc
 
-from .ode.native import cache_dir, compile_once, kernel_dir
+from .reaction.ode.native import cache_dir, compile_once, kernel_dir
 
 SOURCE = "stencil_mg.cpp"
 COARSE_SOLVES = ("eig", "gauss-jordan")
@@ -232,7 +233,7 @@ def _build(gpu: bool) -> Path:
 
 def _gpu_arch() -> str:
     """sm_XY of the CUDA device current in this thread (the one PETSc initialised), else of device 0."""
-    from .ode.cuda_backend import _import_pycuda, arch_of
+    from .reaction.ode.cuda_backend import _import_pycuda, arch_of
     cuda = _import_pycuda()
     cuda.init()
     try:

@@ -19,7 +19,7 @@ from . import checkpoint, energy, log, output, petsc_options
 from .analysis import ActivationMap, APDMap, HostMaps
 from .errors import SimulationError, UserError
 from .grid import Grid
-from .placement import MODE
+from .reaction.placement import MODE
 from .reaction import Reaction
 from .resources import check_memory
 from .tissue import make as make_tissue
@@ -82,7 +82,7 @@ class Simulation:
         self.mode = MODE[self.reaction.placement.mode]
         # what checkpoints save through state()/load_state()
         if self.mode.on_device:
-            from .ode.resident import DeviceAccumulator, DeviceMaps
+            from .reaction.ode.resident import DeviceAccumulator, DeviceMaps
             self.maps = DeviceMaps(self.activation, self.apd, self.reaction.placement.device)
             self.accumulators = {"activation": DeviceAccumulator(self.maps, self.activation),
                                  "apd": DeviceAccumulator(self.maps, self.apd)}
@@ -109,7 +109,7 @@ class Simulation:
             from . import microscopic
             self.output.write_tissue(lambda: microscopic.global_layout(cfg, self.grid), microscopic.output_attrs(cfg))
         if self.output and self.mode.on_device:
-            from .ode.resident import DeviceProbes
+            from .reaction.ode.resident import DeviceProbes
             self.output.probes = DeviceProbes(self.output.probes, self.reaction.placement.device)
         lap("maps, output, restart")
         # Solver set-up that PETSc would otherwise do in the first solves (hierarchy, eigenvalue estimates, GPU

@@ -141,7 +141,7 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
     model_overrides = {k: float(v) for k, v in {**overrides, **tissue}.items()}
     import h5py                                             # here, so the rest of cardiosim imports without it
     if model.kernel_name:
-        from .ode.native import NativeModel
+        from .reaction.ode.native import NativeModel
         native = NativeModel(model)
     else:
         native = _NumpyCell(model)

@@ -110,7 +110,7 @@ def require_mpirun() -> str:
 def require_gpu(n: int = 1) -> int:
     """The number of visible GPUs; skips the test (or fails, where gpu is required) where PyCUDA or ``n`` GPUs are
     missing."""
-    from cardiosim.placement import visible_gpus
+    from cardiosim.reaction.placement import visible_gpus
     have, why = visible_gpus()
     needs("gpu", have >= max(n, 1), why if have == 0 else f"{n} GPUs wanted, {have} visible")
     return have

@@ -18,8 +18,8 @@ from cardiosim.biomarkers import format_table
 from cardiosim.cells import make
 from cardiosim.cells.bondarenko import ALPHA_N_LIM, DERIVED_ORDER, PARAMETER_ORDER
 from cardiosim.errors import SimulationError
-from cardiosim.ode import native
-from cardiosim.ode.native import NativeModel
+from cardiosim.reaction.ode import native
+from cardiosim.reaction.ode.native import NativeModel
 from cardiosim.single_cell import run_cell
 from cardiosim.stimulus import Protocol
 from conftest import REFERENCE

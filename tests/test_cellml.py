@@ -48,7 +48,7 @@ def _myokit_derivatives(path, i_stim=0.0, patches=None):
 @pytest.mark.parametrize("name", VARIED)
 def test_numpy_equals_myokit_and_c_equals_numpy(name):
     require_gcc()
-    from cardiosim.ode.native import NativeModel
+    from cardiosim.reaction.ode.native import NativeModel
     path = MODELS / f"{name}.cellml"
     model = cells.model_class(str(path))()
     y0 = model.initial_state(1)
@@ -173,7 +173,7 @@ def test_cache_is_keyed_and_race_free(tmp_path):
 
 
 def _native_beat(model, dt, t_end, amp, dur, integrator="forward-euler"):
-    from cardiosim.ode.native import NativeModel
+    from cardiosim.reaction.ode.native import NativeModel
     nat = NativeModel(model, integrator=integrator)
     y = np.ascontiguousarray(model.initial_state(1))
     k = int(round(1.0 / dt))
@@ -415,9 +415,9 @@ def test_fused_kernel_source_with_a_generated_model_compiles(tmp_path, integrato
     the wiring (include path, CS_MODEL names, sizes, the Rush-Larsen entry point) without a GPU. A wrong state count
     fails its static_assert (checked too)."""
     import shutil
-    from cardiosim.ode import kernel_variants
-    from cardiosim.ode.cuda_backend import kernel_source
-    from cardiosim.ode.native import header_dir, kernel_dir
+    from cardiosim.reaction.ode import kernel_variants
+    from cardiosim.reaction.ode.cuda_backend import kernel_source
+    from cardiosim.reaction.ode.native import header_dir, kernel_dir
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         require_gcc()

@@ -44,7 +44,7 @@ def gpu():
 
 def _gpu_vs_numpy(model, integrator, dt, t_end):
     """Largest difference over every state and every ms, relative to each state's largest magnitude."""
-    from cardiosim.ode.cuda_backend import CudaBackend
+    from cardiosim.reaction.ode.cuda_backend import CudaBackend
     n = len(AMPS)
     proto = [Protocol(start=0.0, duration=1.0, period=0.0, count=1)]
     amps = np.array([AMPS])
@@ -79,7 +79,7 @@ def test_generated_kernel_equals_numpy_twin(gpu, name):
 def test_cell_steps_per_second(gpu):
     """Throughput of the fused Forward-Euler kernel, 2^20 cells at rest, 100 substeps per launch (fmad on, as in
     production); printed for docs/benchmarks.md."""
-    from cardiosim.ode.cuda_backend import CudaBackend
+    from cardiosim.reaction.ode.cuda_backend import CudaBackend
     n, k, launches = 1 << 20, 100, 10
     rows = []
     models = {"tt06 (hand)": cells.make("tt06"), "bondarenko (hand)": cells.make("bondarenko")}

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from cardiosim.cells import make
 from conftest import require_gpu
-from cardiosim.ode.kernel_variants import VARIANTS
-from cardiosim.ode.native import NativeModel
+from cardiosim.reaction.ode.kernel_variants import VARIANTS
+from cardiosim.reaction.ode.native import NativeModel
 from cardiosim.stimulus import Protocol
 
 pytestmark = pytest.mark.gpu
@@ -54,7 +54,7 @@ def _snap_launches(t_end, k):
 
 
 def _run_gpu(model, y0, protocols, amps, t_end, k, fmad, variant="fused", when=None):
-    from cardiosim.ode.cuda_backend import CudaBackend
+    from cardiosim.reaction.ode.cuda_backend import CudaBackend
     snaps = {}
     when = when or _snap_launches(t_end, k)
     with CudaBackend(model, y0, fmad=fmad, variant=variant) as be:
@@ -184,7 +184,7 @@ def test_variant_matches_numpy_reference(gpu, variant):
 
 
 def test_registers_and_spills(gpu):
-    from cardiosim.ode.cuda_backend import CudaBackend
+    from cardiosim.reaction.ode.cuda_backend import CudaBackend
     model = make("bondarenko", "apical")
     for fmad in (True, False):
         with CudaBackend(model, model.initial_state(1), fmad=fmad) as be:
@@ -199,7 +199,7 @@ def test_registers_and_spills(gpu):
 def test_nonfinite_is_reported(gpu, variant, when):
     """A NaN in one cell stops the launch's check with the cell, state and time named."""
     from cardiosim.errors import SimulationError
-    from cardiosim.ode.cuda_backend import CudaBackend
+    from cardiosim.reaction.ode.cuda_backend import CudaBackend
     model = make("bondarenko", "apical")
     y = model.initial_state(1000)
     y[model.state_index("Cai"), 777] = np.nan
@@ -214,7 +214,7 @@ def test_nonfinite_is_reported(gpu, variant, when):
 
 @pytest.mark.parametrize("k", [1, 100])
 def test_throughput_1e6_cells(gpu, k):
-    from cardiosim.ode.cuda_backend import CudaBackend
+    from cardiosim.reaction.ode.cuda_backend import CudaBackend
     n = 1_000_000
     model = make("bondarenko", "apical")
     protocols, amps = _stimulus(n)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from cardiosim.cells import make
-from cardiosim.ode import kernel_variants as kv
-from cardiosim.ode.native import NativeModel, kernel_dir
+from cardiosim.reaction.ode import kernel_variants as kv
+from cardiosim.reaction.ode.native import NativeModel, kernel_dir
 from cardiosim.stimulus import Protocol
 
 from conftest import needs, run_cli
@@ -104,7 +104,7 @@ ptxas info    : Function properties for __internal_accurate_pow
 
 
 def test_ptxas_report_is_parsed():
-    from cardiosim.ode.ptxas import parse
+    from cardiosim.reaction.ode.ptxas import parse
     r = parse(PTXAS_12)
     assert (r["registers"], r["stack_frame"], r["spill_stores"], r["spill_loads"]) == (238, 8, 4, 12)
     assert r["cmem"] == {3: 1936, 0: 624}

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from cardiosim.errors import UserError
-from cardiosim.placement import blocks, layout_table, plan_node, resolve
+from cardiosim.reaction.placement import blocks, layout_table, plan_node, resolve
 from cardiosim.timing import Timers
 
 from conftest import mpirun, require_mpirun, run_cli
@@ -80,7 +80,7 @@ def test_resident_one_rank_per_gpu():
 
 
 def test_modes_are_one_table():
-    from cardiosim.placement import MODE, MODES
+    from cardiosim.reaction.placement import MODE, MODES
     assert MODES == ("auto", "cpu", "grouped", "per-rank", "resident")
     assert [m for m in MODE if MODE[m].gpu_pde] == ["resident"]
     assert [m for m in MODE if MODE[m].grouped] == ["grouped"]
@@ -93,7 +93,7 @@ def test_device_selection_without_cuda(monkeypatch):
     and the user's own -device_* options are honoured."""
     from mpi4py import MPI
 
-    from cardiosim.placement import gpus_without_cuda, petsc_device_options
+    from cardiosim.reaction.placement import gpus_without_cuda, petsc_device_options
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     monkeypatch.delenv("PETSC_OPTIONS", raising=False)
     assert gpus_without_cuda() == 2
@@ -141,7 +141,7 @@ def test_layout_table():
 def test_layout_of_two_nodes():
     """What place() gathers from every rank -> one entry per (node, group), owners as world ranks: node 0 with 3
     ranks on 2 GPUs, node 1 with 2 ranks on 4 GPUs (GPUs 2 and 3 idle)."""
-    from cardiosim.placement import _layout
+    from cardiosim.reaction.placement import _layout
     rows = []
     for node, host, n_ranks, n_gpus, first in ((0, "a", 3, 2, 0), (1, "b", 2, 4, 3)):
         plan = plan_node(n_ranks, "grouped", n_gpus)
@@ -299,7 +299,7 @@ def test_blow_up_found_by_the_owner_stops_every_rank(tmp_path):
 INJECT = """
 import os, signal, sys
 from mpi4py import MPI
-from cardiosim.ode import grouped_backend
+from cardiosim.reaction.ode import grouped_backend
 advance = grouped_backend.GroupedBackend.advance
 calls = []
 
@@ -356,7 +356,7 @@ def test_first_rank_starts_first_and_its_failure_reaches_all(tmp_path):
     script.write_text(textwrap.dedent(f"""
         import time
         from mpi4py import MPI
-        from cardiosim.placement import first_then_others
+        from cardiosim.reaction.placement import first_then_others
         comm = MPI.COMM_WORLD
 
         def start():
@@ -415,7 +415,7 @@ def test_bad_placement_is_one_line(tmp_path, sets, words):
 
 @pytest.mark.mpi
 def test_cuda_without_gpu_is_one_line(tmp_path):
-    from cardiosim.placement import visible_gpus
+    from cardiosim.reaction.placement import visible_gpus
     if visible_gpus()[0]:
         pytest.skip("a GPU is visible here")
     proc = run_cli(["run", SHEET, "--output", tmp_path / "out.h5", "--set", 'cell.model="tt06"',
@@ -429,7 +429,7 @@ def test_cubin_cache_with_a_stand_in_compiler(tmp_path, monkeypatch):
     one compilation per (source, options, architecture), C++17 when C++14 fails, the file written whole."""
     import types
 
-    from cardiosim.ode.cuda_backend import compile_cached
+    from cardiosim.reaction.ode.cuda_backend import compile_cached
     calls = []
 
     def compile(src, options, arch, include_dirs, no_extern_c, cache_dir):

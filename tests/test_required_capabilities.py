@@ -22,7 +22,7 @@ def pytest_run(*args, require: str | None = None):
 
 
 def test_missing_gpu_fails_where_required():
-    from cardiosim.placement import visible_gpus
+    from cardiosim.reaction.placement import visible_gpus
     n, why = visible_gpus()
     if n:
         pytest.skip("a GPU is visible here: the no-GPU case cannot be shown")   # not a missing capability

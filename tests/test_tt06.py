@@ -5,7 +5,7 @@ What is checked, against what:
     file and evaluates every derivative), at random states over the whole voltage range;
   * the C right-hand side and the C Rush–Larsen step against the NumPy ones, at states along an action potential;
   * single-cell beats against the CVODE reference of reference/tt06/README.md: Forward Euler (C, through
-    cardiosim.ode.native) at dt = 0.001 and 0.002 ms, Rush–Larsen (NumPy, and C through a test shim) at 0.01 and
+    cardiosim.reaction.ode.native) at dt = 0.001 and 0.002 ms, Rush–Larsen (NumPy, and C through a test shim) at 0.01 and
     0.05 ms; biomarkers of beat 1 and the V trace (trace_epi_1Hz_beat1.csv);
   * Forward Euler at dt = 0.003 ms (beyond the m gate's stability limit) is caught by find_bad_state.
 
@@ -201,7 +201,7 @@ def shim(shim_build, model):
 @pytest.fixture(scope="module")
 def native(model):
     require_gcc()
-    from cardiosim.ode.native import NativeModel
+    from cardiosim.reaction.ode.native import NativeModel
     return NativeModel(model)
 
 
@@ -427,7 +427,7 @@ def test_c_rhs_matches_numpy(model, shim, ap_states, i_stim):
 
 
 def test_native_driver_runs_the_same_rhs(shim, native, ap_states):
-    """cardiosim.ode.native (kernels/cpu_driver.c with tt06.h) evaluates exactly the function the shim does."""
+    """cardiosim.reaction.ode.native (kernels/cpu_driver.c with tt06.h) evaluates exactly the function the shim does."""
     for c in range(0, ap_states.shape[1], 97):
         y = ap_states[:, [c]]
         assert np.array_equal(native.rhs(y[:, 0], STIM_AMP), shim.rhs(y, STIM_AMP)[:, 0])
@@ -506,7 +506,7 @@ def rms_vs_trace(t, V):
 
 @pytest.mark.parametrize("dt", [0.001, 0.002])
 def test_forward_euler_beat_matches_cvode(model, native, dt, capsys):
-    """Forward Euler on all 19 states (the C kernel via cardiosim.ode.native), beat 1: biomarkers within 1 % of
+    """Forward Euler on all 19 states (the C kernel via cardiosim.reaction.ode.native), beat 1: biomarkers within 1 % of
     CVODE (V_peak within 0.5 mV); V within 0.1 mV RMS of the reference trace over 0-500 ms (measured: 0.007 mV at
     dt = 0.001, 0.013 mV at 0.002; APD90 290.157 / 290.150 ms against 290.165)."""
     t, V, Ca = native_fe_beat(model, native, dt)
@@ -575,7 +575,7 @@ def test_forward_euler_too_large_step_is_detected(model, native):
     shows; once the cell has repolarised (README: "m leaves [0, 1] in diastole") the m gate oscillates with growing
     amplitude (x1.9 per step) and leaves [0, 1]. find_bad_state names it, before anything becomes non-finite.
 
-    The beat is run in C (cardiosim.ode.native, range check off) in chunks of 10 steps, find_bad_state after each;
+    The beat is run in C (cardiosim.reaction.ode.native, range check off) in chunks of 10 steps, find_bad_state after each;
     then the NumPy Forward Euler is restarted 5 ms before that point and must find it too, checking every step.
     Finally the native driver's own range check stops the run with a SimulationError naming m."""
     from cardiosim.errors import SimulationError

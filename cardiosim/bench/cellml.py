@@ -56,7 +56,7 @@ def _apd90(t, v) -> float:
 def _beat(model, integrator: str, dt: float):
     """(t, V) of one paced beat with the native C kernel, or None where a state goes bad."""
     from ..errors import SimulationError
-    from ..ode.native import NativeModel
+    from ..reaction.ode.native import NativeModel
     from ..stimulus import Protocol
     nat = NativeModel(model, integrator=integrator)
     y = np.ascontiguousarray(model.initial_state(1))
@@ -93,7 +93,7 @@ def conformance(path: Path) -> dict:
     """One row of the table (see the module docstring)."""
     import warnings
     from ..cells import CellModelError, cellml
-    from ..ode.native import NativeModel
+    from ..reaction.ode.native import NativeModel
     row = {"model": path.stem}
     t0 = time.perf_counter()
     try:

@@ -63,7 +63,7 @@ def copy_bandwidth(n_bytes=2 << 30, repeats=10) -> float:
 def fp64_instructions_per_step(model) -> int:
     """FP64 instructions in the fused kernel's PTX (one substep's worth; the loop body is the whole kernel but for
     the load/store of the state), a division counted as 10."""
-    from ..ode.ptxas import nvcc
+    from ..reaction.ode.ptxas import nvcc
     ptx = nvcc(model, "fused", "-ptx", "sm_90")[0].decode()
     body = ptx[ptx.index(".entry cs_fused_euler"):]
     body = re.split(r"^\.(?:visible\s+)?\.?func|^\.func|^// .globl", body[1:], flags=re.M)[0]  # this entry only
@@ -74,7 +74,7 @@ def fp64_instructions_per_step(model) -> int:
 
 
 def measure(model, variant, n, k, min_seconds=0.3) -> dict:
-    from ..ode.cuda_backend import CudaBackend
+    from ..reaction.ode.cuda_backend import CudaBackend
     protocols, amps = stimulus(n)
     with CudaBackend(model, model.initial_state(n), variant=variant) as be:
         stim = be.stimulus(protocols, amps)
@@ -98,7 +98,7 @@ def measure(model, variant, n, k, min_seconds=0.3) -> dict:
 
 
 def numpy_one_core(model, n=10_000, steps=20) -> float:
-    from ..ode.numpy_backend import NumpyBackend
+    from ..reaction.ode.numpy_backend import NumpyBackend
 
     class _NoStim:
         @staticmethod
@@ -117,7 +117,7 @@ def bytes_per_step(variant, k, n_states) -> float:
 
 
 def markdown(meta, rows, names) -> str:
-    from ..ode import kernel_variants
+    from ..reaction.ode import kernel_variants
     bw, rate, ins = meta["copy_bandwidth_Bps"], meta["fp64_issue_rate"], meta["fp64_instructions_per_step"]
     compute = rate / ins if rate and ins else None
     lines = ["### Cell kernels: every variant, Bondarenko (41 states, FP64)", "",
@@ -147,7 +147,7 @@ def markdown(meta, rows, names) -> str:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    from ..ode import kernel_variants
+    from ..reaction.ode import kernel_variants
     p = argparse.ArgumentParser(prog="python -m cardiosim.bench.kernels", description=__doc__.split("\n")[0])
     p.add_argument("--variants", nargs="+", default=list(kernel_variants.VARIANTS))
     p.add_argument("--cells", type=float, nargs="+", default=[1e5, 1e6, 1e7])

@@ -50,7 +50,7 @@ def main(argv=None):
 
     from .. import cells, config, energy, multigrid
     from ..grid import Grid
-    from ..ode.cuda_backend import CudaBackend
+    from ..reaction.ode.cuda_backend import CudaBackend
     from ..tissue import make
     from .multigrid import SHEET
 

@@ -292,7 +292,7 @@ def _digest(path: Path, patches=None) -> str:
 def generated(path, patches=None) -> tuple[dict, Path]:
     """(generate(path) without the sources, the cache folder holding ``<kernel_name>.h`` and ``numpy_rhs.py``);
     generated on first use."""
-    from ..ode.native import _lock, cache_dir
+    from ..reaction.ode.native import _lock, cache_dir
     path = Path(path)
     if not path.is_file():
         raise CellModelError(f"{path}: no such CellML file")
@@ -394,7 +394,7 @@ class GeneratedCellModel(CellModel):
 
 def cached() -> list[dict]:
     """The models generated on this machine so far (their model.json; the newest generation of each file name)."""
-    from ..ode.native import cache_dir
+    from ..reaction.ode.native import cache_dir
     rows = {}
     for meta in sorted(cache_dir("cellml").glob("*/model.json"), key=lambda q: q.stat().st_mtime):
         try:

@@ -229,7 +229,7 @@ class TenTusscher2006Epi(CellModel):
     DERIVED_ORDER = DERIVED_ORDER
     derived_constants = staticmethod(derived_constants)
 
-    #: For cardiosim.ode.native (and the CUDA loader): kernels/tt06.h, tt06_rhs, TT06_N_STATES, TT06_N_PARAMS.
+    #: For cardiosim.reaction.ode.native (and the CUDA loader): kernels/tt06.h, tt06_rhs, TT06_N_STATES, TT06_N_PARAMS.
     kernel_name = "tt06"
 
     # -- the model ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ Modes (``cell.placement``):
 - ``per-rank``: every rank holds its own context on GPU (node rank mod GPUs) — the Hyper-Q/MPS layout.
 - ``resident``: one rank per GPU (the node rank picks it); PETSc's vectors and matrices are GPU types on that GPU
   and the cell kernel works on Vm in the Vec's device memory: no host copies inside the stepping loop
-  (cardiosim.ode.resident). More ranks than GPUs on a node is refused unless ``cell.share_gpu`` (tests).
+  (cardiosim.reaction.ode.resident). More ranks than GPUs on a node is refused unless ``cell.share_gpu`` (tests).
 - ``auto``: ``grouped`` when the cells go to the GPU (``cell.backend = "cuda"``), else ``cpu``.
 
 Groups are contiguous blocks of node ranks, as even as possible (the first ones one rank larger); a node with more
@@ -31,7 +31,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from .errors import UserError
+from ..errors import UserError
 
 EXCHANGES = ("vm", "full")
 
@@ -62,7 +62,7 @@ def blocks(n_ranks: int, n_groups: int) -> tuple[int, ...]:
 class Mode:
     """A placement mode. ``name``: the config value; ``grouped``: ranks are split into group communicators;
     ``gpu_pde``: the grid's vectors and matrices are GPU types (cardiosim.grid); ``on_device``: the analysis and
-    probes read Vm on the device (cardiosim.ode.resident)."""
+    probes read Vm on the device (cardiosim.reaction.ode.resident)."""
     name = ""
     grouped = False
     gpu_pde = False
@@ -81,7 +81,7 @@ class Mode:
         return False
 
     def backend(self, reaction, states, stimuli, coords, timers):
-        """This rank's cell backend (cardiosim.ode.protocol.CellBackend) for the reaction step ``reaction``."""
+        """This rank's cell backend (cardiosim.reaction.ode.protocol.CellBackend) for the reaction step ``reaction``."""
         from .ode.protocol import OnHost
         return OnHost(reaction.integrator(states, stimuli, coords, rows=(0,)), stimuli)
 
@@ -143,7 +143,7 @@ class PerRank(Mode):
 class Resident(Mode):
     """One rank per GPU: the PDE's vectors and matrices, the cell states, the stimulus tables, the analysis
     accumulators and the probe samples all on the rank's GPU; nothing crosses to the host inside the stepping loop
-    (cardiosim.ode.resident). The node rank picks the GPU; more ranks than GPUs is refused unless
+    (cardiosim.reaction.ode.resident). The node rank picks the GPU; more ranks than GPUs is refused unless
     ``cell.share_gpu`` (tests: 2 ranks on a one-GPU machine), where node rank mod GPUs."""
     name = "resident"
     gpu_pde = True
@@ -318,7 +318,7 @@ def place(cell, comm) -> Placement:
     """
     from mpi4py import MPI
 
-    from . import cells
+    from .. import cells
     has_kernel = cells.model_class(cell.model).kernel_name is not None
     mode, integrator = resolve(cell.placement, cell.backend, has_kernel, cell.model)
     node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
@@ -409,7 +409,7 @@ def first_then_others(comm, start):
     """``start()`` on rank 0 of ``comm`` first, then, once it has succeeded, on the other ranks; returns its result.
 
     ``comm`` holds the ranks of one node that compile the same GPU kernel: the first compiles it into the cache
-    (cardiosim.ode.cuda_backend.compile_cached), the others find it there — one compilation per node, no races. A
+    (ode.cuda_backend.compile_cached), the others find it there — one compilation per node, no races. A
     failure on rank 0 is raised on every rank of ``comm`` (they would fail the same way)."""
     result = err = None
     if comm.rank == 0:

@@ -3,7 +3,7 @@
 per cell; every row with the grouped placement's ``exchange = "full"``).
 
 ``y`` is page-locked (pinned) host memory, so the copies run at full PCIe/NVLink speed. The device is chosen by
-the placement (cardiosim.placement): the group's GPU for a grouped owner, node rank mod GPUs per rank; the kernel
+the placement (reaction.placement): the group's GPU for a grouped owner, node rank mod GPUs per rank; the kernel
 variant (``kernel``) and the integrator (``integrator``) are cell.kernel and cell.integrator. The
 kernel is compiled once per node and architecture (``kernel_comm``: the first rank compiles into the cache, the
 others load it). A bad state on the GPU is
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SimulationError
+from ...errors import SimulationError
 
 
 class CudaTissueBackend:

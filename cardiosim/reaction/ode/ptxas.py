@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..errors import UserError
+from ...errors import UserError
 from . import kernel_variants
 from .cuda_backend import FUNCTION, kernel_source
 from .native import header_dir, kernel_dir

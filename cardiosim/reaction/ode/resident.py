@@ -2,7 +2,7 @@
 APD maps and the probe samples on the GPU that holds the PDE's vectors; nothing crosses to the host inside the
 stepping loop except the cell kernel's 16-byte error flag (the per-step health check).
 
-- :class:`ResidentBackend` (an ode.protocol.CellBackend): the fused kernel (cardiosim.ode.cuda_backend) on this
+- :class:`ResidentBackend` (an ode.protocol.CellBackend): the fused kernel (cardiosim.reaction.ode.cuda_backend) on this
   rank's cells. Vm is copied device-to-device from the Vec's device memory (``getCUDAHandle``) into state row 0
   before the substeps and back after (2 x 8 B per cell on the device; the kernel itself is unchanged, so the
   numbers are those of the grouped and per-rank placements).
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SimulationError
-from ..output import Probes
+from ...errors import SimulationError
+from ...output import Probes
 from .native import kernel_dir
 
 BLOCK = 256

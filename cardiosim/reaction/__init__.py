@@ -1,10 +1,10 @@
 """The reaction step: every cell integrates its model over one PDE step with k substeps (Forward Euler, or
 Rush-Larsen for models with gates: cell.integrator).
 
-The cell states of this rank's nodes live in the backend (cardiosim.ode.protocol.CellBackend), as a structure of
+The cell states of this rank's nodes live in the backend (ode.protocol.CellBackend), as a structure of
 arrays (n_states, n_cells); V (state 0) comes from the PDE's Vec before each step and goes back after. Where the
 states are integrated (on this rank, on a GPU, by the owner of this rank's group, or on the GPU that holds the
-Vec: resident) is the placement's choice (cardiosim.placement.MODE) and the backend's business.
+Vec: resident) is the placement's choice (cardiosim.reaction.placement.MODE) and the backend's business.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from . import cells
-from .errors import SimulationError
+from .. import cells
+from ..errors import SimulationError
 from .ode.numpy_backend import NumpyBackend
 from .placement import MODE, place
-from .stimulus import TissueStimuli
+from ..stimulus import TissueStimuli
 
 
 class Reaction:
@@ -31,7 +31,7 @@ class Reaction:
         self.stimuli = TissueStimuli.from_config(cfg, grid, coords)
         self.cell = c
         self.placement = place(c, comm)
-        # The mode builds the backend (cardiosim.placement.MODE); every backend follows ode.protocol.CellBackend.
+        # The mode builds the backend (placement.MODE); every backend follows ode.protocol.CellBackend.
         self.backend = MODE[self.placement.mode].backend(self, states, self.stimuli, coords, timers)
         self.states = self.backend.y      # the backend's host copy (page-locked with CUDA)
         self.k = cfg.simulation.ode_substeps

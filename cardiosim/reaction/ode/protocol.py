@@ -4,7 +4,7 @@ A backend integrates this rank's cells over a PDE step with Vm taken from, and g
 (``advance_vec``): where the states live (host, a GPU, a group owner's GPU) and how Vm reaches them is its own
 business. Host backends (numpy, native, the CUDA backend of the grouped/per-rank placements) keep their states in
 ``y`` and go through :class:`OnHost`, which moves Vm between the Vec's host array and ``y[0]``; the resident
-backend (cardiosim.ode.resident) reads and writes Vm in the Vec's device memory.
+backend (cardiosim.reaction.ode.resident) reads and writes Vm in the Vec's device memory.
 """
 
 from __future__ import annotations

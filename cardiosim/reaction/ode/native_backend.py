@@ -7,7 +7,7 @@ raised: the reaction step's collective check (reaction.Reaction.check) stops eve
 
 from __future__ import annotations
 
-from ..errors import SimulationError
+from ...errors import SimulationError
 from .native import NativeModel
 
 

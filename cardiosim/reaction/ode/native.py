@@ -30,8 +30,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import SimulationError
-from ..stimulus import kernel_layout
+from ...errors import SimulationError
+from ...stimulus import kernel_layout
 
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC")
 LIBS = ("-lm",)
@@ -41,7 +41,7 @@ DRIVER = "cpu_driver.c"
 def kernel_dir() -> Path:
     """The folder holding the C/CUDA sources: ``cardiosim/kernels`` in an installed package, else ``kernels/`` at the
     root of a source checkout."""
-    here = Path(__file__).resolve().parent.parent          # .../cardiosim
+    here = Path(__file__).resolve().parents[2]             # .../cardiosim
     for cand in (here / "kernels", here.parent / "kernels"):
         if (cand / DRIVER).is_file():
             return cand

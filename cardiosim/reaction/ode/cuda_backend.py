@@ -3,7 +3,7 @@
 compile time.
 
 The state lives on the device in a pitched structure of arrays (one row per state); :meth:`CudaBackend.advance`
-does k substeps in one launch, the same arithmetic as :class:`cardiosim.ode.native.NativeModel.advance` (to
+does k substeps in one launch, the same arithmetic as :class:`cardiosim.reaction.ode.native.NativeModel.advance` (to
 round-off: the GPU contracts a*b+c into fused multiply-adds unless compiled with ``fmad=False``, and its exp/log
 differ from glibc's by an ulp). Parameters, admissible ranges and pulse trains sit in ``__constant__`` memory; the
 per-cell amplitudes in global memory.
@@ -24,8 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import SimulationError
-from ..stimulus import kernel_layout
+from ...errors import SimulationError
+from ...stimulus import kernel_layout
 from . import kernel_variants
 from .native import _lock, cache_dir, header_dir, kernel_dir
 
@@ -79,7 +79,7 @@ def compile_cached(src: str, options: Sequence[str], arch: str, include_dirs: Se
     the architecture and nvcc's version (the source carries a digest of the headers it includes). Written to a
     temporary file and renamed (atomic), under a lock: ranks starting together never read a half-written file,
     which PyCUDA's own cache (written in place) does not promise. In a tissue run the node's first GPU rank
-    compiles and the others then load from this cache (cardiosim.placement.first_then_others). Needs no context.
+    compiles and the others then load from this cache (reaction.placement.first_then_others). Needs no context.
     """
     from pycuda.compiler import compile as nvcc_compile
     try:
@@ -132,7 +132,7 @@ class CudaBackend:
     ``states``: the initial state, float64 (n_states, n_cells); uploaded at once. ``device``: CUDA ordinal.
     ``fmad``: let nvcc contract multiply-adds into FMAs (default, faster); False for a closer match to the CPU.
     ``block``: threads per block. ``options``: extra nvcc options. ``variant``: the kernel variant
-    (cardiosim.ode.kernel_variants: the seed's ``original`` ... ``all``, one substep per launch, or ``fused``).
+    (cardiosim.reaction.ode.kernel_variants: the seed's ``original`` ... ``all``, one substep per launch, or ``fused``).
     ``integrator``: "forward-euler", or "rush-larsen" where the model's header has one (TT06).
     """
 
