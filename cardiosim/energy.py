@@ -61,7 +61,11 @@ class Meter:
     def read(self) -> float | None:
         if not self.handles:
             return None
-        return sum(self.read_mj(h) for h in self.handles) / 1000.0
+        try:
+            return sum(self.read_mj(h) for h in self.handles) / 1000.0
+        except Exception as e:    # a driver hiccup must not end a run: the energy is then reported missing
+            self.handles, self.why = [], f"NVML energy counter stopped answering ({type(e).__name__}: {e})"
+            return None
 
 
 def for_run(comm, device: int | None) -> Meter:
@@ -77,7 +81,8 @@ def summary(comm, meter: Meter, t_setup_start: float | None, t_loop_start: float
             loop_s: float, steps: int) -> dict:
     """Joules over all ranks' meters (collective): set-up (from the meter's start), loop, mean loop power, per
     step; or the reason there are none."""
-    gpus = comm.allreduce(len(meter.handles))
+    marks_ok = None not in (t_setup_start, t_loop_start, t_end)
+    gpus = comm.allreduce(len(meter.handles) if marks_ok else 0)
     if gpus == 0:
         why = comm.bcast(meter.why, root=0)
         return {"available": False, "why": why}

@@ -22,3 +22,16 @@ def test_a_summary_adds_the_segments():
     assert e["available"] and e["gpus"] == 1
     assert (e["setup_j"], e["loop_j"], e["loop_mean_power_w"], e["loop_j_per_step"]) == (30.0, 300.0, 150.0, 3.0)
     assert "300.0 J" in energy.line(e)
+
+
+def test_a_counter_that_stops_answering_is_reported_missing_not_zero():
+    class Broken(energy.Meter):
+        def __init__(self):
+            self.handles, self.why = [object()], None
+
+        def read_mj(self, handle):
+            raise RuntimeError("GPU lost")
+    m = Broken()
+    assert m.read() is None and not m.available and "stopped answering" in m.why
+    e = energy.summary(MPI.COMM_SELF, m, 1.0, None, None, 1.0, 10)
+    assert not e["available"] and "GPU lost" in e["why"]
