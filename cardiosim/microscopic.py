@@ -386,13 +386,7 @@ def _setup(model, grid, cfg) -> None:
     for the microscopic matrices and mass."""
     if not grid.cell_centred:
         raise UserError("tissue.model: the microscopic model needs the cell-centred grid")
-    model.grid, model.cfg = grid, cfg
-    sim, tis = cfg.simulation, cfg.tissue
-    model.alpha = tis.chi * tis.Cm / sim.dt
-    model.theta = 1.0 if sim.time_scheme == "backward-euler" else 0.5
-    model.M = cell_mass(grid)
-    model.rhs = grid.vec()
-    model.work = grid.vec()
+    model.common(grid, cfg, cell_mass(grid))
     model.layout = Layout(cfg, grid.n, cfg.grid.spacing)
     model.faces = model.layout.faces(grid.owned)
     scale = model.layout.coefficient_scale()

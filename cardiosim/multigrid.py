@@ -113,10 +113,15 @@ def stencil(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, dims: tuple[in
     return S
 
 
-def _csr(A: PETSc.Mat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    indptr, cols, vals = A.getValuesCSR()
+def _triplets(csr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, column, value) of each entry of a CSR matrix (indptr, columns, values)."""
+    indptr, cols, vals = csr
     rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
     return rows, cols.astype(np.int64), vals
+
+
+def _csr(A: PETSc.Mat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return _triplets(A.getValuesCSR())
 
 
 def prolongation(tables: list[dict], fine: tuple, coarse: tuple) -> PETSc.Mat:
@@ -149,14 +154,15 @@ class Hierarchy:
         """``coarse_max`` None: the fine level only (no coarse levels, no inverse: for Jacobi-preconditioned CG)."""
         self.dim = len(dims)
         sizes = tuple(int(n) for n in dims) + (1,) * (3 - len(dims))
-        rows, cols, vals = _csr(A)
+        csr = A.getValuesCSR()
+        rows, cols, vals = _triplets(csr)
         if len(rows) and rows.max() >= np.prod(sizes):
             raise ValueError("multigrid: the matrix is larger than the grid")
         self.sizes = [sizes]
         self.stencils = [stencil(rows, cols, vals, sizes, self.dim)]
         self.transfers: list[list[dict]] = []
         mats = [] if coarse_max is None else [
-            PETSc.Mat().createAIJ(size=A.getSize(), csr=A.getValuesCSR(), comm=PETSc.COMM_SELF)]
+            PETSc.Mat().createAIJ(size=A.getSize(), csr=csr, comm=PETSc.COMM_SELF)]
         while coarse_max is not None and np.prod(self.sizes[-1]) > coarse_max:
             fine = self.sizes[-1]
             tables = [transfer_1d(n) for n in fine]

@@ -48,14 +48,19 @@ class TissueModel:
     """Common part: mass, time-step constants and the parabolic solve."""
 
     def __init__(self, grid, cfg, stencil: str):
-        self.grid = grid
-        self.cfg = cfg
         self.assembler = Assembler(grid, stencil)
         self.sigma = Conductivities(grid, cfg.tissue, self.assembler)
+        self.common(grid, cfg, lumped_mass(grid))
+
+    def common(self, grid, cfg, M) -> None:
+        """What every tissue model has, whatever its matrices: the grid, the time-step constants, the mass ``M``
+        (cm^d per node) and the work vectors (cardiosim.microscopic sets its own mass through this too)."""
+        self.grid = grid
+        self.cfg = cfg
         sim, tis = cfg.simulation, cfg.tissue
         self.alpha = tis.chi * tis.Cm / sim.dt
         self.theta = 1.0 if sim.time_scheme == "backward-euler" else 0.5
-        self.M = lumped_mass(grid)
+        self.M = M
         self.rhs = grid.vec()
         self.work = grid.vec()
 

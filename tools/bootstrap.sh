@@ -9,7 +9,9 @@
 #   BLAS   PETSc needs LAPACK; where none is installed and apt-get can be run (root), liblapack-dev is installed.
 #   Sundials  Myokit's CVODES simulation (the independent integrator of the CellML tests) needs the Sundials
 #          libraries, which the myokit wheel does not bundle; where they are missing and apt-get can be run (root),
-#          Debian's libsundials-dev is installed. Elsewhere those tests skip (CI requires them: CARDIOSIM_REQUIRE).
+#          Debian's two runtime libraries are installed and the headers of libsundials-dev unpacked into
+#          $VENV/sundials (not the package itself: it pulls in Open MPI, whose mpicc the next set-up would take for
+#          the system MPI). Elsewhere those tests skip (CI requires them: CARDIOSIM_REQUIRE).
 #   Extras test,plot by default (pytest, matplotlib); EXTRAS=test,plot,gpu adds PyCUDA (needs CUDA's nvcc).
 set -euo pipefail
 
@@ -116,14 +118,34 @@ else
 fi
 
 # --- Sundials for Myokit's CVODES simulation (tests only: cardiosim runs without it) ------------------------------
+# Myokit compiles its CVODES simulation against the headers and links libsundials_cvodes and _nvecserial. Debian's
+# libsundials-dev would bring them, and with them cmake, Open MPI (mpicc on PATH: the next set-up on this machine would
+# build on it, and its mpirun refuses root), PETSc 3.18, hypre and gfortran. So: the two runtime libraries (they need
+# only libc and libgfortran), and that package's headers and link names unpacked into $venv/sundials, where
+# cardiosim.cells.cellml.myokit_cvodes() points Myokit. A Sundials of one's own: CARDIOSIM_SUNDIALS=/its/prefix.
 have_sundials() {
-    ldconfig -p 2>/dev/null | grep -q 'libsundials_cvodes\.so' && [ -e /usr/include/cvodes/cvodes.h ]
+    [ -e "$venv/sundials/include/cvodes/cvodes.h" ] \
+        || { ldconfig -p 2>/dev/null | grep -q 'libsundials_cvodes\.so ' && [ -e /usr/include/cvodes/cvodes.h ]; }
+}
+sundials_into_venv() {
+    local arch tmp lib
+    arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+    tmp=$(mktemp -d)
+    apt-get update -qq \
+        && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsundials-cvodes6 libsundials-nvecserial6 \
+        && (cd "$tmp" && chmod 777 . && apt-get download -qq libsundials-dev) \
+        && dpkg-deb -x "$tmp"/libsundials-dev_*.deb "$tmp/x" || { rm -rf "$tmp"; return 1; }
+    rm -rf "$venv/sundials" && mkdir -p "$venv/sundials/lib"
+    cp -r "$tmp/x/usr/include" "$venv/sundials/include"
+    for lib in cvodes nvecserial; do
+        ln -s "/usr/lib/$arch/libsundials_$lib.so.6" "$venv/sundials/lib/libsundials_$lib.so"
+    done
+    rm -rf "$tmp"
 }
 if ! have_sundials; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        say "Sundials: installing Debian's libsundials-dev (for Myokit's CVODES in the tests)"
-        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsundials-dev) >/dev/null \
-            || say "Sundials: apt-get failed; the tests that need CVODES will skip"
+        say "Sundials: Debian's CVODES libraries, headers into $venv/sundials (for Myokit's CVODES in the tests)"
+        sundials_into_venv >/dev/null || say "Sundials: apt-get failed; the tests that need CVODES will skip"
     else
         say "Sundials: not found and cannot install it (not root or no apt-get); the CVODES tests will skip"
     fi

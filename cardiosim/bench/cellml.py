@@ -75,8 +75,8 @@ def _beat(model, integrator: str, dt: float):
 
 
 def _cvodes(path):
-    import myokit
     from ..cells import cellml
+    myokit = cellml.myokit_cvodes()
     m = cellml.load_myokit(path)
     p = myokit.Protocol()
     p.schedule(AMPLITUDE, 0.0, DURATION)

@@ -16,9 +16,7 @@ next to PETSc in one process.
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -27,7 +25,7 @@ import numpy as np
 from ...errors import SimulationError
 from ...stimulus import kernel_layout
 from . import kernel_variants
-from .native import _lock, cache_dir, header_dir, kernel_dir
+from .native import cache_dir, cached_file, header_dir, kernel_dir
 
 KERNEL = "fused.cu"
 FUNCTION = "cs_fused_euler"
@@ -87,12 +85,8 @@ def compile_cached(src: str, options: Sequence[str], arch: str, include_dirs: Se
     except (OSError, subprocess.CalledProcessError) as e:
         raise RuntimeError(f"CUDA backend: nvcc does not run ({e}); put the CUDA toolkit's bin on PATH") from e
     h = hashlib.sha256("\0".join([src, *options, arch, nvcc]).encode())
-    out = cache_dir("cuda") / f"{h.hexdigest()[:32]}_{arch}.cubin"
-    if out.exists():
-        return out.read_bytes()
-    with _lock(out.parent / (out.name + ".lock")):
-        if out.exists():                  # another rank compiled it while we waited
-            return out.read_bytes()
+
+    def build(tmp):
         errors = []
         for std in ("-std=c++14", "-std=c++17"):         # nvcc 13 may have dropped C++14
             try:
@@ -103,15 +97,9 @@ def compile_cached(src: str, options: Sequence[str], arch: str, include_dirs: Se
                 errors.append(str(e))
         else:
             raise RuntimeError("\n".join(errors))
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem + ".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(cubin)
-            os.replace(tmp, out)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    return cubin
+        with open(tmp, "wb") as f:
+            f.write(cubin)
+    return cached_file(cache_dir("cuda") / f"{h.hexdigest()[:32]}_{arch}.cubin", build).read_bytes()
 
 
 @dataclass(frozen=True)

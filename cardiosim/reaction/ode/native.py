@@ -115,10 +115,21 @@ def build(kernel_name: str, header_text: str | None = None, integrator: str = "f
 
 
 def compile_once(out: Path, command, what: str) -> Path:
-    """``out`` (a path in the cache whose name hashes everything that went into it), built by running
-    ``command(tmp)`` (the compiler's argv writing to ``tmp``) unless it exists: under a lock, to a temporary file in
-    the same folder renamed into place, so that ranks starting together neither race nor load a half-written file.
-    ``what`` starts the error message."""
+    """``out`` (a path in the cache whose name hashes everything that went into it), built by running the compiler
+    argv ``command(tmp)`` that writes ``tmp``, unless it exists (:func:`cached_file`). ``what`` starts the error
+    message."""
+    def build(tmp):
+        cmd = command(tmp)
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"{what} failed:\n{' '.join(cmd)}\n{r.stderr}")
+    return cached_file(out, build)
+
+
+def cached_file(out: Path, build) -> Path:
+    """``out``, made by ``build(tmp)`` unless it exists: under a lock, into a temporary file in the same folder
+    renamed into place, so that ranks starting together neither race nor load a half-written file. The one rule of
+    every per-machine cache here (the C drivers, the multigrid library, the CUDA cubins)."""
     if out.exists():
         return out
     with _lock(out.parent / (out.name + ".lock")):
@@ -127,10 +138,7 @@ def compile_once(out: Path, command, what: str) -> Path:
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem + ".", suffix=".tmp")
         os.close(fd)
         try:
-            cmd = command(tmp)
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                raise RuntimeError(f"{what} failed:\n{' '.join(cmd)}\n{r.stderr}")
+            build(tmp)
             os.replace(tmp, out)
         finally:
             if os.path.exists(tmp):
