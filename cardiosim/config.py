@@ -170,6 +170,9 @@ class Tissue:
     fibre_file: str = key("", doc="per-point fibre directions: .npy of shape (nz, ny, nx, dim) or (n_points, dim) "
                                   "in x-fastest order; overrides fibre_angle")
     conductivity_file: str = key("", doc="per-point factor on σi and σe: .npy of shape (nz, ny, nx) or (n_points,)")
+    label_file: str = key("", doc="tissue inside the box: per-point labels, .npy of whole numbers of shape (nz, ny, "
+                                  "nx) or (n_points,); 0: no tissue, > 0: tissue. Elements with a corner outside "
+                                  "are left out, so the tissue surface is no-flux (docs/decisions.md)")
     regions: list[ConductivityRegion] = key(factory=list,
                                             doc="[[tissue.regions]]: conductivity factors in boxes/spheres")
 
@@ -436,10 +439,11 @@ def _check_microscopic(cfg) -> None:
     if cfg.grid.stencil == "box":
         raise ConfigError("grid.stencil: the microscopic model has its own 3/5/7-point face stencil; use 'auto' "
                           "or 'star'")
-    if cfg.tissue.fibre_angle != 0.0 or cfg.tissue.fibre_file or cfg.tissue.conductivity_file or cfg.tissue.regions:
+    t = cfg.tissue
+    if t.fibre_angle != 0.0 or t.fibre_file or t.conductivity_file or t.regions or t.label_file:
         raise ConfigError("tissue: the microscopic model takes its conductances from the myocyte layout "
-                          "([tissue.microscopic]); fibre_angle, fibre_file, conductivity_file and regions "
-                          "are for tissue.model = 'homogeneous'")
+                          "([tissue.microscopic]); fibre_angle, fibre_file, conductivity_file, label_file and "
+                          "regions are for tissue.model = 'homogeneous'")
     for i, r in enumerate(m.regions):
         _check_region(f"tissue.microscopic.regions[{i}]", r, cfg.dim)
     if m.row_offset >= m.cell_length:
@@ -511,7 +515,7 @@ def validate(cfg: Config) -> Config:
     if ck.interval > 0:
         _whole_steps("checkpoint.interval", ck.interval, s.dt, "simulation.dt")
     t = cfg.tissue
-    for k in ("fibre_file", "conductivity_file"):
+    for k in ("fibre_file", "conductivity_file", "label_file"):
         v = getattr(t, k)
         if v and not Path(v).is_file():
             raise ConfigError(f"tissue.{k}: no such file: {v}"
@@ -519,6 +523,9 @@ def validate(cfg: Config) -> Config:
                                  if f"tissue.{k}" in cfg.resolved else ""))
     for i, r in enumerate(t.regions):
         _check_region(f"tissue.regions[{i}]", r, dim)
+    if t.label_file and cfg.cell.placement == "resident":
+        raise ConfigError("tissue.label_file: the resident placement does not take a tissue mask yet; use "
+                          "cell.placement = 'cpu', 'grouped' or 'per-rank'")
     if t.model == "microscopic":
         _check_microscopic(cfg)
     for i, st in enumerate(cfg.stimulus):
@@ -621,8 +628,8 @@ def apply_overrides(data: dict, overrides: list[str]) -> None:
 # Keys naming files. A relative path written in a config file is relative to that file's folder (the config and
 # its fibre file travel together); one given with --set, like --output, to the working directory. cell.model too,
 # where it names a CellML file.
-PATH_KEYS = (("tissue", "fibre_file"), ("tissue", "conductivity_file"), ("output", "path"), ("checkpoint", "path"),
-             ("tissue.microscopic", "layout_file"))
+PATH_KEYS = (("tissue", "fibre_file"), ("tissue", "conductivity_file"), ("tissue", "label_file"), ("output", "path"),
+             ("checkpoint", "path"), ("tissue.microscopic", "layout_file"))
 
 
 def loads(text: str, overrides: list[str] = (), name: str = "config", path: Path | None = None) -> Config:

@@ -28,7 +28,8 @@ class Grid:
         self.n = node_counts(cfg)
         self.h = self.size / (self.n - (0 if self.cell_centred else 1))   # cm, exact divisors of the size
         self.offset = 0.5 * self.h if self.cell_centred else np.zeros(dim)  # cm, position of node 0
-        self.unexcitable = None   # owned nodes never stimulated (the microscopic model's non-conducting cells)
+        self.unexcitable = None   # owned nodes never stimulated (non-tissue nodes; the microscopic model's
+                                  # non-conducting cells)
         self.n_nodes = int(np.prod(self.n))
         self.da = PETSc.DMDA().create(dim=dim, sizes=tuple(int(v) for v in self.n), dof=1, stencil_width=1,
                                       stencil_type=PETSc.DMDA.StencilType.BOX,
@@ -47,6 +48,11 @@ class Grid:
         self.local_shape = tuple(b - a for a, b in reversed(self.owned))  # (nz, ny, nx) of owned nodes
         self.ghost_shape = tuple(b - a for a, b in reversed(self.ghosted))
         self.n_local = int(np.prod(self.local_shape))
+        self.mask = None          # tissue inside the box (cardiosim.mask), from tissue.label_file
+        if getattr(cfg.tissue, "label_file", ""):
+            from .mask import TissueMask
+            self.mask = TissueMask(self, cfg.tissue.label_file)
+            self.unexcitable = self.mask.outside()
 
     # -- index helpers -----------------------------------------------------------------------------------------
     def axes(self, ranges) -> list[np.ndarray]:
@@ -116,6 +122,10 @@ class Grid:
         if not np.all(np.isfinite(out)):
             raise UserError(f"{key}: {path} holds non-finite values")
         return out
+
+    def whole_field(self, path: str, key: str) -> np.ndarray:
+        """A per-point .npy field over every node of the grid (natural order), read on this rank."""
+        return self._point_file(path, key, (), [(0, int(n)) for n in self.n])
 
     def fibres(self, tissue, ranges) -> np.ndarray:
         """Unit fibre directions (n, dim) at the nodes of ``ranges``."""

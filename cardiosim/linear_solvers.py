@@ -152,7 +152,9 @@ class LinearSolver:
         self.name = name
         self.A = A
         if nullspace:
-            ns = PETSc.NullSpace().create(constant=True, comm=A.getComm())
+            # True: the constants; else the orthonormal vectors given (one constant per piece of masked tissue)
+            ns = (PETSc.NullSpace().create(constant=True, comm=A.getComm()) if nullspace is True else
+                  PETSc.NullSpace().create(constant=False, vectors=nullspace, comm=A.getComm()))
             A.setNullSpace(ns)
             A.setTransposeNullSpace(ns)
         ksp = PETSc.KSP().create(comm=A.getComm())

@@ -14,10 +14,18 @@ tissue volume (it is defined up to a constant).
 from __future__ import annotations
 
 import numpy as np
+from petsc4py import PETSc
 
 from .linear_solvers import (ELLIPTIC_DEFAULTS, PARABOLIC_DEFAULTS, LinearSolver, elliptic_pc_defaults,
                              gpu_elliptic_defaults, gpu_parabolic_defaults)
 from .operators import Assembler, lumped_mass, sync_host
+
+
+# The elliptic matrix's diagonal at nodes outside the tissue, relative to its largest entry. Any positive value
+# gives φe = 0 there; a small one keeps those rows out of the Galerkin coarse operators of the geometric multigrid
+# (CG + PCMG, 128² disc, bidomain: 24 iterations per solve with 1, 8.4 with 1e-6, 7.6 on the full box; GAMG 21
+# either way: docs/decisions.md).
+OUTSIDE_DIAGONAL = 1e-6
 
 
 class Conductivities:
@@ -37,6 +45,11 @@ class Conductivities:
         self.intra = assembler.element_tensors(self.node_i)
         self.extra = assembler.element_tensors(self.node_e)
         self.mono = assembler.element_tensors(self.node_m)
+        if grid.mask is not None:
+            # An element with a corner outside the tissue conducts nothing (cardiosim.mask): a no-flux surface.
+            outside = ~grid.mask.ghosted_tissue()[assembler.corners_local].all(axis=1)
+            for s in (self.intra, self.extra, self.mono):
+                s[outside] = 0.0
 
 
 def _series(a, b):
@@ -50,7 +63,7 @@ class TissueModel:
     def __init__(self, grid, cfg, stencil: str):
         self.assembler = Assembler(grid, stencil)
         self.sigma = Conductivities(grid, cfg.tissue, self.assembler)
-        self.common(grid, cfg, lumped_mass(grid))
+        self.common(grid, cfg, lumped_mass(grid) if grid.mask is None else grid.mask.mass())
 
     def common(self, grid, cfg, M) -> None:
         """What every tissue model has, whatever its matrices: the grid, the time-step constants, the mass ``M``
@@ -61,13 +74,22 @@ class TissueModel:
         self.alpha = tis.chi * tis.Cm / sim.dt
         self.theta = 1.0 if sim.time_scheme == "backward-euler" else 0.5
         self.M = M
+        # The mass in the parabolic step. Nodes outside the tissue (cardiosim.mask) have no mass and no coupling:
+        # 1/α there makes their row V' = V*, so their cells are left as the reaction step made them.
+        self.M_step = M
+        self.outside = None
+        if getattr(grid, "mask", None) is not None:
+            self.outside = grid.vec()
+            self.outside.getArray()[:] = grid.mask.outside()
+            self.M_step = M.copy()
+            self.M_step.axpy(1.0 / self.alpha, self.outside)
         self.rhs = grid.vec()
         self.work = grid.vec()
 
     def _parabolic_matrix(self, K):
         A = K.copy()
         A.scale(self.theta)
-        diag = self.M.copy()
+        diag = self.M_step.copy()
         diag.scale(self.alpha)
         A.setDiagonal(diag, addv=True)
         sync_host(A)
@@ -83,7 +105,7 @@ class TissueModel:
         ρ ≈ 0.98 (docs/benchmarks.md)."""
         d = K.getDiagonal()
         d.scale(self.theta)
-        den = self.M.copy()
+        den = self.M_step.copy()
         den.scale(self.alpha)
         den.axpy(1.0, d)
         d.pointwiseDivide(d, den)
@@ -94,7 +116,7 @@ class TissueModel:
 
     def vecs(self) -> list:
         """The model's own vectors (for the resident placement's set-up: made current on the device)."""
-        return [self.M, self.rhs, self.work]
+        return [self.M, self.rhs, self.work] + ([self.M_step, self.outside] if self.outside is not None else [])
 
     def warm_up(self) -> None:
         """One solve of each system on a throw-away right-hand side A·x (consistent where A is singular), so that
@@ -114,7 +136,7 @@ class TissueModel:
 
     def _parabolic_rhs(self, K, V):
         """αM V − (1−θ) K V into self.rhs."""
-        self.rhs.pointwiseMult(self.M, V)
+        self.rhs.pointwiseMult(self.M_step, V)
         self.rhs.scale(self.alpha)
         if self.theta < 1.0:
             K.mult(V, self.work)
@@ -156,8 +178,19 @@ class Bidomain(TissueModel):
         self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.Ki), grid=grid,
                                       defaults=self._parabolic_defaults(self.Ki))
         pc = gpu_elliptic_defaults(grid) if grid.gpu else elliptic_pc_defaults(grid)
-        self.elliptic = LinearSolver("elliptic", a.matrix(vi + ve), grid=grid, nullspace=True,
-                                     defaults={**ELLIPTIC_DEFAULTS, **pc})
+        A = a.matrix(vi + ve)
+        self.pieces = None
+        if self.outside is not None:
+            # φe = 0 outside the tissue (a row of its own: a diagonal, right-hand side 0); one constant per
+            # connected piece of tissue is free
+            d = self.outside.copy()
+            d.scale(OUTSIDE_DIAGONAL * A.getDiagonal().max()[1])
+            A.setDiagonal(d, addv=PETSc.InsertMode.ADD_VALUES)
+            d.destroy()
+            sync_host(A)
+            self.pieces = [grid.mask.indicator(p) for p in range(1, grid.mask.n_pieces + 1)]
+        self.elliptic = LinearSolver("elliptic", A, grid=grid, defaults={**ELLIPTIC_DEFAULTS, **pc},
+                                     nullspace=True if self.pieces is None else _normalised(self.pieces))
         self.volume = self.M.sum()
 
     def solvers(self):
@@ -175,9 +208,28 @@ class Bidomain(TissueModel):
         b.scale(-1.0)
         # The right-hand side sums to zero in exact arithmetic (K_i 1 = 0); remove the round-off so the
         # singular system stays consistent.
-        b.shift(-b.sum() / b.getSize())
+        if self.pieces is None:
+            b.shift(-b.sum() / b.getSize())
+            self.elliptic.solve(b, phi, t)
+            phi.shift(-phi.dot(self.M) / self.volume)
+            return
+        self.elliptic.A.getNullSpace().remove(b)
         self.elliptic.solve(b, phi, t)
-        phi.shift(-phi.dot(self.M) / self.volume)
+        self.work.set(1.0)
+        self.work.axpy(-1.0, self.outside)
+        phi.pointwiseMult(phi, self.work)               # exactly 0 outside (the solve leaves round-off there)
+        for piece in self.pieces:                       # zero mean over each piece's volume
+            self.work.pointwiseMult(self.M, piece)
+            phi.axpy(-phi.dot(self.work) / self.work.sum(), piece)
+
+
+def _normalised(vecs):
+    out = []
+    for v in vecs:
+        u = v.copy()
+        u.normalize()
+        out.append(u)
+    return out
 
 
 def make(grid, cfg, stencil):

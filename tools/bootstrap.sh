@@ -128,17 +128,21 @@ have_sundials() {
         || { ldconfig -p 2>/dev/null | grep -q 'libsundials_cvodes\.so ' && [ -e /usr/include/cvodes/cvodes.h ]; }
 }
 sundials_into_venv() {
-    local arch tmp lib
+    local arch tmp lib so runtime
     arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
     tmp=$(mktemp -d)
-    apt-get update -qq \
-        && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsundials-cvodes6 libsundials-nvecserial6 \
+    apt-get update -qq || return 1
+    # the runtime packages the -dev package names (libsundials-cvodes6 and -nvecserial6 on Debian 12)
+    runtime=$(apt-cache depends libsundials-dev | grep -oE 'libsundials-(cvodes|nvecserial)[0-9]+' | sort -u)
+    [ -n "$runtime" ] \
+        && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $runtime \
         && (cd "$tmp" && chmod 777 . && apt-get download -qq libsundials-dev) \
         && dpkg-deb -x "$tmp"/libsundials-dev_*.deb "$tmp/x" || { rm -rf "$tmp"; return 1; }
     rm -rf "$venv/sundials" && mkdir -p "$venv/sundials/lib"
     cp -r "$tmp/x/usr/include" "$venv/sundials/include"
     for lib in cvodes nvecserial; do
-        ln -s "/usr/lib/$arch/libsundials_$lib.so.6" "$venv/sundials/lib/libsundials_$lib.so"
+        so=$(ls /usr/lib/"$arch"/libsundials_$lib.so.[0-9]* | sort | head -n 1)     # the soname: .so.6 before .so.6.4.1
+        ln -s "$so" "$venv/sundials/lib/libsundials_$lib.so"
     done
     rm -rf "$tmp"
 }

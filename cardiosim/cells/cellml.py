@@ -59,14 +59,15 @@ def _myokit():
 
 def myokit_cvodes():
     """Myokit, told where the Sundials of this environment are, for its CVODES simulation (the independent
-    integrator of the tests and ``cardiosim bench cellml``): ``$CARDIOSIM_SUNDIALS`` (a prefix with include/ and lib/)
-    or the headers set-up unpacks into the virtual environment (``sys.prefix/sundials``: tools/bootstrap.sh says why
-    not Debian's libsundials-dev); Myokit's own search paths otherwise."""
+    integrator of the tests and ``cardiosim bench cellml``): ``$CARDIOSIM_SUNDIALS`` (a prefix with include/ and
+    lib/ or lib64/) or the headers set-up unpacks into the virtual environment (``sys.prefix/sundials``:
+    tools/bootstrap.sh says why not Debian's libsundials-dev); Myokit's own search paths besides."""
     import sys
     myokit = _myokit()
     for prefix in (os.environ.get("CARDIOSIM_SUNDIALS"), os.path.join(sys.prefix, "sundials")):
         if prefix and os.path.isdir(os.path.join(prefix, "include")):
-            for paths, sub in ((myokit.SUNDIALS_INC, "include"), (myokit.SUNDIALS_LIB, "lib")):
+            for paths, sub in ((myokit.SUNDIALS_INC, "include"), (myokit.SUNDIALS_LIB, "lib"),
+                               (myokit.SUNDIALS_LIB, "lib64")):
                 if os.path.join(prefix, sub) not in paths:
                     paths.append(os.path.join(prefix, sub))
     return myokit

@@ -1,0 +1,176 @@
+"""Tissue inside the box (tissue.label_file, cardiosim/mask.py): the surface is no-flux, the box around it does
+not matter, and each connected piece of tissue has its own φe constant."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cardiosim import config
+from conftest import run_cli
+from test_bad_input import assert_one_line
+
+H = 0.01                                           # cm
+SHEET = """
+[simulation]
+equations = "{equations}"
+duration = 2.0
+dt = 0.01
+time_scheme = "backward-euler"
+progress_interval = 0
+[grid]
+size = {size}
+spacing = {h}
+[tissue]
+{tissue}
+[cell]
+model = "mitchell-schaeffer"
+[[stimulus]]
+shape = "box"
+lower = {lower}
+upper = {upper}
+duration = 1.0
+current_density = -150.0
+"""
+BOX = (40, 10)              # cells of the box (x, y)
+RECT = ((4, 34), (2, 8))    # its tissue: node ranges [a, b] per dimension (both ends included)
+TIGHT = {"parabolic": "1e-13", "elliptic": "1e-13"}
+
+
+def _config(equations, size, lower, upper, tissue=""):
+    return config.loads(SHEET.format(equations=equations, size=list(size), h=H, lower=list(lower),
+                                     upper=list(upper), tissue=tissue))
+
+
+def _run(cfg):
+    from petsc4py import PETSc
+    from cardiosim.simulation import Simulation
+    opts = PETSc.Options()
+    for k, v in TIGHT.items():
+        opts[f"{k}_ksp_rtol"] = v
+    try:
+        sim = Simulation(cfg, write_output=False)
+        while sim.step_index < sim.n_steps:
+            sim.step()
+    finally:
+        for k in TIGHT:
+            opts.delValue(f"{k}_ksp_rtol")
+    return sim
+
+
+def _labels(tmp_path, pieces, shape=None, name="labels.npy"):
+    """A label image of the box (ny+1, nx+1) with 1 on the node ranges of each piece (x range, y range)."""
+    lab = np.zeros((BOX[1] + 1, BOX[0] + 1) if shape is None else shape, dtype=np.int16)
+    for (x0, x1), (y0, y1) in pieces:
+        lab[y0:y1 + 1, x0:x1 + 1] = 1
+    path = tmp_path / name
+    np.save(path, lab)
+    return path
+
+
+@pytest.mark.parametrize("equations", ["monodomain", "bidomain"])
+def test_masked_rectangle_equals_the_rectangle_alone(petsc, tmp_path, equations):
+    """The rectangle as tissue inside a larger box gives the Vm (and φe) of the rectangle as the whole grid, to
+    solver tolerance: nothing crosses the tissue surface, and the nodes outside do not take part."""
+    (x0, x1), (y0, y1) = RECT
+    lx, ly = (x1 - x0) * H, (y1 - y0) * H
+    alone = _run(_config(equations, (lx, ly), (0.0, 0.0), (2 * H, ly)))
+    path = _labels(tmp_path, [RECT])
+    masked = _run(_config(equations, (BOX[0] * H, BOX[1] * H), (x0 * H, 0.0), ((x0 + 2) * H, BOX[1] * H),
+                          tissue=f'label_file = "{path}"'))
+    assert masked.grid.mask.n_tissue == (x1 - x0 + 1) * (y1 - y0 + 1) and masked.grid.mask.n_pieces == 1
+    inside = (slice(y0, y1 + 1), slice(x0, x1 + 1))
+    va = alone.V.getArray().reshape(y1 - y0 + 1, x1 - x0 + 1)
+    vb = masked.V.getArray().reshape(BOX[1] + 1, BOX[0] + 1)
+    assert va.max() > 0 and va.min() < -50                           # a wave, half-way across
+    assert np.max(np.abs(vb[inside] - va)) < 1e-6                     # mV
+    outside = np.ones(vb.shape, dtype=bool)
+    outside[inside] = False
+    assert np.allclose(vb[outside], vb[outside][0])                   # cells outside: at rest, all alike
+    if equations == "bidomain":
+        pa = alone.phi.getArray().reshape(va.shape)
+        pb = masked.phi.getArray().reshape(vb.shape)
+        assert np.ptp(pa) > 1.0                                       # mV: a real extracellular field
+        assert np.max(np.abs(pb[inside] - pa)) < 1e-6
+        assert np.all(pb[outside] == 0.0)
+
+
+def test_masked_operator_is_the_rectangle_operator(petsc, tmp_path):
+    """On the tissue rows the masked stiffness matrix is the rectangle's own, entry by entry; rows outside are
+    empty; the mass is the rectangle's lumped mass."""
+    from cardiosim.grid import Grid
+    from cardiosim.tissue import Monodomain
+    (x0, x1), (y0, y1) = RECT
+    path = _labels(tmp_path, [RECT])
+    big = _config("monodomain", (BOX[0] * H, BOX[1] * H), (0, 0), (H, H), tissue=f'label_file = "{path}"')
+    small = _config("monodomain", ((x1 - x0) * H, (y1 - y0) * H), (0, 0), (H, H))
+    kb, ks = (Monodomain(Grid(c), c, "box") for c in (big, small))
+    nx = BOX[0] + 1
+    tissue = [(y * nx + x) for y in range(y0, y1 + 1) for x in range(x0, x1 + 1)]
+    Kb = kb.K.convert("dense").getDenseArray()
+    Ks = ks.K.convert("dense").getDenseArray()
+    assert np.array_equal(Kb[np.ix_(tissue, tissue)], Ks)
+    rest = np.setdiff1d(np.arange(Kb.shape[0]), tissue)
+    assert not np.any(Kb[rest]) and not np.any(Kb[:, rest])
+    assert np.allclose(kb.M.getArray()[tissue], ks.M.getArray(), rtol=1e-14)
+    assert not np.any(kb.M.getArray()[rest])
+
+
+def test_pieces_have_their_own_constant(petsc, tmp_path):
+    """Two rectangles that share no element: two pieces, an elliptic null space of two constants, and φe of zero
+    mean over each piece; the piece not stimulated stays at rest."""
+    path = _labels(tmp_path, [((1, 18), (1, 9)), ((21, 39), (1, 9))])  # nodes 19, 20 between them: no element
+    sim = _run(_config("bidomain", (BOX[0] * H, BOX[1] * H), (0.0, 0.0), (3 * H, BOX[1] * H),
+                       tissue=f'label_file = "{path}"'))
+    mask = sim.grid.mask
+    assert mask.n_pieces == 2
+    assert sim.tissue.elliptic.A.getNullSpace().getVecs().__len__() == 2
+    v = sim.V.getArray().reshape(BOX[1] + 1, BOX[0] + 1)
+    phi = sim.phi.getArray().reshape(v.shape)
+    M = sim.tissue.M.getArray().reshape(v.shape)
+    assert v[:, 1:19].max() > 0                                       # the first piece fired
+    assert v[:, 21:40].max() < -80                                    # the second did not
+    for p in (1, 2):
+        sel = mask.piece == p
+        assert abs(np.sum(phi[sel] * M[sel])) < 1e-9 * np.sum(M[sel]) * max(1.0, np.ptp(phi))
+
+
+@pytest.mark.mpi
+def test_masked_bidomain_on_two_ranks_equals_one_rank(tmp_path):
+    """The mask (read whole, cut per rank) gives the same run on two ranks as on one."""
+    import h5py
+    path = _labels(tmp_path, [((2, 37), (1, 9)), ((3, 12), (0, 1))])
+    cfg = tmp_path / "masked.toml"
+    cfg.write_text(SHEET.format(equations="bidomain", size=[BOX[0] * H, BOX[1] * H], h=H, lower=[0.0, 0.0],
+                                upper=[4 * H, BOX[1] * H], tissue=f'label_file = "{path.name}"')
+                   + "[output]\ninterval = 1.0\n")
+    out = {}
+    for np_ in (1, 2):
+        h5 = tmp_path / f"run{np_}.h5"
+        proc = run_cli(["run", cfg, "--output", h5, "--quiet", "--", "-parabolic_ksp_rtol", "1e-13",
+                        "-elliptic_ksp_rtol", "1e-13"], np=np_)
+        assert proc.returncode == 0, proc.stderr
+        with h5py.File(h5) as f:
+            out[np_] = (f["fields/Vm"][-1], f["fields/phi_e"][-1])
+    assert np.max(np.abs(out[1][0] - out[2][0])) < 1e-6
+    assert np.max(np.abs(out[1][1] - out[2][1])) < 1e-6
+    assert np.ptp(out[1][0]) > 50
+
+
+@pytest.mark.parametrize("case,labels,words", [
+    ("wrong shape", lambda p: _labels(p, [RECT], shape=(5, 5)), ["tissue.label_file", "shape"]),
+    ("negative label", lambda p: (np.save(p / "neg.npy", -np.ones((BOX[1] + 1, BOX[0] + 1))), p / "neg.npy")[1],
+     ["tissue.label_file", "whole numbers >= 0"]),
+    ("fractional label", lambda p: (np.save(p / "frac.npy", np.full((BOX[1] + 1, BOX[0] + 1), 0.5)),
+                                    p / "frac.npy")[1], ["tissue.label_file", "whole numbers"]),
+    ("no element", lambda p: _labels(p, [((3, 3), (0, 10))]), ["tissue.label_file", "no tissue"]),
+    ("no file", lambda p: p / "missing.npy", ["tissue.label_file", "no such file"]),
+])
+def test_bad_label_file_is_one_line(tmp_path, case, labels, words):
+    path = labels(tmp_path)
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(SHEET.format(equations="monodomain", size=[BOX[0] * H, BOX[1] * H], h=H, lower=[0.0, 0.0],
+                                upper=[H, H], tissue=f'label_file = "{path}"'))
+    proc = run_cli(["run", cfg, "--output", tmp_path / "bad.h5"])
+    assert_one_line(proc, case, words)
+    assert not (tmp_path / "bad.h5").exists()
