@@ -80,29 +80,23 @@ def write(m, kname: str, origin: str, generator: str) -> dict:
     gates = gates_of(m, v)
     sidx = {s: i for i, s in enumerate(states)}
 
-    def c_name(lhs):
-        var = lhs.var()
-        if isinstance(lhs, myokit.Derivative):
-            return f"d_{sidx[var]}"
-        if var is i_stim:
-            return "i_stim"
-        if var in pindex:
-            return f"CS_PARAM({pindex[var]})"
-        return names.ident[var]
+    def namer(param: str):
+        """The left-hand-side names of one writer: derivatives, the stimulus, parameters as ``param`` (a format
+        of the parameter's index), the rest by their identifiers."""
+        def name(lhs):
+            var = lhs.var()
+            if isinstance(lhs, myokit.Derivative):
+                return f"d_{sidx[var]}"
+            if var is i_stim:
+                return "i_stim"
+            if var in pindex:
+                return param.format(pindex[var])
+            return names.ident[var]
+        return name
     cw = AnsiCExpressionWriter()
-    cw.set_lhs_function(c_name)
-
-    def py_name(lhs):
-        var = lhs.var()
-        if isinstance(lhs, myokit.Derivative):
-            return f"d_{sidx[var]}"
-        if var is i_stim:
-            return "i_stim"
-        if var in pindex:
-            return f"c[{pindex[var]}]"
-        return names.ident[var]
+    cw.set_lhs_function(namer("CS_PARAM({})"))
     pw = NumPyExpressionWriter()
-    pw.set_lhs_function(py_name)
+    pw.set_lhs_function(namer("c[{}]"))
 
     def gate_parts(writer, s):
         kind, a, b = gates[s]
