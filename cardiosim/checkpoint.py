@@ -479,7 +479,7 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
 def _cross_check(meta: dict, cfg, where: str) -> None:
     """What one piece of a checkpoint says about another must agree (a checksum protects against damage, this
     against a file put together from pieces, or written by a faulty version)."""
-    from .output import snapshot_every
+    from .output import records_samples, snapshot_every
     step, t, dt = meta["step"], meta["t"], meta["dt"]
 
     def bad(what):
@@ -490,7 +490,7 @@ def _cross_check(meta: dict, cfg, where: str) -> None:
         bad(f"t = {t!r} ms is not step · dt = {step} · {dt!r} ms")
     out = meta["output"]
     snaps = 1 + step // snapshot_every(cfg)     # t = 0 and every output.interval since
-    samples = step + 1 if cfg.probe else 0      # a run without probes records no probe samples
+    samples = step + 1 if records_samples(cfg) else 0    # a run without probes or ECG records no samples
     if out.get("snapshots") != snaps or out.get("probe_samples") != samples:
         bad(f"the output position ({out.get('snapshots')} snapshots, {out.get('probe_samples')} probe samples) "
             f"is not that of step {step} ({snaps}, {samples})")

@@ -236,6 +236,30 @@ class Probe:
 
 
 @dataclass(kw_only=True)
+class Electrode:
+    name: str = key(doc="label of the trace in the output (/ecg/<name>): letters, digits, '_', '-', '.'")
+    position: list[float] = key(unit="cm", length=(1, 3), doc="point in the bath, at least one grid spacing from "
+                                                             "every tissue node (a 2D sheet lies in z = 0)")
+
+
+@dataclass(kw_only=True)
+class Lead:
+    name: str = key(doc="label of the trace in the output (/ecg/<name>)")
+    plus: str = key(doc="electrode name: the lead is φ(plus) − φ(minus)")
+    minus: str = key(doc="electrode name")
+
+
+@dataclass(kw_only=True)
+class Ecg:
+    bath_conductivity: float = key(2.0, unit="mS/cm", gt=0, doc="σ_b of the infinite homogeneous volume conductor "
+                                                                "around the tissue (torso ≈ 2)")
+    sheet_thickness: float = key(0.0, unit="cm", ge=0, doc="2D: the sheet's thickness (1D: the cable's side); 0: "
+                                                          "one grid spacing")
+    electrodes: list[Electrode] = key(factory=list, doc="[[ecg.electrodes]]: pseudo-ECG potentials, every PDE step")
+    leads: list[Lead] = key(factory=list, doc="[[ecg.leads]]: differences of two electrodes, every PDE step")
+
+
+@dataclass(kw_only=True)
 class Output:
     path: str = key("", doc="HDF5 file; default out/<config name>.h5 (relative to the working directory); a "
                             "relative path written in the config file is relative to the config file's folder")
@@ -270,6 +294,7 @@ class Config:
     cell: Cell = key(factory=Cell)
     stimulus: list[Stimulus] = key(factory=list, doc="[[stimulus]] tables")
     probe: list[Probe] = key(factory=list, doc="[[probe]] tables: Vm/φe traces every PDE step")
+    ecg: Ecg = key(factory=Ecg, doc="pseudo-ECG (cardiosim/ecg.py)")
     output: Output = key(factory=Output)
     checkpoint: Checkpoint = key(factory=Checkpoint)
     # Not keys: where the config came from, kept for the output file.
@@ -463,6 +488,31 @@ def _check_microscopic(cfg) -> None:
                               "non-conducting cells with cell_id < 0 in the file)")
 
 
+def _check_ecg(cfg, probe_names: set) -> None:
+    e = cfg.ecg
+    if (e.electrodes or e.leads) and cfg.cell.placement == "resident":
+        raise ConfigError("ecg: the resident placement does not compute the pseudo-ECG yet; use cell.placement = "
+                          "'cpu', 'grouped' or 'per-rank'")
+    if e.leads and not e.electrodes:
+        raise ConfigError("ecg.leads: a lead is a difference of two electrodes; give [[ecg.electrodes]] too")
+    names = set()
+    for kind, items in (("electrodes", e.electrodes), ("leads", e.leads)):
+        for i, x in enumerate(items):
+            where = f"ecg.{kind}[{i}]"
+            _check_probe_name(f"{where}.name", x.name)
+            if x.name in names:
+                raise ConfigError(f"{where}.name: '{x.name}' is used twice; electrode and lead names must be unique")
+            names.add(x.name)
+            if kind == "electrodes" and len(x.position) < cfg.dim:
+                raise ConfigError(f"{where}.position: must have {cfg.dim} to 3 entries; got {len(x.position)}")
+    electrodes = {x.name for x in e.electrodes}
+    for i, lead in enumerate(e.leads):
+        for k in ("plus", "minus"):
+            if getattr(lead, k) not in electrodes:
+                raise ConfigError(f"ecg.leads[{i}].{k}: no electrode '{getattr(lead, k)}'; electrodes: "
+                                  f"{', '.join(sorted(electrodes))}")
+
+
 PROBE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 # Names /probes/<name> may not take: the probes' time axis, and what HDF5 reads as a path.
 RESERVED_PROBE_NAMES = ("time", ".", "..")
@@ -556,6 +606,7 @@ def validate(cfg: Config) -> Config:
         if p.name in names:
             raise ConfigError(f"probe[{i}].name: '{p.name}' is used twice; probe names must be unique")
         names.add(p.name)
+    _check_ecg(cfg, names)
     seen = set()
     for i, f in enumerate(cfg.output.fields):
         if f in seen:

@@ -410,6 +410,9 @@ def make(grid, cfg):
             self.parabolic = _solver("parabolic", self._parabolic_matrix(self.K),
                                      self._parabolic_defaults(self.K), grid=grid)
 
+        def intracellular(self):
+            return self.K
+
     class MicroscopicBidomain(Bidomain):
         """Bidomain variant: intracellular faces from the layout, uniform extracellular faces (σ_e)."""
 

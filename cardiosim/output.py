@@ -243,6 +243,16 @@ class Gatherer:
         self.grid.da.naturalToGlobal(self.natural, v)
 
 
+def ecg_traces(cfg) -> list[str]:
+    """The pseudo-ECG traces a run writes (/ecg/<name>): the electrodes, then the leads."""
+    return [x.name for x in cfg.ecg.electrodes] + [x.name for x in cfg.ecg.leads]
+
+
+def records_samples(cfg) -> bool:
+    """Whether a run writes per-step samples (/probes/time): probes or pseudo-ECG traces."""
+    return bool(cfg.probe or ecg_traces(cfg))
+
+
 class Probes:
     """Vm (and φe) at the nodes nearest the configured points, every PDE step; buffered, gathered at flush."""
 
@@ -258,13 +268,22 @@ class Probes:
         # collect() reads them; no Python work per probe beyond the dict itself.
         offsets = np.array([off for _, off in self.mine], dtype=np.intp)
         self._gathers = [(f, offsets, [(i, f) for i, _ in self.mine]) for f in fields] if self.mine else []
+        # The pseudo-ECG's traces (cardiosim.ecg) go with the probe samples: the same times, the same file
+        # position. The Simulation attaches the calculator (it needs the tissue's matrices); rank 0 keeps them.
+        self.ecg_names = ecg_traces(cfg)
+        self.ecg = None
+        self.root = grid.da.comm.rank == 0
 
     def record(self, t: float, vecs: dict) -> None:
-        if not self.names:
+        if not self.names and not self.ecg_names:
             return
         sample: dict = {}
         for f, offsets, keys in self._gathers:
             sample.update(zip(keys, vecs[f].getArray(readonly=True)[offsets].tolist()))
+        if self.ecg is not None:
+            values = self.ecg(vecs["Vm"])                      # collective
+            if self.root:
+                sample.update(zip((("ecg", n) for n in self.ecg_names), values))
         self.buffer.append((t, sample))
 
     def collect(self, comm):
@@ -332,7 +351,8 @@ class Output:
         # The datasets are laid out at their full length now and filled as the run goes: a disk that cannot hold
         # them is refused before anything is computed (a disk that fills up later still stops the run, one line).
         need = 8 * (n_snap * (1 + grid.n_nodes * len(self.fields))
-                    + (n_steps + 1) * (1 + len(self.probes.names) * len(self.probes.fields))) + (1 << 20)
+                    + (n_steps + 1) * (1 + len(self.probes.names) * len(self.probes.fields)
+                                       + len(self.probes.ecg_names))) + (1 << 20)
         free = shutil.disk_usage(self.path.parent).free
         if free < need:
             raise UserError(f"output.path: {self.path.parent} has {free / 1e6:.3g} MB free; this run's output needs "
@@ -379,6 +399,19 @@ class Output:
             pg.attrs["node_position"] = grid.node_position(node)
             for fld in self.probes.fields:
                 self.traces[i, fld] = _planned(pg, fld, (n_steps + 1,), "mV")
+        if self.probes.ecg_names:
+            e = cfg.ecg
+            eg = f.create_group("ecg", track_order=True)
+            eg.attrs["bath_conductivity"] = e.bath_conductivity
+            eg.attrs["sheet_thickness"] = e.sheet_thickness or float(grid.h[0])
+            eg.attrs["description"] = ("pseudo-ECG (Gima-Rudy, infinite homogeneous bath of bath_conductivity "
+                                       "mS/cm; 2D: a sheet of sheet_thickness cm), sampled at /probes/time")
+            for x in e.electrodes:
+                self.traces["ecg", x.name] = _planned(eg, x.name, (n_steps + 1,), "mV")
+                self.traces["ecg", x.name].attrs["position"] = x.position
+            for x in e.leads:
+                self.traces["ecg", x.name] = _planned(eg, x.name, (n_steps + 1,), "mV")
+                self.traces["ecg", x.name].attrs["lead"] = f"{x.plus} - {x.minus}"
         f.create_group("solver")
         self.sidecar = xdmf.Sidecar(self.path, shape, grid.h, self.fields, grid.offset)
         f.flush()
@@ -509,6 +542,7 @@ class Output:
         self.probe_time = pr["time"]
         self.traces = {(i, fld): pr[name][fld] for i, name in enumerate(self.probes.names)
                        for fld in self.probes.fields}
+        self.traces.update({("ecg", name): f["ecg"][name] for name in self.probes.ecg_names})
         for ds in (self.time, *self.data.values()):
             ds.resize(n_snap, axis=0)
         for ds in (self.probe_time, *self.traces.values()):

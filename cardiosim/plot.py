@@ -5,6 +5,8 @@ Written beside the file (or into ``--out``), named ``<stem>_<what>.png``:
 * ``<stem>_<field>.png``: the field (Vm or φe) at the chosen snapshot times, one panel each, one colour scale;
   2D as a map, 3D as the mid-z slice (said in the title), 1D as curves over x.
 * ``<stem>_probes.png``: Vm (and φe) of every probe against time, every PDE step.
+* ``<stem>_ecg.png``: the pseudo-ECG (/ecg): electrode potentials, and the leads in a panel of their own.
+* ``<stem>_tissue.png``: with tissue.label_file, which nodes are tissue (the /maps/tissue map).
 * ``<stem>_activation.png``: the activation-time map with isochrones (contour lines every N ms); 3D: mid-z
   slice; 1D: activation time against x.
 * ``<stem>_apd.png``: the APD map, where some node repolarised (otherwise a line says why there is none).
@@ -146,12 +148,35 @@ def plot_probes(plt, r: Results, path: Path) -> Path | None:
     return path
 
 
+def plot_ecg(plt, r: Results, path: Path) -> Path:
+    """The pseudo-ECG: electrodes in one panel, leads (if any) in another."""
+    leads = [n for n in r.ecg if "lead" in r.f["ecg"][n].attrs]
+    groups = [g for g in ([n for n in r.ecg if n not in leads], leads) if g]
+    fig, axes = plt.subplots(len(groups), 1, figsize=(7, 2.8 * len(groups) + 0.6), sharex=True, squeeze=False,
+                             constrained_layout=True)
+    for ax, names in zip(axes[:, 0], groups):
+        for name in names:
+            attrs = r.f["ecg"][name].attrs
+            label = (f"{name} ({attrs['lead']})" if "lead" in attrs else
+                     f"{name} ({', '.join(f'{x:g}' for x in attrs['position'])}) cm")
+            ax.plot(r.probe_times, r.ecg_trace(name), label=label, lw=1.2)
+        ax.set_ylabel("lead (mV)" if names is leads else "φ electrode (mV)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[-1, 0].set_xlabel("t (ms)")
+    axes[0, 0].set_title(f"{r.path.name}: pseudo-ECG, every PDE step", fontsize=10)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = None) -> Path | None:
     """A map (activation time with isochrones, or APD); None where no node has a value."""
     a = r.map(name)
     if not np.isfinite(a).any():
         return None
     attrs = r.map_attrs(name)
+    unit = attrs.get("units", "ms")
     if name == "activation_time":
         title = f"activation time (first crossing of {float(attrs.get('threshold', 0.0)):g} mV)"
     elif name == "apd":
@@ -162,7 +187,7 @@ def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = 
         fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
         ax.plot(r.axes[0], a, ".-")
         ax.set_xlabel("x (cm)")
-        ax.set_ylabel(f"{LABELS.get(name, name)} (ms)")
+        ax.set_ylabel(f"{LABELS.get(name, name)} ({unit})")
         ax.grid(alpha=0.3)
         ax.set_title(f"{r.path.name}: {title}", fontsize=10)
     else:
@@ -170,7 +195,7 @@ def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = 
         fig, ax = plt.subplots(figsize=(6.4, 5.2), constrained_layout=True)
         cmap = "plasma" if name == "activation_time" else "magma"
         im = ax.imshow(p, origin="lower", extent=_extent(r), cmap=cmap, interpolation="nearest")
-        fig.colorbar(im, ax=ax, label=f"{LABELS.get(name, name)} (ms)", shrink=0.9)
+        fig.colorbar(im, ax=ax, label=f"{LABELS.get(name, name)} ({unit})", shrink=0.9)
         if name == "activation_time":
             ok = p[np.isfinite(p)]
             step = isochrones or nice_step(float(ok.max() - ok.min()))
@@ -300,6 +325,8 @@ def plot_main(args) -> int:
         plan = [("field", args.field, out / f"{stem}_{args.field}.png")]
         if r.probes and r.n_samples:
             plan.append(("probes", None, out / f"{stem}_probes.png"))
+        if r.ecg and r.n_samples:
+            plan.append(("ecg", None, out / f"{stem}_ecg.png"))
         if "tissue" in r.f:
             plan.append(("layout", None, out / f"{stem}_layout.png"))
         skipped = []
@@ -332,6 +359,8 @@ def plot_main(args) -> int:
                     written.append(plot_field(plt, r, name, idx, p))
                 elif kind == "probes":
                     written.append(plot_probes(plt, r, p))
+                elif kind == "ecg":
+                    written.append(plot_ecg(plt, r, p))
                 elif kind == "layout":
                     written.append(plot_layout(plt, r, p))
                 else:

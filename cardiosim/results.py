@@ -62,6 +62,7 @@ class Results:
         self.n_samples = complete(pt)
         self.probe_times = pt[: self.n_samples]
         self.probes = [n for n in f["probes"] if n != "time"] if "probes" in f else []
+        self.ecg = list(f["ecg"]) if "ecg" in f else []   # pseudo-ECG traces, sampled at probe_times
         self.maps = sorted(f["maps"]) if "maps" in f else []
 
     def __enter__(self):
@@ -139,6 +140,10 @@ class Results:
             out[fld] = g[fld][: self.n_samples]
         return out
 
+    def ecg_trace(self, name: str) -> np.ndarray:
+        """One pseudo-ECG trace (mV, an electrode's or a lead's) at probe_times (complete samples)."""
+        return self.f["ecg"][name][: self.n_samples]
+
     def map(self, name: str) -> np.ndarray:
         return self.f["maps"][name][:]
 
@@ -208,6 +213,15 @@ def describe(r: Results) -> str:
                 parts.append(f"activation {at:.4g} ms" if np.isfinite(at) else "not activated")
             lines.append(f"  {name:<12} at ({', '.join(f'{x:g}' for x in p['node_position'])}) cm: "
                          + ", ".join(parts))
+    if r.ecg:
+        lines.append(f"pseudo-ECG: {len(r.ecg)} traces, {r.n_samples} samples (bath "
+                     f"{float(r.f['ecg'].attrs['bath_conductivity']):g} mS/cm)")
+        for name in r.ecg:
+            tr, attrs = r.ecg_trace(name), r.f["ecg"][name].attrs
+            where = (f"lead {attrs['lead']}" if "lead" in attrs else
+                     f"at ({', '.join(f'{x:g}' for x in attrs['position'])}) cm")
+            span = f"{np.nanmin(tr):.4g} to {np.nanmax(tr):.4g} mV" if len(tr) else "no samples"
+            lines.append(f"  {name:<12} {where}: {span}")
     if not r.maps:
         lines.append("maps: none (written when the run ends)")
     for name in r.maps:

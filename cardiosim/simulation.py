@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import checkpoint, energy, log, output, petsc_options
 from .analysis import ActivationMap, APDMap, HostMaps
+from .ecg import PseudoEcg
 from .errors import SimulationError, UserError
 from .grid import Grid
 from .reaction.placement import MODE
@@ -65,13 +66,16 @@ class Simulation:
         self.stencil = self._choose_stencil()
         lap("grid")
         self.tissue = make_tissue(self.grid, cfg, self.stencil)
+        # the pseudo-ECG's electrodes are checked (outside the tissue) before any file is written
+        self.ecg = PseudoEcg(cfg, self.grid, self.tissue.intracellular()) if cfg.ecg.electrodes else None
         lap("tissue: matrices and solvers")
         self.reaction = Reaction(cfg, self.grid, self.comm, self.timers)
         lap("cells: states, stimuli, kernels")
         self.energy = energy.for_run(self.comm, getattr(self.reaction.backend, "device", None))
         self.energy_marks = [self.energy.read()]     # set-up (from here), loop start, end: joules
         for name in self.reaction.stimuli.empty_regions(self.comm):
-            raise UserError(f"{name}: its region contains no grid node; enlarge it or refine grid.spacing")
+            where = "tissue node (tissue.label_file)" if self.grid.mask is not None else "grid node"
+            raise UserError(f"{name}: its region contains no {where}; enlarge it or refine grid.spacing")
         self.V = self.grid.vec()
         self.V.getArray()[:] = self.reaction.vm
         self.phi = self.grid.vec()
@@ -108,6 +112,8 @@ class Simulation:
         if self.output and not ckpt and cfg.tissue.model == "microscopic":
             from . import microscopic
             self.output.write_tissue(lambda: microscopic.global_layout(cfg, self.grid), microscopic.output_attrs(cfg))
+        if self.output:
+            self.output.probes.ecg = self.ecg
         if self.output and self.mode.on_device:
             from .reaction.ode.resident import DeviceProbes
             self.output.probes = DeviceProbes(self.output.probes, self.reaction.placement.device)
@@ -344,6 +350,9 @@ class Simulation:
                                   f"APD{self.apd.level:g} of the first beat: from activation until V falls below "
                                   f"V_rest + {1 - self.apd.level / 100:g}·(V_peak − V_rest); NaN: not repolarised",
                                   level=self.apd.level)
+            if self.grid.mask is not None:
+                self.output.write_map("tissue", (~self.grid.mask.outside()).astype(float), "1",
+                                      "1: tissue node, 0: outside the tissue (tissue.label_file)")
             self.output.finish(timing, its, {"simulated_ms": self.t, "wall_s": wall,
                                              "gpu_energy": json.dumps(summary["energy"])})
             if self.comm.rank == 0:

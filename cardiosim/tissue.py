@@ -160,6 +160,11 @@ class Monodomain(TissueModel):
     def solvers(self):
         return [self.parabolic]
 
+    def intracellular(self):
+        """The intracellular stiffness K_i (the pseudo-ECG's source: cardiosim.ecg), assembled on demand."""
+        a = self.assembler
+        return a.matrix(a.values(self.sigma.intra))
+
     def diffuse(self, V, phi, t):
         self.parabolic.solve(self._parabolic_rhs(self.K, V), V, t)
 
@@ -195,6 +200,9 @@ class Bidomain(TissueModel):
 
     def solvers(self):
         return [self.parabolic, self.elliptic]
+
+    def intracellular(self):
+        return self.Ki
 
     def diffuse(self, V, phi, t):
         b = self._parabolic_rhs(self.Ki, V)
