@@ -79,11 +79,13 @@ class Grid:
 
 @dataclass(kw_only=True)
 class Region:
-    shape: str = key(choices=("box", "sphere"), doc="region shape")
+    shape: str = key(choices=("box", "sphere", "label"), doc="region shape; label: the tissue nodes of one label of "
+                                                            "tissue.label_file")
     lower: list[float] = key(None, unit="cm", length=(1, 3), doc="box: lower corner")
     upper: list[float] = key(None, unit="cm", length=(1, 3), doc="box: upper corner")
     center: list[float] = key(None, unit="cm", length=(1, 3), doc="sphere: centre")
     radius: float = key(None, unit="cm", gt=0, doc="sphere: radius")
+    label: int = key(None, ge=1, doc="label: the label value (tissue.label_file)")
 
 
 @dataclass(kw_only=True)
@@ -431,7 +433,8 @@ def _closest(name, candidates):
 # --------------------------------------------------------------------------------------------------------------
 # Cross-key checks: what no single key's declaration can say
 # --------------------------------------------------------------------------------------------------------------
-def _check_region(path: str, r: Region, dim: int):
+def _check_region(path: str, r: Region, dim: int, labels: bool = False):
+    """``labels``: the run has a label image (tissue.label_file), so shape = 'label' is allowed."""
     def vec(name):
         v = getattr(r, name)
         if v is None:
@@ -440,6 +443,17 @@ def _check_region(path: str, r: Region, dim: int):
             raise ConfigError(f"{path}.{name}: must have {dim} entries (one per grid dimension); got {len(v)}")
         return v
 
+    if r.shape == "label":
+        if not labels:
+            raise ConfigError(f"{path}.shape: 'label' needs a label image (tissue.label_file); use 'box' or 'sphere'")
+        if r.label is None:
+            raise ConfigError(f"{path}.label: missing; a label region needs the label value (a whole number >= 1)")
+        for name in ("lower", "upper", "center", "radius"):
+            if getattr(r, name) is not None:
+                raise ConfigError(f"{path}.{name}: not used by a label region; give label only")
+        return
+    if r.label is not None:
+        raise ConfigError(f"{path}.label: only for shape = 'label'")
     if r.shape == "box":
         lo, hi = vec("lower"), vec("upper")
         for i, (a, b) in enumerate(zip(lo, hi)):
@@ -572,7 +586,7 @@ def validate(cfg: Config) -> Config:
                               + (" (a relative path in a config file is relative to the config file's folder)"
                                  if f"tissue.{k}" in cfg.resolved else ""))
     for i, r in enumerate(t.regions):
-        _check_region(f"tissue.regions[{i}]", r, dim)
+        _check_region(f"tissue.regions[{i}]", r, dim, labels=bool(t.label_file))
     if t.label_file and cfg.cell.placement == "resident":
         raise ConfigError("tissue.label_file: the resident placement does not take a tissue mask yet; use "
                           "cell.placement = 'cpu', 'grouped' or 'per-rank'")
@@ -580,7 +594,7 @@ def validate(cfg: Config) -> Config:
         _check_microscopic(cfg)
     for i, st in enumerate(cfg.stimulus):
         path = f"stimulus[{i}]"
-        _check_region(path, st, dim)
+        _check_region(path, st, dim, labels=bool(t.label_file))
         given = [k for k in ("current_density", "current_per_volume") if getattr(st, k) is not None]
         if len(given) != 1:
             raise ConfigError(f"{path}: give exactly one of current_density (uA/cm^2) and current_per_volume "

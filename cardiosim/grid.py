@@ -53,6 +53,13 @@ class Grid:
             from .mask import TissueMask
             self.mask = TissueMask(self, cfg.tissue.label_file)
             self.unexcitable = self.mask.outside()
+            regions = [(f"tissue.regions[{i}]", r) for i, r in enumerate(cfg.tissue.regions)]
+            regions += [(f"stimulus[{i}]", r) for i, r in enumerate(cfg.stimulus)]
+            for where, r in regions:
+                if r.shape == "label" and r.label not in self.mask.present:
+                    raise UserError(f"{where}.label: no tissue node has label {r.label} in "
+                                    f"{cfg.tissue.label_file}; labels present: "
+                                    f"{', '.join(map(str, sorted(self.mask.present)))}")
 
     # -- index helpers -----------------------------------------------------------------------------------------
     def axes(self, ranges) -> list[np.ndarray]:
@@ -98,6 +105,8 @@ class Grid:
     def in_region(self, region, pts: np.ndarray) -> np.ndarray:
         """Mask of the points (n, dim) inside a box or sphere region (boundary included)."""
         tol = 1e-9 * float(self.size.max())
+        if region.shape == "label":
+            return self.mask.label_at(pts) == region.label
         if region.shape == "box":
             lo, hi = np.asarray(region.lower), np.asarray(region.upper)
             return np.all((pts >= lo - tol) & (pts <= hi + tol), axis=1)

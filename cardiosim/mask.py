@@ -59,6 +59,8 @@ class TissueMask:
             view = self.piece[tuple(slice(o, o + s - 1) for o, s in zip(off, shape))]
             np.maximum(view, pieces, out=view)
         self.n_tissue = int(np.count_nonzero(self.tissue))
+        self.labels = np.where(self.tissue, labels.reshape(shape), 0).astype(np.int64)
+        self.present = {int(v) for v in np.unique(self.labels) if v > 0}
         self.grid = grid
 
     def _owned(self, arr: np.ndarray, ranges=None) -> np.ndarray:
@@ -87,6 +89,13 @@ class TissueMask:
         sel = self.tissue if piece is None else self.piece == piece
         v.getArray()[:] = self._owned(sel).astype(float)
         return v
+
+    def label_at(self, pts: np.ndarray) -> np.ndarray:
+        """The label of the nodes at ``pts`` (n, dim) cm (grid nodes: the region rule of cardiosim.grid)."""
+        g = self.grid
+        idx = [np.clip(np.rint((pts[:, d] - g.offset[d]) / g.h[d]).astype(np.int64), 0, int(g.n[d]) - 1)
+               for d in range(g.dim)]
+        return self.labels[tuple(reversed(idx))]
 
     def describe(self) -> str:
         out = f"{self.n_tissue} of {self.grid.n_nodes} nodes tissue, {self.n_pieces} connected piece(s)"

@@ -6,13 +6,16 @@ Layout (docs/output-format.md has the full description)::
                                 equations, cell_model, units (JSON), layout (JSON: ranks, hosts, GPUs), created
     /grid                attrs: dim, shape (x first), spacing (cm), size (cm), stencil; datasets x, y, z (cm)
     /fields/time         (n_snapshots,) ms
-    /fields/Vm           (n_snapshots, [nz,] [ny,] nx) mV        chunked one snapshot per chunk
+    /fields/Vm           (n_snapshots, [nz,] [ny,] nx) mV        chunked one snapshot per chunk; NaN outside the
+                                                                 tissue (tissue.label_file)
     /fields/phi_e        (same) mV                               bidomain only
     /probes/time         (n_steps + 1,) ms                        every PDE step
     /probes/<name>/Vm    (n_steps + 1,) mV   (and phi_e)          attrs: position, node_position (cm)
+    /ecg/<name>          (n_steps + 1,) mV                        pseudo-ECG electrode or lead, at /probes/time
     /solver/<name>_iterations  (n_steps [+ 1],)                    Krylov iterations per step
     /maps/activation_time      ([nz,] [ny,] nx) ms                 first upward crossing of the threshold; NaN: none
     /maps/apd                  ([nz,] [ny,] nx) ms                 APD of the first beat at output.apd_level %
+    /maps/tissue               ([nz,] [ny,] nx) 1                  1: tissue node (tissue.label_file), 0: outside
     /timing              attrs: per phase, seconds: max over ranks (<phase>) and mean (<phase>_mean)
 
 Fields are gathered to rank 0 in natural order (x fastest), so ``f["fields/Vm"][i]`` indexes as [z, y, x].
@@ -314,6 +317,8 @@ class Output:
         self.path = path
         self.fields = list(cfg.output.fields)
         self.gather = Gatherer(grid)
+        # Snapshots hold NaN outside the tissue (tissue.label_file): a viewer shows the tissue, not the box.
+        self.outside = None if grid.mask is None else ~grid.mask.tissue
         self.probes = Probes(cfg, grid, ["Vm", "phi_e"] if cfg.simulation.equations == "bidomain" else ["Vm"])
         self.f = None
         self.n_snapshots = 0              # complete snapshots in the file
@@ -423,6 +428,9 @@ class Output:
     def snapshot(self, t: float, vecs: dict) -> None:
         """Write the configured fields at time t, and the probe samples so far (collective)."""
         gathered = {name: self.gather(vecs[name]) for name in self.fields}
+        if self.outside is not None and self.rank == 0:
+            for arr in gathered.values():
+                arr[self.outside] = np.nan
         self.flush_probes()
 
         def write():
