@@ -219,3 +219,62 @@ def test_bad_label_region_is_one_line(tmp_path, case, edit, words):
     cfg.write_text(text.replace(stim, edit or 'shape = "label"\nlabel = 1'))
     proc = run_cli(["run", cfg, "--output", tmp_path / "bad.h5"])
     assert_one_line(proc, case, words)
+
+
+def test_manufactured_solution_on_a_disc(petsc, tmp_path, monkeypatch, capsys):
+    """Pathmanathan & Gray's manufactured solution (tests/test_convergence.py) with F(x) = J0(k|x − c|) on a disc
+    of radius R = 0.45 cm, k R the first zero of J0' so that F has zero normal derivative on the circle, and
+    σ = 5.9/k² (∇·σ∇F = −5.9 F, the 2D cos(πx)cos(2πy)'s eigenvalue, so the cell model is unchanged). The disc is
+    a staircase of grid elements: the error of V falls as h, not h² (measured: orders 0.86, 1.00, 0.97, 1.11 from
+    h = 0.05 to 0.003125 cm); the box of the same equations gives h² (test_convergence.py)."""
+    import math
+    from scipy.special import j0
+    from cardiosim.cells import pathmanathan_gray as pg
+    from cardiosim.simulation import Simulation
+    R, c, kR = 0.45, 0.5, 3.8317059702075125
+    k = kR / R
+    s = 5.9 / k ** 2
+    monkeypatch.setattr(pg, "F", lambda x: j0(k * np.hypot(x[:, 0] - c, x[:, 1] - c)))
+    errors = []
+    for level in (1, 2, 3, 4):
+        h = 0.1 / 2 ** level
+        n = round(1 / h)
+        y, x = np.mgrid[0:n + 1, 0:n + 1] * h
+        np.save(tmp_path / f"disc{level}.npy", (np.hypot(x - c, y - c) <= R).astype(np.int8))
+        cfg = config.loads(f"""
+[simulation]
+equations = "monodomain"
+duration = 1.0
+dt = {10 * h * h!r}
+time_scheme = "backward-euler"
+progress_interval = 0
+[grid]
+size = [1.0, 1.0]
+spacing = {h!r}
+[tissue]
+chi = 3.0
+Cm = 2.0
+sigma_il = {2 * s!r}
+sigma_it = {2 * s!r}
+sigma_el = {2 * s!r}
+sigma_et = {2 * s!r}
+label_file = "{tmp_path / f'disc{level}.npy'}"
+[cell]
+model = "pathmanathan-gray"
+parameters = {{ beta = -5.9 }}
+""")
+        sim = Simulation(cfg, write_output=False)
+        xy, M = sim.grid.coords(), sim.tissue.M.getArray()
+        err = [0.0]
+
+        def record(sm):
+            e = sm.V.getArray() - pg.exact(xy, sm.t)["V"]
+            err[0] = max(err[0], math.sqrt(float(np.sum(M * e * e))))   # L∞(0,T; L2(tissue))
+
+        sim.run(on_step=record)
+        errors.append(err[0])
+    orders = [math.log2(a / b) for a, b in zip(errors, errors[1:])]
+    with capsys.disabled():
+        print(f"\ndisc, h = 0.05 ... 0.00625 cm: errors {['%.3g' % e for e in errors]}, orders "
+              f"{['%.2f' % o for o in orders]}")
+    assert all(0.8 < o < 1.5 for o in orders[1:])
