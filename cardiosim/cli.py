@@ -102,6 +102,20 @@ def _parser() -> argparse.ArgumentParser:
                          "200 lines)")
     pl.add_argument("--overwrite", action="store_true", help="replace existing PNGs")
 
+    g = sub.add_parser("geometry", help="anatomy onto the grid once: labels and fibres (HDF5) for "
+                                        "tissue.label_file and tissue.fibre_file",
+                       usage="cardiosim geometry lv|MESH --spacing CM --out GEO.h5 [options]",
+                       description="Writes GEO.h5 and prints the [grid] and [tissue] lines of a config that reads "
+                                   "it (cardiosim/geometry.py).")
+    g.add_argument("source", help="'lv': the built-in idealised left ventricle; or a tetrahedral mesh: .vtu, .vtk, "
+                                  ".msh (meshio) or openCARP .elem (.pts and .lon beside it)")
+    g.add_argument("--spacing", type=float, required=True, help="grid spacing, cm")
+    g.add_argument("--out", required=True, help="the HDF5 file to write")
+    g.add_argument("--units", choices=("um", "mm", "cm"), default=None,
+                   help="the mesh's coordinate units (default: um for openCARP, cm otherwise)")
+    g.add_argument("--margin", type=int, default=1, help="empty grid nodes around the geometry (default 1)")
+    g.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+
     c = sub.add_parser("config", help="config reference and checking", usage="cardiosim config --doc | "
                                                                               "cardiosim config check CONFIG")
     c.add_argument("--doc", action="store_true", help="print the reference of every key (markdown)")
@@ -125,7 +139,7 @@ def main(argv=None) -> int:
         # Benchmarks start their runs with mpirun; this process must not be an MPI process itself (an OpenMPI
         # singleton's environment makes a nested mpirun fail without a word).
         return _bench(argv[1:])
-    if ours[:1] in (["inspect"], ["plot"], ["model"]):
+    if ours[:1] in (["inspect"], ["plot"], ["model"], ["geometry"]):
         return _result_file(ours)
     if ours[:1] == ["run"]:
         from . import signals
@@ -142,7 +156,7 @@ def main(argv=None) -> int:
             return 0
         if args.command is None:
             raise UserError("cardiosim: no command given; commands: run, config, cell, model, kernels, inspect, "
-                            "plot, bench (see cardiosim --help)")
+                            "plot, geometry, bench (see cardiosim --help)")
         if petsc_args and args.command != "run":
             raise UserError(f"cardiosim {args.command}: takes no PETSc options (given after --: "
                             f"{' '.join(petsc_args)}); they are for cardiosim run")
@@ -223,6 +237,9 @@ def _result_file(argv) -> int:
             return inspect_main(args)
         if args.command == "model":
             return _model_info(args)
+        if args.command == "geometry":
+            from .geometry import main as geometry_main
+            return geometry_main(args)
         from .plot import plot_main
         return plot_main(args)
     except UserError as e:

@@ -75,6 +75,10 @@ class Grid:
     stencil: str = key("auto", choices=("auto", "star", "box"),
                        doc="star: 3/5/7-point, needs axis-aligned fibres; box: full tensor incl. cross terms "
                            "(Q1 element stencil); auto: star when every fibre is axis-aligned")
+    origin: list[float] = key(factory=list, unit="cm", length=(0, 3),
+                              doc="where the first node sits: the box spans origin … origin + size (default 0); "
+                                  "cardiosim geometry prints the origin of the anatomy it wrote, so that regions, "
+                                  "probes and electrodes are in the anatomy's own coordinates")
 
 
 @dataclass(kw_only=True)
@@ -567,6 +571,9 @@ def validate(cfg: Config) -> Config:
         if abs(n - round(n)) > 1e-6 * max(1.0, n):
             raise ConfigError(f"grid.spacing[{i}]: size/spacing = {L}/{h} = {n:.6g} is not a whole number "
                               f"of cells; choose a spacing that divides {L} cm")
+    if g.origin and len(g.origin) != dim:
+        raise ConfigError(f"grid.origin: must have {dim} entries (grid.size has {dim}); got {len(g.origin)}")
+    origin = g.origin or [0.0] * dim
     s = cfg.simulation
     if s.dt > s.duration:
         raise ConfigError(f"simulation.dt: must be <= simulation.duration = {s.duration} ms; got {s.dt}")
@@ -613,9 +620,9 @@ def validate(cfg: Config) -> Config:
     for i, p in enumerate(cfg.probe):
         if len(p.position) != dim:
             raise ConfigError(f"probe[{i}].position: must have {dim} entries; got {len(p.position)}")
-        for d, (x, L) in enumerate(zip(p.position, g.size)):
-            if not 0 <= x <= L:
-                raise ConfigError(f"probe[{i}].position[{d}]: must lie in [0, {L}] cm; got {x}")
+        for d, (x, o, L) in enumerate(zip(p.position, origin, g.size)):
+            if not o <= x <= o + L:
+                raise ConfigError(f"probe[{i}].position[{d}]: must lie in [{o:g}, {o + L}] cm; got {x}")
         _check_probe_name(f"probe[{i}].name", p.name)
         if p.name in names:
             raise ConfigError(f"probe[{i}].name: '{p.name}' is used twice; probe names must be unique")

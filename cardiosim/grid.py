@@ -27,7 +27,9 @@ class Grid:
         self.cell_centred = cfg.tissue.model == "microscopic"
         self.n = node_counts(cfg)
         self.h = self.size / (self.n - (0 if self.cell_centred else 1))   # cm, exact divisors of the size
-        self.offset = 0.5 * self.h if self.cell_centred else np.zeros(dim)  # cm, position of node 0
+        # cm, position of node 0: grid.origin, and half a volume in on the cell-centred grid
+        self.offset = (np.array(g.origin, dtype=float) if g.origin else np.zeros(dim)) + (
+            0.5 * self.h if self.cell_centred else 0.0)
         self.unexcitable = None   # owned nodes never stimulated (non-tissue nodes; the microscopic model's
                                   # non-conducting cells)
         self.n_nodes = int(np.prod(self.n))
@@ -115,11 +117,15 @@ class Grid:
 
     # -- per-node fields ---------------------------------------------------------------------------------------
     def _point_file(self, path: str, key: str, trailing: tuple, ranges) -> np.ndarray:
-        """Read a per-point .npy field and return the rows for ``ranges`` in PETSc local order."""
-        try:
-            arr = np.load(path, mmap_mode="r")
-        except (OSError, ValueError) as e:
-            raise UserError(f"{key}: cannot read {path} as a .npy array: {e}") from None
+        """Read a per-point field (.npy, or the dataset of an HDF5 file of ``cardiosim geometry`` named for
+        ``key``) and return the rows for ``ranges`` in PETSc local order."""
+        if str(path).endswith((".h5", ".hdf5")):
+            arr = _h5_field(path, key)
+        else:
+            try:
+                arr = np.load(path, mmap_mode="r")
+            except (OSError, ValueError) as e:
+                raise UserError(f"{key}: cannot read {path} as a .npy array: {e}") from None
         full = tuple(int(v) for v in reversed(self.n)) + trailing
         flat = (self.n_nodes,) + trailing
         if arr.shape == full:
@@ -142,8 +148,14 @@ class Grid:
         if tissue.fibre_file:
             f = self._point_file(tissue.fibre_file, "tissue.fibre_file", (self.dim,), ranges)
             norm = np.linalg.norm(f, axis=1)
-            if np.any(norm < 1e-12):
-                raise UserError(f"tissue.fibre_file: {tissue.fibre_file} has zero-length fibre vectors")
+            short = norm < 1e-12
+            if self.mask is not None:        # outside the tissue a fibre is never used (cardiosim geometry: 0)
+                outside = ~self.mask.tissue[tuple(slice(a, b) for a, b in reversed(ranges))].ravel()
+                f[short & outside, 0], norm[short & outside] = 1.0, 1.0
+                short &= ~outside
+            if np.any(short):
+                raise UserError(f"tissue.fibre_file: {tissue.fibre_file} has zero-length fibre vectors"
+                                + (" at tissue nodes" if self.mask is not None else ""))
             return f / norm[:, None]
         a = np.deg2rad(tissue.fibre_angle)
         f = np.zeros((n, self.dim))
@@ -192,6 +204,22 @@ class Grid:
         """Make a GPU Vec's device copy current now (set-up), not at its first use inside the stepping loop."""
         h = v.getCUDAHandle("r")
         v.restoreCUDAHandle(h, "r")
+
+
+# The dataset of a ``cardiosim geometry`` file that each per-point key reads
+H5_DATASETS = {"tissue.label_file": "labels", "tissue.fibre_file": "fibres", "tissue.conductivity_file": "conductivity"}
+
+
+def _h5_field(path: str, key: str) -> np.ndarray:
+    import h5py
+    name = H5_DATASETS.get(key, key)
+    try:
+        with h5py.File(path, "r") as f:
+            if name not in f:
+                raise UserError(f"{key}: {path} has no dataset '{name}' (it holds: {', '.join(f) or 'nothing'})")
+            return f[name][()]
+    except OSError as e:
+        raise UserError(f"{key}: cannot read {path} as HDF5: {e}") from None
 
 
 def node_counts(cfg) -> np.ndarray:

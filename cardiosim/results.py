@@ -235,6 +235,10 @@ def describe(r: Results) -> str:
         elif name == "apd":
             head = f"APD{float(attrs.get('level', np.nan)):g} (first beat)"
             what = "repolarised"
+        elif name == "tissue":
+            lines.append(f"tissue: {int(np.sum(a > 0))} of {total} nodes ({100 * np.sum(a > 0) / total:.1f} %; "
+                         f"tissue.label_file)")
+            continue
         else:
             head, what = name, "with a value"
         line = f"{head}: {n} of {total} nodes {what} ({100 * n / total:.1f} %)"

@@ -1,7 +1,7 @@
 """The XDMF sidecar of a result file: what ParaView (and VisIt) need to open the HDF5 output directly.
 
 One ``.xdmf`` beside the ``.h5`` (same stem), XDMF 2: a temporal collection with one uniform grid per complete
-snapshot. The grid is a 3DCoRectMesh (origin at the first node: 0, or h/2 on the cell-centred grid; node spacing
+snapshot. The grid is a 3DCoRectMesh (origin at the first node: grid.origin, plus h/2 on the cell-centred grid; node spacing
 h; XDMF lists dimensions, origin and spacing slowest axis first: z, y, x); a 2D grid is one node thick in z, a 1D grid one node in y and z, so that x stays x in
 ParaView (XDMF's 2DCoRectMesh would put a 2D grid in ParaView's y-z plane). Each snapshot's Vm and φe are HyperSlab DataItems selecting one time slice of the
 time-stacked datasets; the maps (activation time, APD) are attached to every snapshot as static attributes once

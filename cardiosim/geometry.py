@@ -1,0 +1,312 @@
+"""Anatomy onto the grid, once: ``cardiosim geometry lv|MESH --spacing CM --out GEO.h5``.
+
+A run reads the result through ``tissue.label_file`` and ``tissue.fibre_file`` (both naming GEO.h5: its datasets
+``labels`` and ``fibres``) with the ``[grid]`` the command prints. GEO.h5 holds, in natural order [z, y, x]:
+
+    labels      int32        0 outside, the mesh's element tag (>= 1; 1 where the mesh has none) or 1 (lv)
+    fibres      (…, 3)       unit fibre directions at tissue nodes, 0 outside (where the source has fibres)
+    transmural  float        lv only: 0 at the endocardium to 1 at the epicardium, NaN outside
+    apex_base   float        lv only: 0 at the apex to 1 at the base, NaN outside
+
+and the attributes ``spacing``, ``size`` (cm, x first), ``shape`` (nodes, x first), ``origin`` (cm: where grid node 0
+sits in the source's coordinates: the config's ``grid.origin``, so that stimuli, probes and electrodes are given in
+the source's own coordinates) and ``source``.
+
+Sources:
+
+* ``lv``: an idealised left ventricle, the truncated ellipsoidal shell of the cardiac mechanics benchmark (Land et
+  al. 2015): endocardium semi-axes 0.7 cm (short) and 1.7 cm (long), epicardium 1.0 and 2.0 cm, the long axis
+  along z with the apex at −z, cut at z = 0.5 cm (the base). Fibres: helix angle +60° at the endocardium to −60°
+  at the epicardium, linear in the transmural coordinate (the shell's ellipsoid through the point, its semi-axes
+  interpolated between the two surfaces), in the plane tangent to that ellipsoid.
+* a tetrahedral mesh: VTU, VTK or Gmsh through meshio (element tags from cell data ``gmsh:physical``, ``tag``,
+  ``region`` or ``elemTag``; fibres from cell or point data ``fibres``/``fibers``/``fiber``/``fibre``), or openCARP
+  text files (``NAME.elem`` with ``NAME.pts`` beside it and ``NAME.lon`` where present; coordinates in µm).
+  A grid node takes the tag of the element that contains it (barycentric coordinates); fibres are interpolated
+  from the mesh nodes, element fibres being first averaged to the nodes (the principal direction of the mean of
+  f fᵀ over the elements around a node: fibres are directions, f and −f alike): nodal fibres interpolate within
+  about 1° where per-element fibres are several degrees off (the issue's trial: 0.9° against 7.7°).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .errors import UserError
+
+# The idealised LV (cm): semi-axes (short, long) of the endocardium and epicardium, the base plane, helix angles (deg)
+LV_ENDO = (0.7, 1.7)
+LV_EPI = (1.0, 2.0)
+LV_BASE_Z = 0.5
+LV_HELIX = (60.0, -60.0)
+
+UNITS = {"um": 1e-4, "mm": 0.1, "cm": 1.0}
+TAG_NAMES = ("gmsh:physical", "tag", "region", "elemTag", "medit:ref")
+FIBRE_NAMES = ("fibres", "fibers", "fiber", "fibre")
+
+
+# -- the grid around a bounding box ----------------------------------------------------------------------------------
+class Box:
+    """The grid nodes around a bounding box (cm): ``margin`` empty nodes on every side, spacing h."""
+
+    def __init__(self, lo, hi, h: float, margin: int):
+        lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+        self.h = h
+        self.origin = lo - margin * h
+        self.n = np.ceil((hi - self.origin) / h - 1e-9).astype(int) + margin + 1      # nodes, x first
+        self.size = (self.n - 1) * h
+
+    def axes(self) -> list[np.ndarray]:
+        return [self.origin[d] + np.arange(self.n[d]) * self.h for d in range(3)]
+
+    def points(self) -> np.ndarray:
+        """Every node's coordinates (cm, source frame), (nz, ny, nx, 3)."""
+        x, y, z = self.axes()
+        zz, yy, xx = np.meshgrid(z, y, x, indexing="ij")
+        return np.stack([xx, yy, zz], axis=-1)
+
+
+# -- the idealised left ventricle --------------------------------------------------------------------------------------
+def _shell_coordinate(rho2: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """s in [0, 1] such that the point lies on the ellipsoid with semi-axes interpolated endo → epi by s (bisection;
+    the ellipsoids are nested, so the left side falls monotonically in s)."""
+    (a0, c0), (a1, c1) = LV_ENDO, LV_EPI
+    lo, hi = np.zeros_like(z), np.ones_like(z)
+    for _ in range(50):
+        s = 0.5 * (lo + hi)
+        a, c = a0 + s * (a1 - a0), c0 + s * (c1 - c0)
+        outside = rho2 / a ** 2 + z ** 2 / c ** 2 > 1.0
+        lo, hi = np.where(outside, s, lo), np.where(outside, hi, s)
+    return 0.5 * (lo + hi)
+
+
+def idealised_lv(h: float, margin: int = 1) -> tuple[Box, dict]:
+    box = Box((-LV_EPI[0], -LV_EPI[0], -LV_EPI[1]), (LV_EPI[0], LV_EPI[0], LV_BASE_Z), h, margin)
+    p = box.points()
+    x, y, z = p[..., 0], p[..., 1], p[..., 2]
+    rho2 = x ** 2 + y ** 2
+    inside = ((rho2 / LV_EPI[0] ** 2 + z ** 2 / LV_EPI[1] ** 2 <= 1.0)
+              & (rho2 / LV_ENDO[0] ** 2 + z ** 2 / LV_ENDO[1] ** 2 >= 1.0) & (z <= LV_BASE_Z + 1e-12))
+    t = _shell_coordinate(rho2, z)
+    a = LV_ENDO[0] + t * (LV_EPI[0] - LV_ENDO[0])
+    c = LV_ENDO[1] + t * (LV_EPI[1] - LV_ENDO[1])
+    apex_base = np.clip((z + c) / (LV_BASE_Z + c), 0.0, 1.0)
+    rho = np.sqrt(rho2)
+    safe = np.maximum(rho, 1e-12)
+    e_circ = np.stack([-y / safe, x / safe, np.zeros_like(x)], axis=-1)
+    normal = np.stack([x / a ** 2, y / a ** 2, z / c ** 2], axis=-1)
+    e_long = np.cross(normal, e_circ)
+    e_long /= np.maximum(np.linalg.norm(e_long, axis=-1, keepdims=True), 1e-300)
+    e_long *= np.where(e_long[..., 2:3] < 0, -1.0, 1.0)               # towards the base
+    helix = np.deg2rad(LV_HELIX[0] + t * (LV_HELIX[1] - LV_HELIX[0]))
+    fib = np.cos(helix)[..., None] * e_circ + np.sin(helix)[..., None] * e_long
+    on_axis = rho < 1e-9                                              # the apex point: any tangent will do
+    fib[on_axis] = (1.0, 0.0, 0.0)
+    fib /= np.linalg.norm(fib, axis=-1, keepdims=True)
+    fields = {"labels": inside.astype(np.int32), "fibres": np.where(inside[..., None], fib, 0.0),
+              "transmural": np.where(inside, t, np.nan), "apex_base": np.where(inside, apex_base, np.nan)}
+    return box, fields
+
+
+# -- tetrahedral meshes --------------------------------------------------------------------------------------------------
+class Mesh:
+    """Points (cm), tetrahedra, a tag per element and fibres per element or per point (or none)."""
+
+    def __init__(self, points, tets, tags=None, element_fibres=None, point_fibres=None, source=""):
+        self.points = np.asarray(points, dtype=float)
+        self.tets = np.asarray(tets, dtype=np.int64)
+        self.tags = np.ones(len(self.tets), dtype=np.int64) if tags is None else np.asarray(tags, dtype=np.int64)
+        self.source = source
+        if len(self.tets) == 0:
+            raise UserError(f"{source}: the mesh has no tetrahedra")
+        if self.tets.min() < 0 or self.tets.max() >= len(self.points):
+            raise UserError(f"{source}: an element names a point the mesh does not have")
+        if self.tags.min() < 1:
+            raise UserError(f"{source}: element tags must be >= 1 (they become labels; 0 is 'no tissue'); "
+                            f"found {int(self.tags.min())}")
+        self.point_fibres = None
+        if element_fibres is not None:
+            self.point_fibres = _nodal_fibres(len(self.points), self.tets, _unit(element_fibres, source))
+        elif point_fibres is not None:
+            self.point_fibres = _unit(point_fibres, source)
+
+
+def _unit(f, source: str) -> np.ndarray:
+    f = np.asarray(f, dtype=float)[:, :3]
+    n = np.linalg.norm(f, axis=1)
+    if np.any(n < 1e-12) or not np.all(np.isfinite(n)):
+        raise UserError(f"{source}: {int(np.sum(~(n >= 1e-12)))} fibre vector(s) of zero length (or not finite)")
+    return f / n[:, None]
+
+
+def _nodal_fibres(n_points: int, tets: np.ndarray, fe: np.ndarray) -> np.ndarray:
+    """Element fibres averaged to the points: the principal eigenvector of Σ f fᵀ over the elements around each."""
+    T = np.zeros((n_points, 3, 3))
+    ff = fe[:, :, None] * fe[:, None, :]
+    for k in range(4):
+        np.add.at(T, tets[:, k], ff)
+    _, vecs = np.linalg.eigh(T)
+    return vecs[:, :, -1]
+
+
+def read_mesh(path: Path, units: str | None) -> Mesh:
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    if path.suffix == ".elem":
+        return _read_opencarp(path, UNITS[units or "um"])
+    try:
+        import meshio
+    except ImportError:                                                # pragma: no cover - a dependency
+        raise UserError("cardiosim geometry: reading meshes needs meshio (pip install meshio)") from None
+    try:
+        m = meshio.read(path)
+    except Exception as e:                                             # meshio raises many kinds
+        raise UserError(f"{path}: meshio cannot read it: {str(e).splitlines()[0] if str(e) else type(e).__name__}") \
+            from None
+    blocks = [i for i, c in enumerate(m.cells) if c.type == "tetra"]
+    if not blocks:
+        raise UserError(f"{path}: the mesh has no tetrahedra (cell types: "
+                        f"{', '.join(sorted({c.type for c in m.cells})) or 'none'})")
+    tets = np.concatenate([m.cells[i].data for i in blocks])
+
+    def cell_field(names):
+        for name in names:
+            if name in m.cell_data:
+                return np.concatenate([np.asarray(m.cell_data[name][i]) for i in blocks])
+        return None
+    tags = cell_field(TAG_NAMES)
+    fe = cell_field(FIBRE_NAMES)
+    fp = next((m.point_data[n] for n in FIBRE_NAMES if n in m.point_data), None)
+    return Mesh(m.points[:, :3] * UNITS[units or "cm"], tets, None if tags is None else tags.reshape(-1),
+                fe, fp, source=str(path))
+
+
+def _read_opencarp(path: Path, scale: float) -> Mesh:
+    """openCARP's text mesh: NAME.pts (count, then x y z per line, µm), NAME.elem (count, then 'Tt a b c d tag'),
+    NAME.lon (1 or 2, then a fibre (and sheet) direction per element)."""
+    pts_path, lon_path = path.with_suffix(".pts"), path.with_suffix(".lon")
+    if not pts_path.is_file():
+        raise UserError(f"{path}: no {pts_path.name} beside it (openCARP points)")
+    try:
+        pts = np.loadtxt(pts_path, skiprows=1, ndmin=2)
+        lines = path.read_text().split("\n")[1:]
+    except (OSError, ValueError) as e:
+        raise UserError(f"{pts_path.parent}: cannot read the openCARP mesh: {e}") from None
+    rows = [ln.split() for ln in lines if ln.strip()]
+    kinds = {r[0] for r in rows}
+    if kinds - {"Tt"}:
+        raise UserError(f"{path}: only tetrahedra (Tt) are read; found {', '.join(sorted(kinds - {'Tt'}))}")
+    try:
+        data = np.array([[int(v) for v in r[1:6]] for r in rows], dtype=np.int64)
+    except ValueError as e:
+        raise UserError(f"{path}: an element line is not 'Tt a b c d tag': {e}") from None
+    fe = None
+    if lon_path.is_file():
+        lon = np.loadtxt(lon_path, skiprows=1, ndmin=2)
+        if len(lon) != len(data):
+            raise UserError(f"{lon_path}: {len(lon)} fibre lines for {len(data)} elements")
+        fe = lon[:, :3]
+    tags = data[:, 4] if data.shape[1] > 4 else None
+    return Mesh(pts[:, :3] * scale, data[:, :4], tags, fe, source=str(path))
+
+
+def voxelise(mesh: Mesh, h: float, margin: int = 1, chunk: int = 200_000) -> tuple[Box, dict]:
+    """The mesh's tags and fibres at the grid nodes inside it."""
+    box = Box(mesh.points.min(axis=0), mesh.points.max(axis=0), h, margin)
+    n = box.n
+    labels = np.zeros(tuple(reversed(n)), dtype=np.int32)
+    fibres = np.zeros(tuple(reversed(n)) + (3,)) if mesh.point_fibres is not None else None
+    X = mesh.points[mesh.tets]                                        # (m, 4, 3)
+    D = np.transpose(X[:, 1:] - X[:, :1], (0, 2, 1))                  # columns: edges from vertex 0
+    ok = np.abs(np.linalg.det(D)) > 1e-30 * h ** 3
+    inv = np.zeros_like(D)
+    inv[ok] = np.linalg.inv(D[ok])
+    lo = np.ceil((X.min(axis=1) - box.origin) / h - 1e-9).astype(np.int64)
+    hi = np.floor((X.max(axis=1) - box.origin) / h + 1e-9).astype(np.int64)
+    ext = np.maximum(hi - lo + 1, 0) * ok[:, None]
+    counts = ext.prod(axis=1)
+    eps = 1e-9
+    for start in range(0, len(counts), chunk):
+        sl = slice(start, start + chunk)
+        c = counts[sl]
+        tet = np.repeat(np.arange(start, start + len(c)), c)
+        if len(tet) == 0:
+            continue
+        k = np.arange(len(tet)) - np.repeat(np.cumsum(c) - c, c)      # candidate number within its element
+        e = ext[tet]
+        idx = lo[tet] + np.stack([k % e[:, 0], (k // e[:, 0]) % e[:, 1], k // (e[:, 0] * e[:, 1])], axis=1)
+        p = box.origin + idx * h
+        lam = np.einsum("mij,mj->mi", inv[tet], p - X[tet, 0])
+        bary = np.concatenate([1.0 - lam.sum(axis=1, keepdims=True), lam], axis=1)
+        hit = np.all(bary >= -eps, axis=1)
+        tet, idx, bary = tet[hit], idx[hit], bary[hit]
+        labels[idx[:, 2], idx[:, 1], idx[:, 0]] = mesh.tags[tet]
+        if fibres is not None:
+            fv = mesh.point_fibres[mesh.tets[tet]]                    # (q, 4, 3)
+            sign = np.where(np.einsum("qkj,qj->qk", fv, fv[:, 0]) < 0, -1.0, 1.0)
+            f = np.einsum("qk,qkj->qj", bary * sign, fv)
+            fibres[idx[:, 2], idx[:, 1], idx[:, 0]] = f / np.maximum(np.linalg.norm(f, axis=1, keepdims=True), 1e-300)
+    if not labels.any():
+        raise UserError(f"{mesh.source}: no grid node at spacing {h:g} cm lies inside the mesh (is --units right? "
+                        f"the mesh spans {np.ptp(mesh.points, axis=0).round(6).tolist()} cm)")
+    out = {"labels": labels}
+    if fibres is not None:
+        out["fibres"] = fibres
+    return box, out
+
+
+# -- the command -----------------------------------------------------------------------------------------------------------
+def write(path: Path, box: Box, fields: dict, source: str) -> None:
+    import h5py
+    tmp = path.with_name(f".{path.name}.part")
+    with h5py.File(tmp, "w") as f:
+        f.attrs["source"] = source
+        f.attrs["spacing"] = box.h
+        f.attrs["size"] = box.size
+        f.attrs["shape"] = box.n
+        f.attrs["origin"] = box.origin
+        f.attrs["units"] = "cm"
+        for name, arr in fields.items():
+            ds = f.create_dataset(name, data=arr, compression="gzip", compression_opts=1, shuffle=True)
+            ds.attrs["units"] = "1"
+    tmp.replace(path)
+
+
+def config_lines(path: Path, box: Box) -> str:
+    size = ", ".join(f"{s:.10g}" for s in box.size)
+    origin = ", ".join(f"{s:.10g}" for s in box.origin)
+    return (f"[grid]\nsize = [{size}]\nspacing = {box.h:g}\norigin = [{origin}]\n[tissue]\n"
+            f"label_file = \"{path}\"\nfibre_file = \"{path}\"\n")
+
+
+def main(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    if out.suffix not in (".h5", ".hdf5"):
+        raise UserError(f"--out {out}: must end in .h5 (an HDF5 file)")
+    if out.exists() and not args.overwrite:
+        raise UserError(f"{out}: exists; pass --overwrite to replace it")
+    if not (args.spacing > 0 and math.isfinite(args.spacing)):
+        raise UserError(f"--spacing: must be a positive length in cm; got {args.spacing}")
+    if args.source == "lv":
+        box, fields = idealised_lv(args.spacing, args.margin)
+        source = "idealised LV"
+    else:
+        mesh = read_mesh(Path(args.source), args.units)
+        box, fields = voxelise(mesh, args.spacing, args.margin)
+        source = str(args.source)
+    nodes = int(np.prod(box.n))
+    if nodes > 2e8:
+        raise UserError(f"--spacing {args.spacing:g}: {nodes:.3g} grid nodes; choose a coarser spacing")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write(out, box, fields, source)
+    tissue = int(np.count_nonzero(fields["labels"]))
+    print(f"wrote {out}: {' x '.join(map(str, box.n))} nodes at {args.spacing:g} cm, {tissue} in tissue"
+          + ("" if "fibres" in fields else " (the source has no fibres: no fibre_file)")
+          + "; for a run's config (in the source's coordinates, cm):")
+    lines = config_lines(out, box)
+    print(lines if "fibres" in fields else lines.replace(f'fibre_file = "{out}"\n', ""), end="")
+    return 0
