@@ -5,7 +5,7 @@
     cardiosim config --doc | cardiosim config check CONFIG
     cardiosim cell ...        single-cell runs and biomarkers (see ``cardiosim cell --help``)
     cardiosim model info FILE                  a CellML model as cardiosim generates it: states, gates, parameters
-    cardiosim bench kernels | niederer | pde | table41 | cellml | microscopic ...   benchmarks, written to docs/
+    cardiosim bench kernels | niederer | pde | table41 | cellml | microscopic | mask ...   benchmarks, to docs/
                                                (see ``cardiosim bench NAME --help``)
     cardiosim inspect FILE [--config]          what a result file holds (docs/output-format.md)
     cardiosim plot FILE [--times T ...] [--field Vm|phi_e] [--out DIR] [--overwrite]   PNGs of a result file
@@ -253,7 +253,8 @@ def _result_file(argv) -> int:
 
 BENCHMARKS = {"kernels": "cardiosim.bench.kernels", "niederer": "cardiosim.bench.niederer",
               "pde": "cardiosim.bench.pde", "table41": "cardiosim.bench.table41",
-              "cellml": "cardiosim.bench.cellml", "microscopic": "cardiosim.bench.microscopic"}
+              "cellml": "cardiosim.bench.cellml", "microscopic": "cardiosim.bench.microscopic",
+              "mask": "cardiosim.bench.mask"}
 
 
 def _bench(argv) -> int:

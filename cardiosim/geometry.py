@@ -50,14 +50,21 @@ FIBRE_NAMES = ("fibres", "fibers", "fiber", "fibre")
 
 
 # -- the grid around a bounding box ----------------------------------------------------------------------------------
+# Cells per dimension are made a multiple of this (empty nodes added at the upper side), so that the grid coarsens
+# three times and the elliptic solve gets its geometric multigrid (cardiosim.linear_solvers.mg_levels; a grid that
+# does not halve falls back to GAMG, 2-4 times slower per solve: docs/benchmarks.md).
+CELL_MULTIPLE = 8
+
+
 class Box:
-    """The grid nodes around a bounding box (cm): ``margin`` empty nodes on every side, spacing h."""
+    """The grid nodes around a bounding box (cm): at least ``margin`` empty nodes on every side, spacing h."""
 
     def __init__(self, lo, hi, h: float, margin: int):
         lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
         self.h = h
         self.origin = lo - margin * h
-        self.n = np.ceil((hi - self.origin) / h - 1e-9).astype(int) + margin + 1      # nodes, x first
+        cells = np.ceil((hi - self.origin) / h - 1e-9).astype(int) + margin
+        self.n = -(-cells // CELL_MULTIPLE) * CELL_MULTIPLE + 1                        # nodes, x first
         self.size = (self.n - 1) * h
 
     def axes(self) -> list[np.ndarray]:

@@ -1,0 +1,173 @@
+"""Tissue inside the box: what a masked grid costs per step against the unmasked box of the same size.
+
+Two anatomies, bidomain, Mitchell–Schaeffer cells, a wave started at one end: a disc filling a square sheet (2D)
+and the idealised LV of ``cardiosim geometry lv`` (3D, its fibres). Each is run masked (tissue.label_file) and as
+the whole box, with the elliptic preconditioner of the default (geometric multigrid, PCMG) and with GAMG;
+``--steps`` PDE steps after one warm-up step, times the max over ranks.
+
+    cardiosim bench mask --ranks 2 --write docs/benchmarks.md
+
+Each case runs in its own ``mpirun``. The cells run at every node of the box (the reaction's cost is the box's,
+masked or not: docs/decisions.md), so the table shows the solvers' cost and the reaction's apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .launch import machine, mpirun_command, publish
+
+RUN = """
+[simulation]
+equations = "bidomain"
+duration = {duration!r}
+dt = 0.02
+progress_interval = 0
+[grid]
+size = {size}
+spacing = {h!r}
+origin = {origin}
+[tissue]
+{tissue}
+[cell]
+model = "mitchell-schaeffer"
+[[stimulus]]
+shape = "sphere"
+center = {centre}
+radius = {radius!r}
+duration = 1.0
+current_density = -150.0
+"""
+
+
+def anatomy(name: str, folder: Path, masked: bool) -> dict:
+    """The config pieces of one anatomy: grid, tissue keys (the label image only where ``masked``), stimulus."""
+    if name == "disc":
+        n, h = 257, 0.01
+        y, x = np.mgrid[0:n, 0:n] * h
+        c, r = (n - 1) * h / 2, (n - 1) * h / 2 - 2 * h
+        np.save(folder / "disc.npy", (np.hypot(x - c, y - c) <= r).astype(np.int8))
+        return dict(size=[(n - 1) * h] * 2, h=h, origin=[0.0, 0.0],
+                    tissue=f'label_file = "{folder / "disc.npy"}"' if masked else "",
+                    centre=[c, 2 * h + 0.1], radius=0.1)
+    from ..geometry import idealised_lv
+    h = 0.05
+    box, fields = idealised_lv(h)
+    np.save(folder / "lv_labels.npy", fields["labels"])
+    fib = fields["fibres"]
+    fib[~(fields["labels"] > 0)] = (1.0, 0.0, 0.0)       # the whole box needs a fibre at every node
+    np.save(folder / "lv_fibres.npy", fib)
+    tissue = f'fibre_file = "{folder / "lv_fibres.npy"}"'
+    if masked:
+        tissue += f'\nlabel_file = "{folder / "lv_labels.npy"}"'
+    return dict(size=box.size.round(10).tolist(), h=h, origin=box.origin.round(10).tolist(), tissue=tissue,
+                centre=[0.0, 0.0, -2.0], radius=0.25)
+
+
+def single(name: str, masked: bool, steps: int) -> dict:
+    import petsc4py
+    petsc4py.init(sys.argv[:1] + _petsc_args())
+    from .. import config
+    from ..simulation import Simulation
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = config.loads(RUN.format(duration=0.02 * (steps + 1), **anatomy(name, Path(tmp), masked)),
+                           name=f"mask-{name}")
+        sim = Simulation(cfg, write_output=False)
+        sim.tissue.solve_phi(sim.V, sim.phi, 0.0)
+        sim.step()
+        for k in sim.timers.total:
+            sim.timers.total[k] = 0.0
+        for s in sim.tissue.solvers():
+            s.iterations.clear()
+        import time
+        t0 = time.perf_counter()
+        while sim.step_index < sim.n_steps:
+            sim.step()
+        wall = time.perf_counter() - t0
+        tm = sim.timers.summary(sim.comm)
+        its = sim.tissue.iterations()
+        mask = sim.grid.mask
+        out = {"anatomy": name, "masked": masked, "nodes": sim.grid.n_nodes, "ranks": sim.comm.size,
+               "tissue_nodes": mask.n_tissue if mask else sim.grid.n_nodes, "steps": steps,
+               "elliptic_solver": sim.tissue.elliptic.describe(),
+               **{f"{k}_ms": 1e3 * tm[k]["max"] / steps for k in ("reaction", "parabolic", "elliptic")},
+               **{f"{k}_its": sum(its[k]) / steps for k in ("parabolic", "elliptic")},
+               "step_ms": 1e3 * wall / steps}
+    if sim.comm.rank == 0:
+        print("RESULT " + json.dumps(out), flush=True)
+    return out
+
+
+def _petsc_args():
+    argv = sys.argv
+    return argv[argv.index("--") + 1:] if "--" in argv else []
+
+
+def run_case(name, masked, ranks, steps, petsc_args):
+    cmd = mpirun_command(ranks) + [sys.executable, "-m", "cardiosim.bench.mask", "--single", name,
+                                   *(["--masked"] if masked else []), "--steps", str(steps), "--", *petsc_args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+
+
+def markdown(results, meta) -> str:
+    lines = ["### Tissue inside the box: masked against the whole box", "",
+             f"{meta['date']} · {meta['machine']['cpu']} ({meta['machine']['cores']} cores) · GPU: "
+             f"{meta['machine']['gpu']} · `{meta['command']}`", "",
+             "Bidomain, Mitchell–Schaeffer, dt 0.02 ms, times per PDE step (max over ranks) after a warm-up step. "
+             "The cells run at every node of the box, masked or not. The limits of docs/design.md §8 are the GPU "
+             "kernel's and do not apply to this CPU run.", "",
+             "| anatomy | grid | ranks | tissue nodes | elliptic | parabolic ms (its) | elliptic ms (its) | "
+             "reaction ms | step ms |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        grid = "masked" if r["masked"] else "whole box"
+        lines.append(f"| {r['anatomy']} | {grid}, {r['nodes']:,} nodes | {r['ranks']} | {r['tissue_nodes']:,} | "
+                     f"{r['elliptic_solver']} | {r['parabolic_ms']:.2f} ({r['parabolic_its']:.1f}) | "
+                     f"{r['elliptic_ms']:.2f} ({r['elliptic_its']:.1f}) | {r['reaction_ms']:.2f} | "
+                     f"{r['step_ms']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    ours = argv[:argv.index("--")] if "--" in argv else argv
+    p = argparse.ArgumentParser(prog="cardiosim bench mask", description=__doc__.split("\n")[0])
+    p.add_argument("--anatomies", nargs="+", default=["disc", "lv"], choices=["disc", "lv"])
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--write", help="markdown page to update (e.g. docs/benchmarks.md)")
+    p.add_argument("--json", help="write the results here too")
+    p.add_argument("--single", help=argparse.SUPPRESS)
+    p.add_argument("--masked", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(ours)
+    if args.single:
+        single(args.single, args.masked, args.steps)
+        return 0
+    meta = {"date": datetime.date.today().isoformat(), "machine": machine(),
+            "command": "cardiosim bench mask " + " ".join(argv)}
+    results = []
+    for name in args.anatomies:
+        for masked in (True, False):
+            for extra in ([], ["-elliptic_pc_type", "gamg"]):
+                r = run_case(name, masked, args.ranks, args.steps, extra)
+                results.append(r)
+                print(f"{name:5} {'masked' if masked else 'box':6} {r['elliptic_solver']:8} step {r['step_ms']:8.2f} ms "
+                      f"(parabolic {r['parabolic_ms']:.2f}, elliptic {r['elliptic_ms']:.2f} ms / "
+                      f"{r['elliptic_its']:.1f} its, reaction {r['reaction_ms']:.2f})", flush=True)
+    publish(markdown(results, meta), meta, results, args.json, args.write, "mask")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
