@@ -594,9 +594,9 @@ def validate(cfg: Config) -> Config:
                                  if f"tissue.{k}" in cfg.resolved else ""))
     for i, r in enumerate(t.regions):
         _check_region(f"tissue.regions[{i}]", r, dim, labels=bool(t.label_file))
-    if t.label_file and cfg.cell.placement == "resident":
-        raise ConfigError("tissue.label_file: the resident placement does not take a tissue mask yet; use "
-                          "cell.placement = 'cpu', 'grouped' or 'per-rank'")
+    if t.label_file and (cfg.cell.placement == "resident" or cfg.cell.backend == "cuda"):
+        raise ConfigError("tissue.label_file: a tissue mask is not yet run on a GPU (not tested there); use "
+                          "cell.backend = 'numpy' or 'native' with cell.placement = 'cpu' or 'grouped'")
     if t.model == "microscopic":
         _check_microscopic(cfg)
     for i, st in enumerate(cfg.stimulus):

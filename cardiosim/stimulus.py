@@ -78,6 +78,10 @@ class TissueStimuli:
     amplitudes: np.ndarray
     names: list
 
+    def subset(self, cells: np.ndarray) -> "TissueStimuli":
+        """The same stimuli on some of the cells (indices into this rank's cells)."""
+        return TissueStimuli(self.protocols, np.ascontiguousarray(self.amplitudes[:, cells]), self.names)
+
     @classmethod
     def from_config(cls, cfg, grid, coords):
         protocols, amps, names = [], [], []

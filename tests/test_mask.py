@@ -79,6 +79,7 @@ def test_masked_rectangle_equals_the_rectangle_alone(petsc, tmp_path, equations)
     masked = _run(_config(equations, (BOX[0] * H, BOX[1] * H), (x0 * H, 0.0), ((x0 + 2) * H, BOX[1] * H),
                           tissue=f'label_file = "{path}"'))
     assert masked.grid.mask.n_tissue == (x1 - x0 + 1) * (y1 - y0 + 1) and masked.grid.mask.n_pieces == 1
+    assert masked.reaction.backend.inner.y.shape[1] == masked.grid.mask.n_tissue     # cells at tissue nodes only
     inside = (slice(y0, y1 + 1), slice(x0, x1 + 1))
     va = alone.V.getArray().reshape(y1 - y0 + 1, x1 - x0 + 1)
     vb = masked.V.getArray().reshape(BOX[1] + 1, BOX[0] + 1)
@@ -137,7 +138,8 @@ def test_pieces_have_their_own_constant(petsc, tmp_path):
 
 @pytest.mark.mpi
 def test_masked_bidomain_on_two_ranks_equals_one_rank(tmp_path):
-    """The mask (read whole, cut per rank) gives the same run on two ranks as on one."""
+    """The mask (read whole, cut per rank) gives the same run on two ranks as on one; the grouped placement (the
+    group's owner integrates the tissue cells of both ranks) gives the cpu placement's bit for bit."""
     import h5py
     path = _labels(tmp_path, [((2, 37), (1, 9)), ((3, 12), (0, 1))])
     cfg = tmp_path / "masked.toml"
@@ -145,13 +147,16 @@ def test_masked_bidomain_on_two_ranks_equals_one_rank(tmp_path):
                                 upper=[4 * H, BOX[1] * H], tissue=f'label_file = "{path.name}"')
                    + "[output]\ninterval = 1.0\n")
     out = {}
-    for np_ in (1, 2):
+    for np_, placement in ((1, "cpu"), (2, "cpu"), ("grouped", "grouped")):
         h5 = tmp_path / f"run{np_}.h5"
-        proc = run_cli(["run", cfg, "--output", h5, "--quiet", "--", "-parabolic_ksp_rtol", "1e-13",
-                        "-elliptic_ksp_rtol", "1e-13"], np=np_)
+        proc = run_cli(["run", cfg, "--output", h5, "--quiet", "--set", f'cell.placement="{placement}"', "--",
+                        "-parabolic_ksp_rtol", "1e-13", "-elliptic_ksp_rtol", "1e-13"],
+                       np=2 if np_ == "grouped" else np_)
         assert proc.returncode == 0, proc.stderr
         with h5py.File(h5) as f:
             out[np_] = (f["fields/Vm"][-1], f["fields/phi_e"][-1])
+    for a, b in zip(out[2], out["grouped"]):                           # the group's owner integrates its cells
+        assert np.array_equal(a, b, equal_nan=True)
     for a, b in zip(out[1], out[2]):
         assert np.array_equal(np.isnan(a), np.isnan(b))               # NaN outside the tissue in the snapshots
         assert np.nanmax(np.abs(a - b)) < 1e-6
@@ -278,3 +283,26 @@ parameters = {{ beta = -5.9 }}
         print(f"\ndisc, h = 0.05 ... 0.00625 cm: errors {['%.3g' % e for e in errors]}, orders "
               f"{['%.2f' % o for o in orders]}")
     assert all(0.8 < o < 1.5 for o in orders[1:])
+
+
+def test_native_cells_on_a_mask_equal_numpy(petsc, tmp_path):
+    """TT06 on the masked rectangle: the compiled C kernel, given the tissue cells only, equals the NumPy model."""
+    path = _labels(tmp_path, [RECT])
+    runs = {}
+    for backend in ("numpy", "native"):
+        text = SHEET.format(equations="monodomain", size=[BOX[0] * H, BOX[1] * H], h=H, lower=[RECT[0][0] * H, 0.0],
+                            upper=[(RECT[0][0] + 2) * H, BOX[1] * H], tissue=f'label_file = "{path}"')
+        text = text.replace('model = "mitchell-schaeffer"',
+                            f'model = "tt06"\nbackend = "{backend}"\nintegrator = "rush-larsen"')
+        runs[backend] = _run(config.loads(text.replace("current_density = -150.0", "current_density = -52.0")))
+    a, b = runs["numpy"].V.getArray(), runs["native"].V.getArray()
+    assert a.max() > 0 and np.max(np.abs(a - b)) < 1e-8
+
+
+def test_mask_with_gpu_cells_is_refused_for_now(tmp_path):
+    path = _labels(tmp_path, [RECT])
+    cfg = tmp_path / "gpu.toml"
+    cfg.write_text(SHEET.format(equations="monodomain", size=[BOX[0] * H, BOX[1] * H], h=H, lower=[0.0, 0.0],
+                                upper=[H, H], tissue=f'label_file = "{path}"').replace(
+        'model = "mitchell-schaeffer"', 'model = "tt06"\nbackend = "cuda"'))
+    assert_one_line(run_cli(["run", cfg, "--output", tmp_path / "x.h5"]), "cuda", ["tissue.label_file", "GPU"])

@@ -7,8 +7,9 @@ the whole box, with the elliptic preconditioner of the default (geometric multig
 
     cardiosim bench mask --ranks 2 --write docs/benchmarks.md
 
-Each case runs in its own ``mpirun``. The cells run at every node of the box (the reaction's cost is the box's,
-masked or not: docs/decisions.md), so the table shows the solvers' cost and the reaction's apart.
+Each case runs in its own ``mpirun``. A masked grid has cells at its tissue nodes only; the solvers still solve
+on every node of the box (the nodes outside as rows of their own: cardiosim/mask.py), so the table shows the
+solvers' cost and the reaction's apart.
 """
 
 from __future__ import annotations
@@ -126,8 +127,8 @@ def markdown(results, meta) -> str:
              f"{meta['date']} · {meta['machine']['cpu']} ({meta['machine']['cores']} cores) · GPU: "
              f"{meta['machine']['gpu']} · `{meta['command']}`", "",
              "Bidomain, Mitchell–Schaeffer, dt 0.02 ms, times per PDE step (max over ranks) after a warm-up step. "
-             "The cells run at every node of the box, masked or not. The limits of docs/design.md §8 are the GPU "
-             "kernel's and do not apply to this CPU run.", "",
+             "A masked grid has cells at its tissue nodes only; its solvers run on every node of the box. The limits "
+             "of docs/design.md §8 are the GPU kernel's and do not apply to this CPU run.", "",
              "| anatomy | grid | ranks | tissue nodes | elliptic | parabolic ms (its) | elliptic ms (its) | "
              "reaction ms | step ms |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:

@@ -15,6 +15,7 @@ from mpi4py import MPI
 from .. import cells
 from ..errors import SimulationError
 from .ode.numpy_backend import NumpyBackend
+from .ode.protocol import TissueCells
 from .placement import MODE, place
 from ..stimulus import TissueStimuli
 
@@ -31,8 +32,16 @@ class Reaction:
         self.stimuli = TissueStimuli.from_config(cfg, grid, coords)
         self.cell = c
         self.placement = place(c, comm)
-        # The mode builds the backend (placement.MODE); every backend follows ode.protocol.CellBackend.
-        self.backend = MODE[self.placement.mode].backend(self, states, self.stimuli, coords, timers)
+        # The mode builds the backend (placement.MODE); every backend follows ode.protocol.CellBackend. On a masked
+        # grid (tissue.label_file) there are cells at the tissue nodes only.
+        mode = MODE[self.placement.mode]
+        if grid.mask is None:
+            self.backend = mode.backend(self, states, self.stimuli, coords, timers)
+        else:
+            at = np.flatnonzero(~grid.mask.outside())
+            inner = mode.backend(self, np.ascontiguousarray(states[:, at]), self.stimuli.subset(at), coords[at],
+                                 timers)
+            self.backend = TissueCells(inner, at, states)
         self.states = self.backend.y      # the backend's host copy (page-locked with CUDA)
         self.k = cfg.simulation.ode_substeps
         self.comm = comm

@@ -65,3 +65,40 @@ class OnHost:
 
     def upload(self) -> None:
         self.inner.upload()
+
+
+class TissueCells:
+    """Cells at the tissue nodes of a masked grid only (cardiosim.mask): ``inner`` (any backend of this protocol)
+    integrates the states of the nodes ``at`` (indices into this rank's nodes); the other nodes have no cell, their
+    Vm is left as it is and their states as they started (a checkpoint keeps them so, in its usual layout). Vm
+    crosses through a sequential Vec of the tissue nodes."""
+
+    def __init__(self, inner, at: np.ndarray, states: np.ndarray):
+        from petsc4py import PETSc
+        self.inner = inner
+        self.at = at
+        self.y = states                                   # every node's states; tissue columns current after download
+        self.name = inner.name
+        self.v = PETSc.Vec().createSeq(len(at), comm=PETSc.COMM_SELF)
+
+    @property
+    def failure(self) -> str | None:
+        return self.inner.failure
+
+    @property
+    def device(self) -> int | None:
+        return getattr(self.inner, "device", None)
+
+    def advance_vec(self, V, t0: float, dt: float, k: int) -> None:
+        v = V.getArray()
+        self.v.getArray()[:] = v[self.at]
+        self.inner.advance_vec(self.v, t0, dt, k)
+        v[self.at] = self.v.getArray(readonly=True)
+
+    def download(self) -> None:
+        self.inner.download()
+        self.y[:, self.at] = self.inner.y
+
+    def upload(self) -> None:
+        self.inner.y[:] = self.y[:, self.at]
+        self.inner.upload()
