@@ -407,3 +407,48 @@ def test_junction_regions_scale_their_faces():
     assert np.all(gy[ky == mic.COMBINED][np.broadcast_to((np.arange(48) + 0.5)[None] * 0.0008 <= 0.0192,
                                                          ky.shape)[ky == mic.COMBINED]] == 0.0)
     assert np.array_equal(gy[ky == mic.INTERPLICATE], gy0[ky0 == mic.INTERPLICATE])
+
+
+OTHER_MODELS = """
+[simulation]
+equations = "monodomain"
+duration = 10.0
+dt = 0.01
+time_scheme = "backward-euler"
+progress_interval = 0
+[grid]
+size = [0.192]
+spacing = 0.0008
+[tissue]
+model = "microscopic"
+[cell]
+model = "{model}"
+integrator = "rush-larsen"
+backend = "{backend}"
+[[stimulus]]
+shape = "box"
+lower = [0.0]
+upper = [0.0288]
+duration = 1.0
+current_density = -100.0
+"""
+
+
+def test_other_cell_models_on_the_microscopic_model(petsc, capsys):
+    """TT06 (hand-written, native C), its CellML twin generated with Myokit (native C) and Beeler–Reuter 1977
+    (generated, NumPy) on a 240-volume strip of myocytes: every volume activates, in order along the strip; the
+    hand and generated TT06 activate at the same times (to 1e-9 ms)."""
+    from cardiosim.bench.microscopic import activation
+    from conftest import ROOT
+    cellml = ROOT / "tests" / "data" / "cellml"
+    runs = {name: activation(config.loads(OTHER_MODELS.format(model=model, backend=backend)))
+            for name, model, backend in (("tt06", "tt06", "native"),
+                                         ("tt06 CellML", cellml / "ten_tusscher_model_2006_epi.cellml", "native"),
+                                         ("Beeler-Reuter CellML", cellml / "beeler_reuter_model_1977.cellml",
+                                          "numpy"))}
+    with capsys.disabled():
+        print("\n" + "\n".join(f"{k}: last volume at {v[-1]:.3f} ms" for k, v in runs.items()))
+    for name, a in runs.items():
+        assert np.all(np.isfinite(a)), name
+        assert np.all(np.diff(a[40:]) >= 0), name                      # beyond the stimulated volumes
+    assert np.max(np.abs(runs["tt06"] - runs["tt06 CellML"])) < 1e-9
