@@ -64,3 +64,19 @@ def publish(text: str, meta: dict, results: list, json_path=None, page=None, key
     if page:
         write_section(Path(page), key, text)
     print(text)
+
+
+def timed_steps(sim) -> tuple[float, dict, dict]:
+    """Run a Simulation to its end with the first step as a warm-up (first solves, page faults, GPU copies) left
+    out: (wall seconds of the other steps, the timers' summary over ranks, iterations per solver)."""
+    import time
+    sim.tissue.solve_phi(sim.V, sim.phi, 0.0)
+    sim.step()
+    for k in sim.timers.total:
+        sim.timers.total[k] = 0.0
+    for s in sim.tissue.solvers():
+        s.iterations.clear()
+    t0 = time.perf_counter()
+    while sim.step_index < sim.n_steps:
+        sim.step()
+    return time.perf_counter() - t0, sim.timers.summary(sim.comm), sim.tissue.iterations()

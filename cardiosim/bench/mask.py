@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .launch import machine, mpirun_command, publish
+from .launch import machine, mpirun_command, publish, timed_steps
 
 RUN = """
 [simulation]
@@ -82,19 +82,7 @@ def single(name: str, masked: bool, steps: int) -> dict:
         cfg = config.loads(RUN.format(duration=0.02 * (steps + 1), **anatomy(name, Path(tmp), masked)),
                            name=f"mask-{name}")
         sim = Simulation(cfg, write_output=False)
-        sim.tissue.solve_phi(sim.V, sim.phi, 0.0)
-        sim.step()
-        for k in sim.timers.total:
-            sim.timers.total[k] = 0.0
-        for s in sim.tissue.solvers():
-            s.iterations.clear()
-        import time
-        t0 = time.perf_counter()
-        while sim.step_index < sim.n_steps:
-            sim.step()
-        wall = time.perf_counter() - t0
-        tm = sim.timers.summary(sim.comm)
-        its = sim.tissue.iterations()
+        wall, tm, its = timed_steps(sim)
         mask = sim.grid.mask
         out = {"anatomy": name, "masked": masked, "nodes": sim.grid.n_nodes, "ranks": sim.comm.size,
                "tissue_nodes": mask.n_tissue if mask else sim.grid.n_nodes, "steps": steps,

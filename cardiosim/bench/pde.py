@@ -24,7 +24,7 @@ import json
 import subprocess
 import sys
 
-from .launch import machine, mpirun_command, publish
+from .launch import machine, mpirun_command, publish, timed_steps
 
 SHEET = """
 [simulation]
@@ -67,19 +67,7 @@ def single(n: int, steps: int, placement: str = "auto", model: str = "mitchell-s
     cfg = config.loads(SHEET.format(L=L, duration=0.02 * (steps + 1), placement=placement, model=model,
                                     **MODELS[model]), name=f"bench-{n}")
     sim = Simulation(cfg, write_output=False)
-    sim.tissue.solve_phi(sim.V, sim.phi, 0.0)
-    sim.step()                                        # warm-up: first solves, page faults, GPU copies
-    for k in sim.timers.total:
-        sim.timers.total[k] = 0.0
-    for s in sim.tissue.solvers():
-        s.iterations.clear()
-    import time
-    t0 = time.perf_counter()
-    while sim.step_index < sim.n_steps:
-        sim.step()
-    wall = time.perf_counter() - t0
-    tm = sim.timers.summary(sim.comm)
-    its = sim.tissue.iterations()
+    wall, tm, its = timed_steps(sim)
     out = {
         "n": n, "unknowns": n * n, "ranks": sim.comm.size, "steps": steps,
         "vec_type": sim.V.getType(), "mat_type": sim.tissue.Ki.getType(),

@@ -31,19 +31,12 @@ class CellBackend(Protocol):
         """Replace the states wherever they live by ``y`` (a restart; collective in grouped placement)."""
 
 
-class OnHost:
-    """A backend whose states (or at least Vm, row 0) are in a host array ``y``: Vm crosses from the Vec's host
-    array into ``y[0]`` before the substeps and back after (for a GPU Vec that would be a copy each way: the
-    resident placement does not use this)."""
+class Wrapper:
+    """A backend around another (``inner``): its name, failure and device are the inner one's."""
 
-    def __init__(self, inner, stimuli):
+    def __init__(self, inner):
         self.inner = inner
-        self.stimuli = stimuli
         self.name = inner.name
-
-    @property
-    def y(self) -> np.ndarray:
-        return self.inner.y
 
     @property
     def failure(self) -> str | None:
@@ -52,6 +45,20 @@ class OnHost:
     @property
     def device(self) -> int | None:
         return getattr(self.inner, "device", None)
+
+
+class OnHost(Wrapper):
+    """A backend whose states (or at least Vm, row 0) are in a host array ``y``: Vm crosses from the Vec's host
+    array into ``y[0]`` before the substeps and back after (for a GPU Vec that would be a copy each way: the
+    resident placement does not use this)."""
+
+    def __init__(self, inner, stimuli):
+        super().__init__(inner)
+        self.stimuli = stimuli
+
+    @property
+    def y(self) -> np.ndarray:
+        return self.inner.y
 
     def advance_vec(self, V, t0: float, dt: float, k: int) -> None:
         v = V.getArray()
@@ -67,7 +74,7 @@ class OnHost:
         self.inner.upload()
 
 
-class TissueCells:
+class TissueCells(Wrapper):
     """Cells at the tissue nodes of a masked grid only (cardiosim.mask): ``inner`` (any backend of this protocol)
     integrates the states of the nodes ``at`` (indices into this rank's nodes); the other nodes have no cell, their
     Vm is left as it is and their states as they started (a checkpoint keeps them so, in its usual layout). Vm
@@ -75,19 +82,10 @@ class TissueCells:
 
     def __init__(self, inner, at: np.ndarray, states: np.ndarray):
         from petsc4py import PETSc
-        self.inner = inner
+        super().__init__(inner)
         self.at = at
         self.y = states                                   # every node's states; tissue columns current after download
-        self.name = inner.name
         self.v = PETSc.Vec().createSeq(len(at), comm=PETSc.COMM_SELF)
-
-    @property
-    def failure(self) -> str | None:
-        return self.inner.failure
-
-    @property
-    def device(self) -> int | None:
-        return getattr(self.inner, "device", None)
 
     def advance_vec(self, V, t0: float, dt: float, k: int) -> None:
         v = V.getArray()
