@@ -298,6 +298,8 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"{out}: exists; pass --overwrite to replace it")
     if not (args.spacing > 0 and math.isfinite(args.spacing)):
         raise UserError(f"--spacing: must be a positive length in cm; got {args.spacing}")
+    if args.margin < 0:
+        raise UserError(f"--margin: must be 0 or more grid nodes; got {args.margin}")
     if args.source == "lv":
         box, fields = idealised_lv(args.spacing, args.margin)
         source = "idealised LV"
