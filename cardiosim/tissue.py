@@ -174,6 +174,7 @@ class Monodomain(TissueModel):
 
 class Bidomain(TissueModel):
     has_phi = True
+    pieces = None       # masked grids: an indicator vector per connected piece of tissue (cardiosim.mask)
 
     def __init__(self, grid, cfg, stencil):
         super().__init__(grid, cfg, stencil)
@@ -184,7 +185,6 @@ class Bidomain(TissueModel):
                                       defaults=self._parabolic_defaults(self.Ki))
         pc = gpu_elliptic_defaults(grid) if grid.gpu else elliptic_pc_defaults(grid)
         A = a.matrix(vi + ve)
-        self.pieces = None
         if self.outside is not None:
             # φe = 0 outside the tissue (a row of its own: a diagonal, right-hand side 0); one constant per
             # connected piece of tissue is free
