@@ -88,8 +88,9 @@ def physics(cfg, defaults: bool = False) -> dict:
             for f in dataclasses.fields(value):
                 if not f.metadata.get("internal"):
                     v = getattr(value, f.name)
-                    walk(f"{prefix}{f.name}.", v if not defaults or dataclasses.is_dataclass(v) or
-                         isinstance(v, list) else default_of(f, v))
+                    tables = isinstance(v, list) and v and dataclasses.is_dataclass(v[0])   # [[...]] items
+                    walk(f"{prefix}{f.name}.", v if not defaults or dataclasses.is_dataclass(v) or tables
+                         else default_of(f, v))
         elif isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
             for i, v in enumerate(value):
                 walk(f"{prefix[:-1]}[{i}].", v)
@@ -455,8 +456,12 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
     except (OSError, KeyError, ValueError, TypeError) as e:
         raise UserError(f"{where}: not a readable cardiosim checkpoint ({e})") from None
     now = physics(cfg)
-    # keys this version has and the checkpoint's does not: the run that wrote it used their defaults
-    then = {**{k: v for k, v in physics(cfg, defaults=True).items() if k not in then}, **then}
+    # keys this version has and the checkpoint's does not: the run that wrote it used their defaults. A key of a
+    # [[table]] item counts so only where the checkpoint has that table (a new field of a stimulus, say); a whole
+    # table it lacks (e.g. [[ecg.electrodes]]) was empty there, so its items are a change of config.
+    def had_table(k):
+        return "[" not in k or any(t.startswith(k[:k.index("[") + 1]) for t in then)
+    then = {**{k: v for k, v in physics(cfg, defaults=True).items() if k not in then and had_table(k)}, **then}
     if then != now:
         raise UserError(f"{where}: written for another config: {_differences(then, now)} (a restart may change "
                         f"only {', '.join(k + '*' if k.endswith('.') else k for k in FREE_KEYS)})")

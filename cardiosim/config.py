@@ -483,6 +483,8 @@ def _check_microscopic(cfg) -> None:
         raise ConfigError("grid.stencil: the microscopic model has its own 3/5/7-point face stencil; use 'auto' "
                           "or 'star'")
     t = cfg.tissue
+    if cfg.grid.origin and any(cfg.grid.origin):
+        raise ConfigError("grid.origin: the microscopic model's layout and regions start at 0; leave origin out")
     if t.fibre_angle != 0.0 or t.fibre_file or t.conductivity_file or t.regions or t.label_file:
         raise ConfigError("tissue: the microscopic model takes its conductances from the myocyte layout "
                           "([tissue.microscopic]); fibre_angle, fibre_file, conductivity_file, label_file and "

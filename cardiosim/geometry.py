@@ -54,6 +54,7 @@ FIBRE_NAMES = ("fibres", "fibers", "fiber", "fibre")
 # three times and the elliptic solve gets its geometric multigrid (cardiosim.linear_solvers.mg_levels; a grid that
 # does not halve falls back to GAMG, 2-4 times slower per solve: docs/benchmarks.md).
 CELL_MULTIPLE = 8
+MAX_NODES = 2e8
 
 
 class Box:
@@ -66,6 +67,9 @@ class Box:
         cells = np.ceil((hi - self.origin) / h - 1e-9).astype(int) + margin
         self.n = -(-cells // CELL_MULTIPLE) * CELL_MULTIPLE + 1                        # nodes, x first
         self.size = (self.n - 1) * h
+        if np.prod(self.n.astype(float)) > MAX_NODES:                      # before any array of the grid is made
+            raise UserError(f"--spacing {h:g}: {np.prod(self.n.astype(float)):.3g} grid nodes (more than "
+                            f"{MAX_NODES:.0e}); choose a coarser spacing (or check --units)")
 
     def axes(self) -> list[np.ndarray]:
         return [self.origin[d] + np.arange(self.n[d]) * self.h for d in range(3)]
@@ -213,7 +217,11 @@ def _read_opencarp(path: Path, scale: float) -> Mesh:
         raise UserError(f"{path}: an element line is not 'Tt a b c d tag': {e}") from None
     fe = None
     if lon_path.is_file():
-        lon = np.loadtxt(lon_path, skiprows=1, ndmin=2)
+        try:
+            lon = np.loadtxt(lon_path, skiprows=1, ndmin=2)
+        except ValueError as e:
+            raise UserError(f"{lon_path}: not openCARP fibres (a count line, then 3 or 6 numbers per element): "
+                            f"{e}") from None
         if len(lon) != len(data):
             raise UserError(f"{lon_path}: {len(lon)} fibre lines for {len(data)} elements")
         fe = lon[:, :3]
@@ -286,7 +294,8 @@ def write(path: Path, box: Box, fields: dict, source: str) -> None:
 def config_lines(path: Path, box: Box) -> str:
     size = ", ".join(f"{s:.10g}" for s in box.size)
     origin = ", ".join(f"{s:.10g}" for s in box.origin)
-    return (f"[grid]\nsize = [{size}]\nspacing = {box.h:g}\norigin = [{origin}]\n[tissue]\n"
+    path = path.resolve()      # a relative path in a config is taken relative to the config's folder
+    return (f"[grid]\nsize = [{size}]\nspacing = {box.h:.10g}\norigin = [{origin}]\n[tissue]\n"
             f"label_file = \"{path}\"\nfibre_file = \"{path}\"\n")
 
 
@@ -307,9 +316,6 @@ def main(args: argparse.Namespace) -> int:
         mesh = read_mesh(Path(args.source), args.units)
         box, fields = voxelise(mesh, args.spacing, args.margin)
         source = str(args.source)
-    nodes = int(np.prod(box.n))
-    if nodes > 2e8:
-        raise UserError(f"--spacing {args.spacing:g}: {nodes:.3g} grid nodes; choose a coarser spacing")
     out.parent.mkdir(parents=True, exist_ok=True)
     write(out, box, fields, source)
     tissue = int(np.count_nonzero(fields["labels"]))
@@ -317,5 +323,5 @@ def main(args: argparse.Namespace) -> int:
           + ("" if "fibres" in fields else " (the source has no fibres: no fibre_file)")
           + "; for a run's config (in the source's coordinates, cm):")
     lines = config_lines(out, box)
-    print(lines if "fibres" in fields else lines.replace(f'fibre_file = "{out}"\n', ""), end="")
+    print(lines if "fibres" in fields else lines.replace(f'fibre_file = "{out.resolve()}"\n', ""), end="")
     return 0

@@ -215,7 +215,7 @@ def _h5_field(path: str, key: str) -> np.ndarray:
     name = H5_DATASETS.get(key, key)
     try:
         with h5py.File(path, "r") as f:
-            if name not in f:
+            if not isinstance(f.get(name), h5py.Dataset):
                 raise UserError(f"{key}: {path} has no dataset '{name}' (it holds: {', '.join(f) or 'nothing'})")
             return f[name][()]
     except OSError as e:

@@ -57,3 +57,22 @@ def test_restart_from_old_checkpoint(tmp_path, folder):
     d = float(np.abs(new[3:] - old[3:]).max())
     print(f"\n{folder.name}: max |restarted - old run| after t = 2 ms: {d:.3g} mV")
     assert d < 1e-7
+
+
+@pytest.mark.parametrize("folder", LEGACY, ids=[p.name for p in LEGACY])
+@pytest.mark.parametrize("addition,words", [
+    ('[ecg]\n[[ecg.electrodes]]\nname = "far"\nposition = [2.0, 0.2]\n', ["ecg.electrodes[0]", "written for another"]),
+    ("", ["grid.origin", "written for another"]),
+])
+def test_restart_from_old_checkpoint_refuses_new_settings(tmp_path, folder, addition, words):
+    """An old checkpoint knows nothing of [[ecg.electrodes]] or grid.origin: it ran without them, so adding them
+    on a restart is a change of config, refused in one line (not an internal error)."""
+    from test_bad_input import assert_one_line
+    for name in ("sheet.toml", "sheet.h5", "sheet.ckpt.h5"):
+        shutil.copy(folder / name, tmp_path / name)
+    text = (tmp_path / "sheet.toml").read_text()
+    text = text + addition if addition else text.replace("spacing = 0.05", "spacing = 0.05\norigin = [-0.05, 0.0]")
+    (tmp_path / "sheet.toml").write_text(text)
+    proc = run_cli(["run", "sheet.toml", "--output", "sheet.h5", "--restart", "sheet.ckpt.h5", "--quiet"],
+                   cwd=tmp_path)
+    assert_one_line(proc, "new setting", words)

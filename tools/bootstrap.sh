@@ -124,7 +124,7 @@ fi
 # only libc and libgfortran), and that package's headers and link names unpacked into $venv/sundials, where
 # cardiosim.cells.cellml.myokit_cvodes() points Myokit. A Sundials of one's own: CARDIOSIM_SUNDIALS=/its/prefix.
 have_sundials() {
-    [ -e "$venv/sundials/include/cvodes/cvodes.h" ] \
+    { [ -e "$venv/sundials/include/cvodes/cvodes.h" ] && [ -e "$venv/sundials/lib/libsundials_cvodes.so" ]; } \
         || { ldconfig -p 2>/dev/null | grep -q 'libsundials_cvodes\.so ' && [ -e /usr/include/cvodes/cvodes.h ]; }
 }
 sundials_into_venv() {
@@ -138,13 +138,14 @@ sundials_into_venv() {
         && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $runtime \
         && (cd "$tmp" && chmod 777 . && apt-get download -qq libsundials-dev) \
         && dpkg-deb -x "$tmp"/libsundials-dev_*.deb "$tmp/x" || { rm -rf "$tmp"; return 1; }
-    rm -rf "$venv/sundials" && mkdir -p "$venv/sundials/lib"
-    cp -r "$tmp/x/usr/include" "$venv/sundials/include"
-    for lib in cvodes nvecserial; do
-        so=$(ls /usr/lib/"$arch"/libsundials_$lib.so.[0-9]* | sort | head -n 1)     # the soname: .so.6 before .so.6.4.1
-        ln -s "$so" "$venv/sundials/lib/libsundials_$lib.so"
-    done
+    rm -rf "$venv/sundials" && mkdir -p "$venv/sundials/lib" \
+        && cp -r "$tmp/x/usr/include" "$venv/sundials/include" || { rm -rf "$tmp" "$venv/sundials"; return 1; }
     rm -rf "$tmp"
+    for lib in cvodes nvecserial; do
+        # the soname (.so.6 sorts before .so.6.4.1)
+        so=$(ls /usr/lib/"$arch"/libsundials_$lib.so.[0-9]* 2>/dev/null | sort | head -n 1)
+        [ -n "$so" ] && ln -s "$so" "$venv/sundials/lib/libsundials_$lib.so" || { rm -rf "$venv/sundials"; return 1; }
+    done
 }
 if ! have_sundials; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
