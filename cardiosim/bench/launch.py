@@ -80,3 +80,25 @@ def timed_steps(sim) -> tuple[float, dict, dict]:
     while sim.step_index < sim.n_steps:
         sim.step()
     return time.perf_counter() - t0, sim.timers.summary(sim.comm), sim.tissue.iterations()
+
+
+def petsc_args() -> list[str]:
+    """This process's PETSc options: everything after ``--``."""
+    argv = sys.argv
+    return argv[argv.index("--") + 1:] if "--" in argv else []
+
+
+def report(sim, result: dict) -> dict:
+    """A case's result, printed by rank 0 as the RESULT line :func:`run_single` reads."""
+    if sim.comm.rank == 0:
+        print("RESULT " + json.dumps(result), flush=True)
+    return result
+
+
+def run_single(cmd: list[str]) -> dict:
+    """Run one benchmark case (its own mpirun) and return the result its rank 0 printed."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")

@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from .launch import machine, mpirun_command, publish, timed_steps
+from .launch import machine, mpirun_command, petsc_args, publish, report, run_single, timed_steps
 
 RUN = """
 [simulation]
@@ -75,7 +73,7 @@ def anatomy(name: str, folder: Path, masked: bool) -> dict:
 
 def single(name: str, masked: bool, steps: int) -> dict:
     import petsc4py
-    petsc4py.init(sys.argv[:1] + _petsc_args())
+    petsc4py.init(sys.argv[:1] + petsc_args())
     from .. import config
     from ..simulation import Simulation
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,24 +88,13 @@ def single(name: str, masked: bool, steps: int) -> dict:
                **{f"{k}_ms": 1e3 * tm[k]["max"] / steps for k in ("reaction", "parabolic", "elliptic")},
                **{f"{k}_its": sum(its[k]) / steps for k in ("parabolic", "elliptic")},
                "step_ms": 1e3 * wall / steps}
-    if sim.comm.rank == 0:
-        print("RESULT " + json.dumps(out), flush=True)
-    return out
-
-
-def _petsc_args():
-    argv = sys.argv
-    return argv[argv.index("--") + 1:] if "--" in argv else []
+    return report(sim, out)
 
 
 def run_case(name, masked, ranks, steps, petsc_args):
     cmd = mpirun_command(ranks) + [sys.executable, "-m", "cardiosim.bench.mask", "--single", name,
                                    *(["--masked"] if masked else []), "--steps", str(steps), "--", *petsc_args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return run_single(cmd)
 
 
 def markdown(results, meta) -> str:

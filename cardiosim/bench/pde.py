@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import subprocess
 import sys
 
-from .launch import machine, mpirun_command, publish, timed_steps
+from .launch import machine, mpirun_command, petsc_args, publish, report, run_single, timed_steps
 
 SHEET = """
 [simulation]
@@ -60,7 +58,7 @@ DESIGN_REFERENCE = ("docs/design.md §3/§4 (H100): 1025² Poisson, CG+PCMG on G
 def single(n: int, steps: int, placement: str = "auto", model: str = "mitchell-schaeffer") -> dict:
     """Run one case in this (MPI) process group; returns per-step timings on rank 0."""
     import petsc4py
-    petsc4py.init(sys.argv[:1] + _petsc_args())
+    petsc4py.init(sys.argv[:1] + petsc_args())
     from .. import config
     from ..simulation import Simulation
     L = (n - 1) * 0.01
@@ -81,25 +79,14 @@ def single(n: int, steps: int, placement: str = "auto", model: str = "mitchell-s
         "step_ms": 1e3 * wall / steps,
         "unknowns_per_s": 2 * n * n / (wall / steps),   # Vm and φe per step
     }
-    if sim.comm.rank == 0:
-        print("RESULT " + json.dumps(out), flush=True)
-    return out
-
-
-def _petsc_args():
-    argv = sys.argv
-    return argv[argv.index("--") + 1:] if "--" in argv else []
+    return report(sim, out)
 
 
 def run_case(n, ranks, steps, petsc_args, placement="auto", model="mitchell-schaeffer"):
     cmd = mpirun_command(ranks) + [sys.executable, "-m", "cardiosim.bench.pde", "--single", str(n),
                                    "--steps", str(steps), "--placement", placement, "--model", model,
                                    "--", *petsc_args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return run_single(cmd)
 
 
 def markdown(label, results, meta) -> str:
@@ -140,14 +127,14 @@ def main(argv=None):
     if args.single:
         single(args.single, args.steps, args.placement, args.model)
         return 0
-    petsc_args = _petsc_args()
+    extra = petsc_args()
     meta = {"date": datetime.date.today().isoformat(), "machine": machine(),
             "command": "python -m cardiosim.bench.pde " + " ".join(argv)}
     label = args.label or f"{meta['machine']['host']}, ranks {' '.join(map(str, args.ranks))}"
     results = []
     for n in args.sizes:
         for ranks in args.ranks:
-            r = run_case(n, ranks, args.steps, petsc_args, args.placement, args.model)
+            r = run_case(n, ranks, args.steps, extra, args.placement, args.model)
             results.append(r)
             print(f"{r['unknowns']:>9} unknowns, {ranks:>2} ranks: parabolic {r['parabolic']['ms_per_step']:8.2f} ms "
                   f"({r['parabolic']['iterations']:.1f} its), elliptic {r['elliptic']['ms_per_step']:8.2f} ms "
