@@ -7,9 +7,9 @@ part only where all its 2^d corners are tissue, so every coupling to a node outs
 corner of at least one such element (a labelled node without one is isolated: it is dropped and counted). Its
 lumped mass is its share of those elements' volume, which for a full box is the usual lumped mass.
 
-Nodes outside keep a row of their own in the matrices (identity in the elliptic system, so φe = 0 there; a mass of
-1/α in the parabolic one, so their Vm is left as the reaction step made it) and are never stimulated. Their cells
-still run the reaction step, at rest: a first step, not the end state (docs/decisions.md).
+Nodes outside keep a row of their own in the matrices (a small diagonal in the elliptic system, so φe = 0 there;
+a mass of 1/α in the parabolic one, so their Vm stays as it is), have no cells (cardiosim.reaction integrates the
+tissue nodes only) and are never stimulated (docs/decisions.md).
 
 The elliptic system's null space is one constant per connected piece of tissue (pieces that share no element),
 found with ``scipy.ndimage.label``. The label image is read whole on every rank (it is one value per node of the

@@ -64,6 +64,8 @@ class Simulation:
 
         self.grid = Grid(cfg, PETSc.Comm(self.comm))   # GPU vector and matrix types for the resident placement
         self.stencil = self._choose_stencil()
+        if self.grid.mask is not None:
+            log.info(f"tissue ({self.cfg.tissue.label_file}): {self.grid.mask.describe()}")
         lap("grid")
         self.tissue = make_tissue(self.grid, cfg, self.stencil)
         # the pseudo-ECG's electrodes are checked (outside the tissue) before any file is written
