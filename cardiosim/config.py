@@ -508,7 +508,7 @@ def _check_microscopic(cfg) -> None:
                               "non-conducting cells with cell_id < 0 in the file)")
 
 
-def _check_ecg(cfg, probe_names: set) -> None:
+def _check_ecg(cfg) -> None:
     e = cfg.ecg
     if (e.electrodes or e.leads) and cfg.cell.placement == "resident":
         raise ConfigError("ecg: the resident placement does not compute the pseudo-ECG yet; use cell.placement = "
@@ -629,7 +629,7 @@ def validate(cfg: Config) -> Config:
         if p.name in names:
             raise ConfigError(f"probe[{i}].name: '{p.name}' is used twice; probe names must be unique")
         names.add(p.name)
-    _check_ecg(cfg, names)
+    _check_ecg(cfg)
     seen = set()
     for i, f in enumerate(cfg.output.fields):
         if f in seen:

@@ -23,6 +23,11 @@ import numpy as np
 from .errors import UserError
 
 
+def sheet_thickness(cfg, grid) -> float:
+    """The sheet's thickness (cm) a 2D (1D) ECG takes: ecg.sheet_thickness, or one grid spacing."""
+    return cfg.ecg.sheet_thickness or float(grid.h[0])
+
+
 class PseudoEcg:
     """Electrode potentials and leads (mV) of Vm through the intracellular stiffness ``Ki``."""
 
@@ -30,8 +35,7 @@ class PseudoEcg:
         e = cfg.ecg
         self.names = [x.name for x in e.electrodes]
         self.leads = [(lead.name, self.names.index(lead.plus), self.names.index(lead.minus)) for lead in e.leads]
-        thickness = e.sheet_thickness or float(grid.h[0])
-        scale = thickness ** (3 - grid.dim) / (4.0 * math.pi * e.bath_conductivity)
+        scale = sheet_thickness(cfg, grid) ** (3 - grid.dim) / (4.0 * math.pi * e.bath_conductivity)
         pts = np.zeros((grid.n_local, 3))
         pts[:, :grid.dim] = grid.coords()
         tissue = np.ones(grid.n_local, dtype=bool) if grid.mask is None else ~grid.mask.outside()
@@ -53,11 +57,6 @@ class PseudoEcg:
             w.getArray()[:] = np.where(tissue, -scale / np.maximum(r, 1e-300), 0.0)
             self.weights.append(w)
 
-    @property
-    def traces(self) -> list[str]:
-        """Every trace's name: the electrodes', then the leads'."""
-        return self.names + [name for name, _, _ in self.leads]
-
     def __call__(self, V) -> list[float]:
         """Every trace's value (mV) for the transmembrane potential ``V`` (collective)."""
         if not self.weights:
@@ -65,6 +64,3 @@ class PseudoEcg:
         self.Ki.mult(V, self.work)
         phi = [float(v) for v in self.work.mDot(self.weights)]
         return phi + [phi[a] - phi[b] for _, a, b in self.leads]
-
-    def positions(self, cfg) -> dict:
-        return {x.name: list(x.position) for x in cfg.ecg.electrodes}

@@ -405,10 +405,11 @@ class Output:
             for fld in self.probes.fields:
                 self.traces[i, fld] = _planned(pg, fld, (n_steps + 1,), "mV")
         if self.probes.ecg_names:
+            from .ecg import sheet_thickness
             e = cfg.ecg
             eg = f.create_group("ecg", track_order=True)
             eg.attrs["bath_conductivity"] = e.bath_conductivity
-            eg.attrs["sheet_thickness"] = e.sheet_thickness or float(grid.h[0])
+            eg.attrs["sheet_thickness"] = sheet_thickness(cfg, grid)
             eg.attrs["description"] = ("pseudo-ECG (Gima-Rudy, infinite homogeneous bath of bath_conductivity "
                                        "mS/cm; 2D: a sheet of sheet_thickness cm), sampled at /probes/time")
             for x in e.electrodes:

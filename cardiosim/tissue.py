@@ -75,10 +75,10 @@ class TissueModel:
         self.theta = 1.0 if sim.time_scheme == "backward-euler" else 0.5
         self.M = M
         # The mass in the parabolic step. Nodes outside the tissue (cardiosim.mask) have no mass and no coupling:
-        # 1/α there makes their row V' = V*, so their cells are left as the reaction step made them.
+        # 1/α there makes their row V' = V*, so their Vm stays as it is.
         self.M_step = M
         self.outside = None
-        if getattr(grid, "mask", None) is not None:
+        if grid.mask is not None:
             self.outside = grid.vec()
             self.outside.getArray()[:] = grid.mask.outside()
             self.M_step = M.copy()
@@ -194,6 +194,14 @@ class Bidomain(TissueModel):
             d.destroy()
             sync_host(A)
             self.pieces = [grid.mask.indicator(p) for p in range(1, grid.mask.n_pieces + 1)]
+            self.inside = grid.mask.indicator()
+            # φe's mean over a piece is φe · (M on the piece) / its volume: those weights, once
+            self.piece_means = []
+            for piece in self.pieces:
+                w = self.M.copy()
+                w.pointwiseMult(w, piece)
+                w.scale(1.0 / w.sum())
+                self.piece_means.append(w)
         self.elliptic = LinearSolver("elliptic", A, grid=grid, defaults={**ELLIPTIC_DEFAULTS, **pc},
                                      nullspace=True if self.pieces is None else _normalised(self.pieces))
         self.volume = self.M.sum()
@@ -223,12 +231,9 @@ class Bidomain(TissueModel):
             return
         self.elliptic.A.getNullSpace().remove(b)
         self.elliptic.solve(b, phi, t)
-        self.work.set(1.0)
-        self.work.axpy(-1.0, self.outside)
-        phi.pointwiseMult(phi, self.work)               # exactly 0 outside (the solve leaves round-off there)
-        for piece in self.pieces:                       # zero mean over each piece's volume
-            self.work.pointwiseMult(self.M, piece)
-            phi.axpy(-phi.dot(self.work) / self.work.sum(), piece)
+        phi.pointwiseMult(phi, self.inside)             # exactly 0 outside (the solve leaves round-off there)
+        for piece, mean in zip(self.pieces, self.piece_means):      # zero mean over each piece's volume
+            phi.axpy(-phi.dot(mean), piece)
 
 
 def _normalised(vecs):
