@@ -71,20 +71,23 @@ class TissueStimuli:
     """The configured stimuli on this rank's cells: a protocol each and a per-cell current (µA/µF).
 
     ``amplitudes[p, c]`` is the current of protocol p at local cell c, zero outside its region. Currents per
-    membrane area (µA/cm²) are divided by Cm, currents per volume (µA/cm³) by χ·Cm.
+    membrane area (µA/cm²) are divided by Cm, currents per volume (µA/cm³) by χ·Cm. ``inside[p, c]`` says
+    whether cell c is in the region of p (a stimulus of zero current still has a region).
     """
 
     protocols: list
     amplitudes: np.ndarray
     names: list
+    inside: np.ndarray | None = None
 
     def subset(self, cells: np.ndarray) -> "TissueStimuli":
         """The same stimuli on some of the cells (indices into this rank's cells)."""
-        return TissueStimuli(self.protocols, np.ascontiguousarray(self.amplitudes[:, cells]), self.names)
+        inside = None if self.inside is None else self.inside[:, cells]
+        return TissueStimuli(self.protocols, np.ascontiguousarray(self.amplitudes[:, cells]), self.names, inside)
 
     @classmethod
     def from_config(cls, cfg, grid, coords):
-        protocols, amps, names = [], [], []
+        protocols, amps, names, regions = [], [], [], []
         Cm, chi = cfg.tissue.Cm, cfg.tissue.chi
         # Non-conducting volumes of the microscopic model (cardiosim.microscopic) are never stimulated.
         unexcitable = getattr(grid, "unexcitable", None)
@@ -96,9 +99,10 @@ class TissueStimuli:
             if unexcitable is not None:
                 inside &= ~unexcitable
             amps.append(np.where(inside, per_cap, 0.0))
+            regions.append(inside)
             names.append(st.name or f"stimulus[{i}]")
         amplitudes = np.array(amps) if amps else np.zeros((0, len(coords)))
-        return cls(protocols, amplitudes, names)
+        return cls(protocols, amplitudes, names, np.array(regions, dtype=bool).reshape(amplitudes.shape))
 
     def current(self, t: float):
         """Stimulus current (µA/µF) of every local cell at time t: a scalar 0.0 when nothing is active."""
@@ -111,6 +115,7 @@ class TissueStimuli:
     def empty_regions(self, comm) -> list:
         """Names of stimuli whose region holds no node on any rank (a config mistake worth one line)."""
         from mpi4py import MPI
-        local = np.array([int((a != 0).sum()) for a in self.amplitudes], dtype=np.int64)
+        inside = self.amplitudes != 0 if self.inside is None else self.inside
+        local = inside.sum(axis=1, dtype=np.int64)
         counts = comm.allreduce(local, op=MPI.SUM) if len(local) else []
         return [n for n, c in zip(self.names, counts) if c == 0]

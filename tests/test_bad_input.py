@@ -538,3 +538,16 @@ def test_relative_paths_in_a_config_follow_the_config(tmp_path):
     assert cfg.output.path == "elsewhere.h5"
     proc = run_cli(["config", "check", d / "case.toml"], cwd=tmp_path)   # from another folder
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_stimulus_of_zero_current_is_not_an_empty_region(tmp_path):
+    """A stimulus switched off by its current (current_density = 0) still has nodes in its region: the run goes
+    on, at rest, rather than being refused as a region without nodes."""
+    import h5py
+    cfg = tmp_path / "off.toml"
+    cfg.write_text(edit("current_density = -30.0", "current_density = 0.0"))
+    proc = run_cli(["run", cfg, "--output", tmp_path / "off.h5", "--set", "simulation.duration=2.0"])
+    assert proc.returncode == 0, proc.stderr
+    with h5py.File(tmp_path / "off.h5") as f:
+        vm = f["fields/Vm"][:]
+    assert abs(vm[-1] - vm[0]).max() < 1e-6      # at rest: nothing stimulated
