@@ -78,8 +78,12 @@ def problems(args) -> dict:
     if args.table41_n:
         L41 = round((args.table41_n - 1) * 0.0008, 10)
         over.append(f"grid.size=[{L41!r}, {L41!r}]")
-    return {f"2D bidomain {args.n}² (0.01 cm, fibres 30°, box)": config.loads(sheet, over[1:2], name="bench-sheet"),
-            f"Table 4.1 sheet {args.table41_n or 625}² (8 µm, star)": config.load(TABLE41, over)}
+    out = {}
+    if "sheet" in args.problems:
+        out[f"2D bidomain {args.n}² (0.01 cm, fibres 30°, box)"] = config.loads(sheet, over[1:2], name="bench-sheet")
+    if "table41" in args.problems:
+        out[f"Table 4.1 sheet {args.table41_n or 625}² (8 µm, star)"] = config.load(TABLE41, over)
+    return out
 
 
 def smooth_rhs(A, grid):
@@ -142,6 +146,7 @@ def run_problem(label, cfg, args, meter) -> list[dict]:
         ref = None
         for choice in args.choices:
             opts = choice_options(choice, system, grid)
+            print(f"  {system:<9} {choice:<10} ...", end="\r", flush=True)    # where a slow choice is, while it runs
             t0 = time.perf_counter()
             try:
                 solver = default if opts is None else LinearSolver(system, A, grid=grid, defaults=opts)
@@ -202,6 +207,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m cardiosim.bench.solvers", description=__doc__.split("\n")[0])
     p.add_argument("--n", type=int, default=1025, help="nodes per side of the 0.01 cm sheet")
     p.add_argument("--table41-n", type=int, default=0, help="nodes per side of the Table 4.1 sheet (0: its 625)")
+    p.add_argument("--problems", nargs="+", default=["sheet", "table41"], choices=["sheet", "table41"])
     p.add_argument("--choices", nargs="+", default=list(CHOICES), choices=CHOICES)
     p.add_argument("--seconds", type=float, default=2.0, help="least wall time of the timed repeats per choice")
     p.add_argument("--max-solve-s", type=float, default=5.0, help="skip a choice whose first solve takes longer")
