@@ -78,17 +78,20 @@ class Assembler:
     A rank assembles the rows of the nodes it owns, each from every element that touches it: the elements whose
     lowest corner lies in the owned range or one node below it. Their corners are inside the ghosted range
     (stencil width 1), so no entries travel between ranks; the elements along a rank boundary are computed by both
-    ranks. A row couples a node to its in-grid neighbours of the stencil: 3^d for the box, 2d + 1 for the star
-    (masked grids keep the pattern, with zeros where elements were left out).
+    ranks. A row couples a node to its 3^d in-grid neighbours, zeros included (masked grids keep the pattern, with
+    zeros where elements were left out); on the GPU the star stencil stores only its 2d + 1 (``compact``).
 
     Why rows and not PETSc's COO assembly of element matrices (which did this until 2026-11-25): COO holds 4^d
     entries per element with two indices each, which PETSc sorts — at 10^7 nodes in 3D, 640 M entries per matrix,
-    and 62 GB of host memory at the peak of a 285 s set-up (docs/benchmarks.md), and for the star stencil a
-    stored zero for each diagonal neighbour. The rows here are built by shifted array additions and handed to
+    and 62 GB of host memory at the peak of a 285 s set-up (docs/benchmarks.md). The rows here are built by shifted array additions and handed to
     PETSc as CSR: at 150³ on one rank 2.8× less peak memory and 1.5× less time than COO.
     """
 
-    def __init__(self, grid, stencil: str):
+    def __init__(self, grid, stencil: str, compact: bool | None = None):
+        """``compact``: store only the stencil's own entries (2d + 1 per row for the star stencil) rather than the
+        box pattern with zeros; default: on the GPU (grid.gpu), where the bytes of every product count and the
+        default solvers (Jacobi, multigrid) gain nothing from the zeros. On the host the zeros stay: block
+        Jacobi's ILU(0) fills them (Table 4.1 sheet at 313²: 17 CG iterations with them, 24 without)."""
         self.grid = grid
         self.stencil = stencil
         dim = grid.dim
@@ -120,6 +123,7 @@ class Assembler:
         self.corners_local = np.stack([ghosted_local(self.element_ranges, off) for off in self.offsets],
                                       axis=1).astype(np.int32)                      # (n_el, 2^dim)
         self.E = _unit_element_matrices(grid.h, lumped=(stencil == "star"))
+        compact = stencil == "star" and (grid.gpu if compact is None else compact)
         # the rows' pattern: neighbour k = Σ_d (o_d + 1) 3^d of each owned node, where it lies in the grid
         g2g = grid.da.getLGMap().apply(np.arange(int(np.prod(gshape)), dtype=np.int32))   # ghosted-local → global
         base = ghosted_local(owned, [0] * dim)
@@ -137,9 +141,8 @@ class Assembler:
                 shape[dim - 1 - d] = len(i)
                 ok &= ((i >= 0) & (i < n[d])).reshape(shape)
                 shift += off[d] * int(np.prod(gshape[:d]))
-            # the star stencil couples no diagonal neighbours: leaving them out (not storing zeros) is 2d+1
-            # entries per row instead of 3^d, the bytes of every product with the matrix
-            valid[k] = ok.ravel() & (stencil != "star" or sum(o != 0 for o in off) <= 1)
+            # the star stencil couples no diagonal neighbours: a compact pattern leaves them out
+            valid[k] = ok.ravel() & (not compact or sum(o != 0 for o in off) <= 1)
             li = base + shift
             li[~valid[k]] = 0                                               # a valid index, masked out below
             cols[k] = np.where(valid[k], g2g[li], big)

@@ -42,7 +42,7 @@ SCRIPT = textwrap.dedent('''
             K[np.ix_(corners, corners)] += np.einsum("pq,pqab->ab", s, E)
         return K
 
-    size, spacing, stencil = eval(sys.argv[1]), eval(sys.argv[2]), sys.argv[3]
+    size, spacing, stencil, compact = eval(sys.argv[1]), eval(sys.argv[2]), sys.argv[3], sys.argv[4] == "compact"
     cfg = config.loads(f"""
     [simulation]
     equations = "monodomain"
@@ -58,7 +58,7 @@ SCRIPT = textwrap.dedent('''
     grid = Grid(cfg, PETSc.COMM_WORLD)
     dim = grid.dim
     T = node_tensors(grid.n, dim)
-    a = Assembler(grid, stencil)
+    a = Assembler(grid, stencil, compact=compact)
     elem = a.element_tensors(T[grid.natural_index(grid.ghosted)])
     if stencil == "star":
         elem = elem * np.eye(dim)               # the star stencil takes diagonal tensors only
@@ -81,19 +81,21 @@ SCRIPT = textwrap.dedent('''
             K[nat] = r
         ref = reference(grid.n, grid.h, dim, T, stencil == "star")
         err = np.abs(K - ref).max() / np.abs(ref).max()
-        print(f"{stencil} {tuple(int(v) for v in grid.n)} on {comm.size} rank(s): max relative difference {err:.2e}")
+        print(f"{stencil}{' compact' if compact else ''} {tuple(int(v) for v in grid.n)} on {comm.size} rank(s): "
+              f"max relative difference {err:.2e}")
         assert err < 1e-13, err
         assert np.abs(K - K.T).max() < 1e-12 * np.abs(ref).max()
-        # the pattern: every in-grid neighbour of the stencil (3^d for the box, 2d + 1 for the star), no more
+        # the pattern: every in-grid neighbour of the 3^d box (zeros included), or the star's 2d + 1 if compact
         n = [int(v) for v in grid.n]
         N = int(np.prod(n))
-        expected = (np.prod([3 * v - 2 for v in n]) if stencil == "box"
-                    else N + sum(2 * (v - 1) * N // v for v in n))
+        expected = (N + sum(2 * (v - 1) * N // v for v in n) if stencil == "star" and compact
+                    else np.prod([3 * v - 2 for v in n]))
         assert nz == expected, (nz, expected)
 ''')
 
-CASES = [("(0.6, 0.4)", "0.05", "box"), ("(0.6, 0.4)", "0.05", "star"),
-         ("(0.3, 0.2, 0.2)", "0.05", "box"), ("(0.3, 0.2, 0.2)", "[0.05, 0.05, 0.1]", "star")]
+CASES = [("(0.6, 0.4)", "0.05", "box", "-"), ("(0.6, 0.4)", "0.05", "star", "-"),
+         ("(0.3, 0.2, 0.2)", "0.05", "box", "-"), ("(0.3, 0.2, 0.2)", "[0.05, 0.05, 0.1]", "star", "-"),
+         ("(0.6, 0.4)", "0.05", "star", "compact"), ("(0.3, 0.2, 0.2)", "[0.05, 0.05, 0.1]", "star", "compact")]
 
 
 def _run(tmp_path, case, ranks):
@@ -108,12 +110,13 @@ def _run(tmp_path, case, ranks):
     print(proc.stdout.strip())
 
 
-@pytest.mark.parametrize("case", CASES, ids=["2D-box", "2D-star", "3D-box", "3D-star"])
+@pytest.mark.parametrize("case", CASES, ids=["2D-box", "2D-star", "3D-box", "3D-star", "2D-star-compact",
+                                             "3D-star-compact"])
 def test_matrix_equals_dense_element_sum(tmp_path, case):
     _run(tmp_path, case, 1)
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
-@pytest.mark.parametrize("case", [CASES[0], CASES[3]], ids=["2D-box", "3D-star"])
+@pytest.mark.parametrize("case", [CASES[0], CASES[5]], ids=["2D-box", "3D-star-compact"])
 def test_matrix_on_several_ranks_equals_dense_element_sum(tmp_path, case, ranks):
     _run(tmp_path, case, ranks)
