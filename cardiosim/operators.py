@@ -83,8 +83,9 @@ class Assembler:
 
     Why rows and not PETSc's COO assembly of element matrices (which did this until 2026-11-25): COO holds 4^d
     entries per element with two indices each, which PETSc sorts — at 10^7 nodes in 3D, 640 M entries per matrix,
-    and 62 GB of host memory at the peak of a 285 s set-up (docs/benchmarks.md). The rows here are built by shifted array additions and handed to
-    PETSc as CSR: at 150³ on one rank 2.8× less peak memory and 1.5× less time than COO.
+    and 62 GB of host memory at the peak of a 285 s set-up (docs/benchmarks.md). The rows here are built by
+    shifted array additions and handed to PETSc as CSR: at 150³ on one rank 2.8× less peak memory than COO and
+    about 1.5× less time.
     """
 
     def __init__(self, grid, stencil: str, compact: bool | None = None):
@@ -216,8 +217,9 @@ def sync_host(A: PETSc.Mat) -> None:
     """Work around a PETSc 3.26.1 defect (docs/petsc-pcmg-gpu.md): a cuSPARSE matrix assembled by COO (or changed
     on the device) is valid only on the device, and PCMG's Galerkin product then builds a wrong coarse operator
     (an identity two levels down: CG+MG converges like CG+Jacobi). A norm copies the values to the host once, at
-    set-up; host matrices are left alone. CARDIOSIM_PCMG_GPU_WORKAROUND=0 leaves it out: the GPU test shows the
-    defect with it (tests/test_resident_gpu.py), so that it says when a PETSc release no longer needs this."""
+    set-up; host matrices are left alone. The stiffness matrices, assembled on the host as CSR, do not need it
+    (tests/test_resident_gpu.py runs PCMG with CARDIOSIM_PCMG_GPU_WORKAROUND=0 too); matrices changed on the
+    device after assembly (the parabolic matrix's scale and diagonal, the mask's diagonal) still do."""
     if "cusparse" in A.getType().lower() and os.environ.get("CARDIOSIM_PCMG_GPU_WORKAROUND", "1") != "0":
         A.norm()
 
