@@ -219,7 +219,8 @@ def sync_host(A: PETSc.Mat) -> None:
     (an identity two levels down: CG+MG converges like CG+Jacobi). A norm copies the values to the host once, at
     set-up; host matrices are left alone. The stiffness matrices, assembled on the host as CSR, do not need it
     (tests/test_resident_gpu.py runs PCMG with CARDIOSIM_PCMG_GPU_WORKAROUND=0 too); matrices changed on the
-    device after assembly (the parabolic matrix's scale and diagonal, the mask's diagonal) still do."""
+    device after assembly (the parabolic matrix's scale and diagonal, the mask's diagonal) meet the defect's
+    condition (values valid only on the device) and keep it; that case is not tested without it."""
     if "cusparse" in A.getType().lower() and os.environ.get("CARDIOSIM_PCMG_GPU_WORKAROUND", "1") != "0":
         A.norm()
 
