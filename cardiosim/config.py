@@ -184,6 +184,13 @@ class Tissue:
 
 
 @dataclass(kw_only=True)
+class CellRegion(Region):
+    variant: str = key("", doc="the model's variant in the region (empty: cell.variant)")
+    parameters: dict[str, float] = key(factory=dict, doc="parameter overrides in the region, by name in the model's "
+                                                         "units, applied over cell.parameters")
+
+
+@dataclass(kw_only=True)
 class Cell:
     model: str = key("mitchell-schaeffer", doc="cell model (see `cardiosim cell --list`), or a CellML file "
                                                "(*.cellml; generated with Myokit, docs/cell-models.md)")
@@ -213,6 +220,11 @@ class Cell:
                           doc="method of each ODE substep: forward-euler, or rush-larsen (the gating variables "
                               "updated exactly for frozen V, the rest by Forward Euler; models with gates: tt06 and "
                               "CellML models)")
+    regions: list[CellRegion] = key(factory=list,
+                                    doc="[[cell.regions]]: another variant or other parameters of the model in boxes, "
+                                        "spheres or labels of tissue.label_file (e.g. endo-, mid- and epicardial "
+                                        "cells); a node takes the last region that holds it, else cell.variant and "
+                                        "cell.parameters")
     kernel: str = key("fused", choices=tuple(kernel_variants.VARIANTS),
                       doc="CUDA kernel variant (backend = cuda): fused (k substeps per launch), or one of the seed's "
                           "study (original, lean-registers, no-aux, constant-memory, all; one substep per launch; "
@@ -596,9 +608,8 @@ def validate(cfg: Config) -> Config:
                                  if f"tissue.{k}" in cfg.resolved else ""))
     for i, r in enumerate(t.regions):
         _check_region(f"tissue.regions[{i}]", r, dim, labels=bool(t.label_file))
-    if t.label_file and (cfg.cell.placement == "resident" or cfg.cell.backend == "cuda"):
-        raise ConfigError("tissue.label_file: a tissue mask is not yet run on a GPU (not tested there); use "
-                          "cell.backend = 'numpy' or 'native' with cell.placement = 'cpu' or 'grouped'")
+    for i, r in enumerate(cfg.cell.regions):
+        _check_region(f"cell.regions[{i}]", r, dim, labels=bool(t.label_file))
     if t.model == "microscopic":
         _check_microscopic(cfg)
     for i, st in enumerate(cfg.stimulus):
@@ -657,6 +668,18 @@ def validate(cfg: Config) -> Config:
         if cfg.cell.integrator != "forward-euler":
             raise ConfigError(f"cell.kernel: the seed's variant '{cfg.cell.kernel}' is Forward Euler only; "
                               f"use 'fused' with cell.integrator = '{cfg.cell.integrator}'")
+    if cfg.cell.regions:
+        # the model checks the variants and the parameters' names; the messages name cell or the region
+        c, tissue = cfg.cell, {"Cm": t.Cm, "chi": t.chi}
+        try:
+            cls(variant=c.variant or None, overrides=c.parameters, tissue=tissue)
+        except cells.CellModelError as e:
+            raise ConfigError(str(e)) from None
+        for i, r in enumerate(c.regions):
+            try:
+                cls(variant=r.variant or c.variant or None, overrides={**c.parameters, **r.parameters}, tissue=tissue)
+            except cells.CellModelError as e:
+                raise ConfigError(str(e).replace("cell.", f"cell.regions[{i}].", 1)) from None
     names = {st.name for st in cls.states}
     for k in cfg.cell.initial:
         if k not in names:

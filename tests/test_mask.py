@@ -79,7 +79,7 @@ def test_masked_rectangle_equals_the_rectangle_alone(petsc, tmp_path, equations)
     masked = _run(_config(equations, (BOX[0] * H, BOX[1] * H), (x0 * H, 0.0), ((x0 + 2) * H, BOX[1] * H),
                           tissue=f'label_file = "{path}"'))
     assert masked.grid.mask.n_tissue == (x1 - x0 + 1) * (y1 - y0 + 1) and masked.grid.mask.n_pieces == 1
-    assert masked.reaction.backend.inner.y.shape[1] == masked.grid.mask.n_tissue     # cells at tissue nodes only
+    assert sum(b.y.shape[1] for b, _ in masked.reaction.backend.pieces) == masked.grid.mask.n_tissue     # cells at tissue nodes only
     inside = (slice(y0, y1 + 1), slice(x0, x1 + 1))
     va = alone.V.getArray().reshape(y1 - y0 + 1, x1 - x0 + 1)
     vb = masked.V.getArray().reshape(BOX[1] + 1, BOX[0] + 1)
@@ -297,12 +297,3 @@ def test_native_cells_on_a_mask_equal_numpy(petsc, tmp_path):
         runs[backend] = _run(config.loads(text.replace("current_density = -150.0", "current_density = -52.0")))
     a, b = runs["numpy"].V.getArray(), runs["native"].V.getArray()
     assert a.max() > 0 and np.max(np.abs(a - b)) < 1e-8
-
-
-def test_mask_with_gpu_cells_is_refused_for_now(tmp_path):
-    path = _labels(tmp_path, [RECT])
-    cfg = tmp_path / "gpu.toml"
-    cfg.write_text(SHEET.format(equations="monodomain", size=[BOX[0] * H, BOX[1] * H], h=H, lower=[0.0, 0.0],
-                                upper=[H, H], tissue=f'label_file = "{path}"').replace(
-        'model = "mitchell-schaeffer"', 'model = "tt06"\nbackend = "cuda"'))
-    assert_one_line(run_cli(["run", cfg, "--output", tmp_path / "x.h5"]), "cuda", ["tissue.label_file", "GPU"])

@@ -15,7 +15,7 @@ from mpi4py import MPI
 from .. import cells
 from ..errors import SimulationError
 from .ode.numpy_backend import NumpyBackend
-from .ode.protocol import TissueCells
+from .ode.protocol import Pieces
 from .placement import MODE, place
 from ..stimulus import TissueStimuli
 
@@ -24,39 +24,60 @@ class Reaction:
     def __init__(self, cfg, grid, comm, timers=None):
         c = cfg.cell
         t = cfg.tissue
-        self.model = cells.make(c.model, c.variant or None, c.parameters, tissue={"Cm": t.Cm, "chi": t.chi})
-        coords = grid.coords()
-        states = self.model.initial_state(grid.n_local, coords)
-        for name, value in c.initial.items():
-            states[self.model.state_index(name)] = value
-        self.stimuli = TissueStimuli.from_config(cfg, grid, coords)
         self.cell = c
-        self.placement = place(c, comm)
-        # The mode builds the backend (placement.MODE); every backend follows ode.protocol.CellBackend. On a masked
-        # grid (tissue.label_file) there are cells at the tissue nodes only.
-        mode = MODE[self.placement.mode]
-        if grid.mask is None:
-            self.backend = mode.backend(self, states, self.stimuli, coords, timers)
-        else:
-            at = np.flatnonzero(~grid.mask.outside())
-            inner = mode.backend(self, np.ascontiguousarray(states[:, at]), self.stimuli.subset(at), coords[at],
-                                 timers)
-            self.backend = TissueCells(inner, at, states)
-        self.states = self.backend.y      # the backend's host copy (page-locked with CUDA)
-        self.k = cfg.simulation.ode_substeps
         self.comm = comm
+        self.k = cfg.simulation.ode_substeps
+        self.placement = place(c, comm)
+        coords = grid.coords()
+        self.stimuli = TissueStimuli.from_config(cfg, grid, coords)
+        mode = MODE[self.placement.mode]
 
-    def integrator(self, states, stimuli, coords, rows):
-        """The backend that integrates ``states`` on this rank; ``rows`` cross between the host copy and a GPU."""
+        def model(variant, parameters):
+            return cells.make(c.model, variant or None, parameters, tissue={"Cm": t.Cm, "chi": t.chi})
+
+        def initial(m, n, xyz):
+            states = m.initial_state(n, xyz)
+            for name, value in c.initial.items():
+                states[m.state_index(name)] = value
+            return states
+
+        self.model = model(c.variant, c.parameters)
+        states = initial(self.model, grid.n_local, coords)
+        # The mode builds the backend (placement.MODE); every backend follows ode.protocol.CellBackend. Cells of
+        # another variant or with other parameters (cell.regions), and a masked grid (tissue.label_file, cells at
+        # the tissue nodes only), make pieces, each with its own backend. Every rank builds every piece, in the
+        # same order, so that the grouped placement's collectives match (a piece may have no cell on a rank).
+        if not c.regions and grid.mask is None:
+            self.backend = mode.backend(self, self.model, states, self.stimuli, coords, timers)
+        else:
+            which = np.zeros(grid.n_local, dtype=np.int64)           # 0: the base model; i + 1: cell.regions[i]
+            for i, r in enumerate(c.regions):
+                which[grid.in_region(r, coords)] = i + 1
+            if grid.mask is not None:
+                which[grid.mask.outside()] = -1                      # no cell outside the tissue
+            pieces = []
+            for i, r in enumerate([None, *c.regions]):
+                m = self.model if r is None else model(r.variant or c.variant, {**c.parameters, **r.parameters})
+                at = np.flatnonzero(which == i)
+                if r is not None:
+                    states[:, at] = initial(m, len(at), coords[at])
+                sub = np.ascontiguousarray(states[:, at])
+                pieces.append((mode.backend(self, m, sub, self.stimuli.subset(at), coords[at], timers, at=at), at))
+            self.backend = Pieces(pieces, states)
+        self.states = self.backend.y      # the backend's host copy (page-locked with CUDA)
+
+    def integrator(self, model, states, stimuli, coords, rows):
+        """The backend that integrates ``states`` of ``model`` on this rank; ``rows`` cross between the host copy and
+        a GPU."""
         which = self.placement.integrator
         if which == "native":
             from .ode.native_backend import NativeBackend
-            return NativeBackend(self.model, states, stimuli, self.cell.integrator)
+            return NativeBackend(model, states, stimuli, self.cell.integrator)
         if which == "cuda":
             from .ode.cuda_tissue_backend import CudaTissueBackend
-            return CudaTissueBackend(self.model, states, stimuli, self.placement.device, self.placement.kernel_comm,
+            return CudaTissueBackend(model, states, stimuli, self.placement.device, self.placement.kernel_comm,
                                      rows, self.cell.integrator, self.cell.kernel)
-        return NumpyBackend(self.model, states, coords, self.cell.integrator)
+        return NumpyBackend(model, states, coords, self.cell.integrator)
 
     @property
     def vm(self) -> np.ndarray:

@@ -80,10 +80,12 @@ class Mode:
         """Whether this rank holds a context on its group's GPU."""
         return False
 
-    def backend(self, reaction, states, stimuli, coords, timers):
-        """This rank's cell backend (cardiosim.reaction.ode.protocol.CellBackend) for the reaction step ``reaction``."""
+    def backend(self, reaction, model, states, stimuli, coords, timers, at=None):
+        """This rank's cell backend (cardiosim.reaction.ode.protocol.CellBackend) for the reaction step ``reaction``:
+        ``model`` with ``states``; ``at``: the local nodes of these cells where they are not all of them
+        (ode.protocol.Pieces)."""
         from .ode.protocol import OnHost
-        return OnHost(reaction.integrator(states, stimuli, coords, rows=(0,)), stimuli)
+        return OnHost(reaction.integrator(model, states, stimuli, coords, rows=(0,)), stimuli)
 
 
 class Cpu(Mode):
@@ -113,11 +115,13 @@ class Grouped(Mode):
     def holds_context(self, integrator, group_rank):
         return integrator == "cuda" and group_rank == 0
 
-    def backend(self, reaction, states, stimuli, coords, timers):
+    def backend(self, reaction, model, states, stimuli, coords, timers, at=None):
+        from functools import partial
+
         from .ode.grouped_backend import GroupedBackend
         from .ode.protocol import OnHost
-        grouped = GroupedBackend(reaction.model, states, stimuli, coords, reaction.placement, reaction.integrator,
-                                 timers)
+        grouped = GroupedBackend(model, states, stimuli, coords, reaction.placement,
+                                 partial(reaction.integrator, model), timers)
         return OnHost(grouped, stimuli)
 
 
@@ -168,10 +172,10 @@ class Resident(Mode):
     def holds_context(self, integrator, group_rank):
         return True
 
-    def backend(self, reaction, states, stimuli, coords, timers):
+    def backend(self, reaction, model, states, stimuli, coords, timers, at=None):
         from .ode.resident import ResidentBackend
         c, p = reaction.cell, reaction.placement
-        return ResidentBackend(reaction.model, states, stimuli, p.device, p.kernel_comm, c.integrator, c.kernel)
+        return ResidentBackend(model, states, stimuli, p.device, p.kernel_comm, c.integrator, c.kernel, at)
 
 
 MODE = {m.name: m for m in (Cpu(), Grouped(), PerRank(), Resident())}

@@ -170,12 +170,12 @@ class CudaBackend:
             self._upload("c_lower", np.array([s.lower for s in model.states], dtype=np.float64))
             self._upload("c_upper", np.array([s.upper for s in model.states], dtype=np.float64))
             self._proto_on_device = None
-            # pitched SoA state
-            self.y, pitch_bytes = cuda.mem_alloc_pitch(self.n_cells * 8, self.n_states, 8)
+            # pitched SoA state (one column at least: a rank of a masked grid may have no tissue, hence no cells)
+            self.y, pitch_bytes = cuda.mem_alloc_pitch(max(self.n_cells, 1) * 8, self.n_states, 8)
             self.pitch = pitch_bytes // 8
             self.aux = None
             if self.variant.aux:
-                self.aux, aux_pitch = cuda.mem_alloc_pitch(self.n_cells * 8, self.n_states, 8)
+                self.aux, aux_pitch = cuda.mem_alloc_pitch(max(self.n_cells, 1) * 8, self.n_states, 8)
                 assert aux_pitch == pitch_bytes
             self.bad = cuda.mem_alloc(4 * 4)
             cuda.memset_d32(self.bad, 0, 4)
@@ -232,6 +232,8 @@ class CudaBackend:
         states = np.ascontiguousarray(states, dtype=np.float64)
         if states.shape != (self.n_states, self.n_cells):
             raise ValueError(f"states must have shape ({self.n_states}, {self.n_cells}), got {states.shape}")
+        if not self.n_cells:
+            return
         cp = self._copy2d()
         cp.set_src_host(states)
         cp.src_pitch = self.n_cells * 8
@@ -250,6 +252,8 @@ class CudaBackend:
     def from_device(self) -> np.ndarray:
         """The device state as a new float64 array (n_states, n_cells)."""
         out = np.empty((self.n_states, self.n_cells), dtype=np.float64)
+        if not self.n_cells:
+            return out
         self._push()
         try:
             cp = self._copy2d()
@@ -264,6 +268,8 @@ class CudaBackend:
 
     def set_row(self, s: int, values: np.ndarray) -> None:
         """Overwrite state row ``s`` on the device (e.g. Vm from the PDE solve)."""
+        if not self.n_cells:
+            return
         self._push()
         try:
             self.cuda.memcpy_htod(int(self.y) + s * self.pitch * 8, np.ascontiguousarray(values, dtype=np.float64))
@@ -272,6 +278,8 @@ class CudaBackend:
 
     def get_row(self, s: int, out: np.ndarray) -> None:
         """Copy state row ``s`` from the device into ``out`` (float64, C-contiguous, n_cells)."""
+        if not self.n_cells:
+            return
         self._push()
         try:
             self.cuda.memcpy_dtoh(out, int(self.y) + s * self.pitch * 8)
@@ -288,6 +296,8 @@ class CudaBackend:
         if n_p > MAX_PROTOCOLS:
             raise ValueError(f"the CUDA backend takes at most {MAX_PROTOCOLS} stimulus protocols, got {n_p}")
         proto, a = kernel_layout(protocols, amps, self.n_cells)
+        if not self.n_cells:
+            return CudaStimulus(proto, None, n_p, 0)
         self._push()
         try:
             amp = self.cuda.to_device(a)
@@ -330,7 +340,7 @@ class CudaBackend:
             # substep j (both round the product and the sum once), so the pulse edges fall on the same substeps.
             launches = [(t0, k)] if self.variant.fused else [(t0 + j * dt, 1) for j in range(k)]
             self._last_k = k
-            for n, (t, kk) in enumerate(launches):
+            for n, (t, kk) in enumerate(launches if self.n_cells else ()):
                 last = n == len(launches) - 1
                 self.func.prepared_call(grid, (self.block, 1, 1), self.y, np.int64(self.pitch),
                                         np.int32(self.n_cells), float(t), float(dt), np.int32(kk),

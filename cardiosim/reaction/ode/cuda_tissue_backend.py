@@ -34,11 +34,14 @@ class CudaTissueBackend:
         self.gpu = first_then_others(kernel_comm, start) if kernel_comm is not None else start()
         self.device = device
         self.rows = tuple(rows)
-        self.gpu.ctx.push()
-        try:
-            self.y = cuda.pagelocked_empty(states.shape, np.float64)
-        finally:
-            cuda.Context.pop()
+        if states.shape[1]:
+            self.gpu.ctx.push()
+            try:
+                self.y = cuda.pagelocked_empty(states.shape, np.float64)
+            finally:
+                cuda.Context.pop()
+        else:                   # no cells here (a rank or a group without tissue): nothing to pin
+            self.y = np.empty(states.shape)
         self.y[:] = states
         self.stimulus = self.gpu.stimulus(stimuli.protocols, stimuli.amplitudes)
         self.failure: str | None = None

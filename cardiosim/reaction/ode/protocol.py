@@ -74,29 +74,48 @@ class OnHost(Wrapper):
         self.inner.upload()
 
 
-class TissueCells(Wrapper):
-    """Cells at the tissue nodes of a masked grid only (cardiosim.mask): ``inner`` (any backend of this protocol)
-    integrates the states of the nodes ``at`` (indices into this rank's nodes); the other nodes have no cell, their
-    Vm is left as it is and their states as they started (a checkpoint keeps them so, in its usual layout). Vm
-    crosses through a sequential Vec of the tissue nodes."""
+class Pieces:
+    """This rank's cells in pieces, each integrated by its own backend: the tissue nodes of a masked grid
+    (cardiosim.mask; the other nodes have no cell), and the nodes of each cell region (``cell.regions``: another
+    variant or other parameters of the model). ``pieces`` is a list of (backend, at): ``at`` the indices into this
+    rank's nodes of the backend's cells, in its column order. A node in no piece keeps its Vm and its states as they
+    started (a checkpoint keeps them so, in its usual layout).
 
-    def __init__(self, inner, at: np.ndarray, states: np.ndarray):
+    Vm crosses between the Vec and a piece through a sequential Vec of its nodes, unless the backend reads and writes
+    the Vec at ``at`` itself (``gathers``: the resident placement, on the device)."""
+
+    def __init__(self, pieces: list, states: np.ndarray):
         from petsc4py import PETSc
-        super().__init__(inner)
-        self.at = at
-        self.y = states                                   # every node's states; tissue columns current after download
-        self.v = PETSc.Vec().createSeq(len(at), comm=PETSc.COMM_SELF)
+        self.pieces = pieces
+        self.name = pieces[0][0].name
+        self.y = states                                   # every node's states; piece columns current after download
+        self.seq = [None if getattr(b, "gathers", False) else PETSc.Vec().createSeq(len(at), comm=PETSc.COMM_SELF)
+                    for b, at in pieces]
+
+    @property
+    def failure(self) -> str | None:
+        return next((b.failure for b, _ in self.pieces if b.failure), None)
+
+    @property
+    def device(self) -> int | None:
+        return getattr(self.pieces[0][0], "device", None)
 
     def advance_vec(self, V, t0: float, dt: float, k: int) -> None:
-        v = V.getArray()
-        self.v.getArray()[:] = v[self.at]
-        self.inner.advance_vec(self.v, t0, dt, k)
-        v[self.at] = self.v.getArray(readonly=True)
+        for (backend, at), seq in zip(self.pieces, self.seq):
+            if seq is None:
+                backend.advance_vec(V, t0, dt, k)
+                continue
+            v = V.getArray()
+            seq.getArray()[:] = v[at]
+            backend.advance_vec(seq, t0, dt, k)
+            v[at] = seq.getArray(readonly=True)
 
     def download(self) -> None:
-        self.inner.download()
-        self.y[:, self.at] = self.inner.y
+        for backend, at in self.pieces:
+            backend.download()
+            self.y[:, at] = backend.y
 
     def upload(self) -> None:
-        self.inner.y[:] = self.y[:, self.at]
-        self.inner.upload()
+        for backend, at in self.pieces:
+            backend.y[:] = self.y[:, at]
+            backend.upload()

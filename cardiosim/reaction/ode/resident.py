@@ -67,7 +67,10 @@ class ResidentBackend:
     name = "resident"
 
     def __init__(self, model, states: np.ndarray, stimuli, device: int, kernel_comm=None,
-                 integrator: str = "forward-euler", kernel: str = "fused"):
+                 integrator: str = "forward-euler", kernel: str = "fused", at: np.ndarray | None = None):
+        """``states`` (n_states, n_cells) of the cells at the Vec's local entries ``at`` (a masked grid's tissue
+        nodes, cardiosim.mask), or at every entry (None): Vm is then gathered from, and scattered back to, those
+        entries by two small kernels instead of one copy."""
         from ..placement import first_then_others
         from .cuda_backend import CudaBackend
 
@@ -82,12 +85,27 @@ class ResidentBackend:
         self.y = np.array(states, dtype=np.float64)    # the host copy: current only after download()
         self.stimulus = self.gpu.stimulus(stimuli.protocols, stimuli.amplitudes)
         self.failure: str | None = None
+        self.gathers = at is not None      # ode.protocol.Pieces: this backend reads the Vec at ``at`` itself
+        self.at = None
+        if at is not None and self.n:
+            ctx = _Context(device)
+            with ctx as cuda:
+                mod = _module(ctx)
+                self.gather, self.scatter = mod.get_function("cs_probe_gather"), mod.get_function("cs_scatter_at")
+                self.gather.prepare("PPiP")
+                self.scatter.prepare("PPiP")
+                self.at = cuda.to_device(np.ascontiguousarray(at, dtype=np.int64))
 
     def _vm_row(self, ptr: int, to_states: bool) -> None:
         row = int(self.gpu.y)                  # state 0 (Vm) is the first row of the pitched state array
         self.gpu._push()
         try:
-            if to_states:
+            if self.at is not None:
+                grid, block = _launch(self.n)
+                src, dst = (ptr, row) if to_states else (row, ptr)
+                (self.gather if to_states else self.scatter).prepared_call(grid, block, np.intp(src), self.at,
+                                                                          np.int32(self.n), np.intp(dst))
+            elif to_states:
                 self.cuda.memcpy_dtod(row, ptr, self.n * 8)
             else:
                 self.cuda.memcpy_dtod(ptr, row, self.n * 8)
