@@ -154,7 +154,7 @@ class ColouredICC:
         self.scatter = PETSc.Scatter().create(r, self.perm_is, self.xp, None)
         r.destroy()
         if self.mat_type == "sell":
-            self.krylov_matrix = A.convert("sellcuda" if self.gpu else "sell")
+            self.krylov_matrix = _sell(A, self.gpu)
             if singular:                # KSP takes the null space from its operator
                 self.krylov_matrix.setNullSpace(ns)
         self.built_from = (A.handle, A.stateGet())     # after the conversion, which counts as a change of A
@@ -177,3 +177,16 @@ class ColouredICC:
             if obj is not None:
                 obj.destroy()
             setattr(self, name, None)
+
+
+def _sell(A: PETSc.Mat, gpu: bool) -> PETSc.Mat:
+    """``A`` in sliced ELLPACK: ``sell`` on the host, ``sellcuda`` on the GPU. PETSc 3.26 converts aij to sell
+    directly and sell to sellcuda in place, but has no aijcusparse -> sellcuda converter: the generic fallback inserts
+    entry by entry and did not finish a 1025² matrix in 200 s (docs/benchmarks.md). So the GPU path goes through the
+    host: the rows as CSR, a host aij, sell, then sellcuda."""
+    if not gpu:
+        return A.convert("sell")
+    host = PETSc.Mat().createAIJ(A.getSizes(), csr=A.getValuesCSR(), comm=A.getComm())
+    sell = host.convert("sell")
+    host.destroy()
+    return sell.convert("sellcuda", sell)

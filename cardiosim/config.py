@@ -522,9 +522,6 @@ def _check_microscopic(cfg) -> None:
 
 def _check_ecg(cfg) -> None:
     e = cfg.ecg
-    if (e.electrodes or e.leads) and cfg.cell.placement == "resident":
-        raise ConfigError("ecg: the resident placement does not compute the pseudo-ECG yet; use cell.placement = "
-                          "'cpu', 'grouped' or 'per-rank'")
     if e.leads and not e.electrodes:
         raise ConfigError("ecg.leads: a lead is a difference of two electrodes; give [[ecg.electrodes]] too")
     names = set()

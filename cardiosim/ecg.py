@@ -62,5 +62,9 @@ class PseudoEcg:
         if not self.weights:
             return []
         self.Ki.mult(V, self.work)
-        phi = [float(v) for v in self.work.mDot(self.weights)]
-        return phi + [phi[a] - phi[b] for _, a, b in self.leads]
+        return self.traces(np.array(self.work.mDot(self.weights))).tolist()
+
+    def traces(self, phi: np.ndarray) -> np.ndarray:
+        """The electrodes' potentials ``phi`` (..., electrodes) followed by the leads (..., electrodes + leads)."""
+        return np.concatenate([phi, np.stack([phi[..., a] - phi[..., b] for _, a, b in self.leads], axis=-1)],
+                              axis=-1) if self.leads else phi

@@ -57,6 +57,7 @@ class Grid:
             self.unexcitable = self.mask.outside()
             regions = [(f"tissue.regions[{i}]", r) for i, r in enumerate(cfg.tissue.regions)]
             regions += [(f"stimulus[{i}]", r) for i, r in enumerate(cfg.stimulus)]
+            regions += [(f"cell.regions[{i}]", r) for i, r in enumerate(getattr(cfg.cell, "regions", ()))]
             for where, r in regions:
                 if r.shape == "label" and r.label not in self.mask.present:
                     raise UserError(f"{where}.label: no tissue node has label {r.label} in "

@@ -3,6 +3,8 @@ not matter, and each connected piece of tissue has its own φe constant."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -297,3 +299,138 @@ def test_native_cells_on_a_mask_equal_numpy(petsc, tmp_path):
         runs[backend] = _run(config.loads(text.replace("current_density = -150.0", "current_density = -52.0")))
     a, b = runs["numpy"].V.getArray(), runs["native"].V.getArray()
     assert a.max() > 0 and np.max(np.abs(a - b)) < 1e-8
+
+
+# -- an anatomy in small: a masked sheet with two labels, a cell region, probes and a pseudo-ECG -----------------
+# The tissue is the left 15 of the box's 33 node columns, so that on two ranks (split along x) the second rank has
+# no tissue and no cell at all; label 2 (the upper right of the tissue) holds cells with endocardial I_to and
+# M-cell I_Ks (cell.regions).
+ANATOMY = """
+[simulation]
+equations = "bidomain"
+duration = {duration}
+dt = 0.02
+ode_substeps = 10
+progress_interval = 0
+[grid]
+size = [0.4, 0.2]
+spacing = 0.0125
+[tissue]
+fibre_angle = 30.0
+label_file = "labels.npy"
+[cell]
+model = "tt06"
+[[cell.regions]]
+shape = "label"
+label = 2
+parameters = {{g_Ks = 0.098, g_to = 0.073}}
+[[stimulus]]
+shape = "box"
+lower = [0.0, 0.0]
+upper = [0.03, 0.2]
+duration = 1.0
+current_density = -52.0
+[[probe]]
+name = "m_cells"
+position = [0.15, 0.15]
+[[probe]]
+name = "base"
+position = [0.1, 0.05]
+[ecg]
+[[ecg.electrodes]]
+name = "right"
+position = [0.3, 0.1]
+[[ecg.electrodes]]
+name = "above"
+position = [0.1, 0.1, 0.5]
+[[ecg.electrodes]]
+name = "left"
+position = [-0.2, 0.1]
+[[ecg.leads]]
+name = "I"
+plus = "right"
+minus = "left"
+[[ecg.leads]]
+name = "II"
+plus = "above"
+minus = "left"
+[output]
+interval = 1.0
+"""
+
+
+def anatomy(tmp_path, duration=6.0):
+    """The anatomy's config (and its label image beside it)."""
+    lab = np.zeros((17, 33), dtype=np.int16)
+    lab[:, :15] = 1
+    lab[8:, 8:15] = 2
+    np.save(tmp_path / "labels.npy", lab)
+    cfg = tmp_path / "anatomy.toml"
+    cfg.write_text(ANATOMY.format(duration=duration))
+    return cfg
+
+
+def anatomy_results(path) -> dict:
+    """Everything a run of the anatomy writes that placements must agree on."""
+    import h5py
+    with h5py.File(path) as f:
+        d = {"Vm": f["fields/Vm"][:], "phi_e": f["fields/phi_e"][:], "activation": f["maps/activation_time"][:]}
+        for name in ("m_cells", "base"):
+            d[f"probe {name}"] = f["probes"][name]["Vm"][:]
+        for name in f["ecg"]:
+            d[f"ecg {name}"] = f["ecg"][name][:]
+    return d
+
+
+def assert_anatomy_agrees(a: dict, b: dict, tol: float, label: str = "") -> None:
+    for key in a:
+        x, y = a[key], b[key]
+        assert np.array_equal(np.isnan(x), np.isnan(y)), key
+        d = float(np.nanmax(np.abs(x - y)))
+        print(f"  {label} {key:<16} max |difference| = {d:.3g}")
+        assert d < tol, key
+
+
+@pytest.mark.mpi
+def test_anatomy_pieces_on_two_ranks_and_grouped(tmp_path):
+    """Cells in pieces (the mask, a cell region) on two ranks, one with no tissue: the cpu and grouped placements
+    (a CPU owner integrating both ranks' cells, piece by piece) give one rank's run; the M-like cells of label 2
+    differ from a run without the region there, and far less elsewhere (the region's parameters take effect)."""
+    cfg = anatomy(tmp_path, duration=20.0)
+    plain = tmp_path / "plain.toml"
+    plain.write_text(re.sub(r'\[\[cell.regions\]\][^[]*', "", cfg.read_text()))
+    tight = ["--", "-parabolic_ksp_rtol", "1e-13", "-elliptic_ksp_rtol", "1e-13"]
+    out = {}
+    for tag, np_, placement in (("one", 1, "cpu"), ("two", 2, "cpu"), ("grouped", 2, "grouped"), ("plain", 1, "cpu")):
+        h5 = tmp_path / f"{tag}.h5"
+        proc = run_cli(["run", plain if tag == "plain" else cfg, "--output", h5, "--quiet", "--set",
+                        'cell.backend="numpy"', "--set", f'cell.placement="{placement}"', *tight], np=np_)
+        assert proc.returncode == 0, proc.stderr
+        out[tag] = anatomy_results(h5)
+    assert_anatomy_agrees(out["two"], out["grouped"], 1e-12, "grouped vs cpu, 2 ranks")
+    assert_anatomy_agrees(out["one"], out["two"], 1e-6, "2 ranks vs 1")
+    a = out["one"]
+    assert np.nanmax(a["activation"]) > 0 and np.isnan(a["activation"][:, 20:]).all()   # tissue fired, box not
+    p = out["plain"]
+    assert a["probe m_cells"].max() > 0 and a["probe base"].max() > 0
+    in_region = np.max(np.abs(a["probe m_cells"] - p["probe m_cells"]))
+    away = np.max(np.abs(a["probe base"] - p["probe base"]))
+    print(f"  region's effect on Vm: {in_region:.3g} mV in it, {away:.3g} mV away from it")
+    assert in_region > 5.0 and away < in_region / 2
+    assert np.ptp(a["ecg I"]) > 0 and np.allclose(a["ecg I"], a["ecg right"] - a["ecg left"])
+
+
+def test_cell_region_over_all_tissue_equals_cell_parameters(petsc, tmp_path):
+    """A cell region that holds every tissue node gives the run with its parameters as cell.parameters, bit for bit:
+    a piece is integrated like the whole."""
+    cfg = anatomy(tmp_path, duration=2.0)
+    text = cfg.read_text()
+    region = '[[cell.regions]]\nshape = "label"\nlabel = 2\nparameters = {g_Ks = 0.098, g_to = 0.073}\n'
+    assert region in text
+    every = config.loads(text.replace(region, region.replace("label = 2", "label = 1") + region), path=cfg)
+    plain = config.loads(text.replace(region, "parameters = {g_Ks = 0.098, g_to = 0.073}\n"), path=cfg)
+    for c in (every, plain):
+        c.cell.backend = "numpy"
+    a, b = _run(every), _run(plain)
+    assert len(a.reaction.backend.pieces) == 3 and len(b.reaction.backend.pieces) == 1
+    assert np.array_equal(a.V.getArray(), b.V.getArray())

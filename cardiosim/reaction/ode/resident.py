@@ -205,16 +205,59 @@ class DeviceAccumulator:
         self.maps.upload()
 
 
+class DeviceEcg:
+    """The pseudo-ECG (cardiosim.ecg.PseudoEcg ``ecg``) on the device: K_i·Vm by PETSc on the GPU, then this rank's
+    share of each electrode's sum (cs_ecg_partial) straight into a row of the probes' device sample buffer. The
+    shares are added over the ranks and the leads formed when the samples are flushed (:meth:`totals`): a sum is
+    linear, so nothing needs to cross between ranks, or to the host, per step."""
+
+    def __init__(self, ecg, device: int):
+        self.ecg = ecg
+        self.ctx = _Context(device)
+        self.n_e = len(ecg.weights)
+        w = np.stack([x.getArray(readonly=True) for x in ecg.weights]) if self.n_e else np.zeros((0, 0))
+        self.n = int(w.shape[1]) if self.n_e else 0
+        with self.ctx as cuda:
+            self.func = _module(self.ctx).get_function("cs_ecg_partial")
+            self.func.prepare("PPiP")
+            self.w = cuda.mem_alloc(max(w.nbytes, 8))
+            if w.size:
+                cuda.memcpy_htod(self.w, np.ascontiguousarray(w))
+
+    def record(self, V, out: int) -> None:
+        """This rank's share of each electrode for Vm ``V`` into the device doubles at ``out`` (collective: the
+        matrix–vector product exchanges halos)."""
+        self.ecg.Ki.mult(V, self.ecg.work)
+        ptr = self.ecg.work.getCUDAHandle("r")
+        try:
+            with self.ctx:
+                self.func.prepared_call((self.n_e, 1), (256, 1, 1), np.intp(int(ptr)), self.w, np.int32(self.n),
+                                        np.intp(out))
+        finally:
+            self.ecg.work.restoreCUDAHandle(ptr, "r")
+
+    def totals(self, shares: np.ndarray, comm) -> np.ndarray | None:
+        """Every trace (electrodes, then leads) per sample on rank 0, from the ranks' ``shares`` (samples,
+        electrodes); None elsewhere (collective)."""
+        from mpi4py import MPI
+        total = np.empty_like(shares) if comm.rank == 0 else None
+        comm.Reduce(np.ascontiguousarray(shares), total, op=MPI.SUM, root=0)
+        return self.ecg.traces(total) if comm.rank == 0 else None
+
+
 class DeviceProbes(Probes):
     """output.Probes with the samples taken on the device: each step one small gather kernel per field writes this
-    rank's probe values into row ``len(times)`` of a device buffer (doubled when full); :meth:`collect` copies the
-    rows recorded so far to the host in the buffer format of Probes and hands over to it."""
+    rank's probe values, and the pseudo-ECG (:class:`DeviceEcg`) its shares, into row ``len(times)`` of a device
+    buffer (doubled when full); :meth:`collect` copies the rows recorded so far to the host in the buffer format of
+    Probes and hands over to it."""
 
     def __init__(self, probes: Probes, device: int):
         self.__dict__.update(probes.__dict__)
         self.ctx = _Context(device)
         self.m = len(self.mine)
-        self.width = self.m * len(self.fields)     # values per sample row
+        self.device_ecg = DeviceEcg(self.ecg, device) if self.ecg is not None else None
+        self.n_e = self.device_ecg.n_e if self.device_ecg else 0
+        self.width = self.m * len(self.fields) + self.n_e     # values per sample row
         self.times: list[float] = []
         self.rows = 0                              # capacity of the device buffer, in sample rows
         self.buf = None
@@ -233,33 +276,41 @@ class DeviceProbes(Probes):
         self.buf, self.rows = new, rows
 
     def record(self, t: float, vecs: dict) -> None:
-        if not self.names:
+        if not self.names and not self.ecg_names:
             return
-        if self.m:
+        if self.width:
             with self.ctx:
                 if len(self.times) == self.rows:
                     self._grow()
+                row = int(self.buf) + len(self.times) * self.width * 8
                 grid, block = _launch(self.m)
-                for f, field in enumerate(self.fields):
+                for f, field in enumerate(self.fields if self.m else ()):
                     v = vecs[field]
                     ptr = v.getCUDAHandle("r")
                     try:
-                        out = int(self.buf) + (len(self.times) * self.width + f * self.m) * 8
                         self.func.prepared_call(grid, block, np.intp(int(ptr)), self.idx, np.int32(self.m),
-                                                np.intp(out))
+                                                np.intp(row + f * self.m * 8))
                     finally:
                         v.restoreCUDAHandle(ptr, "r")
+        if self.device_ecg is not None:       # collective, so on every rank, with or without a buffer row
+            self.device_ecg.record(vecs["Vm"], int(self.buf) + (len(self.times) * self.width + self.m * len(
+                self.fields)) * 8)
         self.times.append(t)
 
     def collect(self, comm):
         n = len(self.times)
         if n:
-            values = np.empty((n, len(self.fields), self.m))
-            if self.m:
+            values = np.empty((n, self.width))
+            if self.width:
                 with self.ctx as cuda:
                     cuda.memcpy_dtoh(values, self.buf)
-            self.buffer.extend((t, {(i, field): float(values[s, f, j])
-                                    for f, field in enumerate(self.fields) for j, (i, _) in enumerate(self.mine)})
-                               for s, t in enumerate(self.times))
+            probes = values[:, :self.m * len(self.fields)].reshape(n, len(self.fields), self.m)
+            ecg = self.device_ecg.totals(values[:, self.m * len(self.fields):], comm) if self.device_ecg else None
+            samples = [{(i, field): float(probes[s, f, j]) for f, field in enumerate(self.fields)
+                        for j, (i, _) in enumerate(self.mine)} for s in range(n)]
+            if ecg is not None:
+                for s in range(n):
+                    samples[s].update(zip((("ecg", name) for name in self.ecg_names), ecg[s].tolist()))
+            self.buffer.extend(zip(self.times, samples))
             self.times = []
         return super().collect(comm)
