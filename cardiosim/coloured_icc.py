@@ -127,9 +127,9 @@ class ColouredICC:
         self.perm_is = PETSc.IS().createGeneral(perm, comm=PETSc.COMM_SELF)
         Ap = host.permute(self.perm_is, self.perm_is)      # Ap[k, l] = A[perm[k], perm[l]]
         host.destroy()
-        self.Ap = Ap.convert(kind) if Ap.getType() != kind else Ap
-        if self.Ap is not Ap:
-            Ap.destroy()
+        if Ap.getType() != kind:
+            Ap.convert(kind)                                # in place (petsc4py without ``out``)
+        self.Ap = Ap
         ns = A.getNullSpace()
         singular = bool(ns and ns.handle and ns.hasConstant())
         if singular:                    # the constant vector permuted is the constant vector
@@ -180,13 +180,14 @@ class ColouredICC:
 
 
 def _sell(A: PETSc.Mat, gpu: bool) -> PETSc.Mat:
-    """``A`` in sliced ELLPACK: ``sell`` on the host, ``sellcuda`` on the GPU. PETSc 3.26 converts aij to sell
-    directly and sell to sellcuda in place, but has no aijcusparse -> sellcuda converter: the generic fallback inserts
-    entry by entry and did not finish a 1025² matrix in 200 s (docs/benchmarks.md). So the GPU path goes through the
-    host: the rows as CSR, a host aij, sell, then sellcuda."""
+    """A copy of ``A`` in sliced ELLPACK: ``sell`` on the host, ``sellcuda`` on the GPU. (petsc4py's ``convert``
+    without ``out`` converts in place: ``A`` is the solver's operator and stays as it is.) PETSc 3.26 converts aij to
+    sell directly and sell to sellcuda in place, but has no aijcusparse -> sellcuda converter: the generic fallback
+    inserts entry by entry and did not finish a 1025² matrix in 200 s (docs/benchmarks.md). So the GPU copy goes
+    through the host: the rows as CSR, a host aij, sell, then sellcuda."""
     if not gpu:
-        return A.convert("sell")
-    host = PETSc.Mat().createAIJ(A.getSizes(), csr=A.getValuesCSR(), comm=A.getComm())
-    sell = host.convert("sell")
-    host.destroy()
-    return sell.convert("sellcuda", sell)
+        return A.convert("sell", PETSc.Mat())
+    copy = PETSc.Mat().createAIJ(A.getSizes(), csr=A.getValuesCSR(), comm=A.getComm())
+    copy.convert("sell")            # in place
+    copy.convert("sellcuda")        # in place
+    return copy

@@ -111,6 +111,7 @@ def test_permuted_matrix_is_a_permuted(mat_type):
     assert ctx.inner.getType() == "icc" and ctx.Ap.getNullSpace().hasConstant()
     op = s.ksp.getOperators()[0]
     assert op.getType() == ("seqsell" if mat_type == "sell" else "seqaij")
+    assert s.A.getType() == "seqaij"          # the system's matrix itself is left as it is (a copy is converted)
     assert op.getNullSpace().hasConstant()
     # z = Pᵀ M⁻¹ P r: the scatter permutes and its reverse undoes it
     r = rhs(s.A)
