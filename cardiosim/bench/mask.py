@@ -6,6 +6,8 @@ the whole box, with the elliptic preconditioner of the default (geometric multig
 ``--steps`` PDE steps after one warm-up step, times the max over ranks.
 
     cardiosim bench mask --ranks 2 --write docs/benchmarks.md
+    cardiosim bench mask --ranks 1 --placement resident --model tt06 --lv-spacing 0.05 0.025 --no-gamg \
+        --write docs/benchmarks.md                                                         # on a GPU node
 
 Each case runs in its own ``mpirun``. A masked grid has cells at its tissue nodes only; the solvers still solve
 on every node of the box (the nodes outside as rows of their own: cardiosim/mask.py), so the table shows the
@@ -37,7 +39,8 @@ origin = {origin}
 [tissue]
 {tissue}
 [cell]
-model = "mitchell-schaeffer"
+model = "{model}"
+{placement}
 [[stimulus]]
 shape = "sphere"
 center = {centre}
@@ -47,8 +50,9 @@ current_density = -150.0
 """
 
 
-def anatomy(name: str, folder: Path, masked: bool) -> dict:
-    """The config pieces of one anatomy: grid, tissue keys (the label image only where ``masked``), stimulus."""
+def anatomy(name: str, folder: Path, masked: bool, lv_spacing: float = 0.05) -> dict:
+    """The config pieces of one anatomy: grid, tissue keys (the label image only where ``masked``), stimulus;
+    ``lv_spacing`` (cm) the idealised LV's grid spacing."""
     if name == "disc":
         n, h = 257, 0.01
         y, x = np.mgrid[0:n, 0:n] * h
@@ -58,7 +62,7 @@ def anatomy(name: str, folder: Path, masked: bool) -> dict:
                     tissue=f'label_file = "{folder / "disc.npy"}"' if masked else "",
                     centre=[c, 2 * h + 0.1], radius=0.1)
     from ..geometry import idealised_lv
-    h = 0.05
+    h = lv_spacing
     box, fields = idealised_lv(h)
     np.save(folder / "lv_labels.npy", fields["labels"])
     fib = fields["fibres"]
@@ -71,18 +75,20 @@ def anatomy(name: str, folder: Path, masked: bool) -> dict:
                 centre=[0.0, 0.0, -2.0], radius=0.25)
 
 
-def single(name: str, masked: bool, steps: int) -> dict:
+def single(name: str, masked: bool, steps: int, model: str, placement: str, lv_spacing: float) -> dict:
     import petsc4py
     petsc4py.init(sys.argv[:1] + petsc_args())
     from .. import config
     from ..simulation import Simulation
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = config.loads(RUN.format(duration=0.02 * (steps + 1), **anatomy(name, Path(tmp), masked)),
-                           name=f"mask-{name}")
+        cell = "" if placement == "cpu" else f'placement = "{placement}"\nbackend = "cuda"'
+        cfg = config.loads(RUN.format(duration=0.02 * (steps + 1), model=model, placement=cell,
+                                      **anatomy(name, Path(tmp), masked, lv_spacing)), name=f"mask-{name}")
         sim = Simulation(cfg, write_output=False)
         wall, tm, its = timed_steps(sim)
         mask = sim.grid.mask
-        out = {"anatomy": name, "masked": masked, "nodes": sim.grid.n_nodes, "ranks": sim.comm.size,
+        out = {"anatomy": name if name == "disc" else f"lv {lv_spacing:g} cm", "masked": masked,
+               "nodes": sim.grid.n_nodes, "ranks": sim.comm.size, "model": model, "placement": placement,
                "tissue_nodes": mask.n_tissue if mask else sim.grid.n_nodes, "steps": steps,
                "elliptic_solver": sim.tissue.elliptic.describe(),
                **{f"{k}_ms": 1e3 * tm[k]["max"] / steps for k in ("reaction", "parabolic", "elliptic")},
@@ -91,19 +97,25 @@ def single(name: str, masked: bool, steps: int) -> dict:
     return report(sim, out)
 
 
-def run_case(name, masked, ranks, steps, petsc_args):
-    cmd = mpirun_command(ranks) + [sys.executable, "-m", "cardiosim.bench.mask", "--single", name,
-                                   *(["--masked"] if masked else []), "--steps", str(steps), "--", *petsc_args]
+def run_case(name, masked, args, lv_spacing, petsc_args):
+    cmd = mpirun_command(args.ranks) + [sys.executable, "-m", "cardiosim.bench.mask", "--single", name,
+                                        *(["--masked"] if masked else []), "--steps", str(args.steps), "--model",
+                                        args.model, "--placement", args.placement, "--lv-spacing", str(lv_spacing),
+                                        "--", *petsc_args]
     return run_single(cmd)
 
 
 def markdown(results, meta) -> str:
-    lines = ["### Tissue inside the box: masked against the whole box", "",
+    r0 = results[0]
+    lines = ["### Tissue inside the box: masked against the whole box"
+             + ("" if r0["placement"] == "cpu" else f", {r0['placement']} on the GPU"), "",
              f"{meta['date']} · {meta['machine']['cpu']} ({meta['machine']['cores']} cores) · GPU: "
              f"{meta['machine']['gpu']} · `{meta['command']}`", "",
-             "Bidomain, Mitchell–Schaeffer, dt 0.02 ms, times per PDE step (max over ranks) after a warm-up step. "
-             "A masked grid has cells at its tissue nodes only; its solvers run on every node of the box. The limits "
-             "of docs/design.md §8 are the GPU kernel's and do not apply to this CPU run.", "",
+             f"Bidomain, {r0['model']} cells ({r0['placement']} placement), dt 0.02 ms, times per PDE step (max over "
+             "ranks) after a warm-up step. A masked grid has cells at its tissue nodes only; its solvers run on every "
+             "node of the box."
+             + (" The limits of docs/design.md §8 are the GPU kernel's and do not apply to this CPU run."
+                if r0["placement"] == "cpu" else ""), "",
              "| anatomy | grid | ranks | tissue nodes | elliptic | parabolic ms (its) | elliptic ms (its) | "
              "reaction ms | step ms |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
@@ -122,28 +134,33 @@ def main(argv=None):
     p.add_argument("--anatomies", nargs="+", default=["disc", "lv"], choices=["disc", "lv"])
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--model", default="mitchell-schaeffer", help="cell model (resident: one with a C kernel, tt06)")
+    p.add_argument("--placement", default="cpu", choices=["cpu", "resident"], help="resident: one rank per GPU")
+    p.add_argument("--lv-spacing", type=float, nargs="+", default=[0.05], help="the idealised LV's spacings (cm)")
+    p.add_argument("--no-gamg", action="store_true", help="the default elliptic preconditioner only")
     p.add_argument("--write", help="markdown page to update (e.g. docs/benchmarks.md)")
     p.add_argument("--json", help="write the results here too")
     p.add_argument("--single", help=argparse.SUPPRESS)
     p.add_argument("--masked", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(ours)
     if args.single:
-        single(args.single, args.masked, args.steps)
+        single(args.single, args.masked, args.steps, args.model, args.placement, args.lv_spacing[0])
         return 0
     meta = {"date": datetime.date.today().isoformat(), "machine": machine(),
             "command": "cardiosim bench mask " + " ".join(argv)}
     results = []
-    for name in args.anatomies:
+    cases = [(name, h) for name in args.anatomies for h in (args.lv_spacing if name == "lv" else [0.0])]
+    for name, h in cases:
         for masked in (True, False):
-            for extra in ([], ["-elliptic_pc_type", "gamg"]):
-                r = run_case(name, masked, args.ranks, args.steps, extra)
+            for extra in ([], *([] if args.no_gamg else [["-elliptic_pc_type", "gamg"]])):
+                r = run_case(name, masked, args, h, extra)
                 results.append(r)
-                print(f"{name:5} {'masked' if masked else 'box':6} {r['elliptic_solver']:8} step {r['step_ms']:8.2f} ms "
-                      f"(parabolic {r['parabolic_ms']:.2f}, elliptic {r['elliptic_ms']:.2f} ms / "
-                      f"{r['elliptic_its']:.1f} its, reaction {r['reaction_ms']:.2f})", flush=True)
-    publish(markdown(results, meta), meta, results, args.json, args.write, "mask")
+                print(f"{r['anatomy']:5} {'masked' if masked else 'box':6} {r['elliptic_solver']:8} step "
+                      f"{r['step_ms']:8.2f} ms (parabolic {r['parabolic_ms']:.2f}, elliptic {r['elliptic_ms']:.2f} ms "
+                      f"/ {r['elliptic_its']:.1f} its, reaction {r['reaction_ms']:.2f})", flush=True)
+    key = "mask" if args.placement == "cpu" else f"mask:{args.placement}"
+    publish(markdown(results, meta), meta, results, args.json, args.write, key)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
