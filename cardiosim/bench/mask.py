@@ -1,12 +1,12 @@
 """Tissue inside the box: what a masked grid costs per step against the unmasked box of the same size.
 
-Two anatomies, bidomain, Mitchell–Schaeffer cells, a wave started at one end: a disc filling a square sheet (2D)
+Two anatomies, bidomain, Mitchell–Schaeffer cells (``--model``), a wave started at one end: a disc filling a square sheet (2D)
 and the idealised LV of ``cardiosim geometry lv`` (3D, its fibres). Each is run masked (tissue.label_file) and as
 the whole box, with the elliptic preconditioner of the default (geometric multigrid, PCMG) and with GAMG;
 ``--steps`` PDE steps after one warm-up step, times the max over ranks.
 
     cardiosim bench mask --ranks 2 --write docs/benchmarks.md
-    cardiosim bench mask --ranks 1 --placement resident --model tt06 --lv-spacing 0.05 0.025 --no-gamg \
+    cardiosim bench mask --ranks 1 --placement resident --model tt06 --ode-substeps 10 --lv-spacing 0.05 0.025 --no-gamg \
         --write docs/benchmarks.md                                                         # on a GPU node
 
 Each case runs in its own ``mpirun``. A masked grid has cells at its tissue nodes only; the solvers still solve
@@ -31,6 +31,7 @@ RUN = """
 equations = "bidomain"
 duration = {duration!r}
 dt = 0.02
+ode_substeps = {substeps}
 progress_interval = 0
 [grid]
 size = {size}
@@ -75,14 +76,15 @@ def anatomy(name: str, folder: Path, masked: bool, lv_spacing: float = 0.05) -> 
                 centre=[0.0, 0.0, -2.0], radius=0.25)
 
 
-def single(name: str, masked: bool, steps: int, model: str, placement: str, lv_spacing: float) -> dict:
+def single(name: str, masked: bool, steps: int, model: str, placement: str, lv_spacing: float,
+           substeps: int) -> dict:
     import petsc4py
     petsc4py.init(sys.argv[:1] + petsc_args())
     from .. import config
     from ..simulation import Simulation
     with tempfile.TemporaryDirectory() as tmp:
         cell = "" if placement == "cpu" else f'placement = "{placement}"\nbackend = "cuda"'
-        cfg = config.loads(RUN.format(duration=0.02 * (steps + 1), model=model, placement=cell,
+        cfg = config.loads(RUN.format(duration=0.02 * (steps + 1), model=model, placement=cell, substeps=substeps,
                                       **anatomy(name, Path(tmp), masked, lv_spacing)), name=f"mask-{name}")
         sim = Simulation(cfg, write_output=False)
         wall, tm, its = timed_steps(sim)
@@ -100,7 +102,7 @@ def single(name: str, masked: bool, steps: int, model: str, placement: str, lv_s
 def run_case(name, masked, args, lv_spacing, petsc_args):
     cmd = mpirun_command(args.ranks) + [sys.executable, "-m", "cardiosim.bench.mask", "--single", name,
                                         *(["--masked"] if masked else []), "--steps", str(args.steps), "--model",
-                                        args.model, "--placement", args.placement, "--lv-spacing", str(lv_spacing),
+                                        args.model, "--placement", args.placement, "--lv-spacing", str(lv_spacing), "--ode-substeps", str(args.ode_substeps),
                                         "--", *petsc_args]
     return run_single(cmd)
 
@@ -137,6 +139,7 @@ def main(argv=None):
     p.add_argument("--model", default="mitchell-schaeffer", help="cell model (resident: one with a C kernel, tt06)")
     p.add_argument("--placement", default="cpu", choices=["cpu", "resident"], help="resident: one rank per GPU")
     p.add_argument("--lv-spacing", type=float, nargs="+", default=[0.05], help="the idealised LV's spacings (cm)")
+    p.add_argument("--ode-substeps", type=int, default=1, help="ODE substeps per 0.02 ms step (tt06: 10)")
     p.add_argument("--no-gamg", action="store_true", help="the default elliptic preconditioner only")
     p.add_argument("--write", help="markdown page to update (e.g. docs/benchmarks.md)")
     p.add_argument("--json", help="write the results here too")
@@ -144,7 +147,7 @@ def main(argv=None):
     p.add_argument("--masked", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(ours)
     if args.single:
-        single(args.single, args.masked, args.steps, args.model, args.placement, args.lv_spacing[0])
+        single(args.single, args.masked, args.steps, args.model, args.placement, args.lv_spacing[0], args.ode_substeps)
         return 0
     meta = {"date": datetime.date.today().isoformat(), "machine": machine(),
             "command": "cardiosim bench mask " + " ".join(argv)}
