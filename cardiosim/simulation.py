@@ -177,10 +177,18 @@ class Simulation:
                     self._react(t, dt / 2, half_k, chunked)
                 else:
                     self._react(t, dt, k, chunked)
-            with self.timers("parabolic"):
-                self.tissue.diffuse(self.V, self.phi, t + dt)
-            with self.timers("elliptic"):
-                self.tissue.solve_phi(self.V, self.phi, t + dt)
+            try:
+                with self.timers("parabolic"):
+                    self.tissue.diffuse(self.V, self.phi, t + dt)
+                with self.timers("elliptic"):
+                    self.tissue.solve_phi(self.V, self.phi, t + dt)
+            except Exception as e:
+                # A cell that went bad (NaN in Vm) makes the solvers fail in the same step: name the cell, not the
+                # solver. A SimulationError of a solver is raised on every rank (it follows a collective
+                # convergence test), so the check's collective is safe then; on one rank always.
+                if isinstance(e, SimulationError) or self.comm.size == 1:
+                    self.reaction.check(t + dt)
+                raise
             if strang:
                 with self.timers("reaction"):
                     self._react(t + dt / 2, dt / 2, half_k, chunked)

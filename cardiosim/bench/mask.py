@@ -6,7 +6,7 @@ the whole box, with the elliptic preconditioner of the default (geometric multig
 ``--steps`` PDE steps after one warm-up step, times the max over ranks.
 
     cardiosim bench mask --ranks 2 --write docs/benchmarks.md
-    cardiosim bench mask --ranks 1 --placement resident --model tt06 --ode-substeps 10 --lv-spacing 0.05 0.025 --no-gamg \
+    cardiosim bench mask --ranks 1 --placement resident --model tt06 --ode-substeps 10 --current-density -52 --lv-spacing 0.05 0.025 --no-gamg \
         --write docs/benchmarks.md                                                         # on a GPU node
 
 Each case runs in its own ``mpirun``. A masked grid has cells at its tissue nodes only; the solvers still solve
@@ -47,7 +47,7 @@ shape = "sphere"
 center = {centre}
 radius = {radius!r}
 duration = 1.0
-current_density = -150.0
+current_density = {stim!r}
 """
 
 
@@ -77,7 +77,7 @@ def anatomy(name: str, folder: Path, masked: bool, lv_spacing: float = 0.05) -> 
 
 
 def single(name: str, masked: bool, steps: int, model: str, placement: str, lv_spacing: float,
-           substeps: int) -> dict:
+           substeps: int, stim: float) -> dict:
     import petsc4py
     petsc4py.init(sys.argv[:1] + petsc_args())
     from .. import config
@@ -85,7 +85,8 @@ def single(name: str, masked: bool, steps: int, model: str, placement: str, lv_s
     with tempfile.TemporaryDirectory() as tmp:
         cell = "" if placement == "cpu" else f'placement = "{placement}"\nbackend = "cuda"'
         cfg = config.loads(RUN.format(duration=0.02 * (steps + 1), model=model, placement=cell, substeps=substeps,
-                                      **anatomy(name, Path(tmp), masked, lv_spacing)), name=f"mask-{name}")
+                                      stim=stim, **anatomy(name, Path(tmp), masked, lv_spacing)),
+                           name=f"mask-{name}")
         sim = Simulation(cfg, write_output=False)
         wall, tm, its = timed_steps(sim)
         mask = sim.grid.mask
@@ -103,6 +104,7 @@ def run_case(name, masked, args, lv_spacing, petsc_args):
     cmd = mpirun_command(args.ranks) + [sys.executable, "-m", "cardiosim.bench.mask", "--single", name,
                                         *(["--masked"] if masked else []), "--steps", str(args.steps), "--model",
                                         args.model, "--placement", args.placement, "--lv-spacing", str(lv_spacing), "--ode-substeps", str(args.ode_substeps),
+                                        "--current-density", str(args.current_density),
                                         "--", *petsc_args]
     return run_single(cmd)
 
@@ -140,6 +142,8 @@ def main(argv=None):
     p.add_argument("--placement", default="cpu", choices=["cpu", "resident"], help="resident: one rank per GPU")
     p.add_argument("--lv-spacing", type=float, nargs="+", default=[0.05], help="the idealised LV's spacings (cm)")
     p.add_argument("--ode-substeps", type=int, default=1, help="ODE substeps per 0.02 ms step (tt06: 10)")
+    p.add_argument("--current-density", type=float, default=-150.0,
+                   help="the stimulus (uA/cm^2; tt06: -52, as its tests)")
     p.add_argument("--no-gamg", action="store_true", help="the default elliptic preconditioner only")
     p.add_argument("--write", help="markdown page to update (e.g. docs/benchmarks.md)")
     p.add_argument("--json", help="write the results here too")
@@ -147,7 +151,8 @@ def main(argv=None):
     p.add_argument("--masked", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(ours)
     if args.single:
-        single(args.single, args.masked, args.steps, args.model, args.placement, args.lv_spacing[0], args.ode_substeps)
+        single(args.single, args.masked, args.steps, args.model, args.placement, args.lv_spacing[0], args.ode_substeps,
+               args.current_density)
         return 0
     meta = {"date": datetime.date.today().isoformat(), "machine": machine(),
             "command": "cardiosim bench mask " + " ".join(argv)}
