@@ -434,3 +434,20 @@ def test_cell_region_over_all_tissue_equals_cell_parameters(petsc, tmp_path):
     a, b = _run(every), _run(plain)
     assert len(a.reaction.backend.pieces) == 3 and len(b.reaction.backend.pieces) == 1
     assert np.array_equal(a.V.getArray(), b.V.getArray())
+
+
+@pytest.mark.parametrize("case,region,words", [
+    ("unknown parameter", "label = 2\nparameters = {g_nope = 1.0}",
+     ["cell.regions[0].parameters.g_nope", "no parameter"]),
+    ("variant of a model without", 'label = 2\nvariant = "septal"', ["cell.regions[0].variant", "no variants"]),
+    ("label absent", "label = 7", ["cell.regions[0].label", "no tissue node has label 7"]),
+])
+def test_bad_cell_region_is_one_line(tmp_path, case, region, words):
+    cfg = anatomy(tmp_path)
+    text = cfg.read_text()
+    old = "label = 2\nparameters = {g_Ks = 0.098, g_to = 0.073}"
+    assert old in text
+    cfg.write_text(text.replace(old, region))
+    proc = run_cli(["run", cfg, "--output", tmp_path / "bad.h5"])
+    assert_one_line(proc, case, words)
+    assert not (tmp_path / "bad.h5").exists()
