@@ -263,8 +263,22 @@ class Electrode:
 @dataclass(kw_only=True)
 class Lead:
     name: str = key(doc="label of the trace in the output (/ecg/<name>)")
-    plus: str = key(doc="electrode name: the lead is φ(plus) − φ(minus)")
-    minus: str = key(doc="electrode name")
+    plus: str = key("", doc="electrode name: the lead is φ(plus) − φ(minus)")
+    minus: str = key("", doc="electrode name")
+    weights: dict[str, float] = key(factory=dict, doc="instead of plus and minus: the lead is Σ weight·φ(electrode), "
+                                                      "e.g. aVR = {RA = 1.0, LA = -0.5, LL = -0.5}, V1 against "
+                                                      "Wilson's terminal = {V1 = 1.0, RA = -0.333.., ...}")
+
+    def combination(self) -> dict[str, float]:
+        """The lead as {electrode: weight}."""
+        return dict(self.weights) if self.weights else {self.plus: 1.0, self.minus: -1.0}
+
+    def formula(self) -> str:
+        """The lead as text, e.g. 'LA - RA' or '1 RA - 0.5 LA - 0.5 LL'."""
+        if not self.weights:
+            return f"{self.plus} - {self.minus}"
+        terms = [f"{'-' if w < 0 else '+'} {abs(w):g} {n}" for n, w in self.weights.items()]
+        return " ".join(terms).lstrip("+ ")
 
 
 @dataclass(kw_only=True)
@@ -274,7 +288,8 @@ class Ecg:
     sheet_thickness: float = key(0.0, unit="cm", ge=0, doc="2D: the sheet's thickness (1D: the cable's side); 0: "
                                                           "one grid spacing")
     electrodes: list[Electrode] = key(factory=list, doc="[[ecg.electrodes]]: pseudo-ECG potentials, every PDE step")
-    leads: list[Lead] = key(factory=list, doc="[[ecg.leads]]: differences of two electrodes, every PDE step")
+    leads: list[Lead] = key(factory=list, doc="[[ecg.leads]]: differences of two electrodes (or weighted sums of "
+                                               "electrodes), every PDE step")
 
 
 @dataclass(kw_only=True)
@@ -536,10 +551,15 @@ def _check_ecg(cfg) -> None:
                 raise ConfigError(f"{where}.position: must have {cfg.dim} to 3 entries; got {len(x.position)}")
     electrodes = {x.name for x in e.electrodes}
     for i, lead in enumerate(e.leads):
-        for k in ("plus", "minus"):
-            if getattr(lead, k) not in electrodes:
-                raise ConfigError(f"ecg.leads[{i}].{k}: no electrode '{getattr(lead, k)}'; electrodes: "
-                                  f"{', '.join(sorted(electrodes))}")
+        where = f"ecg.leads[{i}]"
+        if bool(lead.weights) == bool(lead.plus or lead.minus):
+            raise ConfigError(f"{where}: give either plus and minus (electrode names) or weights "
+                              f"({{electrode = weight, ...}}), not {'both' if lead.weights else 'neither'}")
+        named = ([(f"{where}.{k}", getattr(lead, k)) for k in ("plus", "minus")] if not lead.weights else
+                 [(f"{where}.weights.{n}", n) for n in lead.weights])
+        for key_, name in named:
+            if name not in electrodes:
+                raise ConfigError(f"{key_}: no electrode '{name}'; electrodes: {', '.join(sorted(electrodes))}")
 
 
 PROBE_NAME = re.compile(r"[A-Za-z0-9_.-]+")

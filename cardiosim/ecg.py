@@ -34,7 +34,11 @@ class PseudoEcg:
     def __init__(self, cfg, grid, Ki):
         e = cfg.ecg
         self.names = [x.name for x in e.electrodes]
-        self.leads = [(lead.name, self.names.index(lead.plus), self.names.index(lead.minus)) for lead in e.leads]
+        # the leads as a matrix over the electrodes: trace = W φ
+        self.lead_weights = np.zeros((len(e.leads), len(self.names)))
+        for i, lead in enumerate(e.leads):
+            for name, w in lead.combination().items():
+                self.lead_weights[i, self.names.index(name)] += w
         scale = sheet_thickness(cfg, grid) ** (3 - grid.dim) / (4.0 * math.pi * e.bath_conductivity)
         pts = np.zeros((grid.n_local, 3))
         pts[:, :grid.dim] = grid.coords()
@@ -66,5 +70,4 @@ class PseudoEcg:
 
     def traces(self, phi: np.ndarray) -> np.ndarray:
         """The electrodes' potentials ``phi`` (..., electrodes) followed by the leads (..., electrodes + leads)."""
-        return np.concatenate([phi, np.stack([phi[..., a] - phi[..., b] for _, a, b in self.leads], axis=-1)],
-                              axis=-1) if self.leads else phi
+        return np.concatenate([phi, phi @ self.lead_weights.T], axis=-1)

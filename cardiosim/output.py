@@ -417,7 +417,7 @@ class Output:
                 self.traces["ecg", x.name].attrs["position"] = x.position
             for x in e.leads:
                 self.traces["ecg", x.name] = _planned(eg, x.name, (n_steps + 1,), "mV")
-                self.traces["ecg", x.name].attrs["lead"] = f"{x.plus} - {x.minus}"
+                self.traces["ecg", x.name].attrs["lead"] = x.formula()
         f.create_group("solver")
         self.sidecar = xdmf.Sidecar(self.path, shape, grid.h, self.fields, grid.offset)
         f.flush()

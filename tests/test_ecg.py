@@ -171,6 +171,10 @@ def test_run_writes_the_ecg_and_restarts_it(tmp_path):
      ["ecg.electrodes[0].position", "inside the tissue"]),
     ("lead of no electrode", ('minus = "left"', 'minus = "leftt"'), ["ecg.leads[0].minus", "'leftt'"]),
     ("name twice", ('name = "I"', 'name = "left"'), ["ecg.leads[0].name", "used twice"]),
+    ("lead both ways", ('minus = "left"', 'minus = "left"\nweights = {right = 1.0}'), ["ecg.leads[0]", "not both"]),
+    ("lead neither way", ('plus = "right"\nminus = "left"', ''), ["ecg.leads[0]", "not neither"]),
+    ("weight of no electrode", ('plus = "right"\nminus = "left"', 'weights = {right = 1.0, lft = -1.0}'),
+     ["ecg.leads[0].weights.lft", "no electrode 'lft'"]),
     ("bath conductivity", ("[ecg]", "[ecg]\nbath_conductivity = 0"), ["ecg.bath_conductivity"]),
 ])
 def test_bad_ecg_input_is_one_line(tmp_path, case, edit, words):
@@ -182,3 +186,43 @@ def test_bad_ecg_input_is_one_line(tmp_path, case, edit, words):
     proc = run_cli(["run", cfg, "--output", tmp_path / "bad.h5"])
     assert_one_line(proc, case, words)
     assert not (tmp_path / "bad.h5").exists()
+
+
+def test_weighted_leads_are_their_sums(petsc):
+    """A lead given by weights is Σ weight·φ(electrode) (augmented limb leads, Wilson's terminal); a plus/minus lead
+    is the difference, bit for bit; the output's attribute says the formula."""
+    from cardiosim.ecg import PseudoEcg
+    from cardiosim.grid import Grid
+    from cardiosim.tissue import Monodomain
+    cfg = config.loads(f"""
+[simulation]
+duration = 1.0
+dt = 0.01
+[grid]
+size = [{LX}, {LY}]
+spacing = 0.02
+[[ecg.electrodes]]
+name = "RA"
+position = [-0.5, 0.3, 0.2]
+[[ecg.electrodes]]
+name = "LA"
+position = [1.5, 0.3, 0.2]
+[[ecg.electrodes]]
+name = "LL"
+position = [0.5, -1.0, 0.3]
+[[ecg.leads]]
+name = "II"
+plus = "LL"
+minus = "RA"
+[[ecg.leads]]
+name = "aVR"
+weights = {{RA = 1.0, LA = -0.5, LL = -0.5}}
+""")
+    grid = Grid(cfg)
+    ecg = PseudoEcg(cfg, grid, Monodomain(grid, cfg, "star").intracellular())
+    V = grid.vec()
+    V.getArray()[:] = np.random.default_rng(1).normal(size=grid.n_local)
+    ra, la, ll, ii, avr = ecg(V)
+    assert abs(ra) > 0 and ii == ll - ra
+    assert avr == pytest.approx(ra - 0.5 * la - 0.5 * ll, rel=1e-14, abs=0)
+    assert [lead.formula() for lead in cfg.ecg.leads] == ["LL - RA", "1 RA - 0.5 LA - 0.5 LL"]
