@@ -352,8 +352,7 @@ plus = "right"
 minus = "left"
 [[ecg.leads]]
 name = "II"
-plus = "above"
-minus = "left"
+weights = {{above = 1.0, left = -0.5, right = -0.5}}
 [output]
 interval = 1.0
 """
@@ -418,6 +417,7 @@ def test_anatomy_pieces_on_two_ranks_and_grouped(tmp_path):
     print(f"  region's effect on Vm: {in_region:.3g} mV in it, {away:.3g} mV away from it")
     assert in_region > 5.0 and away < in_region / 2
     assert np.ptp(a["ecg I"]) > 0 and np.allclose(a["ecg I"], a["ecg right"] - a["ecg left"])
+    assert np.allclose(a["ecg II"], a["ecg above"] - 0.5 * (a["ecg left"] + a["ecg right"]))
 
 
 def test_cell_region_over_all_tissue_equals_cell_parameters(petsc, tmp_path):

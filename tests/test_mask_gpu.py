@@ -4,7 +4,7 @@ every placement. Run on a GPU node:
     python3 -m pytest -q -s -m gpu tests/test_mask_gpu.py
 
 The anatomy of tests/test_mask.py (TT06 bidomain; tissue in the left 15 of 33 node columns, so that on two ranks
-the second has no cell; label 2 with other I_to and I_Ks; two probes; three electrodes and two leads), 6 ms:
+the second has no cell; label 2 with other I_to and I_Ks; two probes; three electrodes, a lead as a difference and one as a weighted sum), 6 ms:
 
 - grouped (2 ranks, one GPU owner), per-rank (2 ranks, one context each) and resident (1 rank, and 2 ranks sharing
   the GPU) equal the cpu placement with native cells within the solver tolerance: Vm, φe, the activation map,
