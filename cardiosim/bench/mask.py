@@ -76,22 +76,23 @@ def anatomy(name: str, folder: Path, masked: bool, lv_spacing: float = 0.05) -> 
                 centre=[0.0, 0.0, -2.0], radius=0.25)
 
 
-def single(name: str, masked: bool, steps: int, model: str, placement: str, lv_spacing: float,
-           substeps: int, stim: float) -> dict:
+def single(name: str, masked: bool, args) -> dict:
+    """One case in this process (under the mpirun of :func:`run_case`); ``args`` the command line's."""
     import petsc4py
     petsc4py.init(sys.argv[:1] + petsc_args())
     from .. import config
     from ..simulation import Simulation
+    steps, placement, lv_spacing = args.steps, args.placement, args.lv_spacing[0]
     with tempfile.TemporaryDirectory() as tmp:
         cell = "" if placement == "cpu" else f'placement = "{placement}"\nbackend = "cuda"'
-        cfg = config.loads(RUN.format(duration=0.02 * (steps + 1), model=model, placement=cell, substeps=substeps,
-                                      stim=stim, **anatomy(name, Path(tmp), masked, lv_spacing)),
-                           name=f"mask-{name}")
+        cfg = config.loads(RUN.format(duration=0.02 * (steps + 1), model=args.model, placement=cell,
+                                      substeps=args.ode_substeps, stim=args.current_density,
+                                      **anatomy(name, Path(tmp), masked, lv_spacing)), name=f"mask-{name}")
         sim = Simulation(cfg, write_output=False)
         wall, tm, its = timed_steps(sim)
         mask = sim.grid.mask
         out = {"anatomy": name if name == "disc" else f"lv {lv_spacing:g} cm", "masked": masked,
-               "nodes": sim.grid.n_nodes, "ranks": sim.comm.size, "model": model, "placement": placement,
+               "nodes": sim.grid.n_nodes, "ranks": sim.comm.size, "model": args.model, "placement": placement,
                "tissue_nodes": mask.n_tissue if mask else sim.grid.n_nodes, "steps": steps,
                "elliptic_solver": sim.tissue.elliptic.describe(),
                **{f"{k}_ms": 1e3 * tm[k]["max"] / steps for k in ("reaction", "parabolic", "elliptic")},
@@ -103,9 +104,9 @@ def single(name: str, masked: bool, steps: int, model: str, placement: str, lv_s
 def run_case(name, masked, args, lv_spacing, petsc_args):
     cmd = mpirun_command(args.ranks) + [sys.executable, "-m", "cardiosim.bench.mask", "--single", name,
                                         *(["--masked"] if masked else []), "--steps", str(args.steps), "--model",
-                                        args.model, "--placement", args.placement, "--lv-spacing", str(lv_spacing), "--ode-substeps", str(args.ode_substeps),
-                                        "--current-density", str(args.current_density),
-                                        "--", *petsc_args]
+                                        args.model, "--placement", args.placement, "--lv-spacing", str(lv_spacing),
+                                        "--ode-substeps", str(args.ode_substeps), "--current-density",
+                                        str(args.current_density), "--", *petsc_args]
     return run_single(cmd)
 
 
@@ -151,8 +152,7 @@ def main(argv=None):
     p.add_argument("--masked", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(ours)
     if args.single:
-        single(args.single, args.masked, args.steps, args.model, args.placement, args.lv_spacing[0], args.ode_substeps,
-               args.current_density)
+        single(args.single, args.masked, args)
         return 0
     meta = {"date": datetime.date.today().isoformat(), "machine": machine(),
             "command": "cardiosim bench mask " + " ".join(argv)}

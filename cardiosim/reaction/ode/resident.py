@@ -214,9 +214,8 @@ class DeviceEcg:
     def __init__(self, ecg, device: int):
         self.ecg = ecg
         self.ctx = _Context(device)
-        self.n_e = len(ecg.weights)
-        w = np.stack([x.getArray(readonly=True) for x in ecg.weights]) if self.n_e else np.zeros((0, 0))
-        self.n = int(w.shape[1]) if self.n_e else 0
+        w = np.stack([x.getArray(readonly=True) for x in ecg.weights])      # (electrodes, local nodes)
+        self.n_e, self.n = w.shape
         with self.ctx as cuda:
             self.func = _module(self.ctx).get_function("cs_ecg_partial")
             self.func.prepare("PPiP")
@@ -256,8 +255,8 @@ class DeviceProbes(Probes):
         self.ctx = _Context(device)
         self.m = len(self.mine)
         self.device_ecg = DeviceEcg(self.ecg, device) if self.ecg is not None else None
-        self.n_e = self.device_ecg.n_e if self.device_ecg else 0
-        self.width = self.m * len(self.fields) + self.n_e     # values per sample row
+        self.n_probe = self.m * len(self.fields)             # a sample row: the probes' values, then the ECG's
+        self.width = self.n_probe + (self.device_ecg.n_e if self.device_ecg else 0)
         self.times: list[float] = []
         self.rows = 0                              # capacity of the device buffer, in sample rows
         self.buf = None
@@ -282,19 +281,20 @@ class DeviceProbes(Probes):
             with self.ctx:
                 if len(self.times) == self.rows:
                     self._grow()
-                row = int(self.buf) + len(self.times) * self.width * 8
+            row = int(self.buf) + len(self.times) * self.width * 8
+            if self.m:
                 grid, block = _launch(self.m)
-                for f, field in enumerate(self.fields if self.m else ()):
-                    v = vecs[field]
-                    ptr = v.getCUDAHandle("r")
-                    try:
-                        self.func.prepared_call(grid, block, np.intp(int(ptr)), self.idx, np.int32(self.m),
-                                                np.intp(row + f * self.m * 8))
-                    finally:
-                        v.restoreCUDAHandle(ptr, "r")
-        if self.device_ecg is not None:       # collective, so on every rank, with or without a buffer row
-            self.device_ecg.record(vecs["Vm"], int(self.buf) + (len(self.times) * self.width + self.m * len(
-                self.fields)) * 8)
+                with self.ctx:
+                    for f, field in enumerate(self.fields):
+                        v = vecs[field]
+                        ptr = v.getCUDAHandle("r")
+                        try:
+                            self.func.prepared_call(grid, block, np.intp(int(ptr)), self.idx, np.int32(self.m),
+                                                    np.intp(row + f * self.m * 8))
+                        finally:
+                            v.restoreCUDAHandle(ptr, "r")
+            if self.device_ecg is not None:     # collective: every rank has electrodes, hence a row
+                self.device_ecg.record(vecs["Vm"], row + self.n_probe * 8)
         self.times.append(t)
 
     def collect(self, comm):
@@ -304,8 +304,8 @@ class DeviceProbes(Probes):
             if self.width:
                 with self.ctx as cuda:
                     cuda.memcpy_dtoh(values, self.buf)
-            probes = values[:, :self.m * len(self.fields)].reshape(n, len(self.fields), self.m)
-            ecg = self.device_ecg.totals(values[:, self.m * len(self.fields):], comm) if self.device_ecg else None
+            probes = values[:, :self.n_probe].reshape(n, len(self.fields), self.m)
+            ecg = self.device_ecg.totals(values[:, self.n_probe:], comm) if self.device_ecg else None
             samples = [{(i, field): float(probes[s, f, j]) for f, field in enumerate(self.fields)
                         for j, (i, _) in enumerate(self.mine)} for s in range(n)]
             if ecg is not None:
