@@ -51,7 +51,7 @@ FIBRE_NAMES = ("fibres", "fibers", "fiber", "fibre")
 
 # -- the grid around a bounding box ----------------------------------------------------------------------------------
 # Cells per dimension are made a multiple of this (empty nodes added at the upper side), so that the grid coarsens
-# three times and the elliptic solve gets its geometric multigrid (cardiosim.linear_solvers.mg_levels; a grid that
+# three times and the elliptic solve gets its geometric multigrid (cardiosim.solvers.linear.mg_levels; a grid that
 # does not halve falls back to GAMG, 2-4 times slower per solve: docs/benchmarks.md).
 CELL_MULTIPLE = 8
 MAX_NODES = 2e8

@@ -417,7 +417,7 @@ def make(grid, cfg):
         """Bidomain variant: intracellular faces from the layout, uniform extracellular faces (σ_e)."""
 
         def __init__(self, grid, cfg):
-            from .linear_solvers import ELLIPTIC_DEFAULTS, elliptic_pc_defaults, gpu_elliptic_defaults
+            from .solvers.linear import ELLIPTIC_DEFAULTS, elliptic_pc_defaults, gpu_elliptic_defaults
             _setup(self, grid, cfg)
             op = self.operator
             vi = op.values(self.coefficients)
@@ -436,7 +436,7 @@ def make(grid, cfg):
 
 def _solver(name, A, defaults, **kw):
     """The DMDA goes with every solver (grid=…), so that -parabolic_pc_type mg finds its hierarchy too."""
-    from .linear_solvers import LinearSolver
+    from .solvers.linear import LinearSolver
     return LinearSolver(name, A, defaults=defaults, **kw)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from petsc4py import PETSc
 
-from .linear_solvers import (ELLIPTIC_DEFAULTS, PARABOLIC_DEFAULTS, LinearSolver, elliptic_pc_defaults,
+from .solvers.linear import (ELLIPTIC_DEFAULTS, PARABOLIC_DEFAULTS, LinearSolver, elliptic_pc_defaults,
                              gpu_elliptic_defaults, gpu_parabolic_defaults)
 from .operators import Assembler, lumped_mass, sync_host
 

@@ -1,4 +1,4 @@
-/* A geometric multigrid V-cycle for a matrix on a structured grid (cardiosim.multigrid), one source, two builds:
+/* A geometric multigrid V-cycle for a matrix on a structured grid (cardiosim.solvers.multigrid), one source, two builds:
  *
  *   g++ -x c++ -O2 -shared -fPIC                          every loop runs on the host (CI; the GPU build's reference)
  *   nvcc -x cu --extended-lambda -shared -cudart shared   every loop is a kernel on the legacy default stream, the

@@ -417,7 +417,7 @@ def test_fused_kernel_source_with_a_generated_model_compiles(tmp_path, integrato
     import shutil
     from cardiosim.reaction.ode import kernel_variants
     from cardiosim.reaction.ode.cuda_backend import kernel_source
-    from cardiosim.reaction.ode.native import header_dir, kernel_dir
+    from cardiosim.compile import header_dir, kernel_dir
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         require_gcc()

@@ -2,7 +2,7 @@
 
     python3 -m pytest -q -s -m gpu tests/test_coloured_icc_gpu.py
 
-- CG + coloured ICC(0) (cardiosim.coloured_icc) on cuSPARSE matrices and CUDA vectors, with aijcusparse and with
+- CG + coloured ICC(0) (cardiosim.solvers.coloured_icc) on cuSPARSE matrices and CUDA vectors, with aijcusparse and with
   sellcuda storage for the Krylov products, gives PETSc CG + Jacobi's answer within the tolerance, on both systems
   (2D box stencil with fibres at 30°, 3D star stencil); the factor is cuSPARSE's;
 - a bidomain resident run with each technique (the Gauss–Jordan coarse solve in the elliptic multigrid; coloured
@@ -53,12 +53,12 @@ def test_gpu_coloured_icc_equals_petsc_cg_jacobi(case, name, mat_type):
 TECHNIQUES = {
     "gauss-jordan": ["-elliptic_smg_coarse_solve", "gauss-jordan"],
     "parabolic-cicc-aij": ["-parabolic_ksp_type", "cg", "-parabolic_pc_type", "python",
-                           "-parabolic_pc_python_type", "cardiosim.coloured_icc.ColouredICC"],
+                           "-parabolic_pc_python_type", "cardiosim.solvers.coloured_icc.ColouredICC"],
     "parabolic-cicc-sell": ["-parabolic_ksp_type", "cg", "-parabolic_pc_type", "python",
-                            "-parabolic_pc_python_type", "cardiosim.coloured_icc.ColouredICC",
+                            "-parabolic_pc_python_type", "cardiosim.solvers.coloured_icc.ColouredICC",
                             "-parabolic_cicc_mat_type", "sell"],
     "elliptic-cicc-aij": ["-elliptic_ksp_type", "cg", "-elliptic_pc_type", "python",
-                          "-elliptic_pc_python_type", "cardiosim.coloured_icc.ColouredICC"],
+                          "-elliptic_pc_python_type", "cardiosim.solvers.coloured_icc.ColouredICC"],
 }
 
 

@@ -1,4 +1,4 @@
-"""cardiosim's CG (cardiosim.krylov.StencilCG, kernels/stencil_mg.cpp smg_cg), host build, against PETSc's KSPCG
+"""cardiosim's CG (cardiosim.solvers.krylov.StencilCG, kernels/stencil_mg.cpp smg_cg), host build, against PETSc's KSPCG
 with the same preconditioner, tolerances and initial guess: the same iteration counts, residual norms and
 solutions, on the tissue solver's own matrices (2D box stencil with rotated fibres, 3D star stencil). The GPU build
 is compared with PETSc in tests/test_multigrid_gpu.py."""
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from petsc4py import PETSc
 
-from cardiosim import krylov, multigrid
+from cardiosim.solvers import krylov, multigrid
 
 from conftest import require_gcc
 from test_multigrid import tissue

@@ -1,4 +1,4 @@
-"""cardiosim's own geometric multigrid (cardiosim.multigrid, kernels/stencil_mg.cpp), host build: the transfers, the
+"""cardiosim's own geometric multigrid (cardiosim.solvers.multigrid, kernels/stencil_mg.cpp), host build: the transfers, the
 Galerkin hierarchy, the compiled V-cycle against a dense NumPy V-cycle written from the definition, its symmetry,
 and CG with it on the tissue solver's own matrices (2D box stencil with rotated fibres, 3D), against the defaults.
 The GPU build is compared with this one in tests/test_resident_gpu.py."""
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from petsc4py import PETSc
 
-from cardiosim import config, multigrid
+from cardiosim import config
+from cardiosim.solvers import multigrid
 from cardiosim.grid import Grid
 from cardiosim.tissue import make as make_tissue
 

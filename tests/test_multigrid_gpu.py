@@ -8,7 +8,7 @@ placement in tests/test_resident_gpu.py."""
 import numpy as np
 import pytest
 
-from cardiosim import multigrid
+from cardiosim.solvers import multigrid
 
 from conftest import require_gcc, require_gpu
 from test_multigrid import tissue

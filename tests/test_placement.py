@@ -429,7 +429,7 @@ def test_cubin_cache_with_a_stand_in_compiler(tmp_path, monkeypatch):
     one compilation per (source, options, architecture), C++17 when C++14 fails, the file written whole."""
     import types
 
-    from cardiosim.reaction.ode.cuda_backend import compile_cached
+    from cardiosim.compile import compile_cached
     calls = []
 
     def compile(src, options, arch, include_dirs, no_extern_c, cache_dir):

@@ -246,7 +246,7 @@ def solver_study(n=313, equations="bidomain", repeats=3) -> list[dict]:
     import time as _time
     from petsc4py import PETSc
     from .. import config
-    from ..linear_solvers import (ELLIPTIC_DEFAULTS, PARABOLIC_DEFAULTS, LinearSolver, elliptic_pc_defaults)
+    from ..solvers.linear import (ELLIPTIC_DEFAULTS, PARABOLIC_DEFAULTS, LinearSolver, elliptic_pc_defaults)
     from ..simulation import Simulation
     from .table41 import CONFIGS
     L = round(n * H_UM * 1e-4, 10)

@@ -1,4 +1,4 @@
-"""The multigrid V-cycle alone (cardiosim.multigrid on the GPU): ms per V-cycle, where inside it the time goes (per
+"""The multigrid V-cycle alone (cardiosim.solvers.multigrid on the GPU): ms per V-cycle, where inside it the time goes (per
 level and phase), and the bandwidth limit of the same V-cycle from the measured device-to-device copy bandwidth.
 
     python -m cardiosim.bench.multigrid --grid 1025 1025 [--grid 625 625 --spacing 0.0008] [--sweeps 1 2]
@@ -60,7 +60,8 @@ def main(argv=None):
 
     import pycuda.driver as cuda
 
-    from .. import config, multigrid
+    from .. import config
+    from ..solvers import multigrid
     from ..grid import Grid
     from ..tissue import make
     cuda.init()

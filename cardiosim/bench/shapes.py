@@ -48,7 +48,8 @@ def main(argv=None):
 
     import pycuda.driver as cuda
 
-    from .. import cells, config, energy, multigrid
+    from .. import cells, config, energy
+    from ..solvers import multigrid
     from ..grid import Grid
     from ..reaction.ode.cuda_backend import CudaBackend
     from ..tissue import make

@@ -3,10 +3,10 @@ solver choice, on the resident placement's GPU matrices.
 
 Problems: the 2D bidomain sheet of cardiosim.bench.pde at 1025² (0.01 cm, fibres at 30°, box stencil) and the Table
 4.1 sheet (run/seed-table41.toml: 625², 8 µm, fibres along x, star stencil). Choices, per system:
-  default      the resident placement's (StencilCG + Jacobi or StencilMG; cardiosim.linear_solvers)
+  default      the resident placement's (StencilCG + Jacobi or StencilMG; cardiosim.solvers.linear)
   pcmg         PETSc CG + PCMG (the several-rank GPU settings: Galerkin, Chebyshev/Jacobi smoothers)
   smg-gj       StencilCG + StencilMG with the Gauss–Jordan coarsest inverse (on the device)
-  cicc-aij     PETSc CG + coloured ICC(0) (cardiosim.coloured_icc), products in aijcusparse
+  cicc-aij     PETSc CG + coloured ICC(0) (cardiosim.solvers.coloured_icc), products in aijcusparse
   cicc-sell    the same with products in sellcuda (sliced ELLPACK, pJDS's successor)
 Each solve: the same right-hand side b = A·x for a smooth x (sin in x and y, mV), from a zero initial guess, the
 defaults' tolerances (rtol 1e-10, atol 1e-12); each solver set up (and solved once) before timing. Timing and
@@ -33,12 +33,12 @@ from .launch import machine, publish
 
 TABLE41 = Path(__file__).resolve().parents[2] / "run" / "seed-table41.toml"
 CHOICES = ("default", "pcmg", "smg-gj", "cicc-aij", "cicc-sell")
-CICC = {"ksp_type": "cg", "pc_type": "python", "pc_python_type": "cardiosim.coloured_icc.ColouredICC"}
+CICC = {"ksp_type": "cg", "pc_type": "python", "pc_python_type": "cardiosim.solvers.coloured_icc.ColouredICC"}
 
 
 def choice_options(choice: str, system: str, grid) -> dict | None:
     """PETSc options (without prefix) of a choice, over the system's default tolerances; None: the default."""
-    from .. import linear_solvers as ls
+    from ..solvers import linear as ls
     base = dict(ls.PARABOLIC_DEFAULTS if system == "parabolic" else ls.ELLIPTIC_DEFAULTS)
     base = {k: v for k, v in base.items() if not k.startswith("sub_") and k != "pc_type"}
     if choice == "default":
@@ -55,10 +55,10 @@ def choice_options(choice: str, system: str, grid) -> dict | None:
 
 
 def pcmg(grid) -> dict:
-    """The several-rank GPU PCMG settings (cardiosim.linear_solvers.gpu_elliptic_defaults), or the CPU's."""
+    """The several-rank GPU PCMG settings (cardiosim.solvers.linear.gpu_elliptic_defaults), or the CPU's."""
     from petsc4py import PETSc
 
-    from .. import linear_solvers as ls
+    from ..solvers import linear as ls
     opts = PETSc.Options()
     opts["elliptic_pc_type"] = "mg"          # as if the user had chosen PCMG: the several-rank branch
     try:
@@ -129,7 +129,7 @@ def run_problem(label, cfg, args, meter) -> list[dict]:
     from petsc4py import PETSc
 
     from ..grid import Grid
-    from ..linear_solvers import LinearSolver
+    from ..solvers.linear import LinearSolver
     from ..tissue import make
     grid = Grid(cfg, PETSc.COMM_SELF)
     cross = grid.has_cross_terms(grid.fibres(cfg.tissue, grid.owned))      # as Simulation chooses it

@@ -308,14 +308,14 @@ def _digest(path: Path, patches=None) -> str:
 def generated(path, patches=None) -> tuple[dict, Path]:
     """(generate(path) without the sources, the cache folder holding ``<kernel_name>.h`` and ``numpy_rhs.py``);
     generated on first use."""
-    from ..reaction.ode.native import _lock, cache_dir
+    from ..compile import cache_dir, file_lock
     path = Path(path)
     if not path.is_file():
         raise CellModelError(f"{path}: no such CellML file")
     d = cache_dir("cellml") / _digest(path, patches)[:32]
     meta = d / "model.json"
     if not meta.is_file():
-        with _lock(d.parent / (d.name + ".lock")):
+        with file_lock(d.parent / (d.name + ".lock")):
             if not meta.is_file():
                 g = generate(path, patches)
                 tmp = Path(tempfile.mkdtemp(dir=d.parent, prefix=d.name + "."))
@@ -410,7 +410,7 @@ class GeneratedCellModel(CellModel):
 
 def cached() -> list[dict]:
     """The models generated on this machine so far (their model.json; the newest generation of each file name)."""
-    from ..reaction.ode.native import cache_dir
+    from ..compile import cache_dir
     rows = {}
     for meta in sorted(cache_dir("cellml").glob("*/model.json"), key=lambda q: q.stat().st_mtime):
         try:

@@ -413,7 +413,7 @@ def first_then_others(comm, start):
     """``start()`` on rank 0 of ``comm`` first, then, once it has succeeded, on the other ranks; returns its result.
 
     ``comm`` holds the ranks of one node that compile the same GPU kernel: the first compiles it into the cache
-    (ode.cuda_backend.compile_cached), the others find it there — one compilation per node, no races. A
+    (cardiosim.compile.compile_cached), the others find it there — one compilation per node, no races. A
     failure on rank 0 is raised on every rank of ``comm`` (they would fail the same way)."""
     result = err = None
     if comm.rank == 0:

@@ -16,7 +16,6 @@ next to PETSc in one process.
 from __future__ import annotations
 
 import hashlib
-import subprocess
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -25,7 +24,8 @@ import numpy as np
 from ...errors import SimulationError
 from ...stimulus import kernel_layout
 from . import kernel_variants
-from .native import cache_dir, cached_file, header_dir, kernel_dir
+from ...compile import compile_cached, header_dir, kernel_dir
+from ...gpu import arch_of, import_pycuda
 
 KERNEL = "fused.cu"
 FUNCTION = "cs_fused_euler"
@@ -54,54 +54,6 @@ def kernel_source(model, params: np.ndarray, variant, integrator: str = "forward
     return src, opts
 
 
-def _import_pycuda():
-    try:
-        import pycuda.driver as cuda
-    except ImportError as e:   # pragma: no cover - depends on the machine
-        raise RuntimeError(
-            "PyCUDA is not installed: the CUDA backend needs it (pip install 'cardiosim[gpu]', with the CUDA toolkit's "
-            f"nvcc on PATH); use the native CPU backend otherwise ({e})") from e
-    return cuda
-
-
-def arch_of(device) -> str:
-    """nvcc's -arch for a pycuda Device, e.g. "sm_90"."""
-    major, minor = device.compute_capability()
-    return f"sm_{major}{minor}"
-
-
-def compile_cached(src: str, options: Sequence[str], arch: str, include_dirs: Sequence[str] = ()) -> bytes:
-    """nvcc's cubin of ``src`` (``extern "C"`` not added) for ``arch``, compiled on first use (C++14, else C++17).
-
-    Cached in ``$CARDIOSIM_CACHE/cuda`` (or ``~/.cache/cardiosim/cuda``) under a hash of the source, the options,
-    the architecture and nvcc's version (the source carries a digest of the headers it includes). Written to a
-    temporary file and renamed (atomic), under a lock: ranks starting together never read a half-written file,
-    which PyCUDA's own cache (written in place) does not promise. In a tissue run the node's first GPU rank
-    compiles and the others then load from this cache (reaction.placement.first_then_others). Needs no context.
-    """
-    from pycuda.compiler import compile as nvcc_compile
-    try:
-        nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        raise RuntimeError(f"CUDA backend: nvcc does not run ({e}); put the CUDA toolkit's bin on PATH") from e
-    h = hashlib.sha256("\0".join([src, *options, arch, nvcc]).encode())
-
-    def build(tmp):
-        errors = []
-        for std in ("-std=c++14", "-std=c++17"):         # nvcc 13 may have dropped C++14
-            try:
-                cubin = nvcc_compile(src, options=[std, *options], arch=arch, include_dirs=list(include_dirs),
-                                     no_extern_c=True, cache_dir=False)
-                break
-            except Exception as e:                       # pycuda.driver.CompileError
-                errors.append(str(e))
-        else:
-            raise RuntimeError("\n".join(errors))
-        with open(tmp, "wb") as f:
-            f.write(cubin)
-    return cached_file(cache_dir("cuda") / f"{h.hexdigest()[:32]}_{arch}.cubin", build).read_bytes()
-
-
 @dataclass(frozen=True)
 class CudaStimulus:
     """Pulse trains for :meth:`CudaBackend.advance`: proto (start, duration, period, count per protocol, flattened,
@@ -127,7 +79,7 @@ class CudaBackend:
     def __init__(self, model, states: np.ndarray, device: int = 0, fmad: bool = True, block: int = 128,
                  options: Sequence[str] = (), variant: str = kernel_variants.DEFAULT,
                  integrator: str = "forward-euler"):
-        cuda = _import_pycuda()
+        cuda = import_pycuda()
         self.cuda = cuda
         name = model.kernel_name
         if not name or not hasattr(model, "parameter_vector"):

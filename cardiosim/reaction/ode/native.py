@@ -6,9 +6,7 @@ It gives the same answer as the NumPy reference to round-off and is what single-
 without a GPU.
 
 Compilation: once per (sources, flags, compiler version), into ``$CARDIOSIM_CACHE`` or ``~/.cache/cardiosim/native``,
-under a file name that is a hash of all three. The library is written to a temporary file in the same directory and
-moved into place with ``os.replace`` (atomic), under an advisory lock, so that MPI ranks starting together neither
-race nor load a half-written file. The compiler is ``$CC`` or ``gcc``.
+by cardiosim.compile's one rule for every cache. The compiler is ``$CC`` or ``gcc``.
 
 A model plugs in with a class attribute ``kernel_name`` (``"bondarenko"`` -> ``kernels/bondarenko.h``,
 ``bondarenko_rhs``, ``BONDARENKO_N_STATES``, ``BONDARENKO_N_PARAMS``) and a method ``parameter_vector()`` returning
@@ -23,37 +21,18 @@ import ctypes
 import hashlib
 import os
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from ...compile import DRIVER, cache_dir, compile_once, kernel_dir
 from ...errors import SimulationError
 from ...stimulus import kernel_layout
 
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC")
 LIBS = ("-lm",)
-DRIVER = "cpu_driver.c"
-
-
-def kernel_dir() -> Path:
-    """The folder holding the C/CUDA sources: ``cardiosim/kernels`` in an installed package, else ``kernels/`` at the
-    root of a source checkout."""
-    here = Path(__file__).resolve().parents[2]             # .../cardiosim
-    for cand in (here / "kernels", here.parent / "kernels"):
-        if (cand / DRIVER).is_file():
-            return cand
-    raise RuntimeError(f"native backend: cannot find {DRIVER} in {here / 'kernels'} or {here.parent / 'kernels'}")
-
-
-def cache_dir(kind: str = "native") -> Path:
-    """``$CARDIOSIM_CACHE/<kind>`` or ``~/.cache/cardiosim/<kind>`` (kind: native, cuda), created if missing."""
-    d = os.environ.get("CARDIOSIM_CACHE")
-    path = Path(d) / kind if d else Path.home() / ".cache" / "cardiosim" / kind
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def _compiler_version(cc: str) -> str:
@@ -61,12 +40,6 @@ def _compiler_version(cc: str) -> str:
         return subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         raise RuntimeError(f"native backend: the C compiler '{cc}' does not run ({e}); install gcc or set CC") from e
-
-
-def header_dir(model) -> Path:
-    """The folder holding ``<model.kernel_name>.h``: kernels/, or the cache folder of a model generated from CellML
-    (its ``kernel_header_dir``)."""
-    return Path(getattr(model, "kernel_header_dir", None) or kernel_dir())
 
 
 def build(kernel_name: str, header_text: str | None = None, integrator: str = "forward-euler",
@@ -112,63 +85,6 @@ def build(kernel_name: str, header_text: str | None = None, integrator: str = "f
     out = cache_dir() / f"{kernel_name}_cpu_{h.hexdigest()[:20]}.so"
     return compile_once(out, lambda tmp: [cc, *cmd_flags, str(kdir / DRIVER), "-o", tmp, *LIBS],
                         f"native backend: compiling {kernel_name}")
-
-
-def compile_once(out: Path, command, what: str) -> Path:
-    """``out`` (a path in the cache whose name hashes everything that went into it), built by running the compiler
-    argv ``command(tmp)`` that writes ``tmp``, unless it exists (:func:`cached_file`). ``what`` starts the error
-    message."""
-    def build(tmp):
-        cmd = command(tmp)
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"{what} failed:\n{' '.join(cmd)}\n{r.stderr}")
-    return cached_file(out, build)
-
-
-def cached_file(out: Path, build) -> Path:
-    """``out``, made by ``build(tmp)`` unless it exists: under a lock, into a temporary file in the same folder
-    renamed into place, so that ranks starting together neither race nor load a half-written file. The one rule of
-    every per-machine cache here (the C drivers, the multigrid library, the CUDA cubins)."""
-    if out.exists():
-        return out
-    with _lock(out.parent / (out.name + ".lock")):
-        if out.exists():                                  # another rank built it while we waited
-            return out
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem + ".", suffix=".tmp")
-        os.close(fd)
-        try:
-            build(tmp)
-            os.replace(tmp, out)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    return out
-
-
-class _lock:
-    """An advisory exclusive lock on a file (fcntl); a no-op where locking is not available."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.fd = None
-
-    def __enter__(self):
-        try:
-            import fcntl
-            self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-        except (ImportError, OSError):
-            if self.fd is not None:
-                os.close(self.fd)
-            self.fd = None
-        return self
-
-    def __exit__(self, *exc):
-        if self.fd is not None:
-            import fcntl
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
 
 
 _LIBS: dict[Path, ctypes.CDLL] = {}

@@ -15,7 +15,7 @@ from pathlib import Path
 from ...errors import UserError
 from . import kernel_variants
 from .cuda_backend import FUNCTION, kernel_source
-from .native import header_dir, kernel_dir
+from ...compile import header_dir, kernel_dir
 
 
 def parse(text: str, function: str = FUNCTION) -> dict:

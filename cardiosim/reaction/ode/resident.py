@@ -22,7 +22,7 @@ import numpy as np
 
 from ...errors import SimulationError
 from ...output import Probes
-from .native import kernel_dir
+from ...compile import kernel_dir
 
 BLOCK = 256
 
@@ -50,7 +50,8 @@ _modules: dict[int, object] = {}
 
 def _module(ctx: _Context):
     """kernels/resident.cu compiled for the device (cached on disk by compile_cached, per process here)."""
-    from .cuda_backend import arch_of, compile_cached
+    from ...compile import compile_cached
+    from ...gpu import arch_of
     key = ctx.dev.get_attribute(ctx.cuda.device_attribute.PCI_BUS_ID)
     if key not in _modules:
         src = (kernel_dir() / "resident.cu").read_text()

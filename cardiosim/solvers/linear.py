@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from petsc4py import PETSc
 
-from . import petsc_options
-from .errors import SimulationError, UserError
+from .. import petsc_options
+from ..errors import SimulationError, UserError
 
 PARABOLIC_DEFAULTS = {
     "ksp_type": "cg",
@@ -66,10 +66,10 @@ def elliptic_pc_defaults(grid) -> dict:
     return {"pc_type": "gamg"}
 
 
-# cardiosim's own geometric multigrid (cardiosim.multigrid: the whole V-cycle in one call) and CG with the iteration
-# on the device (cardiosim.krylov), for one rank on a GPU: PETSc's own are latency-bound there (docs/benchmarks.md)
-STENCIL_MG = {"pc_type": "python", "pc_python_type": "cardiosim.multigrid.StencilMG"}
-STENCIL_CG = {"ksp_type": "python", "ksp_python_type": "cardiosim.krylov.StencilCG"}
+# cardiosim's own geometric multigrid (cardiosim.solvers.multigrid: the whole V-cycle in one call) and CG with the iteration
+# on the device (cardiosim.solvers.krylov), for one rank on a GPU: PETSc's own are latency-bound there (docs/benchmarks.md)
+STENCIL_MG = {"pc_type": "python", "pc_python_type": "cardiosim.solvers.multigrid.StencilMG"}
+STENCIL_CG = {"ksp_type": "python", "ksp_python_type": "cardiosim.solvers.krylov.StencilCG"}
 
 
 def _user_chose_pc(name: str) -> bool:
@@ -103,7 +103,7 @@ GPU_COARSE_NODES = 100   # up to this many coarse nodes the coarse solve stays o
 
 
 def gpu_elliptic_defaults(grid) -> dict:
-    """The elliptic preconditioner on the GPU. On one rank, cardiosim's own multigrid (cardiosim.multigrid: PCMG's
+    """The elliptic preconditioner on the GPU. On one rank, cardiosim's own multigrid (cardiosim.solvers.multigrid: PCMG's
     V-cycle on the GPU is latency-bound, docs/benchmarks.md). On several ranks, PCMG: the same geometric multigrid
     as on the CPU, with a coarse solve
     that stays on the device where the coarsest grid is small (at most GPU_COARSE_NODES nodes: Chebyshev/Jacobi,
@@ -136,7 +136,7 @@ def petsc_message(e: PETSc.Error) -> str:
 
 def _use_krylov_matrix(ksp, A) -> None:
     """A preconditioner may ask for the Krylov method's products in another storage than the one it factors
-    (cardiosim.coloured_icc: ``cicc_mat_type sell``, PETSc's sliced ELLPACK; PETSc has no ICC for SELL): the KSP's
+    (cardiosim.solvers.coloured_icc: ``cicc_mat_type sell``, PETSc's sliced ELLPACK; PETSc has no ICC for SELL): the KSP's
     operator becomes that copy, the preconditioner's stays A (unchanged, so the PC is not set up again)."""
     pc = ksp.getPC()
     km = getattr(pc.getPythonContext(), "krylov_matrix", None) if pc.getType() == "python" else None

@@ -18,7 +18,7 @@ k%2) for a box one, read from the matrix's nonzero pattern) and its permutation.
                  copies.
 Options under the solver's prefix (e.g. ``-elliptic_``): ``cicc_mat_type`` aij (default) | sell: with sell the
 Krylov method's matrix–vector products use PETSc's sliced ELLPACK (``sellcuda`` on the GPU, the maintained successor
-of pJDS) — cardiosim.linear_solvers.LinearSolver swaps the KSP's operator for ``krylov_matrix``; PETSc has no ICC for
+of pJDS) — cardiosim.solvers.linear.LinearSolver swaps the KSP's operator for ``krylov_matrix``; PETSc has no ICC for
 SELL, so the factor is always taken from the AIJ copy. Any inner PC option, e.g. ``-elliptic_cicc_pc_factor_shift_type
 none``.
 
@@ -28,7 +28,7 @@ pivot is positive), which keeps M SPD so CG stays valid; KSP projects the consta
 residual. Where cuSPARSE factors (the GPU), PETSc's device ICC(0) ignores shift types for level 0; it computes the
 factor as it is, and a zero pivot is an error there (said at set-up).
 
-    -elliptic_pc_type python -elliptic_pc_python_type cardiosim.coloured_icc.ColouredICC [-elliptic_cicc_mat_type sell]
+    -elliptic_pc_type python -elliptic_pc_python_type cardiosim.solvers.coloured_icc.ColouredICC [-elliptic_cicc_mat_type sell]
 
 One MPI rank only (the colouring is of the whole grid).
 """
@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 from petsc4py import PETSc
 
-PYTHON_TYPE = "cardiosim.coloured_icc.ColouredICC"
+PYTHON_TYPE = "cardiosim.solvers.coloured_icc.ColouredICC"
 MAT_TYPES = ("aij", "sell")
 
 
@@ -109,12 +109,12 @@ class ColouredICC:
         if self.inner is not None and key == self.built_from:
             return                      # LinearSolver handed the KSP the SELL copy: nothing to rebuild
         if A.getComm().getSize() > 1:
-            raise ValueError("coloured ICC: cardiosim.coloured_icc.ColouredICC runs on one rank")
+            raise ValueError("coloured ICC: cardiosim.solvers.coloured_icc.ColouredICC runs on one rank")
         dm = pc.getDM()
         if dm is None or dm.getType() != PETSc.DM.Type.DA:
             raise ValueError("coloured ICC: the solver has no DMDA grid")
         self.destroy(pc)
-        from .operators import sync_host
+        from ..operators import sync_host
         sync_host(A)                     # host values of a COO-assembled cuSPARSE matrix (PETSc 3.26.1 defect)
         dims = dm.getSizes()
         kind = A.getType()

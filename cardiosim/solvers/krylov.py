@@ -4,17 +4,17 @@ resident placement's default on one GPU (docs/decisions.md, "Our own GPU multigr
 Why not PETSc's KSPCG there: on the GPU each of its vector operations costs 5–60 µs of host latency, most of them
 synchronising (a dot product returns to the host; Thrust-based kernels wait), so an iteration costs ~0.2–0.4 ms
 whatever the grid (the Niederer slab: 442k nodes, 2.9 iterations, 1.1 ms per step; docs/benchmarks.md). Here an
-iteration is three or four kernels on the matrix's stencil form (cardiosim.multigrid) and one synchronisation that
+iteration is three or four kernels on the matrix's stencil form (cardiosim.solvers.multigrid) and one synchronisation that
 brings the scalars of the convergence test to the host. The algorithm, the preconditioned residual norm and the
 stopping test are KSPCG's and KSPConvergedDefault's, so iteration counts and tolerances mean what they mean in
 PETSc (tests/test_krylov.py compares the two).
 
 The preconditioner is the KSP's own PC: ``jacobi`` (the stencil's diagonal, fused into the CG update),
-``python`` with cardiosim.multigrid.StencilMG (its V-cycle, as a CUDA graph), or ``none``. The host build of the
+``python`` with cardiosim.solvers.multigrid.StencilMG (its V-cycle, as a CUDA graph), or ``none``. The host build of the
 same source runs on host matrices (CI). Not supported: monitors (-ksp_monitor prints nothing), other PC types
 (one line says so), several ranks.
 
-    -parabolic_ksp_type python -parabolic_ksp_python_type cardiosim.krylov.StencilCG -parabolic_pc_type jacobi
+    -parabolic_ksp_type python -parabolic_ksp_python_type cardiosim.solvers.krylov.StencilCG -parabolic_pc_type jacobi
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from petsc4py import PETSc
 
 from . import multigrid
 
-PYTHON_TYPE = "cardiosim.krylov.StencilCG"
+PYTHON_TYPE = "cardiosim.solvers.krylov.StencilCG"
 PRECONDITIONERS = {"none": 0, "jacobi": 1}
 
 
@@ -38,7 +38,7 @@ class StencilCG:
     def setUp(self, ksp):
         A, _ = ksp.getOperators()
         if A.getComm().getSize() > 1:
-            raise ValueError("krylov: cardiosim.krylov.StencilCG runs on one rank; use -ksp_type cg")
+            raise ValueError("krylov: cardiosim.solvers.krylov.StencilCG runs on one rank; use -ksp_type cg")
         pc = ksp.getPC()
         pc.setUp()
         kind = pc.getType()
@@ -50,7 +50,7 @@ class StencilCG:
             dm = ksp.getDM()
             if dm is None or dm.getType() != PETSc.DM.Type.DA:
                 raise ValueError("krylov: the solver has no DMDA grid")
-            from .operators import sync_host
+            from ..operators import sync_host
             sync_host(A)
             h = multigrid.Hierarchy(A, dm.getSizes(), coarse_max=None)
             self.own = self.vcycle = multigrid.VCycle(h, gpu)

@@ -22,9 +22,9 @@ Options, under the solver's prefix (e.g. ``-elliptic_``): ``smg_omega`` (default
 ``smg_coarse_max`` (1024 nodes), ``smg_graphs`` (true: the GPU build applies the V-cycle as a CUDA graph),
 ``smg_coarse_solve`` (eig: the coarsest inverse from an eigendecomposition on the host; gauss-jordan: by
 Gauss–Jordan elimination on the device). Select it with ``-elliptic_pc_type python -elliptic_pc_python_type
-cardiosim.multigrid.StencilMG`` (the resident placement does so on one rank).
+cardiosim.solvers.multigrid.StencilMG`` (the resident placement does so on one rank).
 
-One MPI rank only: the levels are the whole grid. Several ranks keep PETSc's PCMG (cardiosim.linear_solvers).
+One MPI rank only: the levels are the whole grid. Several ranks keep PETSc's PCMG (cardiosim.solvers.linear).
 """
 
 from __future__ import annotations
@@ -40,11 +40,12 @@ from pathlib import Path
 import numpy as np
 from petsc4py import PETSc
 
-from .reaction.ode.native import cache_dir, compile_once, kernel_dir
+from ..compile import cache_dir, compile_once, kernel_dir
+from ..gpu import current_arch
 
 SOURCE = "stencil_mg.cpp"
 COARSE_SOLVES = ("eig", "gauss-jordan")
-PYTHON_TYPE = "cardiosim.multigrid.StencilMG"
+PYTHON_TYPE = "cardiosim.solvers.multigrid.StencilMG"
 
 
 # --- the hierarchy (host, NumPy + PETSc) -----------------------------------------------------------------------
@@ -220,7 +221,7 @@ def _build(gpu: bool) -> Path:
     into the cache: hashed name, written to a temporary file and renamed under a lock, as the cell kernels are."""
     src = kernel_dir() / SOURCE
     if gpu:
-        arch = _gpu_arch()
+        arch = current_arch()
         cmd = ["nvcc", "-x", "cu", "-O3", "-std=c++17", "--extended-lambda", f"-arch={arch}", "-shared",
                "-Xcompiler", "-fPIC", "-cudart", "shared"]
         version = ["nvcc", "--version"]
@@ -235,18 +236,6 @@ def _build(gpu: bool) -> Path:
     h = hashlib.sha256("\0".join([src.read_text(), *cmd, v]).encode()).hexdigest()[:20]
     out = cache_dir("native") / f"stencil_mg_{'cuda' if gpu else 'cpu'}_{h}.so"
     return compile_once(out, lambda tmp: [*cmd, str(src), "-o", tmp], f"multigrid: compiling {SOURCE}")
-
-
-def _gpu_arch() -> str:
-    """sm_XY of the CUDA device current in this thread (the one PETSc initialised), else of device 0."""
-    from .reaction.ode.cuda_backend import _import_pycuda, arch_of
-    cuda = _import_pycuda()
-    cuda.init()
-    try:
-        dev = cuda.Context.get_device()
-    except cuda.LogicError:
-        dev = cuda.Device(0)
-    return arch_of(dev)
 
 
 _libs: dict[bool, ctypes.CDLL] = {}
@@ -392,11 +381,11 @@ class StencilMG:
     def setUp(self, pc):
         A, _ = pc.getOperators()
         if A.getComm().getSize() > 1:
-            raise ValueError("multigrid: cardiosim.multigrid.StencilMG runs on one rank; use -pc_type mg")
+            raise ValueError("multigrid: cardiosim.solvers.multigrid.StencilMG runs on one rank; use -pc_type mg")
         dm = pc.getDM()
         if dm is None or dm.getType() != PETSc.DM.Type.DA:
             raise ValueError("multigrid: the solver has no DMDA grid")
-        from .operators import sync_host
+        from ..operators import sync_host
         sync_host(A)                                # host values of a COO-assembled cuSPARSE matrix (PETSc defect)
         ns = A.getNullSpace()
         singular = bool(ns and ns.handle and ns.hasConstant())
