@@ -56,21 +56,6 @@ def resolve_path(cfg, output_path: Path) -> Path:
     return Path(cfg.checkpoint.path) if cfg.checkpoint.path else output_path.with_suffix(".ckpt.h5")
 
 
-def check_path(path: Path, overwrite: bool) -> None:
-    """Before anything is computed: an existing checkpoint is not replaced by a new run without --overwrite (or
-    --restart), and its directory must be writable."""
-    if path.is_dir():
-        raise UserError(f"checkpoint.path: {path} is a directory")
-    if path.exists() and not overwrite:
-        raise UserError(f"checkpoint.path: {path} exists (a checkpoint of an earlier run); resume it with "
-                        f"--restart {path}, or pass --overwrite to start afresh")
-    parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise UserError(f"checkpoint.path: cannot write in {parent} (not a writable directory)")
-
-
 def physics(cfg, defaults: bool = False) -> dict:
     """The config as {dotted key: value}, less the keys a restart may change; with ``defaults``, every key's default
     instead of its value (for checkpoints written before a key existed: they were run with its default)."""

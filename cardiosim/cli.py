@@ -139,73 +139,116 @@ def main(argv=None) -> int:
         # Benchmarks start their runs with mpirun; this process must not be an MPI process itself (an OpenMPI
         # singleton's environment makes a nested mpirun fail without a word).
         return _bench(argv[1:])
+    from . import signals
+    signals.ignore_file_size_signal()
     if ours[:1] in (["inspect"], ["plot"], ["model"], ["geometry"]):
-        return _result_file(ours)
+        return _guarded(lambda: _result_file(ours, petsc_args), comm=None)
     if ours[:1] == ["run"]:
-        from . import signals
         signals.catch()      # before MPI and PETSc: a signal during set-up is a checkpoint at the first step
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
-    from . import log
+    return _guarded(lambda: _mpi_command(ours, petsc_args, comm), comm)
+
+
+def _guarded(command, comm) -> int:
+    """The one error path of every command: a mistake in the input is one line and exit status 2 (UserError), a
+    run or a write that went wrong one line and 3 (SimulationError), Ctrl-C one line and 130; anything else is a
+    bug, reported with its traceback, and on several ranks it takes the whole job down (MPI_Abort): no rank is
+    ever left waiting in a collective. ``comm``: MPI's world, or None for the commands that run without MPI."""
     from .errors import SimulationError, UserError
+    size = comm.size if comm is not None else 1
     try:
-        args = _parser().parse_args(ours)
-        if args.version:
-            from . import __version__
-            log.info(f"cardiosim {__version__}")
-            return 0
-        if args.command is None:
-            raise UserError("cardiosim: no command given; commands: run, config, cell, model, kernels, inspect, "
-                            "plot, geometry, bench (see cardiosim --help)")
-        if petsc_args and args.command != "run":
-            raise UserError(f"cardiosim {args.command}: takes no PETSc options (given after --: "
-                            f"{' '.join(petsc_args)}); they are for cardiosim run")
-        from . import petsc_options
-        from .reaction.placement import petsc_device_options   # PETSc on this rank's GPU (resident), before it starts
-        # Before anything imports PETSc; a PETSc option of the user's that nothing reads is an error. Ours:
-        # -no_signal_handler (PETSc's handler would turn a SIGTERM during set-up into a stack dump and an abort;
-        # cardiosim's own, cardiosim.signals, is in place already) and the device choice.
-        petsc_options.init(petsc_args, ["-no_signal_handler", *petsc_device_options(comm, petsc_args)])
-        if args.command == "run":
-            return _run(args)
-        if args.command == "config":
-            return _config(args)
-        if args.command == "cell":
-            return _cell(args)
-        if args.command == "kernels":
-            return _kernels(args)
+        return command()
     except (UserError, SimulationError) as e:
-        log.error(str(e))
+        _say(f"cardiosim: error: {e}", comm)
         return e.exit_status
     except SystemExit:
         raise
+    except BrokenPipeError:                  # `cardiosim inspect FILE | head`: the reader has what it wanted
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:   # Ctrl-C where no checkpoint is asked for (checkpoint.on_signal = false, cell, ...)
-        log.error("interrupted (SIGINT)")
-        sys.stderr.flush()
-        if comm.size > 1:       # a rank may be inside a collective: leave without MPI_Finalize's wait
+        _say("cardiosim: error: interrupted (SIGINT)", comm)
+        if size > 1:            # a rank may be inside a collective: leave without MPI_Finalize's wait
             import os
             os._exit(130)
         return 130
+    except MemoryError:
+        # What the estimates up front (cardiosim.resources) did not foresee: still one line, and the job ends.
+        rank = f" on rank {comm.rank}" if size > 1 else ""
+        sys.stderr.write(f"cardiosim: error: out of memory{rank}; use a coarser grid or fewer samples, or a "
+                         f"host with more memory\n")
+        _abort(comm, 1)
+        return 1
     except BaseException:
         # A bug, or an error on some ranks only: report it and take the whole job down, never hang.
-        sys.stderr.write(f"cardiosim: internal error on rank {comm.rank}:\n{traceback.format_exc()}")
-        sys.stderr.flush()
-        if comm.size > 1:
-            # The launcher forwards a rank's stderr through its own process, which MPI_Abort can end before the
-            # report has gone through (seen once with MPICH): give it a moment, then take the job down.
-            import time
-            time.sleep(0.5)
-            comm.Abort(1)
+        rank = f" on rank {comm.rank}" if comm is not None else ""
+        sys.stderr.write(f"cardiosim: internal error{rank}:\n{traceback.format_exc()}")
+        _abort(comm, 1)
         return 1
+
+
+def _say(line: str, comm) -> None:
+    """One line on stderr, from rank 0 only (every rank reaches the same conclusion for these errors)."""
+    if comm is None or comm.rank == 0:
+        print(line, file=sys.stderr, flush=True)
+
+
+def _abort(comm, status: int) -> None:
+    sys.stderr.flush()
+    if comm is not None and comm.size > 1:
+        # The launcher forwards a rank's stderr through its own process, which MPI_Abort can end before the
+        # report has gone through (seen once with MPICH): give it a moment, then take the job down.
+        import time
+        time.sleep(0.5)
+        comm.Abort(status)
+
+
+def _no_petsc_options(command: str, petsc_args) -> None:
+    from .errors import UserError
+    if petsc_args and command != "run":
+        raise UserError(f"cardiosim {command}: takes no PETSc options (given after --: {' '.join(petsc_args)}); "
+                        f"they are for cardiosim run")
+
+
+def _mpi_command(ours, petsc_args, comm) -> int:
+    from . import log
+    from .errors import UserError
+    args = _parser().parse_args(ours)
+    if args.version:
+        from . import __version__
+        log.info(f"cardiosim {__version__}")
+        return 0
+    if args.command is None:
+        raise UserError("cardiosim: no command given; commands: run, config, cell, model, kernels, inspect, "
+                        "plot, geometry, bench (see cardiosim --help)")
+    _no_petsc_options(args.command, petsc_args)
+    from . import petsc_options
+    from .reaction.placement import petsc_device_options   # PETSc on this rank's GPU (resident), before it starts
+    # Before anything imports PETSc; a PETSc option of the user's that nothing reads is an error. Ours:
+    # -no_signal_handler (PETSc's handler would turn a SIGTERM during set-up into a stack dump and an abort;
+    # cardiosim's own, cardiosim.signals, is in place already) and the device choice.
+    petsc_options.init(petsc_args, ["-no_signal_handler", *petsc_device_options(comm, petsc_args)])
+    if args.command == "run":
+        return _run(args, comm)
+    if args.command == "config":
+        return _config(args)
+    if args.command == "cell":
+        return _cell(args)
+    if args.command == "kernels":
+        return _kernels(args)
     return 0
 
 
-def _run(args) -> int:
+def _run(args, comm) -> int:
     from . import config, log
+    from .reaction.placement import check_resident
     from .simulation import Simulation
     from pathlib import Path
     log.set_quiet(args.quiet)
     cfg = config.load(args.config, args.set)
+    check_resident(cfg.cell, comm)   # before any file, lock or PETSc object: its GPU needs, one line
     if args.quiet:
         cfg.simulation.progress_interval = 0.0
     if args.restart and args.overwrite:
@@ -226,29 +269,21 @@ def _run(args) -> int:
     return 0
 
 
-def _result_file(argv) -> int:
-    """``inspect`` and ``plot`` read a result file: h5py, NumPy and matplotlib only, no MPI or PETSc, so they run
-    anywhere (a login node, a laptop) and while the run is still writing."""
-    from .errors import UserError
-    try:
-        args = _parser().parse_args(argv)
-        if args.command == "inspect":
-            from .results import inspect_main
-            return inspect_main(args)
-        if args.command == "model":
-            return _model_info(args)
-        if args.command == "geometry":
-            from .geometry import main as geometry_main
-            return geometry_main(args)
-        from .plot import plot_main
-        return plot_main(args)
-    except UserError as e:
-        print(f"cardiosim: error: {e}", file=sys.stderr, flush=True)
-        return e.exit_status
-    except BrokenPipeError:                  # `cardiosim inspect FILE | head`: the reader has what it wanted
-        import os
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+def _result_file(argv, petsc_args) -> int:
+    """``inspect``, ``plot``, ``model`` and ``geometry``: h5py, NumPy and matplotlib only, no MPI or PETSc, so they
+    run anywhere (a login node, a laptop) and while the run is still writing."""
+    args = _parser().parse_args(argv)
+    _no_petsc_options(args.command, petsc_args)
+    if args.command == "inspect":
+        from .results import inspect_main
+        return inspect_main(args)
+    if args.command == "model":
+        return _model_info(args)
+    if args.command == "geometry":
+        from .geometry import main as geometry_main
+        return geometry_main(args)
+    from .plot import plot_main
+    return plot_main(args)
 
 
 BENCHMARKS = {"kernels": "cardiosim.bench.kernels", "niederer": "cardiosim.bench.niederer",
@@ -279,8 +314,9 @@ def _kernels(args) -> int:
         raise UserError(f"cardiosim kernels: --model: {e}") from None
     if not model.kernel_name:
         raise UserError(f"cardiosim kernels: --model: {args.model} has no C/CUDA kernel")
-    if args.json and Path(args.json).exists() and not args.overwrite:
-        raise UserError(f"cardiosim kernels: --json {args.json} exists; pass --overwrite to replace it")
+    if args.json:
+        from .files import Target, check_writes
+        check_writes([Target("--json", Path(args.json), "kernels-json")], {}, args.overwrite)
     seed = model.kernel_name in kernel_variants.SEED_MODELS
     names = args.variant or (list(kernel_variants.VARIANTS) if seed else [kernel_variants.DEFAULT])
     if args.source:
@@ -331,14 +367,12 @@ def _cell(args) -> int:
             raise UserError(f"cardiosim cell --param {item}: expected NAME=NUMBER")
         if not math.isfinite(overrides[name.strip()]):
             raise UserError(f"cardiosim cell --param {item}: must be a finite number")
-    import os
-    if args.json and os.path.realpath(args.json) == os.path.realpath(args.output):
-        raise UserError(f"cardiosim cell: --json {args.json} is also --output; give two different files")
-    for opt, path in (("--output", args.output), ("--json", args.json)):
-        if path and Path(path).is_dir():
-            raise UserError(f"cardiosim cell: {opt} {path} is a directory")
-        if path and Path(path).exists() and not args.overwrite:
-            raise UserError(f"cardiosim cell: {opt} {path} exists; pass --overwrite to replace it")
+    from .cells import cellml
+    from .files import Target, check_writes
+    targets = [Target("--output", Path(args.output), "cell")]
+    if args.json:
+        targets.append(Target("--json", Path(args.json), "cell-json"))
+    check_writes(targets, {"--model": args.model} if cellml.is_cellml(args.model) else {}, args.overwrite)
     from .single_cell import run_cell
     import time
     last = [time.perf_counter()]
@@ -350,13 +384,14 @@ def _cell(args) -> int:
             log.info(f"t = {t:.6g} / {total:.6g} ms ({100 * t / total:5.1f} %)")
     try:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        from .errors import io_reason
+        raise UserError(f"cardiosim cell: --output {args.output}: cannot make its folder ({io_reason(e)})") from None
+    try:
         rows = run_cell(args.model, args.variant, overrides, args.amplitude, args.duration, args.period, args.beats,
                         args.dt, args.record_every, args.output, args.json, progress=progress)
     except ValueError as e:   # bad arguments, found before any file is written
         raise UserError(f"cardiosim cell: {e}") from None
-    except OSError as e:
-        from .errors import io_reason
-        raise UserError(f"cardiosim cell: cannot write {args.output}: {io_reason(e)}") from None
     log.info(format_table(rows))
     log.info(f"wrote {args.output}" + (f" and {args.json}" if args.json else ""))
     return 0

@@ -26,6 +26,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 
+from . import files
 from .errors import UserError
 from .reaction.ode import kernel_variants
 
@@ -52,7 +53,7 @@ class Simulation:
                          doc="bidomain: Vm and φe; monodomain: Vm with σm = σi·σe/(σi+σe)")
     duration: float = key(unit="ms", gt=0, doc="simulated time")
     dt: float = key(unit="ms", gt=0, doc="PDE time step Δt_p")
-    ode_substeps: int = key(1, ge=1, doc="Forward-Euler substeps k per PDE step: Δt_o = dt / k")
+    ode_substeps: int = key(1, ge=1, le=1_000_000, doc="Forward-Euler substeps k per PDE step: Δt_o = dt / k")
     splitting: str = key("godunov", choices=("godunov", "strang"),
                          doc="operator splitting: godunov (reaction, diffusion) or strang (½ reaction, diffusion, ½ reaction)")
     time_scheme: str = key("crank-nicolson", choices=("backward-euler", "crank-nicolson"),
@@ -525,10 +526,8 @@ def _check_microscopic(cfg) -> None:
         raise ConfigError(f"tissue.microscopic.disc_zone: must be <= cell_length / 2 = {m.cell_length / 2:g} "
                           f"volumes; got {m.disc_zone}")
     if m.layout_file:
-        if not Path(m.layout_file).is_file():
-            raise ConfigError(f"tissue.microscopic.layout_file: no such file: {m.layout_file}"
-                              + (" (a relative path in a config file is relative to the config file's folder)"
-                                 if "tissue.microscopic.layout_file" in cfg.resolved else ""))
+        files.check_input("tissue.microscopic.layout_file", m.layout_file,
+                          hint=_relative_hint(cfg, "tissue.microscopic.layout_file"))
         if m.fibrosis.fraction or m.random_offset:
             raise ConfigError("tissue.microscopic.layout_file: a layout read from a file sets the myocytes; "
                               "fibrosis.fraction and random_offset are for generated layouts (mark "
@@ -617,12 +616,10 @@ def validate(cfg: Config) -> Config:
     if ck.interval > 0:
         _whole_steps("checkpoint.interval", ck.interval, s.dt, "simulation.dt")
     t = cfg.tissue
-    for k in ("fibre_file", "conductivity_file", "label_file"):
+    for k, dataset in H5_DATASETS.items():
         v = getattr(t, k)
-        if v and not Path(v).is_file():
-            raise ConfigError(f"tissue.{k}: no such file: {v}"
-                              + (" (a relative path in a config file is relative to the config file's folder)"
-                                 if f"tissue.{k}" in cfg.resolved else ""))
+        if v:
+            files.check_array_file(f"tissue.{k}", v, dataset, hint=_relative_hint(cfg, f"tissue.{k}"))
     for i, r in enumerate(t.regions):
         _check_region(f"tissue.regions[{i}]", r, dim, labels=bool(t.label_file))
     for i, r in enumerate(cfg.cell.regions):
@@ -697,12 +694,38 @@ def validate(cfg: Config) -> Config:
                 cls(variant=r.variant or c.variant or None, overrides={**c.parameters, **r.parameters}, tissue=tissue)
             except cells.CellModelError as e:
                 raise ConfigError(str(e).replace("cell.", f"cell.regions[{i}].", 1)) from None
-    names = {st.name for st in cls.states}
-    for k in cfg.cell.initial:
-        if k not in names:
+    states = {st.name: st for st in cls.states}
+    for k, v in cfg.cell.initial.items():
+        if k not in states:
             raise ConfigError(f"cell.initial.{k}: {cfg.cell.model} has no state '{k}'; "
                               f"allowed: {', '.join(st.name for st in cls.states)}")
+        # The run checks every state against this range after each step; a start outside it would be reported
+        # as a blow-up of the first step (blaming the time step), not as what it is.
+        st = states[k]
+        if not st.lower <= v <= st.upper:
+            raise ConfigError(f"cell.initial.{k}: {v:g} {st.unit} is outside the range of the state "
+                              f"[{st.lower:g}, {st.upper:g}] {st.unit} that {cfg.cell.model} allows")
     return cfg
+
+
+def _relative_hint(cfg, key: str) -> str:
+    return (" (a relative path in a config file is relative to the config file's folder)"
+            if key in cfg.resolved else "")
+
+
+# The dataset a key reads from an HDF5 file of cardiosim geometry (cardiosim.grid reads them by the same names).
+H5_DATASETS = {"fibre_file": "fibres", "conductivity_file": "conductivity", "label_file": "labels"}
+
+
+def input_files(cfg) -> dict:
+    """{how the user calls it: path} of every file a run of ``cfg`` reads; cardiosim.files refuses a run that would
+    write one of them."""
+    t = cfg.tissue
+    reads = {"the config file of this run": cfg.source_path,
+             **{f"tissue.{k}": getattr(t, k) for k in H5_DATASETS},
+             "tissue.microscopic.layout_file": t.microscopic.layout_file,
+             "cell.model": cfg.cell.model if cfg.cell.model.lower().endswith(".cellml") else ""}
+    return {k: v for k, v in reads.items() if v}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -777,9 +800,7 @@ def loads(text: str, overrides: list[str] = (), name: str = "config", path: Path
 
 
 def load(path: str | Path, overrides: list[str] = ()) -> Config:
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such config file")
+    path = files.check_input(None, path, "config file")
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:

@@ -241,11 +241,7 @@ def _read_layout_file(path: str, n) -> tuple:
     if str(path).endswith(".h5"):
         data = _layout_from_output(path, where)
     else:
-        try:
-            with np.load(path) as f:
-                data = {k: f[k] for k in f.files}
-        except (OSError, ValueError) as e:
-            raise UserError(f"{where}: cannot read {path} as a .npz archive: {e}") from None
+        data = _read_npz(path, where)
     shape = tuple(int(v) for v in reversed(n))
     if "cell_id" not in data:
         raise UserError(f"{where}: {path} has no array 'cell_id'; it holds {', '.join(data) or 'nothing'}")
@@ -255,6 +251,9 @@ def _read_layout_file(path: str, n) -> tuple:
                         f"(one entry per volume, x fastest: grid.size / grid.spacing per dimension)")
     if not np.issubdtype(cid.dtype, np.integer):
         raise UserError(f"{where}: cell_id in {path} must hold integers; got {cid.dtype}")
+    for name in ("face_x", "face_y", "face_z"):
+        if name in data and not np.issubdtype(data[name].dtype, np.integer):
+            raise UserError(f"{where}: {name} in {path} must hold integer face type codes; got {data[name].dtype}")
     faces = []
     for axis, name in enumerate(("face_x", "face_y", "face_z")[: len(n)]):
         f = data.get(name)
@@ -267,6 +266,24 @@ def _read_layout_file(path: str, n) -> tuple:
                                 f"(docs/microscopic.md)")
         faces.append(f)
     return cid.astype(np.int64), faces
+
+
+def _read_npz(path: str, where: str) -> dict:
+    """Every array of a .npz archive, read whole now: an archive that was cut short or damaged (a zip that does not
+    open, a member whose checksum or compression fails) or that holds pickled objects is one line naming it."""
+    import zipfile
+    import zlib
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.ndarray):           # a .npy: one array, no names
+            raise UserError(f"{where}: {path} is one .npy array, not a .npz archive of named arrays (cell_id, "
+                            f"face_x, ...: numpy.savez)")
+        with loaded as f:
+            return {k: f[k] for k in f.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"{where}: cannot read {path} as a .npz archive (cut short or damaged?): {reason}") \
+            from None
 
 
 def _layout_from_output(path: str, where: str) -> dict:
@@ -284,7 +301,7 @@ def _layout_from_output(path: str, where: str) -> dict:
                     k = t[f"face_type_{a}"][()]
                     # a face touching a non-conducting myocyte is found again from the negative ids
                     data[f"face_{a}"] = np.where(k == NON_CONDUCTING, NO_JUNCTION, k)
-    except (OSError, KeyError) as e:
+    except (OSError, KeyError, ValueError, TypeError) as e:
         raise UserError(f"{where}: cannot read a layout (/tissue) from {path}: {e}") from None
     return data
 

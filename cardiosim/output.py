@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -40,7 +41,7 @@ import numpy as np
 from petsc4py import PETSc
 
 from . import __version__, xdmf
-from .errors import SimulationError, UserError, io_reason
+from .errors import SimulationError, UserError, io_reason, quiet_h5py_unraisable
 
 FORMAT = "cardiosim-2"
 
@@ -84,54 +85,39 @@ def resolve_path(cfg) -> Path:
     return Path(cfg.output.path) if cfg.output.path else Path("out") / f"{cfg.source_name}.h5"
 
 
-def check_path(path: Path, overwrite: bool, what: str = "output.path") -> None:
-    """Refuse before anything is computed: an existing file (without --overwrite), or a place we cannot write."""
-    import os
-    if path.exists() and path.is_dir():
-        raise UserError(f"{what}: {path} is a directory")
-    if path.exists() and not overwrite:
-        raise UserError(f"{what}: {path} exists; pass --overwrite to replace it or choose another path")
-    parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise UserError(f"output.path: cannot write in {parent} (not a writable directory)")
-
-
 def summary_path(path: Path) -> Path:
     """The run's JSON summary, written beside the output when the run ends."""
     return path.with_suffix(".json")
 
 
-def run_files(path: Path, checkpoint_path: Path | None) -> dict:
-    """Every file a run writes, by what the user calls it."""
-    files = {"output.path": path, "the XDMF sidecar": xdmf.sidecar(path), "the JSON summary": summary_path(path)}
+def write_summary(path: Path, summary: dict) -> None:
+    """The JSON summary beside the output (rank 0), whole or not at all; a failed write is one line (exit 3)."""
+    target = summary_path(path)
+    tmp = target.with_name(f".{target.name}.part")
+    try:
+        tmp.write_text(json.dumps(summary, indent=2) + "\n")
+        os.replace(tmp, target)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise SimulationError(f"output: cannot write the summary {target} ({io_reason(e)}); {path} holds the "
+                              f"finished run") from None
+
+
+def run_targets(path: Path, checkpoint_path: Path | None) -> list:
+    """Every file a run writes, by what the user calls it and what kind of file it is (cardiosim.files)."""
+    from .files import Target
+    targets = [Target("output.path", path, "run"), Target("the XDMF sidecar", xdmf.sidecar(path), "xdmf"),
+               Target("the JSON summary", summary_path(path), "summary")]
     if checkpoint_path is not None:
-        files["checkpoint.path"] = checkpoint_path
-    return files
-
-
-def check_collisions(files: dict, config_path: str = "") -> None:
-    """No two files of a run may be one file, and none may be the config it was started from: either would be
-    silently replaced while the run reports success."""
-    import os
-    seen = {}
-    for what, p in files.items():
-        real = os.path.realpath(p)
-        if real in seen:
-            raise UserError(f"{what}: {p} is also {seen[real][0]} ({seen[real][1]}); a run's files must differ "
-                            f"(choose another output or checkpoint path)")
-        seen[real] = (what, p)
-    if config_path and os.path.realpath(config_path) in seen:
-        what, p = seen[os.path.realpath(config_path)]
-        raise UserError(f"{what}: {p} is the config file of this run; choose another output path")
+        targets.append(Target("checkpoint.path", checkpoint_path, "checkpoint"))
+    return targets
 
 
 class Lock:
-    """An exclusive claim on an output path for the whole run: ``flock`` on ``.<name>.lock`` beside it, taken
-    before anything is checked or written, so that a second run on the same output is refused instead of
-    truncating the first one's file. The lock dies with the process (a killed run leaves a stale file, never a
-    held lock)."""
+    """An exclusive claim on a path a run writes (its output, its checkpoint) for the whole run: ``flock`` on
+    ``.<name>.lock`` beside it, taken before anything is written, so that a second run on the same output or
+    checkpoint is refused at its start instead of truncating the first one's file (or failing at its first
+    checkpoint). The lock dies with the process (a killed run leaves a stale file, never a held lock)."""
 
     def __init__(self, path: Path, what: str = "output.path"):
         import fcntl
@@ -149,7 +135,7 @@ class Lock:
                 d.mkdir()
         except OSError:
             self.release()
-            return            # check_path says why nothing can be written there
+            return            # files.check_existing says why nothing can be written there
         while True:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -161,7 +147,7 @@ class Lock:
                 holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
                 os.close(fd)
                 raise UserError(f"{what}: {path} is in use by another run ({holder}); wait for it to end or "
-                                f"choose another output path") from None
+                                f"choose another {what}") from None
             # The previous holder may have removed the file between our open and our lock: then we hold a lock
             # on a name nobody sees; take the current one instead.
             try:
@@ -196,29 +182,43 @@ class Lock:
         self.made = []
 
 
-def claim(cfg, path: Path, checkpoint_path: Path | None, overwrite: bool, resume: dict | None) -> Lock:
-    """Everything about a run's files, before anything is computed or written (rank 0): no collisions, the
-    output not in use by another run (the lock, kept by the caller for the run's duration), and each file new
-    or --overwrite given (a restart continues its own)."""
-    from . import checkpoint
-    files = run_files(path, checkpoint_path)
-    check_collisions(files, cfg.source_path)
-    lock = Lock(path)
+class Claim:
+    """The locks of a run's output and checkpoint, held together for the run's duration (rank 0)."""
+
+    def __init__(self, locks):
+        self.locks = locks
+
+    def release(self, refused: bool = False) -> None:
+        for lock in reversed(self.locks):
+            lock.release(refused)
+        self.locks = []
+
+
+def claim(cfg, path: Path, checkpoint_path: Path | None, overwrite: bool, resume: dict | None) -> Claim:
+    """Everything about a run's files, before anything is computed or written (rank 0): no file it writes is one
+    it reads (the config, label, fibre, conductivity, layout and CellML files) or another of its own; the output
+    and the checkpoint not in use by another run (their locks, kept by the caller for the run's duration); and
+    each file new, or --overwrite given and the file an earlier result of the same kind (a restart continues its
+    own output and checkpoint)."""
+    from . import config, files
+    targets = run_targets(path, checkpoint_path)
+    reads = config.input_files(cfg)
+    # Names, collisions and folders first (nothing is made for them), then the locks, then what exists: a second run is
+    # told that the first one holds the file, not that the file exists.
+    files.check_places(targets, reads)
+    locks = []
     try:
+        locks.append(Lock(path))
+        if checkpoint_path is not None:
+            locks.append(Lock(checkpoint_path, "checkpoint.path"))
         if resume is not None:
             Output.check_resumable(path, resume)
-        else:
-            for what, p in files.items():
-                if what == "checkpoint.path":
-                    checkpoint.check_path(p, overwrite)
-                else:
-                    check_path(p, overwrite, what)
-        if checkpoint_path is not None:
-            checkpoint.check_path(checkpoint_path, overwrite or resume is not None)
+        files.check_existing(targets, overwrite, allow=[t.what for t in targets] if resume is not None else ())
     except UserError:
-        lock.release(refused=True)
+        for lock in reversed(locks):
+            lock.release(refused=True)
         raise
-    return lock
+    return Claim(locks)
 
 
 class Gatherer:
@@ -339,7 +339,7 @@ class Output:
                 user = str(e)
             except (OSError, RuntimeError) as e:    # h5py: OSError, or RuntimeError from HDF5's own layers
                 error = io_reason(e)
-                self._abandon()
+                self._stop_after_failed_write()
         error, user = self.comm.bcast((error, user), root=0)
         if user:
             raise UserError(user)
@@ -362,12 +362,21 @@ class Output:
         if free < need:
             raise UserError(f"output.path: {self.path.parent} has {free / 1e6:.3g} MB free; this run's output needs "
                             f"about {need / 1e6:.3g} MB (fewer snapshots: raise output.interval or drop fields)")
+        from .resources import file_size_limit
+        limit = file_size_limit()
+        if limit is not None and limit < need:
+            raise UserError(f"output.path: this run's output needs about {need / 1e6:.3g} MB, more than this "
+                            f"process may write to one file (ulimit -f: {limit / 1e6:.3g} MB); raise the limit, or "
+                            f"write fewer snapshots (output.interval) or fields")
         # The HDF5 1.8 format: readable by every HDF5 since 2008, attributes of any size, and no "file open for
-        # writing" flag that would stop a killed run's file from opening. Made under a temporary name and renamed
+        # writing" flag that would stop a killed run's file from opening. No chunk cache: each write goes to the
+        # disk at once, so a full disk or a file-size limit (EFBIG) fails that write and leaves nothing dirty
+        # behind; with a cache, the chunk that cannot be written fails every later flush, the status cannot be
+        # marked, and HDF5 crashes when the process exits (measured: a segmentation fault, exit 139). Made under a temporary name and renamed
         # into place once its layout is on disk: a run killed before that leaves an earlier file (with
         # --overwrite) as it was, never a file that does not open.
         self.part = self.path.with_name(f".{self.path.name}.part")
-        f = self.f = h5py.File(self.part, "w", libver=("v108", "v108"))
+        f = self.f = h5py.File(self.part, "w", libver=("v108", "v108"), rdcc_nbytes=0)
         f.attrs["format"] = FORMAT
         f.attrs["status"] = "running"
         f.attrs["cardiosim_version"] = __version__
@@ -469,12 +478,14 @@ class Output:
         v.getArray()[:] = local
         arr = self.gather(v)
         v.destroy()
-        if self.rank == 0:
+
+        def write():
             ds = self.f.require_group("maps").create_dataset(name, data=arr)
             ds.attrs["units"] = units
             ds.attrs["description"] = doc
             for k, val in attrs.items():
                 ds.attrs[k] = val
+        self._on_root(f"the map {name}", write)
 
     def write_tissue(self, arrays, attrs: dict) -> None:
         """The microscopic model's layout as /tissue (``arrays``: a function giving {name: natural-order array},
@@ -491,19 +502,21 @@ class Output:
 
     def finish(self, timing: dict, iterations: dict, extra: dict) -> None:
         self.flush_probes()
-        if self.rank == 0:
-            for name, its in iterations.items():
-                ds = self.f["solver"].create_dataset(f"{name}_iterations", data=np.array(its, dtype=np.int32))
-                ds.attrs["units"] = "1"
-                ds.attrs["description"] = "Krylov iterations per step"
-            tg = self.f.require_group("timing")
-            tg.attrs["units"] = "s"
-            for k, v in timing.items():
-                tg.attrs[k] = v["max"]
-                tg.attrs[f"{k}_mean"] = v["mean"]
-            for k, v in extra.items():
-                self.f.attrs[k] = v
-            self._close("finished")
+        self._on_root("the end of the run", lambda: self._finish(timing, iterations, extra))
+
+    def _finish(self, timing: dict, iterations: dict, extra: dict) -> None:
+        for name, its in iterations.items():
+            ds = self.f["solver"].create_dataset(f"{name}_iterations", data=np.array(its, dtype=np.int32))
+            ds.attrs["units"] = "1"
+            ds.attrs["description"] = "Krylov iterations per step"
+        tg = self.f.require_group("timing")
+        tg.attrs["units"] = "s"
+        for k, v in timing.items():
+            tg.attrs[k] = v["max"]
+            tg.attrs[f"{k}_mean"] = v["mean"]
+        for k, v in extra.items():
+            self.f.attrs[k] = v
+        self._close("finished")
 
     # -- continuing after a restart ------------------------------------------------------------------------------
     def position(self) -> dict:
@@ -541,7 +554,7 @@ class Output:
         """Reopen the file at the checkpoint's position: every dataset back at this run's planned length, the
         entries after the position marked incomplete (NaN time), what finish() wrote removed."""
         import h5py
-        f = self.f = h5py.File(self.path, "r+")
+        f = self.f = h5py.File(self.path, "r+", rdcc_nbytes=0)     # no chunk cache: see _create
         n, m = position["snapshots"], position["probe_samples"]
         n_steps = cfg.simulation.n_steps
         n_snap = max(planned_snapshots(n_steps, snapshot_every(cfg)), n)
@@ -576,11 +589,23 @@ class Output:
             self.sidecar.add(float(t), datasets)
         f.flush()
 
+    def _stop_after_failed_write(self) -> None:
+        """After a write failed (a full disk, a file-size limit): mark the file ``stopped`` if that can still be
+        written (it can, measured with EFBIG and without a chunk cache: the status is rewritten in place), and close
+        it; what is on disk is every entry completed before. Never raises."""
+        if self.f is not None and getattr(self, "part", None) is None:
+            try:
+                self.f.attrs["status"] = "stopped"
+                self.f.flush()
+            except (OSError, RuntimeError):
+                pass
+        self._abandon()
+
     def _abandon(self) -> None:
         """Close the file after a failed write without trying to write more. What is on disk is the state of the
         last flush (every completed snapshot); HDF5 repeats the failure while its objects are freed, which Python
         could only print as 'Exception ignored' tracebacks: those, and only those, are silenced."""
-        _quiet_h5py_unraisable()
+        quiet_h5py_unraisable()
         if self.f is not None:
             try:
                 self.f.close()
@@ -590,6 +615,7 @@ class Output:
         if getattr(self, "part", None) is not None:    # never renamed into place: not a file of this run
             self.part.unlink(missing_ok=True)
             self.part = None
+        xdmf.sidecar(self.path).with_name(f".{xdmf.sidecar(self.path).name}.tmp").unlink(missing_ok=True)
 
     def close(self) -> None:
         """End a run that stopped early: keep what was written, trimmed, and say so. Never raises: a run that
@@ -630,26 +656,10 @@ def _planned(group, name: str, shape: tuple, units: str, chunks=None, fill: bool
     dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
     if not fill:
         dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    # Without a chunk cache (Output._create) every write reads and writes its whole chunk: 4096 entries (32 KB) keep
+    # that small for the traces and times written a few entries at a time.
     ds = group.create_dataset(name, shape=shape, maxshape=(None, *shape[1:]), dtype="f8",
-                              chunks=chunks or (min(shape[0], 1 << 16) or 1, *shape[1:]), fillvalue=np.nan,
+                              chunks=chunks or (min(shape[0], 4096) or 1, *shape[1:]), fillvalue=np.nan,
                               dcpl=dcpl)
     ds.attrs["units"] = units
     return ds
-
-
-def _quiet_h5py_unraisable() -> None:
-    """Drop the 'Exception ignored' reports of h5py objects freed after a failed write (a full disk), and pass every
-    other unraisable exception on to the hook that was there: a bug elsewhere must still be seen."""
-    import sys
-    previous = sys.unraisablehook
-    if getattr(previous, "cardiosim_h5py_filter", False):
-        return
-
-    def hook(unraisable):
-        where = getattr(unraisable.object, "__module__", None) or type(unraisable.object).__module__
-        if issubclass(unraisable.exc_type, (OSError, RuntimeError)) and str(where).startswith("h5py"):
-            return
-        previous(unraisable)
-
-    hook.cardiosim_h5py_filter = True
-    sys.unraisablehook = hook

@@ -32,11 +32,44 @@ def init(args: list[str], ours: list[str] = ()) -> None:
     """Initialise petsc4py with the user's ``args`` (the options after ``--``) and cardiosim's own options ``ours``
     (which the user's may override); must run before anything imports PETSc. Only the user's are checked by
     :func:`check_unused`."""
+    check_syntax(args)
     import petsc4py
     # PETSc's own report of unused options at exit is off: check_unused says it earlier, in one line, and an error
     # exit would otherwise end with PETSc's warning block.
     petsc4py.init(["cardiosim", "-options_left", "0", *ours, *args])
     _given[:] = option_names(args)
+
+
+# Options whose last word says that they take a value (PETSc reads a missing one as "not given", so that
+# ``-elliptic_ksp_max_it`` alone would silently keep the default). Flags (``-ksp_monitor``, ``-log_view``) may stand
+# alone; an option not listed here is not checked for its value.
+_TAKES_VALUE = re.compile(r"_(type|max_it|max_its|rtol|atol|divtol|dtol|levels|restart|select|sweeps|omega|"
+                          r"factor_levels|eigenvalues|esteig|order|fill|shift|threshold|coarse_eq_limit|"
+                          r"max_levels|agg_nsmooths|degree)$")
+
+
+def check_syntax(args: list[str]) -> None:
+    """The options after ``--`` as PETSc reads them, ``-name [value] ...``: a word that follows a value (or comes
+    first) belongs to no option, and an option that takes a value (:data:`_TAKES_VALUE`) must have one. UserError,
+    one line, before PETSc starts (where a stray word would stop PETSc's initialisation)."""
+    previous = None          # the option the next word may be the value of
+    for a in args:
+        if a.startswith("-") and len(a) > 1 and not _NUMBER.match(a):
+            if previous and _TAKES_VALUE.search(previous):
+                _missing_value(previous)
+            previous = a.lstrip("-")
+        elif previous is None:
+            raise UserError(f"PETSc options: '{a}' belongs to no option (after --, every word is an option -name or "
+                            f"the value after one, e.g. -elliptic_pc_type gamg)")
+        else:
+            previous = None
+    if previous and _TAKES_VALUE.search(previous):
+        _missing_value(previous)
+
+
+def _missing_value(name: str) -> None:
+    raise UserError(f"PETSc option -{name}: needs a value (-{name} VALUE); without one PETSc would ignore it and "
+                    f"keep the default")
 
 
 def option_names(args: list[str]) -> list[str]:

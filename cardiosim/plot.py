@@ -304,14 +304,12 @@ def _writable_dir(out: Path) -> None:
 
 
 def plot_main(args) -> int:
-    import os
     if args.isochrones is not None and not args.isochrones > 0:
         raise UserError(f"--isochrones {args.isochrones:g}: must be > 0 (ms)")
+    from .files import Target, check_name, check_writes
     out = Path(args.out) if args.out else None
-    for part in (out.parts if out is not None else ()):
-        if len(part.encode()) > 255:
-            raise UserError(f"--out {out}: the name {part[:20]}... is longer than the 255 bytes file systems allow "
-                            f"(File name too long)")
+    if out is not None:
+        check_name("--out", out)
     if out is not None and out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a directory")
     with Results(args.file) as r:
@@ -336,20 +334,7 @@ def plot_main(args) -> int:
             else:
                 skipped.append(f"{name}: no node has a value (" + ("none activated" if name == "activation_time"
                                else "none repolarised by the end of the run; run longer") + ")")
-        limit = 255
-        if out.exists():
-            try:
-                limit = os.pathconf(out, "PC_NAME_MAX")
-            except (OSError, ValueError):
-                pass
-        for _, _, p in plan:
-            if len(p.name.encode()) > limit:
-                raise UserError(f"--out {out}: the file name {p.name} is longer than the {limit} bytes this file "
-                                f"system allows (a shorter result file name helps)")
-            if os.path.realpath(p) == os.path.realpath(r.path):
-                raise UserError(f"{p}: is the result file itself; choose another --out")
-            if p.exists() and not args.overwrite:
-                raise UserError(f"{p}: exists; pass --overwrite to replace it (or choose another --out)")
+        check_writes([Target("--out", p, "png") for _, _, p in plan], {"the result file": r.path}, args.overwrite)
         plt = _pyplot()
         written = []
         try:

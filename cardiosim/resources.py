@@ -36,7 +36,15 @@ def bytes_per_node(cfg) -> tuple[int, int]:
 
 
 def available_memory() -> int | None:
-    """Bytes this host can still give (MemAvailable), or None where it cannot be told."""
+    """Bytes this process can still get, or None where it cannot be told: the host's MemAvailable, or less where a
+    limit is lower — the address-space limit (``ulimit -v``) and the cgroup's memory.max (a SLURM job's, a
+    container's), both of which batch systems set."""
+    candidates = [_meminfo(), _address_space_left(), _cgroup_left()]
+    known = [c for c in candidates if c is not None]
+    return min(known) if known else None
+
+
+def _meminfo() -> int | None:
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -48,6 +56,54 @@ def available_memory() -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):
         return None
+
+
+def _address_space_left() -> int | None:
+    try:
+        import resource
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/status") as f:
+            size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+        return max(limit - size, 0)
+    except (ImportError, OSError, ValueError, StopIteration):
+        return None
+
+
+def _cgroup_left() -> int | None:
+    """memory.max − memory.current of this process's cgroup (v2), None where there is no limit."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            rel = next(line.split(":", 2)[2].strip() for line in f if line.startswith("0::"))
+        d = f"/sys/fs/cgroup{rel}"
+        with open(f"{d}/memory.max") as f:
+            limit = f.read().strip()
+        if limit == "max":
+            return None
+        with open(f"{d}/memory.current") as f:
+            return max(int(limit) - int(f.read()), 0)
+    except (OSError, ValueError, StopIteration, IndexError):
+        return None
+
+
+def file_size_limit() -> int | None:
+    """The largest file this process may write (``ulimit -f``, RLIMIT_FSIZE; batch systems set it), None: none."""
+    try:
+        import resource
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if limit == resource.RLIM_INFINITY else int(limit)
+
+
+def check_fits(need: float, what: str, advice: str) -> None:
+    """UserError where ``need`` bytes exceed what this process can still get (a command's estimate before its large
+    allocations): ``what`` says what needs them, ``advice`` what to change."""
+    have = available_memory()
+    if have is not None and need > have:
+        raise UserError(f"{what} need about {need / 1e9:.3g} GB of memory, and {have / 1e9:.3g} GB are available; "
+                        f"{advice}")
 
 
 def check_indices(cfg) -> None:

@@ -20,3 +20,11 @@ def catch() -> None:
     (cardiosim.checkpoint), and further signals (a second SIGTERM during the checkpoint) change nothing."""
     for s in SIGNALS:
         signal.signal(s, flag)
+
+
+def ignore_file_size_signal() -> None:
+    """A write beyond the file-size limit (``ulimit -f``, which batch systems impose) then fails with EFBIG, which
+    every writer handles as a full disk is handled (one line, the file's status marked), instead of SIGXFSZ killing
+    the process halfway through a write (which leaves a file HDF5 cannot open, or a core dump)."""
+    if hasattr(signal, "SIGXFSZ"):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

@@ -15,6 +15,8 @@ import socket
 import time
 from pathlib import Path
 
+import numpy as np
+
 from . import checkpoint, energy, log, output, petsc_options
 from .analysis import ActivationMap, APDMap, HostMaps
 from .ecg import PseudoEcg
@@ -75,7 +77,7 @@ class Simulation:
         lap("cells: states, stimuli, kernels")
         self.energy = energy.for_run(self.comm, getattr(self.reaction.backend, "device", None))
         self.energy_marks = [self.energy.read()]     # set-up (from here), loop start, end: joules
-        for name in self.reaction.stimuli.empty_regions(self.comm):
+        for name in [*self.reaction.stimuli.empty_regions(self.comm), *_empty_cell_regions(cfg, self.grid, self.comm)]:
             where = "tissue node (tissue.label_file)" if self.grid.mask is not None else "grid node"
             raise UserError(f"{name}: its region contains no {where}; enlarge it or refine grid.spacing")
         self.V = self.grid.vec()
@@ -366,7 +368,7 @@ class Simulation:
             self.output.finish(timing, its, {"simulated_ms": self.t, "wall_s": wall,
                                              "gpu_energy": json.dumps(summary["energy"])})
             if self.comm.rank == 0:
-                output.summary_path(self.path).write_text(json.dumps(summary, indent=2) + "\n")
+                output.write_summary(self.path, summary)
             log.info(f"wrote {self.path}, {output.summary_path(self.path)} and {output.xdmf.sidecar(self.path)} "
                      f"(ParaView)")
         return summary
@@ -402,6 +404,17 @@ class Progress:
         its = ", ".join(f"{k} {v[-1]}" for k, v in iterations.items() if v)
         log.info(f"t = {t:9.3f} / {self.n * self.dt:.3f} ms ({100 * step / self.n:5.1f} %) | "
                  f"{rate:8.3f} ms/s | ETA {eta:7.1f} s | its: {its}")
+
+
+def _empty_cell_regions(cfg, grid, comm) -> list[str]:
+    """The cell.regions that hold no (tissue) node: refused like a stimulus of no node, not silently ignored."""
+    from mpi4py import MPI
+    coords = grid.coords()
+    outside = grid.mask.outside() if grid.mask is not None else None
+    counts = [int(np.count_nonzero(grid.in_region(r, coords) & (True if outside is None else ~outside)))
+              for r in cfg.cell.regions]
+    counts = comm.allreduce(np.array(counts, dtype=np.int64), op=MPI.SUM) if counts else []
+    return [f"cell.regions[{i}]" for i, c in enumerate(counts) if c == 0]
 
 
 def _collective(comm, check):

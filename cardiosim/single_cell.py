@@ -34,7 +34,7 @@ import numpy as np
 
 from . import __version__, cells
 from .biomarkers import UNITS, beat_biomarkers
-from .errors import SimulationError
+from .errors import SimulationError, io_reason, quiet_h5py_unraisable
 from .stimulus import Protocol
 
 _BLOCK = 4096          # records buffered between HDF5 writes
@@ -75,6 +75,32 @@ def _validate(amplitude, duration, period, beats, dt, record_every, h5_path, jso
             parent = Path(path).expanduser().resolve().parent
             _check(parent.is_dir(), f"{name}: the folder {parent} does not exist")
     return amplitude, duration, period, int(beats), dt, record_every, int(k)
+
+
+# Bytes per recorded sample held in memory: the time, V, Cai and the two dV/dt arrays, and the copies the
+# biomarkers make of the trace (measured: under 8 arrays of float64).
+_MEMORY_PER_SAMPLE = 8 * 8
+# Bytes per sample on disk, per state (float64), besides the time and the two dV/dt arrays.
+_DISK_PER_STATE = 8
+
+
+def _check_sizes(beats, period, record_every, h5_path, n_states: int) -> None:
+    """Refuse, before anything is allocated or written, a trace the memory or the disk cannot hold (a
+    MemoryError, or a disk filled halfway through a long run, otherwise)."""
+    import shutil
+    from .resources import check_fits
+    samples = beats * period / record_every + 1
+    what = (f"--beats {beats} of --period {period:g} ms recorded every {record_every:g} ms: {samples:.4g} samples "
+            f"of the trace")
+    check_fits(_MEMORY_PER_SAMPLE * samples, what, "record less often (--record-every) or pace fewer beats")
+    try:
+        free = shutil.disk_usage(Path(h5_path).expanduser().resolve().parent).free
+    except OSError:
+        return
+    need = 8 * (n_states + 3) * samples
+    if need > free:
+        raise ValueError(f"{what} need at least {need / 1e9:.3g} GB on disk, and {free / 1e9:.3g} GB are free "
+                         f"there; record less often (--record-every) or pace fewer beats")
 
 
 def _json_value(v):
@@ -138,6 +164,7 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
     tissue = {k: float(overrides.pop(k, v)) for k, v in TISSUE_DEFAULTS.items() if k in cls.needs_tissue}
     model = cells.make(model_name, variant, overrides, tissue=tissue)
 
+    _check_sizes(beats, period, record_every, h5_path, model.n_states)
     model_overrides = {k: float(v) for k, v in {**overrides, **tissue}.items()}
     import h5py                                             # here, so the rest of cardiosim imports without it
     if model.kernel_name:
@@ -159,93 +186,102 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
     dv_max = np.empty(n_rec)
     dv_t = np.empty(n_rec)
 
-    with h5py.File(h5_path, "w") as f:
-        f.attrs.update({
-            "model": model.name, "variant": model.variant or "", "overrides": json.dumps(model_overrides),
-            "amplitude": amplitude, "duration": duration, "period": period, "beats": beats, "dt": dt,
-            "record_every": record_every, "cardiosim_version": __version__,
-            "state_names": np.array(names, dtype=h5py.string_dtype()),
-        })
-        g = f.create_group("trace")
-        dsets = {"t": g.create_dataset("t", (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))}
-        dsets["t"].attrs["unit"] = "ms"
-        for st in model.states:
-            dsets[st.name] = g.create_dataset(st.name, (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))
-            dsets[st.name].attrs["unit"] = st.unit
-        gd = f.create_group("dvdt")
-        d_max = gd.create_dataset("max", (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))
-        d_max.attrs["unit"] = "mV/ms"
-        d_t = gd.create_dataset("t", (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))
-        d_t.attrs["unit"] = "ms"
+    try:
+        with h5py.File(h5_path, "w") as f:
+            try:
+                f.attrs.update({
+                    "model": model.name, "variant": model.variant or "", "overrides": json.dumps(model_overrides),
+                    "amplitude": amplitude, "duration": duration, "period": period, "beats": beats, "dt": dt,
+                    "record_every": record_every, "cardiosim_version": __version__,
+                    "state_names": np.array(names, dtype=h5py.string_dtype()),
+                })
+                g = f.create_group("trace")
+                dsets = {"t": g.create_dataset("t", (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))}
+                dsets["t"].attrs["unit"] = "ms"
+                for st in model.states:
+                    dsets[st.name] = g.create_dataset(st.name, (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))
+                    dsets[st.name].attrs["unit"] = st.unit
+                gd = f.create_group("dvdt")
+                d_max = gd.create_dataset("max", (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))
+                d_max.attrs["unit"] = "mV/ms"
+                d_t = gd.create_dataset("t", (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))
+                d_t.attrs["unit"] = "ms"
 
-        buf = np.empty((model.n_states, _BLOCK))
-        n_buf = 0
-        written = 0              # samples written to /trace
-
-        def flush():
-            nonlocal n_buf, written
-            if n_buf:
-                for s, st in enumerate(model.states):
-                    ds = dsets[st.name]
-                    ds.resize((written + n_buf,))
-                    ds[written:] = buf[s, :n_buf]
-                dsets["t"].resize((written + n_buf,))
-                dsets["t"][written:] = t_all[written:written + n_buf]
-                n_dv = max(written + n_buf - 1, 0)          # one dV/dt sample per completed interval
-                for ds, src in ((d_max, dv_max), (d_t, dv_t)):
-                    old = ds.shape[0]
-                    ds.resize((n_dv,))
-                    ds[old:] = src[old:n_dv]
-                written += n_buf
+                buf = np.empty((model.n_states, _BLOCK))
                 n_buf = 0
-                f.flush()
+                written = 0              # samples written to /trace
 
-        def record(i):
-            nonlocal n_buf
-            t_all[i] = i * k * dt
-            V_all[i] = y[iV, 0]
-            if iCa is not None:
-                Ca_all[i] = y[iCa, 0]
-            buf[:, n_buf] = y[:, 0]
-            n_buf += 1
-            if n_buf == _BLOCK:
+                def flush():
+                    nonlocal n_buf, written
+                    if n_buf:
+                        for s, st in enumerate(model.states):
+                            ds = dsets[st.name]
+                            ds.resize((written + n_buf,))
+                            ds[written:] = buf[s, :n_buf]
+                        dsets["t"].resize((written + n_buf,))
+                        dsets["t"][written:] = t_all[written:written + n_buf]
+                        n_dv = max(written + n_buf - 1, 0)          # one dV/dt sample per completed interval
+                        for ds, src in ((d_max, dv_max), (d_t, dv_t)):
+                            old = ds.shape[0]
+                            ds.resize((n_dv,))
+                            ds[old:] = src[old:n_dv]
+                        written += n_buf
+                        n_buf = 0
+                        f.flush()
+
+                def record(i):
+                    nonlocal n_buf
+                    t_all[i] = i * k * dt
+                    V_all[i] = y[iV, 0]
+                    if iCa is not None:
+                        Ca_all[i] = y[iCa, 0]
+                    buf[:, n_buf] = y[:, 0]
+                    n_buf += 1
+                    if n_buf == _BLOCK:
+                        flush()
+
+                record(0)
+                n_done = 0
+                error = None
+                stim = native.stimulus([protocol], [amplitude], 1)
+                try:
+                    for i in range(n_rec):
+                        dmax, tmax = native.advance(y, i * k * dt, dt, k, stim, track_dvdt=True)
+                        dv_max[i], dv_t[i] = dmax[0], tmax[0]
+                        n_done = i + 1
+                        record(i + 1)
+                        if progress:
+                            progress((i + 1) * k * dt, n_rec * k * dt)
+                except SimulationError as e:
+                    error = e
+                    f.attrs["error"] = str(e)
                 flush()
+                if error is not None:   # a trace that blew up has no beats to measure
+                    raise SimulationError(f"{error}; {h5_path} keeps the trace up to t = {t_all[n_done]:g} ms "
+                                          f"(attribute 'error'){'; no JSON written' if json_path else ''}") from None
 
-        record(0)
-        n_done = 0
-        error = None
-        stim = native.stimulus([protocol], [amplitude], 1)
-        try:
-            for i in range(n_rec):
-                dmax, tmax = native.advance(y, i * k * dt, dt, k, stim, track_dvdt=True)
-                dv_max[i], dv_t[i] = dmax[0], tmax[0]
-                n_done = i + 1
-                record(i + 1)
-                if progress:
-                    progress((i + 1) * k * dt, n_rec * k * dt)
-        except SimulationError as e:
-            error = e
-            f.attrs["error"] = str(e)
-        flush()
-        if error is not None:   # a trace that blew up has no beats to measure
-            raise SimulationError(f"{error}; {h5_path} keeps the trace up to t = {t_all[n_done]:g} ms "
-                                  f"(attribute 'error'){'; no JSON written' if json_path else ''}") from None
-
-        # Biomarkers of the complete beats only (a beat is complete when the next onset, or the end, was reached).
-        n_s = n_done + 1
-        t_end = t_all[n_done]
-        complete = [o for b, o in enumerate(onsets) if (onsets[b + 1] if b + 1 < len(onsets) else beats * period)
-                    <= t_end + 0.5 * record_every]
-        rows = beat_biomarkers(t_all[:n_s], V_all[:n_s], complete, None if Ca_all is None else Ca_all[:n_s],
-                               apd_origin="stimulus", dvdt=dv_max[:n_done], t_dvdt=dv_t[:n_done])
-        units = {**UNITS, "Cai_rest": _ca_unit(model), "Cai_peak": _ca_unit(model)}
-        if rows:
-            cols = list(rows[0])
-            table = np.array([tuple(r[c] for c in cols) for r in rows],
-                             dtype=[(c, "i8" if c == "beat" else "f8") for c in cols])
-            ds = f.create_dataset("biomarkers", data=table)
-            ds.attrs["units"] = json.dumps({c: units[c] for c in cols})
-            ds.attrs["apd_origin"] = "stimulus"
+                # Biomarkers of the complete beats only (a beat is complete when the next onset, or the end, was reached).
+                n_s = n_done + 1
+                t_end = t_all[n_done]
+                complete = [o for b, o in enumerate(onsets) if (onsets[b + 1] if b + 1 < len(onsets) else beats * period)
+                            <= t_end + 0.5 * record_every]
+                rows = beat_biomarkers(t_all[:n_s], V_all[:n_s], complete, None if Ca_all is None else Ca_all[:n_s],
+                                       apd_origin="stimulus", dvdt=dv_max[:n_done], t_dvdt=dv_t[:n_done])
+                units = {**UNITS, "Cai_rest": _ca_unit(model), "Cai_peak": _ca_unit(model)}
+                if rows:
+                    cols = list(rows[0])
+                    table = np.array([tuple(r[c] for c in cols) for r in rows],
+                                     dtype=[(c, "i8" if c == "beat" else "f8") for c in cols])
+                    ds = f.create_dataset("biomarkers", data=table)
+                    ds.attrs["units"] = json.dumps({c: units[c] for c in cols})
+                    ds.attrs["apd_origin"] = "stimulus"
+            except (OSError, RuntimeError) as e:       # a full disk, a file-size limit: say so in the file if it can
+                _mark(f, "error", f"stopped: cannot write ({io_reason(e)})")
+                raise
+    except (OSError, RuntimeError) as e:
+        quiet_h5py_unraisable()
+        raise SimulationError(f"cannot write {h5_path} ({io_reason(e)}); it keeps the trace written before"
+                              f"{'; no JSON written' if json_path else ''}") from None
 
     if json_path is not None:
         doc = {
@@ -258,8 +294,27 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
             "error": None if error is None else str(error),
             "cardiosim_version": __version__,
         }
-        Path(json_path).write_text(json.dumps(doc, indent=2) + "\n")
+        _write_text(Path(json_path), json.dumps(doc, indent=2) + "\n")
     return rows
+
+
+def _mark(f, name: str, value: str) -> None:
+    """Set an attribute of a file whose writes are failing, if it still can be (it says why the trace ends)."""
+    try:
+        f.attrs[name] = value
+    except (OSError, RuntimeError):
+        pass
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write ``text`` whole or not at all (a temporary file renamed into place); a failure is one line."""
+    tmp = path.with_name(f".{path.name}.part")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise SimulationError(f"cannot write {path} ({io_reason(e)}); nothing written there") from None
 
 
 def _ca_unit(model) -> str:

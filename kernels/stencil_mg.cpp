@@ -1,27 +1,40 @@
-/* A geometric multigrid V-cycle for a matrix on a structured grid (cardiosim.solvers.multigrid), one source, two builds:
+/* Geometric multigrid and conjugate gradients for a matrix on a structured grid (cardiosim.solvers), on one MPI rank
+ * or on several, one source, two builds:
  *
- *   g++ -x c++ -O2 -shared -fPIC                          every loop runs on the host (CI; the GPU build's reference)
+ *   mpicxx-flags g++ -x c++ -O2 -shared -fPIC             every loop runs on the host (CI; the GPU build's reference)
  *   nvcc -x cu --extended-lambda -shared -cudart shared   every loop is a kernel on the legacy default stream, the
  *                                                         stream PETSc's CUDA vectors use: a call needs no
  *                                                         synchronisation with PETSc's own operations
  *
- * Why our own and not PETSc's PCMG on the GPU: PCMG's V-cycle is ~280 PETSc operations per CG iteration on a
- * 10-level hierarchy, each ~15 µs of host latency on an H100 (docs/benchmarks.md): latency, not bandwidth, set the
- * elliptic solve's cost. Here a V-cycle is a few dozen kernel launches issued from C.
+ * Why our own and not PETSc's PCMG/KSPCG on the GPU: their V-cycle and CG iteration are a few hundred PETSc
+ * operations per iteration, each ~15 µs of host latency on an H100 (docs/benchmarks.md): latency, not bandwidth, set
+ * the cost. Here a V-cycle is a few dozen kernel launches issued from C, and a CG iteration has one host
+ * synchronisation.
  *
- * Each level holds its operator as stencil coefficients S[s*size + node], s over the 3^d neighbours
- * (s = (di+1) + 3(dj+1) + 9(dk+1)), zero where a neighbour is outside the grid; the host computes them once (the
- * coarse ones as Galerkin products PᵀAP). Smoother: multicolour SOR with 2^d colours by index parity, so no two
- * neighbours share a colour and each colour is one parallel loop: the CPU and GPU builds do the same arithmetic.
+ * Each rank holds its part of every level as a box of owned nodes with one layer of ghost nodes around it (in the
+ * dimensions the grid has): vectors are stored ghosted, the operator as stencil coefficients S[s*size + t] over the
+ * owned nodes t, s over the 3^d neighbours ((di+1) + 3(dj+1) + 9(dk+1)), zero where a neighbour is outside the grid.
+ * Ghosts on the grid's boundary stay zero, so a stencil product needs no bounds test. One rank's box is the whole
+ * grid (the serial solver: the same arithmetic in the same order as before ghosts existed).
+ *
+ * The communication seam (one place, below "the seam"): halo exchange of one level's vector (dimension by
+ * dimension, so edges and corners arrive too), the global sum of a CG iteration's scalars (one MPI_Allreduce), and
+ * gather/scatter of one level onto rank 0 for the coarse levels (agglomeration: a V-cycle of a serial hierarchy on
+ * rank 0, built by the host code from the gathered coarse operator). Transport: host-staged MPI (pack on the device,
+ * copy only the packed faces, MPI, copy back, unpack); the CPU build does the same without copies.
+ *
+ * Smoother: multicolour SOR with 2^d colours by index parity, so no two neighbours share a colour and each colour is
+ * one parallel loop; on several ranks the ghosts are exchanged after each colour, so the sweep is the serial one.
  * A forward sweep before and a backward sweep after the coarse correction, with R = Pᵀ and an exact (pseudo-)inverse
- * on the coarsest level, make the V-cycle a symmetric operator: a valid preconditioner for CG. The coarsest level is
- * a dense matrix (that inverse) times a vector.
+ * on the coarsest level, make the V-cycle a symmetric operator: a valid preconditioner for CG.
  *
- * Grid index of node (i, j, k): i + nx (j + ny k); 2D grids have nz = 1.
+ * Grid index of owned node (i, j, k): i + nx (j + ny k); 2D grids have nz = 1.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <mpi.h>
+#include <chrono>
 
 #define MAX_LEVELS 32
 
@@ -41,8 +54,14 @@ template <class F> void each(long n, F f) {
 }
 static void *mem_alloc(size_t bytes) { void *p = 0; return cudaMalloc(&p, bytes) == cudaSuccess ? p : 0; }
 static void mem_free(void *p) { if (p) cudaFree(p); }
+static void *host_alloc(size_t bytes) { void *p = 0; return cudaMallocHost(&p, bytes ? bytes : 1) == cudaSuccess ? p : 0; }
+static void host_free(void *p) { if (p) cudaFreeHost(p); }
 static int mem_put(void *dst, const void *src, size_t bytes) {
     return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess;
+}
+/* device to host; waits for the work before it on the default stream */
+static int mem_get(void *dst, const void *src, size_t bytes) {
+    return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost) != cudaSuccess;
 }
 static void mem_zero(double *p, long n) { cudaMemsetAsync(p, 0, n * sizeof(double), stream_now); }
 static int launch_error(void) { return cudaGetLastError() != cudaSuccess; }
@@ -106,9 +125,6 @@ template <class F> void reduce(long n, F f, double *partial, double *out, int o0
 static int get_scalars(double *host, const double *dev, int n) {
     return cudaMemcpy(host, dev, n * sizeof(double), cudaMemcpyDeviceToHost) != cudaSuccess;
 }
-static void copy_vec(double *dst, const double *src, long n) {
-    cudaMemcpyAsync(dst, src, n * sizeof(double), cudaMemcpyDeviceToDevice, stream_now);
-}
 #define RED_PARTIAL (3 * RED_BLOCKS)
 #define HD __host__ __device__
 /* Phase timers for smg_apply_timed (a profile; smg_apply itself never synchronises). */
@@ -122,7 +138,6 @@ struct Clock {
     void finish() { cudaEventSynchronize(ev[n - 1]); }
 };
 #else
-#include <chrono>
 struct Clock {
     std::chrono::steady_clock::time_point ev[4 * MAX_LEVELS + 2];
     int n = 0;
@@ -136,7 +151,10 @@ template <class F> void each(long n, F f) {
 }
 static void *mem_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
 static void mem_free(void *p) { free(p); }
+static void *host_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
+static void host_free(void *p) { free(p); }
 static int mem_put(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); return 0; }
+static int mem_get(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); return 0; }
 static void mem_zero(double *p, long n) { memset(p, 0, n * sizeof(double)); }
 static int launch_error(void) { return 0; }
 static void gemv(long n, const double *G, const double *x, double *y) {
@@ -154,12 +172,27 @@ template <class F> void reduce(long n, F f, double *, double *out, int o0, int o
     if (o2 >= 0) out[o2] = acc[2];
 }
 static int get_scalars(double *host, const double *dev, int n) { memcpy(host, dev, n * sizeof(double)); return 0; }
-static void copy_vec(double *dst, const double *src, long n) { memcpy(dst, src, n * sizeof(double)); }
 #define RED_PARTIAL 1
 #define HD
 #endif
 
-/* One dimension of the transfer from a level to the next coarser one (1D linear interpolation P).
+static double seconds(void) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/* A rank's part of one level: owned sizes n, ghost widths w (1 in the grid's dimensions, else 0) and the ghosted
+ * sizes g = n + 2w. Passed to kernels by value. */
+struct Box {
+    int n[3], w[3], g[3];
+    long size, gsize;   /* owned and ghosted node counts */
+};
+/* the ghosted index of owned coordinates (i, j, k); -1 and n[d] are the ghost layers */
+HD inline long gix(const Box &B, int i, int j, int k) {
+    return (i + B.w[0]) + (long)B.g[0] * ((j + B.w[1]) + (long)B.g[1] * (k + B.w[2]));
+}
+
+/* One dimension of the transfer from a level to the next coarser one (1D linear interpolation P), in this rank's
+ * local coordinates (a coarse index of -1 or nc, a fine one of -1 or nf, is a ghost).
  * Prolongation, per fine index i:  x_f[i] += w0[i] x_c[c0[i]] + w1[i] x_c[c1[i]].
  * Restriction (Pᵀ), per coarse index c: r_c[c] = r_f[pos[c]] + wl[c] r_f[pos[c]-1] + wr[c] r_f[pos[c]+1]
  * (a weight is zero where that fine node is absent or is itself a coarse node). */
@@ -176,35 +209,59 @@ struct Stencil {
 };
 
 struct Level {
-    int n[3];
-    long size;
+    Box B;
+    int par[3];             /* parity of the global index of this rank's first owned node, per dimension */
     Stencil st;
-    double *S, *x, *b, *r;  /* level 0's x and b are the caller's vectors */
+    double *S, *x, *b, *r;  /* x, b, r ghosted; level 0's x and b are the caller's (internal, ghosted) vectors */
     Dim t[3];               /* transfer to the next coarser level (not on the coarsest) */
 };
 
-/* Σ over the off-diagonal points of row r (node i, j, k) of S x. */
-HD inline double offdiag(const Stencil &st, const double *S, long N, const double *x, int i, int j, int k, int nx,
-                         int ny, int nz, long r) {
+/* Σ over the off-diagonal points of row t (owned node i, j, k) of S x, x ghosted. */
+HD inline double offdiag(const Stencil &st, const double *S, const Box &B, const double *x, int i, int j, int k,
+                         long t) {
     double acc = 0.0;
     for (int a = 0; a < st.na; ++a) {
         if (a == st.centre) continue;
-        const int ii = i + st.di[a], jj = j + st.dj[a], kk = k + st.dk[a];
-        if (ii < 0 || ii >= nx || jj < 0 || jj >= ny || kk < 0 || kk >= nz) continue;
-        acc += S[a * N + r] * x[ii + (long)nx * (jj + (long)ny * kk)];
+        acc += S[a * B.size + t] * x[gix(B, i + st.di[a], j + st.dj[a], k + st.dk[a])];
     }
     return acc;
 }
 
-/* Conjugate gradients' work vectors and scalars (level 0's size). sc: device scalars, see smg_cg. */
+/* owned index t -> coordinates */
+HD inline void coords(const Box &B, long t, int &i, int &j, int &k) {
+    i = (int)(t % B.n[0]);
+    const long q = t / B.n[0];
+    j = (int)(q % B.n[1]);
+    k = (int)(q / B.n[1]);
+}
+
+/* Conjugate gradients' work vectors (level 0's ghosted size) and scalars. sc: device scalars, see smg_cg. */
 struct CGWork {
-    double *r, *z, *p, *q, *partial, *sc;
+    double *x, *r, *z, *p, *q, *s, *partial, *sc;
+};
+
+/* Several ranks: the communicator, where this rank sits, and the buffers of the seam. */
+struct Comm {
+    MPI_Comm comm;
+    int rank, size, P[3], me[3], nbr[3][2];   /* nbr: the rank on the low / high side in each dimension, or -1 */
+    double *dev_send, *dev_recv, *host_send, *host_recv;
+    long face;                                /* capacity of each of the four buffers per side (doubles) */
+    /* the distributed top level on rank 0 (agglomeration): every rank's box there, and rank 0's serial tail */
+    int *box_start, *box_size;                /* [size][3] each */
+    int *counts, *displs;
+    long total;                               /* the top level's global node count */
+    int global_n[3];
+    double *host_all, *host_nat, *dev_nat_b, *dev_nat_x, *host_box, *dev_box;
+    /* statistics: halo exchanges, gathers */
+    long n_exchange, n_gather, bytes;
+    double t_exchange, t_gather;
 };
 
 #ifdef __CUDACC__
 /* The V-cycle as a CUDA graph, one per (b, x) pair: a Krylov solver applies the preconditioner to the same two
  * work vectors every iteration, so a handful of graphs serve a run. One graph launch replaces ~12 kernel launches
- * per level, whose host-side cost (~5 µs each) otherwise sets the time of the coarse levels. */
+ * per level, whose host-side cost (~5 µs each) otherwise sets the time of the coarse levels. One rank only: the
+ * halo exchange is host work, which a graph cannot hold. */
 #define MAX_GRAPHS 8
 struct Graph {
     const double *b;
@@ -217,10 +274,15 @@ struct MG {
     int dim, nlev, nu;
     double omega;
     Level lev[MAX_LEVELS];
-    double *G;              /* the coarsest level's dense (pseudo-)inverse, row-major */
+    double *G;              /* the coarsest level's dense (pseudo-)inverse, row-major (one rank) */
+    double *cb, *cx;        /* the coarsest level's b and x, contiguous (one rank) */
+    double *in_b, *in_x;    /* level 0's ghosted b and x for smg_apply on owned-layout vectors */
     int err;
-    int graphs;             /* apply through CUDA graphs (GPU build; default on) */
+    int graphs;             /* apply through CUDA graphs (GPU build, one rank; default on) */
     CGWork cg;              /* allocated at the first smg_cg */
+    Comm *c;                /* several ranks; null on one */
+    struct MG *tail;        /* rank 0: the serial hierarchy below the top level (several ranks) */
+    int root_only;          /* several ranks: the whole solve on rank 0 (the tail is the whole grid) */
 #ifdef __CUDACC__
     Graph graph[MAX_GRAPHS];
     int n_graphs, next_graph;
@@ -234,6 +296,16 @@ static double *alloc_doubles(MG *mg, long n) {
     return p;
 }
 
+/* a ghosted vector, zero (its boundary ghosts stay zero) */
+static double *alloc_ghosted(MG *mg, const Box &B) {
+    double *p = alloc_doubles(mg, B.gsize);
+    if (p) {
+        mem_zero(p, B.gsize);
+        if (launch_error()) mg->err = 1;
+    }
+    return p;
+}
+
 template <class T> static T *upload(MG *mg, const T *src, long n) {
     T *p = (T *)mem_alloc((size_t)(n > 0 ? n : 1) * sizeof(T));
     if (!p || mem_put(p, src, (size_t)n * sizeof(T))) mg->err = 1;
@@ -242,13 +314,45 @@ template <class T> static T *upload(MG *mg, const T *src, long n) {
 
 namespace smg {  /* named (not static): nvcc's extended lambdas need enclosing functions with an address */
 
-/* One multicolour SOR pass over the nodes of one colour (bit d of `colour`: parity of the index in dimension d). */
+/* dst (owned layout) = src (ghosted), or the reverse */
+void to_owned(const Box &B, const double *src, double *dst) {
+    each(B.size, LOOP(long t) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        dst[t] = src[gix(B, i, j, k)];
+    });
+}
+void from_owned(const Box &B, const double *src, double *dst) {
+    each(B.size, LOOP(long t) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        dst[gix(B, i, j, k)] = src[t];
+    });
+}
+
+/* Pack (unpack) the slab lo[e] <= coordinate < lo[e] + ext[e] of a ghosted vector into (from) buf. */
+void pack(const Box &B, const double *v, double *buf, const int *lo_, const int *ext_, int unpack) {
+    const int lo0 = lo_[0], lo1 = lo_[1], lo2 = lo_[2], e0 = ext_[0], e1 = ext_[1];
+    const long n = (long)ext_[0] * ext_[1] * ext_[2];
+    double *vv = (double *)v;
+    each(n, LOOP(long t) {
+        const int i = lo0 + (int)(t % e0);
+        const long q = t / e0;
+        const int j = lo1 + (int)(q % e1), k = lo2 + (int)(q / e1);
+        const long g = gix(B, i, j, k);
+        if (unpack) vv[g] = buf[t];
+        else buf[t] = vv[g];
+    });
+}
+
+/* One multicolour SOR pass over the nodes of one colour (bit d of `colour`: parity of the global index in dimension
+ * d; L.par: the parity of this rank's box origin, so that every rank sweeps the serial sweep's colours). */
 void sweep_colour(const Level &L, int colour, double omega) {
-    const int nx = L.n[0], ny = L.n[1], nz = L.n[2];
-    const int cx = colour & 1, cy = (colour >> 1) & 1, cz = (colour >> 2) & 1;
+    const Box B = L.B;
+    const int nx = B.n[0], ny = B.n[1], nz = B.n[2];
+    const int cx = (colour & 1) ^ L.par[0], cy = ((colour >> 1) & 1) ^ L.par[1], cz = ((colour >> 2) & 1) ^ L.par[2];
     const int hx = (nx - cx + 1) / 2, hy = (ny - cy + 1) / 2, hz = (nz - cz + 1) / 2;
     if (hx <= 0 || hy <= 0 || hz <= 0) return;
-    const long N = L.size;
     const Stencil st = L.st;
     const double *S = L.S, *b = L.b;
     double *x = L.x;
@@ -257,88 +361,309 @@ void sweep_colour(const Level &L, int colour, double omega) {
         const long q = t / hx;
         const int j = 2 * (int)(q % hy) + cy, k = 2 * (int)(q / hy) + cz;
         const long r = i + (long)nx * (j + (long)ny * k);
-        const double rest = b[r] - offdiag(st, S, N, x, i, j, k, nx, ny, nz, r);
-        x[r] += omega * (rest / S[st.centre * N + r] - x[r]);
+        const long g = gix(B, i, j, k);
+        const double rest = b[g] - offdiag(st, S, B, x, i, j, k, r);
+        x[g] += omega * (rest / S[st.centre * B.size + r] - x[g]);
     });
 }
 
 void residual(const Level &L) {
-    const int nx = L.n[0], ny = L.n[1], nz = L.n[2];
-    const long N = L.size;
+    const Box B = L.B;
     const Stencil st = L.st;
     const double *S = L.S, *b = L.b, *x = L.x;
     double *res = L.r;
-    each(N, LOOP(long r) {
-        const int i = (int)(r % nx);
-        const long q = r / nx;
-        const int j = (int)(q % ny), k = (int)(q / ny);
-        res[r] = b[r] - S[st.centre * N + r] * x[r] - offdiag(st, S, N, x, i, j, k, nx, ny, nz, r);
+    each(B.size, LOOP(long t) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        const long g = gix(B, i, j, k);
+        res[g] = b[g] - S[st.centre * B.size + t] * x[g] - offdiag(st, S, B, x, i, j, k, t);
     });
 }
 
 /* b_coarse = Pᵀ r_fine */
 void restrict_residual(const Level &F, const Level &C) {
-    const int fx = F.n[0], fy = F.n[1], mx = C.n[0], my = C.n[1];
+    const Box FB = F.B, CB = C.B;
     const Dim X = F.t[0], Y = F.t[1], Z = F.t[2];
     const double *r = F.r;
     double *bc = C.b;
-    each(C.size, LOOP(long rc) {
-        const int I = (int)(rc % mx);
-        const long q = rc / mx;
-        const int J = (int)(q % my), K = (int)(q / my);
+    each(CB.size, LOOP(long rc) {
+        int I, J, K;
+        coords(CB, rc, I, J, K);
         double acc = 0.0;
         for (int a = -1; a <= 1; ++a) {
             const double wz = a == 0 ? 1.0 : (a < 0 ? Z.wl[K] : Z.wr[K]);
             if (wz == 0.0) continue;
-            const long k = Z.pos[K] + a;
+            const int k = Z.pos[K] + a;
             for (int bb = -1; bb <= 1; ++bb) {
                 const double wy = bb == 0 ? 1.0 : (bb < 0 ? Y.wl[J] : Y.wr[J]);
                 if (wy == 0.0) continue;
-                const long j = Y.pos[J] + bb;
+                const int j = Y.pos[J] + bb;
                 for (int c = -1; c <= 1; ++c) {
                     const double wx = c == 0 ? 1.0 : (c < 0 ? X.wl[I] : X.wr[I]);
                     if (wx == 0.0) continue;
-                    acc += wz * wy * wx * r[(X.pos[I] + c) + fx * (j + fy * k)];
+                    acc += wz * wy * wx * r[gix(FB, X.pos[I] + c, j, k)];
                 }
             }
         }
-        bc[rc] = acc;
+        bc[gix(CB, I, J, K)] = acc;
     });
 }
 
 /* x_fine += P x_coarse */
 void prolong_add(const Level &F, const Level &C) {
-    const int fx = F.n[0], fy = F.n[1], mx = C.n[0], my = C.n[1];
+    const Box FB = F.B, CB = C.B;
     const Dim X = F.t[0], Y = F.t[1], Z = F.t[2];
     const double *xc = C.x;
     double *x = F.x;
-    each(F.size, LOOP(long r) {
-        const int i = (int)(r % fx);
-        const long q = r / fx;
-        const int j = (int)(q % fy), k = (int)(q / fy);
+    each(FB.size, LOOP(long t) {
+        int i, j, k;
+        coords(FB, t, i, j, k);
         double acc = 0.0;
         for (int a = 0; a < 2; ++a) {
             const double wz = a ? Z.w1[k] : Z.w0[k];
             if (wz == 0.0) continue;
-            const long K = a ? Z.c1[k] : Z.c0[k];
+            const int K = a ? Z.c1[k] : Z.c0[k];
             for (int bb = 0; bb < 2; ++bb) {
                 const double wy = bb ? Y.w1[j] : Y.w0[j];
                 if (wy == 0.0) continue;
-                const long J = bb ? Y.c1[j] : Y.c0[j];
+                const int J = bb ? Y.c1[j] : Y.c0[j];
                 for (int c = 0; c < 2; ++c) {
                     const double wx = c ? X.w1[i] : X.w0[i];
                     if (wx == 0.0) continue;
-                    acc += wz * wy * wx * xc[(c ? X.c1[i] : X.c0[i]) + mx * (J + my * K)];
+                    acc += wz * wy * wx * xc[gix(CB, c ? X.c1[i] : X.c0[i], J, K)];
                 }
             }
         }
-        x[r] += acc;
+        x[gix(FB, i, j, k)] += acc;
     });
 }
 
 }  /* namespace smg */
 
 using namespace smg;
+
+/* --- the seam: halo exchange, reductions, gather/scatter onto rank 0 ------------------------------------------- */
+
+/* Fill the ghost layers of level l's vector v from the neighbours' owned nodes: one phase per dimension, each
+ * sending the slab next to each face (with the ghosts of the dimensions before it, so edges and corners arrive),
+ * packed on the device, staged through host memory. No-op on one rank. */
+static int exchange(MG *mg, int l, double *v) {
+    Comm *c = mg->c;
+    if (!c) return 0;
+    const double t0 = seconds();
+    const Box &B = mg->lev[l].B;
+    int err = 0;
+    for (int d = 0; d < mg->dim && !err; ++d) {
+        if (c->nbr[d][0] < 0 && c->nbr[d][1] < 0) continue;
+        int lo[3], ext[3];
+        for (int e = 0; e < 3; ++e) {
+            lo[e] = e < d ? -B.w[e] : 0;
+            ext[e] = e < d ? B.g[e] : B.n[e];
+        }
+        ext[d] = 1;
+        const long m = (long)ext[0] * ext[1] * ext[2];
+        if (m > c->face) return 1;
+        for (int s = 0; s < 2; ++s)
+            if (c->nbr[d][s] >= 0) {
+                lo[d] = s ? B.n[d] - 1 : 0;
+                pack(B, v, c->dev_send + s * c->face, lo, ext, 0);
+            }
+#ifdef __CUDACC__
+        err |= mem_get(c->host_send, c->dev_send, (size_t)(c->face + m) * sizeof(double));
+#endif
+        MPI_Request req[4];
+        int nreq = 0;
+        for (int s = 0; s < 2; ++s)
+            if (c->nbr[d][s] >= 0) {
+                /* tag: the direction of travel (0 towards higher coordinates), so both faces of a pair match */
+                err |= MPI_Irecv(c->host_recv + s * c->face, (int)m, MPI_DOUBLE, c->nbr[d][s], 1 - s, c->comm,
+                                 &req[nreq++]) != MPI_SUCCESS;
+                err |= MPI_Isend(c->host_send + s * c->face, (int)m, MPI_DOUBLE, c->nbr[d][s], s, c->comm,
+                                 &req[nreq++]) != MPI_SUCCESS;
+            }
+        err |= MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS;
+#ifdef __CUDACC__
+        err |= mem_put(c->dev_recv, c->host_recv, (size_t)(c->face + m) * sizeof(double));
+#endif
+        for (int s = 0; s < 2; ++s)
+            if (c->nbr[d][s] >= 0) {
+                lo[d] = s ? B.n[d] : -1;
+                pack(B, v, c->dev_recv + s * c->face, lo, ext, 1);
+            }
+        c->bytes += 2 * m * (long)sizeof(double) * ((c->nbr[d][0] >= 0) + (c->nbr[d][1] >= 0));
+    }
+    c->n_exchange++;
+    c->t_exchange += seconds() - t0;
+    return err | launch_error();
+}
+
+/* The global sums of n host scalars (no-op on one rank). */
+static int allreduce(MG *mg, double *h, int n) {
+    if (!mg->c) return 0;
+    return MPI_Allreduce(MPI_IN_PLACE, h, n, MPI_DOUBLE, MPI_SUM, mg->c->comm) != MPI_SUCCESS;
+}
+
+/* The top level's vector v (ghosted when `ghosted`, else owned layout) from every rank into the whole grid in
+ * natural order on rank 0's host (c->host_nat). */
+static int gather_root(MG *mg, const double *v, int ghosted) {
+    Comm *c = mg->c;
+    const double t0 = seconds();
+    const Box &B = mg->lev[mg->nlev - 1].B;
+    int err = 0;
+    const double *owned = v;
+    if (ghosted) {
+        to_owned(B, v, c->dev_box);
+        owned = c->dev_box;
+    }
+#ifdef __CUDACC__
+    err |= mem_get(c->host_box, owned, (size_t)B.size * sizeof(double));
+    owned = c->host_box;
+#endif
+    err |= MPI_Gatherv(owned, (int)B.size, MPI_DOUBLE, c->host_all, c->counts, c->displs, MPI_DOUBLE, 0, c->comm)
+           != MPI_SUCCESS;
+    if (c->rank == 0)
+        for (int p = 0; p < c->size; ++p) {
+            const int *s = c->box_start + 3 * p, *n = c->box_size + 3 * p;
+            const double *src = c->host_all + c->displs[p];
+            for (int k = 0; k < n[2]; ++k)
+                for (int j = 0; j < n[1]; ++j)
+                    memcpy(c->host_nat + s[0] + (long)c->global_n[0] * ((s[1] + j) + (long)c->global_n[1] * (s[2] + k)),
+                           src + (long)n[0] * (j + (long)n[1] * k), (size_t)n[0] * sizeof(double));
+        }
+    c->n_gather++;
+    c->bytes += B.size * (long)sizeof(double);
+    c->t_gather += seconds() - t0;
+    return err;
+}
+
+/* The reverse of gather_root: rank 0's c->host_nat into every rank's part of the top level's v. */
+static int scatter_root(MG *mg, double *v, int ghosted) {
+    Comm *c = mg->c;
+    const double t0 = seconds();
+    const Box &B = mg->lev[mg->nlev - 1].B;
+    int err = 0;
+    if (c->rank == 0)
+        for (int p = 0; p < c->size; ++p) {
+            const int *s = c->box_start + 3 * p, *n = c->box_size + 3 * p;
+            double *dst = c->host_all + c->displs[p];
+            for (int k = 0; k < n[2]; ++k)
+                for (int j = 0; j < n[1]; ++j)
+                    memcpy(dst + (long)n[0] * (j + (long)n[1] * k),
+                           c->host_nat + s[0] + (long)c->global_n[0] * ((s[1] + j) + (long)c->global_n[1] * (s[2] + k)),
+                           (size_t)n[0] * sizeof(double));
+        }
+    err |= MPI_Scatterv(c->host_all, c->counts, c->displs, MPI_DOUBLE, c->host_box, (int)B.size, MPI_DOUBLE, 0,
+                        c->comm) != MPI_SUCCESS;
+    double *owned = ghosted ? c->dev_box : v;
+    err |= mem_put(owned, c->host_box, (size_t)B.size * sizeof(double));
+    if (ghosted) from_owned(B, c->dev_box, v);
+    c->n_gather++;
+    c->bytes += B.size * (long)sizeof(double);
+    c->t_gather += seconds() - t0;
+    return err | launch_error();
+}
+
+extern "C" int smg_apply(MG *mg, const double *b, double *x);
+extern "C" int smg_cg(MG *mg, int precond, const double *b, double *x, double rtol, double atol, double dtol,
+                      int maxit, int zero_guess, int *its, double *rnorm, int *reason);
+
+/* x = M b at the distributed top level: b gathered onto rank 0, one V-cycle of the serial tail there (or its dense
+ * inverse), x scattered back with its ghosts. */
+static int coarse_on_root(MG *mg, const double *b, double *x) {
+    Comm *c = mg->c;
+    int err = gather_root(mg, b, 1);
+    if (c->rank == 0) {
+        err |= mem_put(c->dev_nat_b, c->host_nat, (size_t)c->total * sizeof(double));
+        err |= smg_apply(mg->tail, c->dev_nat_b, c->dev_nat_x);
+        err |= mem_get(c->host_nat, c->dev_nat_x, (size_t)c->total * sizeof(double));
+    }
+    err |= scatter_root(mg, x, 1);
+    return err | exchange(mg, mg->nlev - 1, x);
+}
+
+/* x = M b, M the V-cycle, on level 0's ghosted vectors (x is overwritten). Asynchronous on one GPU: the result is
+ * ordered before any later work on the default stream. On several ranks the ghosts are exchanged wherever a loop
+ * reads a neighbour that the last loop changed: before each colour but the first (x starts at zero), before the
+ * residual, before the restriction, and after each level's correction. Returns non-zero on an error. */
+static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
+    Level *L = mg->lev;
+    const int top = mg->nlev - 1, colours = 1 << mg->dim;
+    int err = 0;
+    L[0].b = (double *)b;
+    L[0].x = x;
+    if (clock) clock->mark();
+    for (int l = 0; l < top; ++l) {
+        mem_zero(L[l].x, L[l].B.gsize);
+        for (int it = 0; it < mg->nu; ++it)
+            for (int c = 0; c < colours; ++c) {
+                if (it + c > 0) err |= exchange(mg, l, L[l].x);
+                sweep_colour(L[l], c, mg->omega);
+            }
+        if (clock) clock->mark();
+        err |= exchange(mg, l, L[l].x);
+        residual(L[l]);
+        err |= exchange(mg, l, L[l].r);
+        restrict_residual(L[l], L[l + 1]);
+        if (clock) clock->mark();
+    }
+    if (mg->c) {
+        err |= coarse_on_root(mg, L[top].b, L[top].x);
+    } else {
+        to_owned(L[top].B, L[top].b, mg->cb);
+        gemv(L[top].B.size, mg->G, mg->cb, mg->cx);
+        from_owned(L[top].B, mg->cx, L[top].x);
+    }
+    if (clock) clock->mark();
+    for (int l = top - 1; l >= 0; --l) {
+        prolong_add(L[l], L[l + 1]);
+        if (clock) clock->mark();
+        for (int it = 0; it < mg->nu; ++it)
+            for (int c = colours - 1; c >= 0; --c) {
+                err |= exchange(mg, l, L[l].x);
+                sweep_colour(L[l], c, mg->omega);
+            }
+        if (l > 0) err |= exchange(mg, l, L[l].x);
+        if (clock) clock->mark();
+    }
+    return err | launch_error();
+}
+
+#ifdef __CUDACC__
+static cudaGraphExec_t captured(MG *mg, const double *b, double *x) {
+    for (int g = 0; g < mg->n_graphs; ++g)
+        if (mg->graph[g].b == b && mg->graph[g].x == x) return mg->graph[g].exec;
+    if (!mg->capture && cudaStreamCreateWithFlags(&mg->capture, cudaStreamNonBlocking) != cudaSuccess) return 0;
+    cudaGraph_t graph = 0;
+    stream_now = mg->capture;
+    int err = cudaStreamBeginCapture(mg->capture, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
+    if (!err) err = vcycle(mg, b, x, 0);
+    err |= cudaStreamEndCapture(mg->capture, &graph) != cudaSuccess;
+    stream_now = 0;
+    cudaGraphExec_t exec = 0;
+    if (!err && graph) err = cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
+    if (graph) cudaGraphDestroy(graph);
+    if (err) return 0;
+    Graph &slot = mg->graph[mg->next_graph];
+    if (mg->next_graph < mg->n_graphs) cudaGraphExecDestroy(slot.exec);
+    else mg->n_graphs++;
+    slot.b = b;
+    slot.x = x;
+    slot.exec = exec;
+    mg->next_graph = (mg->next_graph + 1) % MAX_GRAPHS;
+    return exec;
+}
+#endif
+
+/* the V-cycle on level 0's ghosted vectors, through a CUDA graph where it can be one */
+static int vcycle_g(MG *mg, const double *b, double *x) {
+#ifdef __CUDACC__
+    if (mg->graphs && !mg->c) {
+        cudaGraphExec_t exec = captured(mg, b, x);
+        return !exec || cudaGraphLaunch(exec, 0) != cudaSuccess;
+    }
+#endif
+    return vcycle(mg, b, x, 0);
+}
 
 extern "C" {
 
@@ -356,12 +681,19 @@ MG *smg_create(int dim, int nlev, double omega, int nu) {
     return mg;
 }
 
-/* Level l: grid sizes n[3] (n[2] = 1 in 2D), the `na` stencil points it uses as codes
- * s = (di+1) + 3(dj+1) + 9(dk+1), and their coefficients S (na x size, host memory). */
-int smg_level(MG *mg, int l, const int *n, int na, const int *codes, const double *S) {
+/* Level l: this rank's owned sizes n[3] (n[2] = 1 in 2D) starting at global index start[3], the `na` stencil points
+ * it uses as codes s = (di+1) + 3(dj+1) + 9(dk+1), and their coefficients S (na x owned size, host memory). */
+int smg_level(MG *mg, int l, const int *n, const int *start, int na, const int *codes, const double *S) {
     Level &L = mg->lev[l];
-    for (int d = 0; d < 3; ++d) L.n[d] = n[d];
-    L.size = (long)n[0] * n[1] * n[2];
+    Box &B = L.B;
+    for (int d = 0; d < 3; ++d) {
+        B.n[d] = n[d];
+        B.w[d] = d < mg->dim ? 1 : 0;
+        B.g[d] = n[d] + 2 * B.w[d];
+        L.par[d] = start[d] & 1;
+    }
+    B.size = (long)n[0] * n[1] * n[2];
+    B.gsize = (long)B.g[0] * B.g[1] * B.g[2];
     if (na < 1 || na > 27) return mg->err = 1;
     L.st.na = na;
     L.st.centre = -1;
@@ -374,17 +706,20 @@ int smg_level(MG *mg, int l, const int *n, int na, const int *codes, const doubl
     if (mg->dim < 3)
         for (int a = 0; a < na; ++a) L.st.dk[a] = 0;
     if (L.st.centre < 0) return mg->err = 1;    /* no diagonal */
-    L.S = upload(mg, S, (long)na * L.size);
-    L.r = alloc_doubles(mg, L.size);
+    L.S = upload(mg, S, (long)na * B.size);
+    L.r = alloc_ghosted(mg, B);
     if (l > 0) {
-        L.x = alloc_doubles(mg, L.size);
-        L.b = alloc_doubles(mg, L.size);
+        L.x = alloc_ghosted(mg, B);
+        L.b = alloc_ghosted(mg, B);
+    } else {
+        mg->in_b = alloc_ghosted(mg, B);
+        mg->in_x = alloc_ghosted(mg, B);
     }
     return mg->err;
 }
 
-/* Dimension d of the transfer from level l to level l + 1: prolongation tables over the fine sizes (nf entries),
- * restriction tables over the coarse sizes (nc entries). */
+/* Dimension d of the transfer from level l to level l + 1, in this rank's local coordinates: prolongation tables
+ * over the owned fine indices (nf entries), restriction tables over the owned coarse indices (nc entries). */
 int smg_transfer(MG *mg, int l, int d, int nf, int nc, const int *c0, const int *c1, const double *w0,
                  const double *w1, const int *pos, const double *wl, const double *wr) {
     Dim &D = mg->lev[l].t[d];
@@ -398,10 +733,17 @@ int smg_transfer(MG *mg, int l, int d, int nf, int nc, const int *c0, const int 
     return mg->err;
 }
 
+static void coarse_vectors(MG *mg) {
+    const long n = mg->lev[mg->nlev - 1].B.size;
+    if (!mg->cb) mg->cb = alloc_doubles(mg, n);
+    if (!mg->cx) mg->cx = alloc_doubles(mg, n);
+}
+
 /* The coarsest level's dense (pseudo-)inverse, row-major, host memory. */
 int smg_coarse(MG *mg, const double *G) {
-    const long n = mg->lev[mg->nlev - 1].size;
+    const long n = mg->lev[mg->nlev - 1].B.size;
     mg->G = upload(mg, G, n * n);
+    coarse_vectors(mg);
     return mg->err;
 }
 
@@ -413,7 +755,8 @@ int smg_coarse(MG *mg, const double *G) {
  * maps any b into the range first). Per pivot column k three
  * parallel loops: save column k (the multipliers), scale row k, eliminate column k from every other row. */
 int smg_coarse_gauss_jordan(MG *mg, const double *A, int singular) {
-    const long n = mg->lev[mg->nlev - 1].size, m = 2 * n;
+    const long n = mg->lev[mg->nlev - 1].B.size, m = 2 * n;
+    coarse_vectors(mg);
     double *a = upload(mg, A, n * n), *W = alloc_doubles(mg, n * m), *col = alloc_doubles(mg, n);
     double *G = alloc_doubles(mg, n * n), *rs = alloc_doubles(mg, n), *cs = alloc_doubles(mg, n);
     if (mg->err) return mg->err;
@@ -462,78 +805,93 @@ int smg_coarse_gauss_jordan(MG *mg, const double *A, int singular) {
 
 /* Copy the coarsest inverse to the host (n x n, row-major): to compare the ways of computing it. */
 int smg_coarse_get(MG *mg, double *G) {
-    const long n = mg->lev[mg->nlev - 1].size;
+    const long n = mg->lev[mg->nlev - 1].B.size;
+    return mem_get(G, mg->G, n * n * sizeof(double));
+}
+
+/* Several ranks: the communicator (Fortran handle, duplicated here), the process grid P[3] (PETSc DMDA's: rank =
+ * px + Px (py + Py pz)), and every rank's box at the top level (start and size, [size][3] each) with the top
+ * level's global sizes. `tail`: on rank 0 the serial hierarchy that solves the top level (level 0 = the whole top
+ * level, natural order), elsewhere null. `root_only`: CG runs on rank 0 alone on the whole grid (the top level is
+ * level 0). `gathers`: the top level is gathered onto rank 0 (not so for Jacobi-preconditioned CG over the ranks:
+ * no buffers for it then). Collective. */
+int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *box_size, const int *global_n,
+             MG *tail, int root_only, int gathers) {
+    Comm *c = (Comm *)calloc(1, sizeof(Comm));
+    if (!c) return mg->err = 1;
+    mg->c = c;
+    mg->graphs = 0;
+    mg->tail = tail;
+    mg->root_only = root_only;
+    if (MPI_Comm_dup(MPI_Comm_f2c((MPI_Fint)fcomm), &c->comm) != MPI_SUCCESS) return mg->err = 1;
+    MPI_Comm_rank(c->comm, &c->rank);
+    MPI_Comm_size(c->comm, &c->size);
+    for (int d = 0; d < 3; ++d) c->P[d] = P[d];
+    c->me[0] = c->rank % P[0];
+    c->me[1] = (c->rank / P[0]) % P[1];
+    c->me[2] = c->rank / (P[0] * P[1]);
+    for (int d = 0; d < 3; ++d)
+        for (int s = 0; s < 2; ++s) {
+            int q[3] = {c->me[0], c->me[1], c->me[2]};
+            q[d] += s ? 1 : -1;
+            c->nbr[d][s] = q[d] < 0 || q[d] >= P[d] ? -1 : q[0] + P[0] * (q[1] + P[1] * q[2]);
+        }
+    /* face buffers: the largest slab of level 0 (with the ghosts of the dimensions before it) */
+    const Box &B = mg->lev[0].B;
+    long face = 1;
+    for (int d = 0; d < mg->dim; ++d) {
+        long m = 1;
+        for (int e = 0; e < 3; ++e) m *= e == d ? 1 : (e < d ? B.g[e] : B.n[e]);
+        if (m > face) face = m;
+    }
+    c->face = face;
+    c->dev_send = alloc_doubles(mg, 2 * face);
+    c->dev_recv = alloc_doubles(mg, 2 * face);
 #ifdef __CUDACC__
-    return cudaMemcpy(G, mg->G, n * n * sizeof(double), cudaMemcpyDeviceToHost) != cudaSuccess;
+    c->host_send = (double *)host_alloc(2 * face * sizeof(double));
+    c->host_recv = (double *)host_alloc(2 * face * sizeof(double));
+    if (!c->host_send || !c->host_recv) mg->err = 1;
 #else
-    memcpy(G, mg->G, n * n * sizeof(double));
-    return 0;
+    c->host_send = c->dev_send;
+    c->host_recv = c->dev_recv;
 #endif
-}
-
-/* x = M b, M the V-cycle (x is overwritten; b and x are device pointers in the GPU build). Asynchronous on the GPU:
- * the result is ordered before any later work on the default stream. Returns non-zero on a launch error. */
-static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
-    Level *L = mg->lev;
-    const int top = mg->nlev - 1, colours = 1 << mg->dim;
-    L[0].b = (double *)b;
-    L[0].x = x;
-    if (clock) clock->mark();
-    for (int l = 0; l < top; ++l) {
-        mem_zero(L[l].x, L[l].size);
-        for (int it = 0; it < mg->nu; ++it)
-            for (int c = 0; c < colours; ++c) sweep_colour(L[l], c, mg->omega);
-        if (clock) clock->mark();
-        residual(L[l]);
-        restrict_residual(L[l], L[l + 1]);
-        if (clock) clock->mark();
+    c->box_start = (int *)malloc(3 * c->size * sizeof(int));
+    c->box_size = (int *)malloc(3 * c->size * sizeof(int));
+    c->counts = (int *)malloc(c->size * sizeof(int));
+    c->displs = (int *)malloc(c->size * sizeof(int));
+    if (!c->box_start || !c->box_size || !c->counts || !c->displs) return mg->err = 1;
+    memcpy(c->box_start, box_start, 3 * c->size * sizeof(int));
+    memcpy(c->box_size, box_size, 3 * c->size * sizeof(int));
+    long total = 0;
+    for (int p = 0; p < c->size; ++p) {
+        c->counts[p] = box_size[3 * p] * box_size[3 * p + 1] * box_size[3 * p + 2];
+        c->displs[p] = (int)total;
+        total += c->counts[p];
     }
-    gemv(L[top].size, mg->G, L[top].b, L[top].x);
-    if (clock) clock->mark();
-    for (int l = top - 1; l >= 0; --l) {
-        prolong_add(L[l], L[l + 1]);
-        if (clock) clock->mark();
-        for (int it = 0; it < mg->nu; ++it)
-            for (int c = colours - 1; c >= 0; --c) sweep_colour(L[l], c, mg->omega);
-        if (clock) clock->mark();
+    c->total = total;
+    for (int d = 0; d < 3; ++d) c->global_n[d] = global_n[d];
+    if (!gathers) return mg->err;
+    const long own = mg->lev[mg->nlev - 1].B.size;
+    c->dev_box = alloc_doubles(mg, own);
+    c->host_box = (double *)host_alloc(own * sizeof(double));
+    if (!c->host_box) mg->err = 1;
+    if (c->rank == 0) {
+        c->host_all = (double *)host_alloc(total * sizeof(double));
+        c->host_nat = (double *)host_alloc(total * sizeof(double));
+        c->dev_nat_b = alloc_doubles(mg, total);
+        c->dev_nat_x = alloc_doubles(mg, total);
+        if (!c->host_all || !c->host_nat || !tail) mg->err = 1;
     }
-    return launch_error();
+    return mg->err;
 }
 
-#ifdef __CUDACC__
-static cudaGraphExec_t captured(MG *mg, const double *b, double *x) {
-    for (int g = 0; g < mg->n_graphs; ++g)
-        if (mg->graph[g].b == b && mg->graph[g].x == x) return mg->graph[g].exec;
-    if (!mg->capture && cudaStreamCreateWithFlags(&mg->capture, cudaStreamNonBlocking) != cudaSuccess) return 0;
-    cudaGraph_t graph = 0;
-    stream_now = mg->capture;
-    int err = cudaStreamBeginCapture(mg->capture, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
-    if (!err) err = vcycle(mg, b, x, 0);
-    err |= cudaStreamEndCapture(mg->capture, &graph) != cudaSuccess;
-    stream_now = 0;
-    cudaGraphExec_t exec = 0;
-    if (!err && graph) err = cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
-    if (graph) cudaGraphDestroy(graph);
-    if (err) return 0;
-    Graph &slot = mg->graph[mg->next_graph];
-    if (mg->next_graph < mg->n_graphs) cudaGraphExecDestroy(slot.exec);
-    else mg->n_graphs++;
-    slot.b = b;
-    slot.x = x;
-    slot.exec = exec;
-    mg->next_graph = (mg->next_graph + 1) % MAX_GRAPHS;
-    return exec;
-}
-#endif
-
+/* x = M b on raw addresses of owned-layout vectors (device pointers for the GPU build). Asynchronous on one GPU. */
 int smg_apply(MG *mg, const double *b, double *x) {
-#ifdef __CUDACC__
-    if (mg->graphs) {
-        cudaGraphExec_t exec = captured(mg, b, x);
-        return !exec || cudaGraphLaunch(exec, 0) != cudaSuccess;
-    }
-#endif
-    return vcycle(mg, b, x, 0);
+    const Box &B = mg->lev[0].B;
+    from_owned(B, b, mg->in_b);
+    int err = vcycle_g(mg, mg->in_b, mg->in_x);
+    to_owned(B, mg->in_x, x);
+    return err | launch_error();
 }
 
 /* PETSc's KSPConvergedReason values that smg_cg can return */
@@ -543,103 +901,160 @@ enum { CONVERGED_RTOL = 2, CONVERGED_ATOL = 3, DIVERGED_ITS = -3, DIVERGED_DTOL 
 static int cg_work(MG *mg) {
     CGWork &w = mg->cg;
     if (w.sc) return mg->err;
-    const long n = mg->lev[0].size;
-    w.r = alloc_doubles(mg, n);
-    w.z = alloc_doubles(mg, n);
-    w.p = alloc_doubles(mg, n);
-    w.q = alloc_doubles(mg, n);
+    const Box &B = mg->lev[0].B;
+    w.x = alloc_ghosted(mg, B);
+    w.r = alloc_ghosted(mg, B);
+    w.z = alloc_ghosted(mg, B);
+    w.p = alloc_ghosted(mg, B);
+    w.q = alloc_ghosted(mg, B);
+    w.s = alloc_ghosted(mg, B);
     w.partial = alloc_doubles(mg, RED_PARTIAL);
     w.sc = alloc_doubles(mg, 8);
     return mg->err;
 }
 
-/* Preconditioned conjugate gradients on level 0's matrix, as PETSc's KSPCG with its default convergence test
+/* The stopping test of KSPConvergedDefault (and KSPCG's divergence checks), shared by both CG forms: 1 to stop
+ * (*reason set), 0 to go on. */
+static int cg_stop(double rn, double rnorm0, double ttol, double atol, double dtol, int k, int maxit, int *reason) {
+    if (rn != rn || isinf(rn)) { *reason = DIVERGED_NANORINF; return 1; }
+    if (rn <= ttol) { *reason = rn < atol ? CONVERGED_ATOL : CONVERGED_RTOL; return 1; }
+    if (dtol > 0 && k > 0 && rn >= dtol * rnorm0) { *reason = DIVERGED_DTOL; return 1; }
+    if (k >= maxit) { *reason = DIVERGED_ITS; return 1; }
+    return 0;
+}
+
+}  /* extern "C" */
+
+namespace smg {
+
+/* w = A u (u's ghosts exchanged first) and the global sums h = (uᵀr, uᵀw, uᵀu, h[3]): Chronopoulos–Gear's one
+ * reduction per iteration (h[3], ‖B b‖² at the start, rides along). */
+int cg_product(MG *mg, double *u, const double *r, double *wv, double *h) {
+    const Level &L = mg->lev[0];
+    const Box B = L.B;
+    const long N = B.size;
+    const Stencil st = L.st;
+    const double *S = L.S;
+    int err = exchange(mg, 0, u);
+    reduce(N, LOOP(long t, double *acc) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        const long g = gix(B, i, j, k);
+        const double wi = S[st.centre * N + t] * u[g] + offdiag(st, S, B, u, i, j, k, t);
+        wv[g] = wi;
+        acc[0] += u[g] * r[g];
+        acc[1] += u[g] * wi;
+        acc[2] += u[g] * u[g];
+    }, mg->cg.partial, mg->cg.sc, 0, 1, 2);
+    err |= get_scalars(h, mg->cg.sc, 4);
+    return err | allreduce(mg, h, 4);
+}
+
+/* One rank: preconditioned CG on level 0's matrix, as PETSc's KSPCG with its default convergence test
  * (preconditioned residual norm; with a nonzero initial guess relative to ‖B b‖, as KSPConvergedDefault does), so
  * iteration counts match PETSc's: the iteration runs on the device, and one synchronisation per iteration brings
  * the scalars to the host for the test. precond: 0 none, 1 Jacobi (the stencil's diagonal), 2 the V-cycle.
- * Device scalars sc: 0 pᵀAp, 1 and 2 zᵀr (this and the last iteration, alternating), 3 zᵀz, 5 ‖B b‖².
- * Returns non-zero on a device error; the outcome is in *its, *rnorm, *reason. */
-int smg_cg(MG *mg, int precond, const double *b, double *x, double rtol, double atol, double dtol, int maxit,
-           int zero_guess, int *its, double *rnorm, int *reason) {
-    if (cg_work(mg)) return 1;
+ * Device scalars sc: 0 pᵀAp, 1 and 2 zᵀr (this and the last iteration, alternating), 3 zᵀz, 5 ‖B b‖². */
+int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, double atol, double dtol,
+                       int maxit, int zero_guess, int *its, double *rnorm, int *reason) {
     const Level &L = mg->lev[0];
-    const int nx = L.n[0], ny = L.n[1], nz = L.n[2];
-    const long N = L.size;
+    const Box B = L.B;
+    const long N = B.size;
     const Stencil st = L.st;
     const double *S = L.S;
     CGWork w = mg->cg;
-    double *r = w.r, *z = w.z, *p = w.p, *q = w.q, *sc = w.sc;
+    double *x = w.x, *r = w.r, *z = w.z, *p = w.p, *q = w.q, *sc = w.sc;
     const int jacobi = precond == 1;
     double h[8];
     *its = 0;
     *reason = 0;
-    if (zero_guess) mem_zero(x, N);
+    if (zero_guess) mem_zero(x, B.gsize);
+    else from_owned(B, xo, x);
     /* r = b - A x, z = B r, and ‖B b‖ (Jacobi: all in one pass) */
-    reduce(N, LOOP(long i, double *acc) {
-        const int ii = (int)(i % nx);
-        const long qq = i / nx;
-        const int jj = (int)(qq % ny), kk = (int)(qq / ny);
-        const double d = S[st.centre * N + i];
-        const double ri = b[i] - d * x[i] - offdiag(st, S, N, x, ii, jj, kk, nx, ny, nz, i);
-        r[i] = ri;
-        const double zi = jacobi ? ri / d : ri, bi = jacobi ? b[i] / d : b[i];
-        z[i] = zi;
+    reduce(N, LOOP(long t, double *acc) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        const long g = gix(B, i, j, k);
+        const double d = S[st.centre * N + t];
+        const double ri = b[t] - d * x[g] - offdiag(st, S, B, x, i, j, k, t);
+        r[g] = ri;
+        const double zi = jacobi ? ri / d : ri, bi = jacobi ? b[t] / d : b[t];
+        z[g] = zi;
         acc[0] += zi * zi;
         acc[1] += zi * ri;
         acc[2] += bi * bi;
     }, w.partial, sc, 3, 1, 5);
     if (precond == 2) {
-        if (smg_apply(mg, b, z)) return 1;
-        reduce(N, LOOP(long i, double *acc) { acc[0] += z[i] * z[i]; }, w.partial, sc, 5, -1, -1);
-        if (smg_apply(mg, r, z)) return 1;
-        reduce(N, LOOP(long i, double *acc) { acc[0] += z[i] * z[i]; acc[1] += z[i] * r[i]; }, w.partial, sc, 3, 1,
-               -1);
+        from_owned(B, b, p);
+        if (vcycle_g(mg, p, z)) return 1;
+        reduce(N, LOOP(long t, double *acc) {
+            int i, j, k;
+            coords(B, t, i, j, k);
+            const long g = gix(B, i, j, k);
+            acc[0] += z[g] * z[g];
+        }, w.partial, sc, 5, -1, -1);
+        if (vcycle_g(mg, r, z)) return 1;
+        reduce(N, LOOP(long t, double *acc) {
+            int i, j, k;
+            coords(B, t, i, j, k);
+            const long g = gix(B, i, j, k);
+            acc[0] += z[g] * z[g];
+            acc[1] += z[g] * r[g];
+        }, w.partial, sc, 3, 1, -1);
     }
     if (get_scalars(h, sc, 6)) return 1;
     const double rnorm0 = zero_guess ? sqrt(h[3]) : sqrt(h[5]);
     const double ttol = fmax(rtol * rnorm0, atol);
     double rn = sqrt(h[3]);
     int cur = 1, nxt = 2;
-    copy_vec(p, z, N);
+    each(B.gsize, LOOP(long g) { p[g] = z[g]; });
     for (int k = 0;; ++k) {
         *rnorm = rn;
-        if (rn != rn || isinf(rn)) { *reason = DIVERGED_NANORINF; break; }
-        if (rn <= ttol) { *reason = rn < atol ? CONVERGED_ATOL : CONVERGED_RTOL; break; }
-        if (dtol > 0 && k > 0 && rn >= dtol * rnorm0) { *reason = DIVERGED_DTOL; break; }
-        if (k >= maxit) { *reason = DIVERGED_ITS; break; }
+        if (cg_stop(rn, rnorm0, ttol, atol, dtol, k, maxit, reason)) break;
         if (k > 0) {
             const int c = cur, n2 = nxt;
-            each(N, LOOP(long i) { p[i] = z[i] + sc[n2] / sc[c] * p[i]; });
+            each(B.gsize, LOOP(long g) { p[g] = z[g] + sc[n2] / sc[c] * p[g]; });
             cur = nxt;
             nxt = 3 - nxt;
         }
         /* q = A p, pᵀq */
-        reduce(N, LOOP(long i, double *acc) {
-            const int ii = (int)(i % nx);
-            const long qq = i / nx;
-            const int jj = (int)(qq % ny), kk = (int)(qq / ny);
-            const double qi = S[st.centre * N + i] * p[i] + offdiag(st, S, N, p, ii, jj, kk, nx, ny, nz, i);
-            q[i] = qi;
-            acc[0] += p[i] * qi;
+        reduce(N, LOOP(long t, double *acc) {
+            int i, j, k;
+            coords(B, t, i, j, k);
+            const long g = gix(B, i, j, k);
+            const double qi = S[st.centre * N + t] * p[g] + offdiag(st, S, B, p, i, j, k, t);
+            q[g] = qi;
+            acc[0] += p[g] * qi;
         }, w.partial, sc, 0, -1, -1);
         const int c = cur;
         if (precond == 2) {
-            each(N, LOOP(long i) {
+            each(N, LOOP(long t) {
+                int i, j, k;
+                coords(B, t, i, j, k);
+                const long g = gix(B, i, j, k);
                 const double a = sc[c] / sc[0];
-                x[i] += a * p[i];
-                r[i] -= a * q[i];
+                x[g] += a * p[g];
+                r[g] -= a * q[g];
             });
-            if (smg_apply(mg, r, z)) return 1;
-            reduce(N, LOOP(long i, double *acc) { acc[0] += z[i] * z[i]; acc[1] += z[i] * r[i]; }, w.partial, sc,
-                   3, nxt, -1);
+            if (vcycle_g(mg, r, z)) return 1;
+            reduce(N, LOOP(long t, double *acc) {
+                int i, j, k;
+                coords(B, t, i, j, k);
+                const long g = gix(B, i, j, k);
+                acc[0] += z[g] * z[g];
+                acc[1] += z[g] * r[g];
+            }, w.partial, sc, 3, nxt, -1);
         } else {
-            reduce(N, LOOP(long i, double *acc) {
+            reduce(N, LOOP(long t, double *acc) {
+                int i, j, k;
+                coords(B, t, i, j, k);
+                const long g = gix(B, i, j, k);
                 const double a = sc[c] / sc[0];
-                x[i] += a * p[i];
-                const double ri = r[i] - a * q[i];
-                r[i] = ri;
-                const double zi = jacobi ? ri / S[st.centre * N + i] : ri;
-                z[i] = zi;
+                x[g] += a * p[g];
+                const double ri = r[g] - a * q[g];
+                r[g] = ri;
+                const double zi = jacobi ? ri / S[st.centre * N + t] : ri;
+                z[g] = zi;
                 acc[0] += zi * zi;
                 acc[1] += zi * ri;
             }, w.partial, sc, 3, nxt, -1);
@@ -650,7 +1065,137 @@ int smg_cg(MG *mg, int precond, const double *b, double *x, double rtol, double 
         if (h[nxt] < 0.0) { *reason = DIVERGED_INDEFINITE_PC; break; }
         rn = sqrt(h[3]);
     }
+    to_owned(B, x, xo);
     return launch_error();
+}
+
+/* Several ranks: the same preconditioned CG in the Chronopoulos–Gear form, whose two inner products of an
+ * iteration (and the norm of the stopping test) come from one pass after the matrix product, so one MPI_Allreduce
+ * per iteration carries all of them (standard CG needs two). The same iterates in exact arithmetic; the scalars
+ * live on the host, the vectors' ghosts are exchanged before each product with A. */
+int cg_ranks(MG *mg, int precond, const double *b, double *xo, double rtol, double atol, double dtol,
+                    int maxit, int zero_guess, int *its, double *rnorm, int *reason) {
+    const Level &L = mg->lev[0];
+    const Box B = L.B;
+    const long N = B.size;
+    const Stencil st = L.st;
+    const double *S = L.S;
+    CGWork w = mg->cg;
+    double *x = w.x, *r = w.r, *u = w.z, *p = w.p, *wv = w.q, *s = w.s, *sc = w.sc;
+    const int jacobi = precond == 1;
+    double h[6];
+    int err = 0;
+    *its = 0;
+    *reason = 0;
+    if (zero_guess) mem_zero(x, B.gsize);
+    else from_owned(B, xo, x);
+    mem_zero(p, B.gsize);
+    mem_zero(s, B.gsize);
+    err |= exchange(mg, 0, x);
+    /* r = b - A x, u = B r, ‖B b‖² */
+    reduce(N, LOOP(long t, double *acc) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        const long g = gix(B, i, j, k);
+        const double d = S[st.centre * N + t];
+        const double ri = b[t] - d * x[g] - offdiag(st, S, B, x, i, j, k, t);
+        r[g] = ri;
+        u[g] = jacobi ? ri / d : ri;
+        const double bi = jacobi ? b[t] / d : b[t];
+        acc[0] += bi * bi;
+    }, w.partial, sc, 3, -1, -1);
+    if (precond == 2) {
+        from_owned(B, b, wv);
+        err |= vcycle(mg, wv, u, 0);
+        reduce(N, LOOP(long t, double *acc) {
+            int i, j, k;
+            coords(B, t, i, j, k);
+            const long g = gix(B, i, j, k);
+            acc[0] += u[g] * u[g];
+        }, w.partial, sc, 3, -1, -1);
+        err |= vcycle(mg, r, u, 0);
+    }
+    err |= cg_product(mg, u, r, wv, h);
+    if (err) return 1;
+    const double rnorm0 = zero_guess ? sqrt(h[2]) : sqrt(h[3]);
+    const double ttol = fmax(rtol * rnorm0, atol);
+    double gamma = h[0], delta = h[1], rn = sqrt(h[2]), alpha = 0.0, gamma_old = 0.0;
+    for (int k = 0;; ++k) {
+        *rnorm = rn;
+        if (cg_stop(rn, rnorm0, ttol, atol, dtol, k, maxit, reason)) break;
+        const double beta = k > 0 ? gamma / gamma_old : 0.0;
+        const double ptap = k > 0 ? delta - beta * gamma / alpha : delta;   /* = pᵀAp of this iteration */
+        if (ptap <= 0.0) { *reason = DIVERGED_INDEFINITE_MAT; break; }
+        if (gamma < 0.0) { *reason = DIVERGED_INDEFINITE_PC; break; }
+        alpha = gamma / ptap;
+        const double a = alpha, be = beta;
+        each(N, LOOP(long t) {
+            int i, j, k;
+            coords(B, t, i, j, k);
+            const long g = gix(B, i, j, k);
+            p[g] = u[g] + be * p[g];
+            s[g] = wv[g] + be * s[g];
+            x[g] += a * p[g];
+            const double ri = r[g] - a * s[g];
+            r[g] = ri;
+            if (jacobi) u[g] = ri / S[st.centre * N + t];
+            else if (precond == 0) u[g] = ri;
+        });
+        if (precond == 2) err |= vcycle(mg, r, u, 0);
+        gamma_old = gamma;
+        err |= cg_product(mg, u, r, wv, h);
+        if (err) return 1;
+        *its = k + 1;
+        gamma = h[0];
+        delta = h[1];
+        rn = sqrt(h[2]);
+    }
+    to_owned(B, x, xo);
+    return err | launch_error();
+}
+
+}  /* namespace smg */
+
+extern "C" {
+
+/* Several ranks, the whole solve on rank 0: b and x gathered there, CG of the serial hierarchy, x scattered back
+ * and the outcome broadcast. */
+static int cg_on_root(MG *mg, int precond, const double *b, double *xo, double rtol, double atol, double dtol,
+                      int maxit, int zero_guess, int *its, double *rnorm, int *reason) {
+    Comm *c = mg->c;
+    int err = 0;
+    double out[3] = {0.0, 0.0, 0.0};
+    err |= gather_root(mg, b, 0);
+    if (c->rank == 0) err |= mem_put(c->dev_nat_b, c->host_nat, (size_t)c->total * sizeof(double));
+    if (!zero_guess) {
+        err |= gather_root(mg, xo, 0);
+        if (c->rank == 0) err |= mem_put(c->dev_nat_x, c->host_nat, (size_t)c->total * sizeof(double));
+    }
+    if (c->rank == 0) {
+        err |= smg_cg(mg->tail, precond, c->dev_nat_b, c->dev_nat_x, rtol, atol, dtol, maxit, zero_guess, its, rnorm,
+                      reason);
+        err |= mem_get(c->host_nat, c->dev_nat_x, (size_t)c->total * sizeof(double));
+        out[0] = *its;
+        out[1] = *rnorm;
+        out[2] = *reason;
+    }
+    err |= MPI_Bcast(out, 3, MPI_DOUBLE, 0, c->comm) != MPI_SUCCESS;
+    *its = (int)out[0];
+    *rnorm = out[1];
+    *reason = (int)out[2];
+    err |= scatter_root(mg, xo, 0);
+    return err;
+}
+
+/* Preconditioned CG on level 0's matrix (b and x: this rank's owned-layout vectors); the outcome in *its, *rnorm,
+ * *reason (PETSc's). Returns non-zero on a device or communication error. */
+int smg_cg(MG *mg, int precond, const double *b, double *x, double rtol, double atol, double dtol, int maxit,
+           int zero_guess, int *its, double *rnorm, int *reason) {
+    if (mg->c && mg->root_only)
+        return cg_on_root(mg, precond, b, x, rtol, atol, dtol, maxit, zero_guess, its, rnorm, reason);
+    if (cg_work(mg)) return 1;
+    if (mg->c) return cg_ranks(mg, precond, b, x, rtol, atol, dtol, maxit, zero_guess, its, rnorm, reason);
+    return cg_one_rank(mg, precond, b, x, rtol, atol, dtol, maxit, zero_guess, its, rnorm, reason);
 }
 
 /* Threads per block of the parallel loops (GPU build; 32..1024, default 256); returns the value in force. For the
@@ -672,7 +1217,10 @@ void smg_use_graphs(MG *mg, int on) { mg->graphs = on; }
 int smg_apply_timed(MG *mg, const double *b, double *x, double *ms) {
     Clock clock;
     const int top = mg->nlev - 1;
-    int err = vcycle(mg, b, x, &clock);
+    const Box &B = mg->lev[0].B;
+    from_owned(B, b, mg->in_b);
+    int err = vcycle(mg, mg->in_b, mg->in_x, &clock);
+    to_owned(B, mg->in_x, x);
     clock.finish();
     int e = 0;
     for (int l = 0; l < top; ++l, e += 2) {
@@ -686,6 +1234,21 @@ int smg_apply_timed(MG *mg, const double *b, double *x, double *ms) {
         ms[4 * l + 3] = clock.ms(e + 1, e + 2);
     }
     return err;
+}
+
+/* What the seam did since the last call: out = halo exchanges, seconds in them, gathers/scatters, seconds in
+ * them, bytes moved (this rank). Counters reset. */
+void smg_stats(MG *mg, double *out) {
+    for (int i = 0; i < 5; ++i) out[i] = 0.0;
+    Comm *c = mg->c;
+    if (!c) return;
+    out[0] = (double)c->n_exchange;
+    out[1] = c->t_exchange;
+    out[2] = (double)c->n_gather;
+    out[3] = c->t_gather;
+    out[4] = (double)c->bytes;
+    c->n_exchange = c->n_gather = c->bytes = 0;
+    c->t_exchange = c->t_gather = 0.0;
 }
 
 void smg_destroy(MG *mg) {
@@ -705,8 +1268,22 @@ void smg_destroy(MG *mg) {
         }
     }
     mem_free(mg->G);
-    mem_free(mg->cg.r); mem_free(mg->cg.z); mem_free(mg->cg.p); mem_free(mg->cg.q);
-    mem_free(mg->cg.partial); mem_free(mg->cg.sc);
+    mem_free(mg->cb); mem_free(mg->cx); mem_free(mg->in_b); mem_free(mg->in_x);
+    mem_free(mg->cg.x); mem_free(mg->cg.r); mem_free(mg->cg.z); mem_free(mg->cg.p); mem_free(mg->cg.q);
+    mem_free(mg->cg.s); mem_free(mg->cg.partial); mem_free(mg->cg.sc);
+    if (Comm *c = mg->c) {
+        mem_free(c->dev_send); mem_free(c->dev_recv); mem_free(c->dev_box);
+        mem_free(c->dev_nat_b); mem_free(c->dev_nat_x);
+#ifdef __CUDACC__
+        host_free(c->host_send); host_free(c->host_recv);
+#endif
+        host_free(c->host_box); host_free(c->host_all); host_free(c->host_nat);
+        free(c->box_start); free(c->box_size); free(c->counts); free(c->displs);
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized) MPI_Comm_free(&c->comm);
+        free(c);
+    }
 #ifdef __CUDACC__
     for (int g = 0; g < mg->n_graphs; ++g) cudaGraphExecDestroy(mg->graph[g].exec);
     if (mg->capture) cudaStreamDestroy(mg->capture);

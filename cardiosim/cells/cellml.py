@@ -21,8 +21,9 @@ every expression (``AnsiCExpressionWriter``, ``NumPyExpressionWriter``, in cardi
   Chaste's code generator; cardiosim/cells/singularities.py). The points are found at the default parameters.
 
 Generated sources are cached per machine (``$CARDIOSIM_CACHE/cellml``, keyed by the file's bytes, the generator's
-version and sources and Myokit's version), written to a temporary folder and renamed into place: MPI ranks that
-start together never read a half-written file.
+version and sources and Myokit's version), written to a temporary folder and renamed into place with a checksum of
+each file (cardiosim.compile.cached_folder): MPI ranks that start together never read a half-written file, a
+damaged entry is generated again, and a read-only cache is used where its entry is whole.
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ import json
 import math
 import os
 import re
-import shutil
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -307,29 +306,20 @@ def _digest(path: Path, patches=None) -> str:
 # -- the per-machine cache ------------------------------------------------------------------------------------------
 def generated(path, patches=None) -> tuple[dict, Path]:
     """(generate(path) without the sources, the cache folder holding ``<kernel_name>.h`` and ``numpy_rhs.py``);
-    generated on first use."""
-    from ..compile import cache_dir, file_lock
+    generated on first use, and again where the cached copy was cut short or damaged (cardiosim.compile)."""
+    from ..compile import cached_folder
     path = Path(path)
     if not path.is_file():
-        raise CellModelError(f"{path}: no such CellML file")
-    d = cache_dir("cellml") / _digest(path, patches)[:32]
-    meta = d / "model.json"
-    if not meta.is_file():
-        with file_lock(d.parent / (d.name + ".lock")):
-            if not meta.is_file():
-                g = generate(path, patches)
-                tmp = Path(tempfile.mkdtemp(dir=d.parent, prefix=d.name + "."))
-                try:
-                    (tmp / f"{g['kernel_name']}.h").write_text(g.pop("c_header"))
-                    (tmp / "numpy_rhs.py").write_text(g.pop("numpy_source"))
-                    (tmp / "model.json").write_text(json.dumps(g, indent=1))
-                    if d.exists():                       # a stale half (cannot happen with the lock; be safe)
-                        shutil.rmtree(d)
-                    os.replace(tmp, d)
-                finally:
-                    if tmp.exists():
-                        shutil.rmtree(tmp)
-    return json.loads(meta.read_text()), d
+        raise CellModelError(f"{path}: no such CellML file" if not path.is_dir() else
+                             f"{path}: is a directory, not a CellML file")
+
+    def build(tmp: Path) -> None:
+        g = generate(path, patches)
+        (tmp / f"{g['kernel_name']}.h").write_text(g.pop("c_header"))
+        (tmp / "numpy_rhs.py").write_text(g.pop("numpy_source"))
+        (tmp / "model.json").write_text(json.dumps(g, indent=1))
+    d = cached_folder(_digest(path, patches)[:32], "cellml", build)
+    return json.loads((d / "model.json").read_text()), d
 
 
 _CLASSES: dict[str, type] = {}
@@ -410,9 +400,10 @@ class GeneratedCellModel(CellModel):
 
 def cached() -> list[dict]:
     """The models generated on this machine so far (their model.json; the newest generation of each file name)."""
-    from ..compile import cache_dir
+    from ..compile import intact_folder, lookup_dirs
     rows = {}
-    for meta in sorted(cache_dir("cellml").glob("*/model.json"), key=lambda q: q.stat().st_mtime):
+    metas = [m for d in lookup_dirs("cellml") for m in d.glob("*/model.json") if intact_folder(m.parent)]
+    for meta in sorted(metas, key=lambda q: q.stat().st_mtime):
         try:
             row = json.loads(meta.read_text())
         except (OSError, ValueError):

@@ -314,6 +314,35 @@ def check_petsc_device(device: int) -> None:
                         f"from the PETSc options")
 
 
+def check_resident(cell, comm) -> None:
+    """For cell.placement = 'resident', what its GPU needs, before anything else of the run is set up (no file
+    written, no lock taken, no PETSc object made): PyCUDA, a visible GPU and a PETSc built with CUDA on every rank.
+    Collective: every rank raises the same one line, so none is left waiting (the first CUDA vector would
+    otherwise fail in PETSc on some ranks with a traceback)."""
+    if cell.placement != "resident":
+        return
+    why = _resident_missing()
+    found = comm.allgather(f"{why} on {socket.gethostname()}" if why else "")
+    missing = next((w for w in found if w), "")
+    if missing:
+        raise UserError(f"cell.placement: 'resident' runs the tissue and the cells on a CUDA GPU, but {missing}; "
+                        f"use cell.placement = 'cpu' (or 'auto') on a machine without one")
+
+
+def _resident_missing() -> str:
+    """Why this rank cannot hold the resident placement ('' if it can), found without initialising CUDA (which
+    PETSc must do itself, on the device it was told: petsc_device_options)."""
+    import importlib.util
+    if importlib.util.find_spec("pycuda") is None:
+        return "PyCUDA is not installed (EXTRAS=test,plot,gpu make setup)"
+    if gpus_without_cuda() == 0:
+        return "no GPU is visible (no NVIDIA driver, or CUDA_VISIBLE_DEVICES is empty)"
+    from petsc4py import PETSc
+    if not PETSc.Sys.hasExternalPackage("cuda"):
+        return "this PETSc was built without CUDA (set PETSC_DIR/PETSC_ARCH to a PETSc configured --with-cuda)"
+    return ""
+
+
 def place(cell, comm) -> Placement:
     """This rank's placement for the config section ``cell`` (collective over ``comm``).
 

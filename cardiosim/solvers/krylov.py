@@ -34,11 +34,10 @@ class StencilCG:
         self.vcycle: multigrid.VCycle | None = None
         self.own: multigrid.VCycle | None = None     # a one-level hierarchy of our own, for Jacobi and none
         self.precond = 0
+        self.why = ""          # on several ranks: the layout, and why (cardiosim.solvers.comm.layout)
 
     def setUp(self, ksp):
         A, _ = ksp.getOperators()
-        if A.getComm().getSize() > 1:
-            raise ValueError("krylov: cardiosim.solvers.krylov.StencilCG runs on one rank; use -ksp_type cg")
         pc = ksp.getPC()
         pc.setUp()
         kind = pc.getType()
@@ -46,13 +45,16 @@ class StencilCG:
         gpu = "cusparse" in A.getType().lower()
         if kind == "python" and isinstance(pc.getPythonContext(), multigrid.StencilMG):
             self.vcycle, self.precond = pc.getPythonContext().vcycle, 2
+            self.why = pc.getPythonContext().why
         elif kind in PRECONDITIONERS:
             dm = ksp.getDM()
             if dm is None or dm.getType() != PETSc.DM.Type.DA:
                 raise ValueError("krylov: the solver has no DMDA grid")
             from ..operators import sync_host
             sync_host(A)
-            h = multigrid.Hierarchy(A, dm.getSizes(), coarse_max=None)
+            opts = PETSc.Options(ksp.getOptionsPrefix() or "")
+            h = multigrid.hierarchy_for(A, dm, None, False, opts.getString("smg_layout", "auto"))
+            self.why = getattr(h, "why", "")
             self.own = self.vcycle = multigrid.VCycle(h, gpu)
             self.precond = PRECONDITIONERS[kind]
         else:

@@ -66,8 +66,10 @@ def elliptic_pc_defaults(grid) -> dict:
     return {"pc_type": "gamg"}
 
 
-# cardiosim's own geometric multigrid (cardiosim.solvers.multigrid: the whole V-cycle in one call) and CG with the iteration
-# on the device (cardiosim.solvers.krylov), for one rank on a GPU: PETSc's own are latency-bound there (docs/benchmarks.md)
+# cardiosim's own geometric multigrid (cardiosim.solvers.multigrid: the whole V-cycle in one call) and CG with the
+# iteration on the device (cardiosim.solvers.krylov), on one rank or several: PETSc's own are latency-bound on a GPU
+# (docs/benchmarks.md). On several ranks they split the grid over the ranks or solve on rank 0 alone, whichever the
+# grid's size makes faster (cardiosim.solvers.comm.layout; ``-<prefix>smg_layout`` chooses).
 STENCIL_MG = {"pc_type": "python", "pc_python_type": "cardiosim.solvers.multigrid.StencilMG"}
 STENCIL_CG = {"ksp_type": "python", "ksp_python_type": "cardiosim.solvers.krylov.StencilCG"}
 
@@ -76,15 +78,11 @@ def _user_chose_pc(name: str) -> bool:
     return PETSc.Options().hasName(f"{name}_pc_type")
 
 
-def _one_rank(grid) -> bool:
-    return grid.da.getComm().getSize() == 1
-
-
 PARABOLIC_MG_RADIUS = 0.9
 
 
 def gpu_parabolic_defaults(grid, jacobi_radius: float) -> dict:
-    """The parabolic solver on the GPU (resident placement): CG + Jacobi, or on one rank cardiosim's multigrid where
+    """The parabolic solver on the GPU (resident placement): cardiosim's CG + Jacobi, or cardiosim's multigrid where
     the Jacobi-scaled matrix's Gershgorin radius (TissueModel.jacobi_radius) exceeds PARABOLIC_MG_RADIUS. Block
     Jacobi/ILU(0) would run its triangular solves, sequential by nature, as slow cuSPARSE sweeps; Jacobi is one
     vector kernel and needs no set-up, and wins where the mass term dominates (1025² at 100 µm: 6.5 iterations,
@@ -92,40 +90,19 @@ def gpu_parabolic_defaults(grid, jacobi_radius: float) -> dict:
     (docs/benchmarks.md)."""
     out = {k: v for k, v in PARABOLIC_DEFAULTS.items() if not k.startswith("sub_")}
     out["pc_type"] = "jacobi"
-    if _one_rank(grid):
-        out.update(STENCIL_CG)
-        if not _user_chose_pc("parabolic") and jacobi_radius > PARABOLIC_MG_RADIUS:
-            out.update(STENCIL_MG)
+    out.update(STENCIL_CG)
+    if not _user_chose_pc("parabolic") and jacobi_radius > PARABOLIC_MG_RADIUS:
+        out.update(STENCIL_MG)
     return out
 
 
-GPU_COARSE_NODES = 100   # up to this many coarse nodes the coarse solve stays on the GPU (Chebyshev)
-
-
 def gpu_elliptic_defaults(grid) -> dict:
-    """The elliptic preconditioner on the GPU. On one rank, cardiosim's own multigrid (cardiosim.solvers.multigrid: PCMG's
-    V-cycle on the GPU is latency-bound, docs/benchmarks.md). On several ranks, PCMG: the same geometric multigrid
-    as on the CPU, with a coarse solve
-    that stays on the device where the coarsest grid is small (at most GPU_COARSE_NODES nodes: Chebyshev/Jacobi,
-    a fixed number of iterations — a linear operator, as CG needs; the CPU's redundant SVD runs on the host and
-    copies the coarse vectors every V-cycle). A larger coarsest grid (the grid does not halve further, e.g. 40²
-    for the 625² Table 4.1 sheet) keeps the SVD: a few Chebyshev iterations would not solve it, and the copies are
-    of the coarse vectors only."""
-    if _one_rank(grid) and not _user_chose_pc("elliptic"):
+    """The elliptic solver on the GPU: cardiosim's CG + multigrid (PCMG's V-cycle on the GPU is latency-bound,
+    docs/benchmarks.md), unless the user chose a preconditioner (then PETSc's CG with it, and the CPU's PCMG
+    settings where that choice is mg)."""
+    if not _user_chose_pc("elliptic"):
         return {**STENCIL_CG, **STENCIL_MG}
-    pc = elliptic_pc_defaults(grid)
-    if pc.get("pc_type") != "mg":
-        return pc
-    _, cells = mg_levels(grid)
-    coarse = 1
-    for c in cells:
-        coarse *= c + 1
-    if coarse > GPU_COARSE_NODES:
-        return pc
-    pc = {k: v for k, v in pc.items() if not k.startswith("mg_coarse")}
-    pc.update({"mg_coarse_ksp_type": "chebyshev", "mg_coarse_ksp_max_it": "8", "mg_coarse_ksp_norm_type": "none",
-               "mg_coarse_ksp_chebyshev_esteig": "0,0.1,0,1.1", "mg_coarse_pc_type": "jacobi"})
-    return pc
+    return elliptic_pc_defaults(grid)
 
 
 def petsc_message(e: PETSc.Error) -> str:

@@ -184,6 +184,11 @@ class Hierarchy:
             M.destroy()
 
     @property
+    def starts(self) -> list[tuple[int, int, int]]:
+        """Each level's first owned node: one rank owns every level whole."""
+        return [(0, 0, 0)] * self.levels
+
+    @property
     def coarse_inverse(self) -> np.ndarray | None:
         """The coarsest operator's (pseudo-)inverse from its eigendecomposition on the host (computed when first
         asked: the Gauss–Jordan alternative computes it on the device instead)."""
@@ -214,11 +219,178 @@ class Hierarchy:
         return len(self.sizes)
 
 
+AGGLOMERATE = 65536     # nodes per rank below which a level goes to rank 0 (its exchanges would cost more than it)
+
+
+def local_stencil(rows_ijk: np.ndarray, cols_ijk: np.ndarray, vals: np.ndarray, start, size, dim: int) -> np.ndarray:
+    """S[s, t] for a rank's box (``start``, ``size``) from matrix entries given by the grid coordinates of their row
+    and column ([m, 3] each), t the row's index in the box (natural order), s the neighbour's code as in
+    :func:`stencil`."""
+    d = cols_ijk - rows_ijk
+    if len(d) and np.abs(d).max() > 1:
+        raise ValueError("multigrid: the matrix couples nodes more than one grid step apart")
+    local = rows_ijk - np.asarray(start)
+    t = local[:, 0] + size[0] * (local[:, 1] + size[1] * local[:, 2])
+    code = (d[:, 0] + 1) + 3 * (d[:, 1] + 1) + (9 * (d[:, 2] + 1) if dim == 3 else 0)
+    S = np.zeros((27 if dim == 3 else 9, int(np.prod(size))))
+    S[code, t] = vals
+    return S
+
+
+def rank_prolongation(fine: "Boxes", coarse: "Boxes", tables: list[dict], rank: int, comm) -> PETSc.Mat:
+    """P = P_z ⊗ P_y ⊗ P_x as a parallel AIJ matrix: this rank's rows are its fine box, its columns' layout its
+    coarse box (PETSc's numbering of both levels, cardiosim.solvers.comm)."""
+    fs, fn = fine.box(rank)
+    _, cn = coarse.box(rank)
+    nloc = int(np.prod(fn))
+    grid = [np.arange(fs[d], fs[d] + fn[d]) for d in range(3)]
+    rows, cols, vals = [], [], []
+    local = np.arange(nloc).reshape(tuple(fn[::-1]))
+    for pick in itertools.product((0, 1), repeat=3):
+        c = [tables[d]["c1" if pick[d] else "c0"][grid[d]] for d in range(3)]
+        w = [tables[d]["w1" if pick[d] else "w0"][grid[d]] for d in range(3)]
+        W = w[2][:, None, None] * w[1][None, :, None] * w[0][None, None, :]
+        keep = W != 0
+        K, J, I = np.broadcast_arrays(c[2][:, None, None], c[1][None, :, None], c[0][None, None, :])
+        ijk = np.stack([I[keep], J[keep], K[keep]], axis=1)
+        rows.append(local[keep])
+        cols.append(coarse.index(ijk))
+        vals.append(W[keep])
+    rows, cols, vals = (np.concatenate(a) for a in (rows, cols, vals))
+    order = np.lexsort((cols, rows))
+    rows, cols, vals = rows[order], cols[order], vals[order]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=nloc))]).astype(PETSc.IntType)
+    nf, nc = int(np.prod(fine.n)), int(np.prod(coarse.n))
+    return PETSc.Mat().createAIJ(size=((nloc, nf), (int(np.prod(cn)), nc)),
+                                 csr=(indptr, cols.astype(PETSc.IntType), vals), comm=comm)
+
+
+class RankHierarchy:
+    """The levels of a matrix on a DMDA split over several ranks: each rank's box of every level (the DMDA's boxes,
+    coarsened with the grid: cardiosim.solvers.comm.Boxes), its stencil and transfer tables, down to the top level
+    that is gathered onto rank 0, where a serial :class:`Hierarchy` of it (``tail``) continues the V-cycle.
+
+    Coarse operators are PETSc's parallel Galerkin products PᵀAP. A level becomes the top when a rank's box would
+    get thinner than 2 nodes, when it has fewer than ``agglomerate`` nodes per rank, or when it has at most
+    ``coarse_max`` nodes. ``root_only``: level 0 is the top (the whole solve on rank 0). ``coarse_max`` None:
+    level 0 only and no tail unless ``root_only`` (Jacobi-preconditioned CG)."""
+
+    def __init__(self, A: PETSc.Mat, da, coarse_max: int | None = 1024, singular: bool = False,
+                 agglomerate: int = AGGLOMERATE, root_only: bool = False):
+        from .comm import Boxes
+        self.comm = A.getComm()
+        mpi = self.comm.tompi4py()
+        rank = mpi.rank
+        self.dim = da.getDim()
+        self.singular = singular
+        self.root_only = root_only
+        self.gathers = coarse_max is not None or root_only      # a top level that rank 0 solves
+        self.coarse_matrix = None
+        boxes = Boxes.of_dmda(da)
+        indptr, cols, vals = A.getValuesCSR()
+        self.boxes, self.sizes, self.starts, self.stencils, self.transfers = [], [], [], [], []
+        mat = PETSc.Mat().createAIJ(size=A.getSizes(), csr=(indptr, cols, vals), comm=self.comm)
+        while True:
+            start, size = boxes.box(rank)
+            row_ijk = boxes.coords(np.repeat(np.arange(len(indptr) - 1), np.diff(indptr)) + boxes.offsets()[rank])
+            self.boxes.append(boxes)
+            self.sizes.append(tuple(int(v) for v in size))
+            self.starts.append(tuple(int(v) for v in start))
+            self.stencils.append(local_stencil(row_ijk, boxes.coords(cols), vals, start, size, self.dim))
+            total = int(np.prod(boxes.n))
+            if (root_only or coarse_max is None or total <= coarse_max or boxes.smallest(self.dim) < 2
+                    or total < agglomerate * boxes.nranks):
+                break
+            tables = [transfer_1d(n) for n in boxes.n]
+            coarse = boxes.coarsen([t["pos"] for t in tables])
+            if coarse.n == boxes.n:
+                break
+            P = rank_prolongation(boxes, coarse, tables, rank, self.comm)
+            Ac = mat.ptap(P)
+            P.destroy()
+            mat.destroy()
+            mat = Ac
+            cstart, csize = coarse.box(rank)
+            self.transfers.append([self._local_tables(tables[d], start[d], size[d], cstart[d], csize[d])
+                                   for d in range(3)])
+            indptr, cols, vals = mat.getValuesCSR()
+            boxes = coarse
+        self.tail = self._gather_top(mat, boxes, indptr, cols, vals, rank, mpi, coarse_max, singular, root_only)
+        mat.destroy()
+
+    @staticmethod
+    def _local_tables(t: dict, fs: int, fn: int, cs: int, cn: int) -> dict:
+        """A dimension's transfer tables in this rank's coordinates (-1 and n: the ghost layers)."""
+        return {"c0": (t["c0"][fs:fs + fn] - cs).astype(np.int32), "c1": (t["c1"][fs:fs + fn] - cs).astype(np.int32),
+                "w0": t["w0"][fs:fs + fn], "w1": t["w1"][fs:fs + fn],
+                "pos": (t["pos"][cs:cs + cn] - fs).astype(np.int32), "wl": t["wl"][cs:cs + cn],
+                "wr": t["wr"][cs:cs + cn]}
+
+    def _gather_top(self, mat, boxes, indptr, cols, vals, rank, mpi, coarse_max, singular, root_only):
+        """Rank 0: the serial hierarchy of the top level (its matrix gathered in natural order); elsewhere None."""
+        if coarse_max is None and not root_only:
+            return None
+        rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr)) + boxes.offsets()[rank]
+        parts = mpi.gather((boxes.natural(boxes.coords(rows)), boxes.natural(boxes.coords(cols)), vals), root=0)
+        if rank != 0:
+            return None
+        r, c, v = (np.concatenate([p[i] for p in parts]) for i in range(3))
+        n = int(np.prod(boxes.n))
+        order = np.lexsort((c, r))
+        r, c, v = r[order], c[order], v[order]
+        ip = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=n))]).astype(PETSc.IntType)
+        A_top = PETSc.Mat().createAIJ(size=(n, n), csr=(ip, c.astype(PETSc.IntType), v), comm=PETSc.COMM_SELF)
+        try:
+            return Hierarchy(A_top, boxes.n[:self.dim], coarse_max, singular)
+        finally:
+            A_top.destroy()
+
+    @property
+    def levels(self) -> int:
+        return len(self.sizes)
+
+    def describe(self) -> str:
+        """e.g. "2 ranks: 2 levels 626x313 > 313x157, then on rank 0: 8 levels 157x79 > ... > 5x3"."""
+        own = " > ".join("x".join(map(str, b.n[:self.dim])) for b in self.boxes)
+        tail = "" if self.tail is None else (" > ".join("x".join(map(str, s[:self.dim])) for s in self.tail.sizes))
+        return (f"{self.boxes[0].nranks} ranks: {self.levels} level(s) {own}"
+                + (f"; rank 0 alone: {self.tail.levels} level(s) {tail}" if self.tail is not None else ""))
+
+
 # --- the compiled V-cycle ----------------------------------------------------------------------------------------
 
+def mpi_flags(for_nvcc: bool) -> list[str]:
+    """The include and link flags of the MPI that mpi4py uses (its mpicc's ``-show``, MPICH, or ``--showme``, Open
+    MPI), for the stencil library, which calls MPI itself (the halo exchange, cardiosim.solvers.comm). nvcc takes
+    linker flags as -Xlinker."""
+    try:
+        import mpi4py
+        mpicc = mpi4py.get_config().get("mpicc") or "mpicc"
+    except ImportError:
+        mpicc = "mpicc"
+    out = ""
+    for flag in ("-show", "--showme"):
+        try:
+            out = subprocess.run([mpicc, flag], capture_output=True, text=True, check=True).stdout
+            break
+        except (OSError, subprocess.CalledProcessError):
+            continue
+    if not out:
+        raise RuntimeError(f"multigrid: cannot ask the MPI compiler wrapper '{mpicc}' for its flags (-show/--showme)")
+    flags = []
+    for tok in out.split()[1:]:
+        if tok.startswith(("-I", "-L", "-l")):
+            flags.append(tok)
+        elif tok.startswith("-Wl,") and for_nvcc:
+            flags.append("-Xlinker=" + tok[4:])
+        elif tok.startswith("-Wl,") or tok == "-pthread":
+            flags.append(tok)
+    return flags
+
+
 def _build(gpu: bool) -> Path:
-    """kernels/stencil_mg.cpp as a shared library (g++ for the host, nvcc for the GPU), compiled once per machine
-    into the cache: hashed name, written to a temporary file and renamed under a lock, as the cell kernels are."""
+    """kernels/stencil_mg.cpp as a shared library (g++ for the host, nvcc for the GPU) linked to mpi4py's MPI,
+    compiled once per machine into the cache (cardiosim.compile's rule)."""
     src = kernel_dir() / SOURCE
     if gpu:
         arch = current_arch()
@@ -233,9 +405,10 @@ def _build(gpu: bool) -> Path:
         v = subprocess.run(version, capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         raise RuntimeError(f"multigrid: the compiler '{version[0]}' does not run ({e})") from e
-    h = hashlib.sha256("\0".join([src.read_text(), *cmd, v]).encode()).hexdigest()[:20]
+    mpi = mpi_flags(gpu)
+    h = hashlib.sha256("\0".join([src.read_text(), *cmd, *mpi, v]).encode()).hexdigest()[:20]
     out = cache_dir("native") / f"stencil_mg_{'cuda' if gpu else 'cpu'}_{h}.so"
-    return compile_once(out, lambda tmp: [*cmd, str(src), "-o", tmp], f"multigrid: compiling {SOURCE}")
+    return compile_once(out, lambda tmp: [*cmd, str(src), "-o", tmp, *mpi], f"multigrid: compiling {SOURCE}")
 
 
 _libs: dict[bool, ctypes.CDLL] = {}
@@ -243,10 +416,13 @@ _libs: dict[bool, ctypes.CDLL] = {}
 
 def library(gpu: bool) -> ctypes.CDLL:
     if gpu not in _libs:
+        from mpi4py import MPI  # noqa: F401  (libmpi loaded, and initialised, before the library that calls it)
         lib = ctypes.CDLL(str(_build(gpu)))
         p, i, d = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
         lib.smg_create.argtypes, lib.smg_create.restype = [i, i, d, i], p
-        lib.smg_level.argtypes, lib.smg_level.restype = [p, i, p, i, p, p], i
+        lib.smg_level.argtypes, lib.smg_level.restype = [p, i, p, p, i, p, p], i
+        lib.smg_comm.argtypes, lib.smg_comm.restype = [p, i, p, p, p, p, p, i, i], i
+        lib.smg_stats.argtypes, lib.smg_stats.restype = [p, p], None
         lib.smg_cg.argtypes = [p, i, p, p, d, d, d, i, i, ctypes.POINTER(i), ctypes.POINTER(d), ctypes.POINTER(i)]
         lib.smg_cg.restype = i
         lib.smg_transfer.argtypes, lib.smg_transfer.restype = [p, i, i, i, i, p, p, p, p, p, p, p], i
@@ -263,10 +439,11 @@ def library(gpu: bool) -> ctypes.CDLL:
 
 
 class VCycle:
-    """A :class:`Hierarchy` loaded into the compiled V-cycle, on the GPU (``gpu``) or the host."""
+    """A :class:`Hierarchy` (one rank) or :class:`RankHierarchy` (several) loaded into the compiled V-cycle, on the
+    GPU (``gpu``) or the host. On several ranks rank 0 also holds the V-cycle of the serial tail (``tail``)."""
 
-    def __init__(self, h: Hierarchy, gpu: bool, omega: float = 1.0, sweeps: int = 1, graphs: bool = True,
-                 coarse: str = "eig"):
+    def __init__(self, h: Hierarchy | RankHierarchy, gpu: bool, omega: float = 1.0, sweeps: int = 1,
+                 graphs: bool = True, coarse: str = "eig"):
         """``coarse``: how the coarsest level's (pseudo-)inverse is computed: "eig" (eigendecomposition on the host)
         or "gauss-jordan" (Gauss–Jordan elimination in this build: on the device for the GPU)."""
         if coarse not in COARSE_SOLVES:
@@ -277,18 +454,23 @@ class VCycle:
             raise ValueError(f"multigrid: smg_sweeps = {sweeps} must be at least 1")
         self.lib = library(gpu)
         self.gpu = gpu
+        self.handle = None
+        self.tail = None
+        if isinstance(h, RankHierarchy) and h.tail is not None:
+            self.tail = VCycle(h.tail, gpu, omega, sweeps, graphs, coarse)
         self.handle = self.lib.smg_create(h.dim, h.levels, omega, sweeps)
         if not self.handle:
             raise RuntimeError("multigrid: smg_create failed")
         self.lib.smg_use_graphs(self.handle, int(graphs))
         err = 0
-        for l, (sizes, S) in enumerate(zip(h.sizes, h.stencils)):
+        for l, (sizes, start, S) in enumerate(zip(h.sizes, h.starts, h.stencils)):
             # only the stencil points the matrix uses (a star stencil: 5 of 9, 7 of 27): fewer bytes per sweep
             centre = S.shape[0] // 2
             codes = np.flatnonzero(np.any(S != 0, axis=1) | (np.arange(S.shape[0]) == centre)).astype(np.int32)
             S = np.ascontiguousarray(S[codes])
-            n = np.array(sizes, dtype=np.int32)
-            err |= self.lib.smg_level(self.handle, l, n.ctypes.data, len(codes), codes.ctypes.data, S.ctypes.data)
+            n, o = np.array(sizes, dtype=np.int32), np.array(start, dtype=np.int32)
+            err |= self.lib.smg_level(self.handle, l, n.ctypes.data, o.ctypes.data, len(codes), codes.ctypes.data,
+                                      S.ctypes.data)
         for l, tables in enumerate(h.transfers):
             for d, t in enumerate(tables):
                 a = {k: np.ascontiguousarray(v) for k, v in t.items()}
@@ -300,6 +482,16 @@ class VCycle:
             G = np.ascontiguousarray(h.coarse_inverse)
             err |= self.lib.smg_coarse(self.handle, G.ctypes.data)
         self.coarse_size = None if h.coarse_matrix is None else h.coarse_matrix.shape[0]
+        self.ranks = 1
+        if isinstance(h, RankHierarchy):
+            from .comm import fortran_handle
+            top = h.boxes[-1]
+            starts, sizes = top.all_boxes()
+            P, n = np.array(top.P, dtype=np.int32), np.array(top.n, dtype=np.int32)
+            err |= self.lib.smg_comm(self.handle, fortran_handle(h.comm), P.ctypes.data, starts.ctypes.data,
+                                     sizes.ctypes.data, n.ctypes.data, self.tail.handle if self.tail else None,
+                                     int(h.root_only), int(h.gathers))
+            self.ranks = top.nranks
         if err:
             self.destroy()
             raise RuntimeError("multigrid: out of memory (or a copy failed) while loading the hierarchy")
@@ -334,10 +526,20 @@ class VCycle:
             raise RuntimeError("multigrid: a kernel launch failed")
         return ms.reshape(levels, 4)
 
+    def stats(self) -> dict:
+        """What the communication seam did since the last call, on this rank (counters reset)."""
+        out = np.zeros(5)
+        self.lib.smg_stats(self.handle, out.ctypes.data)
+        return {"exchanges": int(out[0]), "exchange_s": out[1], "gathers": int(out[2]), "gather_s": out[3],
+                "bytes": int(out[4])}
+
     def destroy(self) -> None:
         if self.handle:
             self.lib.smg_destroy(self.handle)
             self.handle = None
+        if self.tail is not None:            # after the handle: the distributed V-cycle points to it
+            self.tail.destroy()
+            self.tail = None
 
 
 # --- the PETSc preconditioner ------------------------------------------------------------------------------------
@@ -359,6 +561,19 @@ def addresses(gpu: bool, *vecs):
             v.restoreCUDAHandle(h, mode)
 
 
+def hierarchy_for(A: PETSc.Mat, dm, coarse_max: int | None, singular: bool, layout: str = "auto",
+                  agglomerate: int = AGGLOMERATE) -> Hierarchy | RankHierarchy:
+    """The hierarchy of A on the DMDA ``dm``: serial on one rank; on several split over the ranks or, by
+    cardiosim.solvers.comm.layout, gathered onto rank 0 (its ``why`` says which and why)."""
+    if A.getComm().getSize() == 1:
+        return Hierarchy(A, dm.getSizes(), coarse_max, singular)
+    from . import comm
+    where, why = comm.layout(layout, int(np.prod(dm.getSizes())), A.getComm().getSize())
+    h = RankHierarchy(A, dm, coarse_max, singular, agglomerate, root_only=where == "root")
+    h.why = why
+    return h
+
+
 class StencilMG:
     """PC type python context: the V-cycle on the PC's operator, on the grid of the PC's DM (a DMDA).
 
@@ -367,8 +582,9 @@ class StencilMG:
 
     def __init__(self):
         self.omega, self.sweeps, self.coarse_max, self.graphs, self.coarse = 1.0, 1, 1024, True, "eig"
+        self.layout, self.agglomerate, self.why = "auto", AGGLOMERATE, ""
         self.vcycle: VCycle | None = None
-        self.hierarchy: Hierarchy | None = None
+        self.hierarchy: Hierarchy | RankHierarchy | None = None
 
     def setFromOptions(self, pc):
         opts = PETSc.Options(pc.getOptionsPrefix() or "")
@@ -377,11 +593,11 @@ class StencilMG:
         self.coarse_max = opts.getInt("smg_coarse_max", self.coarse_max)
         self.graphs = opts.getBool("smg_graphs", self.graphs)
         self.coarse = opts.getString("smg_coarse_solve", self.coarse)
+        self.layout = opts.getString("smg_layout", self.layout)
+        self.agglomerate = opts.getInt("smg_agglomerate", self.agglomerate)
 
     def setUp(self, pc):
         A, _ = pc.getOperators()
-        if A.getComm().getSize() > 1:
-            raise ValueError("multigrid: cardiosim.solvers.multigrid.StencilMG runs on one rank; use -pc_type mg")
         dm = pc.getDM()
         if dm is None or dm.getType() != PETSc.DM.Type.DA:
             raise ValueError("multigrid: the solver has no DMDA grid")
@@ -390,7 +606,8 @@ class StencilMG:
         ns = A.getNullSpace()
         singular = bool(ns and ns.handle and ns.hasConstant())
         self.destroy(pc)
-        self.hierarchy = Hierarchy(A, dm.getSizes(), self.coarse_max, singular)
+        self.hierarchy = hierarchy_for(A, dm, self.coarse_max, singular, self.layout, self.agglomerate)
+        self.why = getattr(self.hierarchy, "why", "")
         self.vcycle = VCycle(self.hierarchy, "cusparse" in A.getType().lower(), self.omega, self.sweeps,
                              self.graphs, self.coarse)
 
@@ -401,6 +618,10 @@ class StencilMG:
     def view(self, pc, viewer):
         h = self.hierarchy
         if h is None:
+            return
+        if isinstance(h, RankHierarchy):
+            viewer.printfASCII(f"  cardiosim stencil multigrid ({'GPU' if self.vcycle.gpu else 'host'}), "
+                               f"{h.describe()} ({self.why})\n")
             return
         viewer.printfASCII(f"  cardiosim stencil multigrid ({'GPU' if self.vcycle.gpu else 'host'}): {h.levels} "
                            f"levels {' > '.join('x'.join(map(str, s[:h.dim])) for s in h.sizes)}, multicolour "
