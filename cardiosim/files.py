@@ -121,7 +121,7 @@ def _is_kernels_json(p):
 def _is_png(p):
     head = _head(p)
     # cardiosim plot draws with Matplotlib, which names itself in the PNG's Software text chunk (before the image).
-    return head.startswith(b"\x89PNG\r\n\x1a\n") and (b"cardiosim" in head or b"Matplotlib" in head)
+    return head.startswith(b"\x89PNG\r\n\x1a\n") and b"tEXtSoftware\x00Matplotlib" in head
 
 
 # kind -> (what it is, in words; how it is recognised)

@@ -485,17 +485,25 @@ def test_bad_result_file_one_line_exit_2(tmp_path, result_file, case, command, a
 
 
 def test_plot_never_replaces_a_png(tmp_path, result_file):
-    """An existing PNG is refused (one line, exit 2, nothing written) unless --overwrite is given; then replaced."""
+    """An existing PNG is refused (one line, exit 2, nothing written) unless --overwrite is given; then replaced if
+    cardiosim plot drew it, and refused still if not (a picture of the user's own with the name)."""
     import shutil
     res = tmp_path / "mono.h5"
     shutil.copy(result_file, res)
-    (tmp_path / "mono_probes.png").write_bytes(b"precious")
+    run_cli(["plot", res], cwd=tmp_path, check=True)
+    drawn = tmp_path / "mono_Vm.png"
+    drawn.write_bytes(drawn.read_bytes() + b"\0")         # still cardiosim's PNG, but told apart from a new one
     before = checksums(tmp_path)
     proc = run_cli(["plot", res], cwd=tmp_path)
-    assert_one_line(proc, "existing PNG", ["mono_probes.png", "exists", "--overwrite"])
+    assert_one_line(proc, "existing PNG", ["mono_Vm.png", "exists", "--overwrite"])
     assert checksums(tmp_path) == before
     run_cli(["plot", res, "--overwrite"], cwd=tmp_path, check=True)
-    assert (tmp_path / "mono_probes.png").read_bytes()[:4] == b"\x89PNG"
+    assert drawn.read_bytes()[:4] == b"\x89PNG" and not drawn.read_bytes().endswith(b"\0")
+    drawn.write_bytes(b"\x89PNG\r\n\x1a\n a precious picture of the user's own")
+    before = checksums(tmp_path)
+    proc = run_cli(["plot", res, "--overwrite"], cwd=tmp_path)
+    assert_one_line(proc, "a PNG of someone else's", ["mono_Vm.png", "not a PNG drawn by cardiosim plot"])
+    assert checksums(tmp_path) == before
 
 
 # -- every file a run writes: refused if it exists, unless --overwrite; none may be another or the config --------
