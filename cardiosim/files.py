@@ -41,16 +41,23 @@ class Target:
 # -- recognising cardiosim's own files ------------------------------------------------------------------------------
 def _h5_attrs(path: Path) -> dict | None:
     """The root attributes and top-level names of an HDF5 file, or None where it is not one (or cannot be read)."""
+    import h5py
     try:
-        import h5py
         if not h5py.is_hdf5(str(path)):
             return None
-        with h5py.File(path, "r", locking=False) as f:
-            attrs = {k: f.attrs[k] for k in f.attrs}
-            attrs["/"] = set(f.keys())
-            return attrs
-    except (OSError, ValueError, RuntimeError):
+    except OSError:
         return None
+    # Without file locking (a file another run is reading); with it where this process has the file open already
+    # (a restart's checkpoint): HDF5 refuses to open one file twice with different locking.
+    for locking in (False, None):
+        try:
+            with h5py.File(path, "r", locking=locking) as f:
+                attrs = {k: f.attrs[k] for k in f.attrs}
+                attrs["/"] = set(f.keys())
+                return attrs
+        except (OSError, ValueError, RuntimeError):
+            continue
+    return None
 
 
 def _text(value) -> str:

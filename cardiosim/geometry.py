@@ -334,28 +334,32 @@ FORMAT = "cardiosim-geometry-1"     # how --overwrite recognises a file of this 
 
 
 def write(path: Path, box: Box, fields: dict, source: str) -> None:
-    """GEO.h5, made under a temporary name and renamed into place once whole: a failed write (a full disk, a
-    file-size limit) leaves no file, and an earlier one (--overwrite) as it was."""
+    """GEO.h5, made in memory (HDF5 on a BytesIO: the arrays are in memory already, and compressed the file is
+    smaller than they are), then written under a temporary name and renamed into place once whole: a failed write
+    (a full disk, a file-size limit) is an ordinary OSError, leaves no file, and an earlier one (--overwrite) as it
+    was. (HDF5 writing to the disk itself fails in the middle of its own caches, and then crashes at exit.)"""
+    import io
     import h5py
     from . import __version__
-    from .errors import quiet_h5py_unraisable
+    image = io.BytesIO()
+    with h5py.File(image, "w") as f:
+        f.attrs["format"] = FORMAT
+        f.attrs["cardiosim_version"] = __version__
+        f.attrs["source"] = source
+        f.attrs["spacing"] = box.h
+        f.attrs["size"] = box.size
+        f.attrs["shape"] = box.n
+        f.attrs["origin"] = box.origin
+        f.attrs["units"] = "cm"
+        for name, arr in fields.items():
+            ds = f.create_dataset(name, data=arr, compression="gzip", compression_opts=1, shuffle=True)
+            ds.attrs["units"] = "1"
     tmp = path.with_name(f".{path.name}.part")
     try:
-        with h5py.File(tmp, "w") as f:
-            f.attrs["format"] = FORMAT
-            f.attrs["cardiosim_version"] = __version__
-            f.attrs["source"] = source
-            f.attrs["spacing"] = box.h
-            f.attrs["size"] = box.size
-            f.attrs["shape"] = box.n
-            f.attrs["origin"] = box.origin
-            f.attrs["units"] = "cm"
-            for name, arr in fields.items():
-                ds = f.create_dataset(name, data=arr, compression="gzip", compression_opts=1, shuffle=True)
-                ds.attrs["units"] = "1"
+        with open(tmp, "wb") as out:
+            out.write(image.getbuffer())
         tmp.replace(path)
-    except (OSError, RuntimeError) as e:
-        quiet_h5py_unraisable()
+    except OSError as e:
         tmp.unlink(missing_ok=True)
         raise SimulationError(f"--out {path}: cannot write ({io_reason(e)}); nothing written") from None
 

@@ -93,11 +93,17 @@ def _check_sizes(beats, period, record_every, h5_path, n_states: int) -> None:
     what = (f"--beats {beats} of --period {period:g} ms recorded every {record_every:g} ms: {samples:.4g} samples "
             f"of the trace")
     check_fits(_MEMORY_PER_SAMPLE * samples, what, "record less often (--record-every) or pace fewer beats")
+    from .resources import file_size_limit
+    need = 8 * (n_states + 3) * samples
+    limit = file_size_limit()
+    if limit is not None and need > limit:
+        raise ValueError(f"{what} need at least {need / 1e6:.3g} MB in {h5_path}, more than this process may "
+                         f"write to one file (ulimit -f: {limit / 1e6:.3g} MB); record less often (--record-every) "
+                         f"or pace fewer beats")
     try:
         free = shutil.disk_usage(Path(h5_path).expanduser().resolve().parent).free
     except OSError:
         return
-    need = 8 * (n_states + 3) * samples
     if need > free:
         raise ValueError(f"{what} need at least {need / 1e9:.3g} GB on disk, and {free / 1e9:.3g} GB are free "
                          f"there; record less often (--record-every) or pace fewer beats")
@@ -187,7 +193,9 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
     dv_t = np.empty(n_rec)
 
     try:
-        with h5py.File(h5_path, "w") as f:
+        # No chunk cache: a write that fails (a full disk) fails at once and leaves no dirty chunk behind, which
+        # HDF5 would try to write again at every flush and crash on at exit (cardiosim.output does the same).
+        with h5py.File(h5_path, "w", rdcc_nbytes=0) as f:
             try:
                 f.attrs.update({
                     "model": model.name, "variant": model.variant or "", "overrides": json.dumps(model_overrides),
