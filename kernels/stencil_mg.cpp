@@ -252,8 +252,15 @@ struct Comm {
     long total;                               /* the top level's global node count */
     int global_n[3];
     double *host_all, *host_nat, *dev_nat_b, *dev_nat_x, *host_box, *dev_box;
+    /* the CUDA IPC transport (ranks of one node): each rank's halo receive buffers and rank 0's gather buffer,
+     * opened in the others' address spaces, written directly by their kernels */
+    int ipc;
+    long n_calls;                             /* exchanges so far: their parity picks the receive slots */
+    double *nbr_recv[3][2];                   /* the neighbours' receive buffers (opened IPC handles) */
+    double *dev_all, *root_all;               /* rank 0's buffer of every rank's box, and its address here */
+    long *dev_map;                            /* rank 0: the natural index of each entry of dev_all */
     /* statistics: halo exchanges, gathers */
-    long n_exchange, n_gather, bytes;
+    long n_exchange, n_gather, bytes, host_bytes;   /* bytes: between ranks; host_bytes: through host memory */
     double t_exchange, t_gather;
 };
 
@@ -447,9 +454,8 @@ using namespace smg;
 /* Fill the ghost layers of level l's vector v from the neighbours' owned nodes: one phase per dimension, each
  * sending the slab next to each face (with the ghosts of the dimensions before it, so edges and corners arrive),
  * packed on the device, staged through host memory. No-op on one rank. */
-static int exchange(MG *mg, int l, double *v) {
+static int exchange_staged(MG *mg, int l, double *v) {
     Comm *c = mg->c;
-    if (!c) return 0;
     const double t0 = seconds();
     const Box &B = mg->lev[l].B;
     int err = 0;
@@ -491,10 +497,75 @@ static int exchange(MG *mg, int l, double *v) {
                 pack(B, v, c->dev_recv + s * c->face, lo, ext, 1);
             }
         c->bytes += 2 * m * (long)sizeof(double) * ((c->nbr[d][0] >= 0) + (c->nbr[d][1] >= 0));
+#ifdef __CUDACC__
+        c->host_bytes += 2 * (c->face + m) * (long)sizeof(double);
+#endif
     }
     c->n_exchange++;
     c->t_exchange += seconds() - t0;
     return err | launch_error();
+}
+
+#ifdef __CUDACC__
+/* Where side s of dimension d of exchange parity p lands in a receive buffer (12 slots of c->face doubles: a
+ * neighbour in another dimension may write its slot while this rank still unpacks the last one, and a neighbour
+ * may be one exchange ahead). */
+static long slot(const Comm *c, long p, int d, int s) { return ((p * 3 + d) * 2 + s) * c->face; }
+
+/* The halo exchange through CUDA IPC: each face packed by this rank's kernel straight into the neighbour's receive
+ * buffer (over NVLink/PCIe, no host copy), then one zero-byte message each way says "written", then the unpack. */
+static int exchange_ipc(MG *mg, int l, double *v) {
+    Comm *c = mg->c;
+    const double t0 = seconds();
+    const Box &B = mg->lev[l].B;
+    const long p = c->n_calls++ & 1;
+    int err = 0;
+    for (int d = 0; d < mg->dim && !err; ++d) {
+        if (c->nbr[d][0] < 0 && c->nbr[d][1] < 0) continue;
+        int lo[3], ext[3];
+        for (int e = 0; e < 3; ++e) {
+            lo[e] = e < d ? -B.w[e] : 0;
+            ext[e] = e < d ? B.g[e] : B.n[e];
+        }
+        ext[d] = 1;
+        const long m = (long)ext[0] * ext[1] * ext[2];
+        if (m > c->face) return 1;
+        for (int s = 0; s < 2; ++s)
+            if (c->nbr[d][s] >= 0) {
+                lo[d] = s ? B.n[d] - 1 : 0;
+                pack(B, v, c->nbr_recv[d][s] + slot(c, p, d, 1 - s), lo, ext, 0);
+            }
+        err |= cudaStreamSynchronize(0) != cudaSuccess;
+        MPI_Request req[4];
+        int nreq = 0;
+        char dummy[2][1];
+        for (int s = 0; s < 2; ++s)
+            if (c->nbr[d][s] >= 0) {
+                err |= MPI_Irecv(dummy[s], 0, MPI_BYTE, c->nbr[d][s], 1 - s, c->comm, &req[nreq++]) != MPI_SUCCESS;
+                err |= MPI_Isend(dummy[s], 0, MPI_BYTE, c->nbr[d][s], s, c->comm, &req[nreq++]) != MPI_SUCCESS;
+            }
+        err |= MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS;
+        for (int s = 0; s < 2; ++s)
+            if (c->nbr[d][s] >= 0) {
+                lo[d] = s ? B.n[d] : -1;
+                pack(B, v, c->dev_recv + slot(c, p, d, s), lo, ext, 1);
+            }
+        c->bytes += m * (long)sizeof(double) * ((c->nbr[d][0] >= 0) + (c->nbr[d][1] >= 0));
+    }
+    c->n_exchange++;
+    c->t_exchange += seconds() - t0;
+    return err | launch_error();
+}
+#endif
+
+/* Fill the ghost layers of level l's vector v from the neighbours' owned nodes, by the transport in force. No-op
+ * on one rank. */
+static int exchange(MG *mg, int l, double *v) {
+    if (!mg->c) return 0;
+#ifdef __CUDACC__
+    if (mg->c->ipc) return exchange_ipc(mg, l, v);
+#endif
+    return exchange_staged(mg, l, v);
 }
 
 /* The global sums of n host scalars (no-op on one rank). */
@@ -503,13 +574,39 @@ static int allreduce(MG *mg, double *h, int n) {
     return MPI_Allreduce(MPI_IN_PLACE, h, n, MPI_DOUBLE, MPI_SUM, mg->c->comm) != MPI_SUCCESS;
 }
 
+namespace smg {
+/* rank 0, the box layout to natural order (gather) or back (scatter), by the map of natural indices */
+void arrange(long n, const long *map, double *all, double *nat, int to_nat) {
+    each(n, LOOP(long q) {
+        if (to_nat) nat[map[q]] = all[q];
+        else all[q] = nat[map[q]];
+    });
+}
+}  /* namespace smg */
+
 /* The top level's vector v (ghosted when `ghosted`, else owned layout) from every rank into the whole grid in
- * natural order on rank 0's host (c->host_nat). */
-static int gather_root(MG *mg, const double *v, int ghosted) {
+ * natural order, in rank 0's device buffer dst. Host staging: through pinned host buffers and MPI_Gatherv. IPC:
+ * each rank's kernel writes its box into rank 0's buffer directly, a barrier, rank 0 rearranges. */
+static int gather_root(MG *mg, const double *v, int ghosted, double *dst) {
     Comm *c = mg->c;
     const double t0 = seconds();
     const Box &B = mg->lev[mg->nlev - 1].B;
     int err = 0;
+#ifdef __CUDACC__
+    if (c->ipc) {
+        double *mine = c->root_all + c->displs[c->rank];
+        if (ghosted) to_owned(B, v, mine);
+        else err |= cudaMemcpyAsync(mine, v, (size_t)B.size * sizeof(double), cudaMemcpyDeviceToDevice, 0)
+                    != cudaSuccess;
+        err |= cudaStreamSynchronize(0) != cudaSuccess;
+        err |= MPI_Barrier(c->comm) != MPI_SUCCESS;
+        if (c->rank == 0) arrange(c->total, c->dev_map, c->dev_all, dst, 1);
+        c->n_gather++;
+        c->bytes += B.size * (long)sizeof(double);
+        c->t_gather += seconds() - t0;
+        return err | launch_error();
+    }
+#endif
     const double *owned = v;
     if (ghosted) {
         to_owned(B, v, c->dev_box);
@@ -518,10 +615,11 @@ static int gather_root(MG *mg, const double *v, int ghosted) {
 #ifdef __CUDACC__
     err |= mem_get(c->host_box, owned, (size_t)B.size * sizeof(double));
     owned = c->host_box;
+    c->host_bytes += B.size * (long)sizeof(double) + (c->rank == 0 ? c->total * (long)sizeof(double) : 0);
 #endif
     err |= MPI_Gatherv(owned, (int)B.size, MPI_DOUBLE, c->host_all, c->counts, c->displs, MPI_DOUBLE, 0, c->comm)
            != MPI_SUCCESS;
-    if (c->rank == 0)
+    if (c->rank == 0) {
         for (int p = 0; p < c->size; ++p) {
             const int *s = c->box_start + 3 * p, *n = c->box_size + 3 * p;
             const double *src = c->host_all + c->displs[p];
@@ -530,19 +628,38 @@ static int gather_root(MG *mg, const double *v, int ghosted) {
                     memcpy(c->host_nat + s[0] + (long)c->global_n[0] * ((s[1] + j) + (long)c->global_n[1] * (s[2] + k)),
                            src + (long)n[0] * (j + (long)n[1] * k), (size_t)n[0] * sizeof(double));
         }
+        err |= mem_put(dst, c->host_nat, (size_t)c->total * sizeof(double));
+    }
     c->n_gather++;
     c->bytes += B.size * (long)sizeof(double);
     c->t_gather += seconds() - t0;
     return err;
 }
 
-/* The reverse of gather_root: rank 0's c->host_nat into every rank's part of the top level's v. */
-static int scatter_root(MG *mg, double *v, int ghosted) {
+/* The reverse of gather_root: rank 0's device buffer src (natural order) into every rank's part of the top
+ * level's v. */
+static int scatter_root(MG *mg, const double *src, double *v, int ghosted) {
     Comm *c = mg->c;
     const double t0 = seconds();
     const Box &B = mg->lev[mg->nlev - 1].B;
     int err = 0;
-    if (c->rank == 0)
+#ifdef __CUDACC__
+    if (c->ipc) {
+        if (c->rank == 0) arrange(c->total, c->dev_map, c->dev_all, (double *)src, 0);
+        err |= cudaStreamSynchronize(0) != cudaSuccess;
+        err |= MPI_Barrier(c->comm) != MPI_SUCCESS;
+        const double *mine = c->root_all + c->displs[c->rank];
+        if (ghosted) from_owned(B, mine, v);
+        else err |= cudaMemcpyAsync(v, mine, (size_t)B.size * sizeof(double), cudaMemcpyDeviceToDevice, 0)
+                    != cudaSuccess;
+        c->n_gather++;
+        c->bytes += B.size * (long)sizeof(double);
+        c->t_gather += seconds() - t0;
+        return err | launch_error();
+    }
+#endif
+    if (c->rank == 0) {
+        err |= mem_get(c->host_nat, src, (size_t)c->total * sizeof(double));
         for (int p = 0; p < c->size; ++p) {
             const int *s = c->box_start + 3 * p, *n = c->box_size + 3 * p;
             double *dst = c->host_all + c->displs[p];
@@ -552,10 +669,14 @@ static int scatter_root(MG *mg, double *v, int ghosted) {
                            c->host_nat + s[0] + (long)c->global_n[0] * ((s[1] + j) + (long)c->global_n[1] * (s[2] + k)),
                            (size_t)n[0] * sizeof(double));
         }
+    }
     err |= MPI_Scatterv(c->host_all, c->counts, c->displs, MPI_DOUBLE, c->host_box, (int)B.size, MPI_DOUBLE, 0,
                         c->comm) != MPI_SUCCESS;
     double *owned = ghosted ? c->dev_box : v;
     err |= mem_put(owned, c->host_box, (size_t)B.size * sizeof(double));
+#ifdef __CUDACC__
+    c->host_bytes += B.size * (long)sizeof(double) + (c->rank == 0 ? c->total * (long)sizeof(double) : 0);
+#endif
     if (ghosted) from_owned(B, c->dev_box, v);
     c->n_gather++;
     c->bytes += B.size * (long)sizeof(double);
@@ -571,13 +692,9 @@ extern "C" int smg_cg(MG *mg, int precond, const double *b, double *x, double rt
  * inverse), x scattered back with its ghosts. */
 static int coarse_on_root(MG *mg, const double *b, double *x) {
     Comm *c = mg->c;
-    int err = gather_root(mg, b, 1);
-    if (c->rank == 0) {
-        err |= mem_put(c->dev_nat_b, c->host_nat, (size_t)c->total * sizeof(double));
-        err |= smg_apply(mg->tail, c->dev_nat_b, c->dev_nat_x);
-        err |= mem_get(c->host_nat, c->dev_nat_x, (size_t)c->total * sizeof(double));
-    }
-    err |= scatter_root(mg, x, 1);
+    int err = gather_root(mg, b, 1, c->dev_nat_b);
+    if (c->rank == 0) err |= smg_apply(mg->tail, c->dev_nat_b, c->dev_nat_x);
+    err |= scatter_root(mg, c->dev_nat_x, x, 1);
     return err | exchange(mg, mg->nlev - 1, x);
 }
 
@@ -816,7 +933,7 @@ int smg_coarse_get(MG *mg, double *G) {
  * level 0). `gathers`: the top level is gathered onto rank 0 (not so for Jacobi-preconditioned CG over the ranks:
  * no buffers for it then). Collective. */
 int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *box_size, const int *global_n,
-             MG *tail, int root_only, int gathers) {
+             MG *tail, int root_only, int gathers, int ipc) {
     Comm *c = (Comm *)calloc(1, sizeof(Comm));
     if (!c) return mg->err = 1;
     mg->c = c;
@@ -826,6 +943,12 @@ int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *b
     if (MPI_Comm_dup(MPI_Comm_f2c((MPI_Fint)fcomm), &c->comm) != MPI_SUCCESS) return mg->err = 1;
     MPI_Comm_rank(c->comm, &c->rank);
     MPI_Comm_size(c->comm, &c->size);
+#ifdef __CUDACC__
+    c->ipc = ipc;
+#else
+    c->ipc = 0;              /* host memory: nothing to map */
+    (void)ipc;
+#endif
     for (int d = 0; d < 3; ++d) c->P[d] = P[d];
     c->me[0] = c->rank % P[0];
     c->me[1] = (c->rank / P[0]) % P[1];
@@ -836,7 +959,8 @@ int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *b
             q[d] += s ? 1 : -1;
             c->nbr[d][s] = q[d] < 0 || q[d] >= P[d] ? -1 : q[0] + P[0] * (q[1] + P[1] * q[2]);
         }
-    /* face buffers: the largest slab of level 0 (with the ghosts of the dimensions before it) */
+    /* face buffers: the largest slab of level 0 (with the ghosts of the dimensions before it), the same on every
+     * rank (IPC: a rank writes into its neighbours' buffers at offsets of this size) */
     const Box &B = mg->lev[0].B;
     long face = 1;
     for (int d = 0; d < mg->dim; ++d) {
@@ -844,9 +968,11 @@ int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *b
         for (int e = 0; e < 3; ++e) m *= e == d ? 1 : (e < d ? B.g[e] : B.n[e]);
         if (m > face) face = m;
     }
+    MPI_Allreduce(MPI_IN_PLACE, &face, 1, MPI_LONG, MPI_MAX, c->comm);
     c->face = face;
+    const long nslots = c->ipc ? 12 : 2;
     c->dev_send = alloc_doubles(mg, 2 * face);
-    c->dev_recv = alloc_doubles(mg, 2 * face);
+    c->dev_recv = alloc_doubles(mg, nslots * face);
 #ifdef __CUDACC__
     c->host_send = (double *)host_alloc(2 * face * sizeof(double));
     c->host_recv = (double *)host_alloc(2 * face * sizeof(double));
@@ -870,18 +996,78 @@ int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *b
     }
     c->total = total;
     for (int d = 0; d < 3; ++d) c->global_n[d] = global_n[d];
-    if (!gathers) return mg->err;
-    const long own = mg->lev[mg->nlev - 1].B.size;
-    c->dev_box = alloc_doubles(mg, own);
-    c->host_box = (double *)host_alloc(own * sizeof(double));
-    if (!c->host_box) mg->err = 1;
-    if (c->rank == 0) {
-        c->host_all = (double *)host_alloc(total * sizeof(double));
-        c->host_nat = (double *)host_alloc(total * sizeof(double));
-        c->dev_nat_b = alloc_doubles(mg, total);
-        c->dev_nat_x = alloc_doubles(mg, total);
-        if (!c->host_all || !c->host_nat || !tail) mg->err = 1;
+    if (gathers) {
+        const long own = mg->lev[mg->nlev - 1].B.size;
+        c->dev_box = alloc_doubles(mg, own);
+        c->host_box = (double *)host_alloc(own * sizeof(double));
+        if (!c->host_box) mg->err = 1;
+        if (c->rank == 0) {
+            c->host_all = (double *)host_alloc(total * sizeof(double));
+            c->host_nat = (double *)host_alloc(total * sizeof(double));
+            c->dev_nat_b = alloc_doubles(mg, total);
+            c->dev_nat_x = alloc_doubles(mg, total);
+            if (!c->host_all || !c->host_nat || !tail) mg->err = 1;
+        }
     }
+#ifdef __CUDACC__
+    if (c->ipc) {
+        /* every rank's receive buffer (and rank 0's gather buffer) as an IPC handle; open the neighbours' */
+        cudaIpcMemHandle_t mine, *all = (cudaIpcMemHandle_t *)malloc(c->size * sizeof(cudaIpcMemHandle_t));
+        memset(&mine, 0, sizeof(mine));
+        if (!all || (c->dev_recv && cudaIpcGetMemHandle(&mine, c->dev_recv) != cudaSuccess)) mg->err = 1;
+        MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine), MPI_BYTE, c->comm);
+        void *opened[6] = {0};
+        int opened_rank[6], n_opened = 0;
+        for (int d = 0; d < 3; ++d)
+            for (int s = 0; s < 2; ++s) {
+                const int r = c->nbr[d][s];
+                if (r < 0) continue;
+                void *ptr = 0;
+                for (int o = 0; o < n_opened; ++o)
+                    if (opened_rank[o] == r) ptr = opened[o];
+                if (!ptr && cudaIpcOpenMemHandle(&ptr, all[r], cudaIpcMemLazyEnablePeerAccess) == cudaSuccess) {
+                    opened[n_opened] = ptr;
+                    opened_rank[n_opened++] = r;
+                }
+                if (!ptr) mg->err = 1;
+                c->nbr_recv[d][s] = (double *)ptr;
+            }
+        free(all);
+        if (gathers) {
+            cudaIpcMemHandle_t root;
+            memset(&root, 0, sizeof(root));
+            if (c->rank == 0) {
+                c->dev_all = alloc_doubles(mg, total);
+                c->dev_map = (long *)mem_alloc(total * sizeof(long));
+                long *map = (long *)malloc(total * sizeof(long));
+                if (!c->dev_map || !map) mg->err = 1;
+                else {
+                    for (int p = 0; p < c->size; ++p) {
+                        const int *s0 = c->box_start + 3 * p, *n = c->box_size + 3 * p;
+                        long q = c->displs[p];
+                        for (int k = 0; k < n[2]; ++k)
+                            for (int j = 0; j < n[1]; ++j)
+                                for (int i = 0; i < n[0]; ++i)
+                                    map[q++] = (s0[0] + i) + (long)global_n[0] * ((s0[1] + j) +
+                                                                                  (long)global_n[1] * (s0[2] + k));
+                    }
+                    if (mem_put(c->dev_map, map, total * sizeof(long))) mg->err = 1;
+                }
+                free(map);
+                if (c->dev_all && cudaIpcGetMemHandle(&root, c->dev_all) != cudaSuccess) mg->err = 1;
+                c->root_all = c->dev_all;
+            }
+            MPI_Bcast(&root, sizeof(root), MPI_BYTE, 0, c->comm);
+            if (c->rank != 0) {
+                void *ptr = 0;
+                if (cudaIpcOpenMemHandle(&ptr, root, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) mg->err = 1;
+                c->root_all = (double *)ptr;
+            }
+        }
+    }
+#endif
+    /* every rank learns whether any failed: none goes on to wait for a rank that gave up */
+    MPI_Allreduce(MPI_IN_PLACE, &mg->err, 1, MPI_INT, MPI_MAX, c->comm);
     return mg->err;
 }
 
@@ -1165,16 +1351,19 @@ static int cg_on_root(MG *mg, int precond, const double *b, double *xo, double r
     Comm *c = mg->c;
     int err = 0;
     double out[3] = {0.0, 0.0, 0.0};
-    err |= gather_root(mg, b, 0);
-    if (c->rank == 0) err |= mem_put(c->dev_nat_b, c->host_nat, (size_t)c->total * sizeof(double));
+    err |= gather_root(mg, b, 0, c->dev_nat_b);
     if (!zero_guess) {
-        err |= gather_root(mg, xo, 0);
-        if (c->rank == 0) err |= mem_put(c->dev_nat_x, c->host_nat, (size_t)c->total * sizeof(double));
+#ifdef __CUDACC__
+        if (c->ipc) {       /* rank 0 has read its gather buffer before the ranks write it again */
+            err |= cudaStreamSynchronize(0) != cudaSuccess;
+            err |= MPI_Barrier(c->comm) != MPI_SUCCESS;
+        }
+#endif
+        err |= gather_root(mg, xo, 0, c->dev_nat_x);
     }
     if (c->rank == 0) {
         err |= smg_cg(mg->tail, precond, c->dev_nat_b, c->dev_nat_x, rtol, atol, dtol, maxit, zero_guess, its, rnorm,
                       reason);
-        err |= mem_get(c->host_nat, c->dev_nat_x, (size_t)c->total * sizeof(double));
         out[0] = *its;
         out[1] = *rnorm;
         out[2] = *reason;
@@ -1183,7 +1372,7 @@ static int cg_on_root(MG *mg, int precond, const double *b, double *xo, double r
     *its = (int)out[0];
     *rnorm = out[1];
     *reason = (int)out[2];
-    err |= scatter_root(mg, xo, 0);
+    err |= scatter_root(mg, c->dev_nat_x, xo, 0);
     return err;
 }
 
@@ -1237,9 +1426,9 @@ int smg_apply_timed(MG *mg, const double *b, double *x, double *ms) {
 }
 
 /* What the seam did since the last call: out = halo exchanges, seconds in them, gathers/scatters, seconds in
- * them, bytes moved (this rank). Counters reset. */
+ * them, bytes moved between ranks, bytes copied between device and host for it (this rank). Counters reset. */
 void smg_stats(MG *mg, double *out) {
-    for (int i = 0; i < 5; ++i) out[i] = 0.0;
+    for (int i = 0; i < 6; ++i) out[i] = 0.0;
     Comm *c = mg->c;
     if (!c) return;
     out[0] = (double)c->n_exchange;
@@ -1247,8 +1436,37 @@ void smg_stats(MG *mg, double *out) {
     out[2] = (double)c->n_gather;
     out[3] = c->t_gather;
     out[4] = (double)c->bytes;
-    c->n_exchange = c->n_gather = c->bytes = 0;
+    out[5] = (double)c->host_bytes;
+    c->n_exchange = c->n_gather = c->bytes = c->host_bytes = 0;
     c->t_exchange = c->t_gather = 0.0;
+}
+
+/* The seam's latency, for the transport study (cardiosim.bench.halo): seconds per halo exchange of level 0's
+ * vector (out[0]) and per gather + scatter of the top level through rank 0 (out[1]; 0 where nothing is gathered),
+ * averaged over `reps`, after a barrier. Collective. */
+int smg_time_seam(MG *mg, int reps, double *out) {
+    Comm *c = mg->c;
+    out[0] = out[1] = 0.0;
+    if (!c) return 0;
+    int err = 0;
+    MPI_Barrier(c->comm);
+    double t0 = seconds();
+    for (int r = 0; r < reps; ++r) err |= exchange(mg, 0, mg->in_x);
+    MPI_Barrier(c->comm);
+    out[0] = (seconds() - t0) / reps;
+    if (c->host_box) {      /* allocated where the top level is gathered */
+        Level &T = mg->lev[mg->nlev - 1];
+        double *v = mg->nlev > 1 ? T.x : mg->in_x;
+        MPI_Barrier(c->comm);
+        t0 = seconds();
+        for (int r = 0; r < reps; ++r) {
+            err |= gather_root(mg, v, 1, c->dev_nat_b);
+            err |= scatter_root(mg, c->dev_nat_b, v, 1);
+        }
+        MPI_Barrier(c->comm);
+        out[1] = (seconds() - t0) / reps;
+    }
+    return err;
 }
 
 void smg_destroy(MG *mg) {
@@ -1272,6 +1490,23 @@ void smg_destroy(MG *mg) {
     mem_free(mg->cg.x); mem_free(mg->cg.r); mem_free(mg->cg.z); mem_free(mg->cg.p); mem_free(mg->cg.q);
     mem_free(mg->cg.s); mem_free(mg->cg.partial); mem_free(mg->cg.sc);
     if (Comm *c = mg->c) {
+#ifdef __CUDACC__
+        void *closed[6];
+        int n_closed = 0;
+        for (int d = 0; d < 3; ++d)
+            for (int s = 0; s < 2; ++s) {
+                void *ptr = c->nbr_recv[d][s];
+                int seen = !ptr;
+                for (int o = 0; o < n_closed; ++o) seen |= closed[o] == ptr;
+                if (!seen) {
+                    cudaIpcCloseMemHandle(ptr);
+                    closed[n_closed++] = ptr;
+                }
+            }
+        if (c->rank != 0 && c->root_all) cudaIpcCloseMemHandle(c->root_all);
+        mem_free(c->dev_all);
+        mem_free(c->dev_map);
+#endif
         mem_free(c->dev_send); mem_free(c->dev_recv); mem_free(c->dev_box);
         mem_free(c->dev_nat_b); mem_free(c->dev_nat_x);
 #ifdef __CUDACC__

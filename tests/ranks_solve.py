@@ -28,6 +28,7 @@ def main():
     p.add_argument("--layout", choices=("ranks", "root"), default="ranks")
     p.add_argument("--agglomerate", type=int, default=64, help="nodes per rank below which a level goes to rank 0")
     p.add_argument("--placement", choices=("cpu", "resident"), default="cpu")
+    p.add_argument("--transport", choices=("auto", "mpi-host", "ipc"), default="auto")
     p.add_argument("--ksp", choices=("stencil", "petsc"), default="stencil",
                    help="the Krylov method on several ranks: cardiosim's CG or PETSc's KSPCG (with our PC)")
     args = p.parse_args()
@@ -49,7 +50,7 @@ def main():
 
     name = args.system
     opts = {"ksp_type": "python", "ksp_python_type": krylov.PYTHON_TYPE, "ksp_rtol": "1e-10",
-            "smg_layout": args.layout, "smg_agglomerate": str(args.agglomerate)}
+            "smg_layout": args.layout, "smg_agglomerate": str(args.agglomerate), "smg_transport": args.transport}
     opts.update({"pc_type": "jacobi"} if args.pc == "jacobi" else
                 {"pc_type": "python", "pc_python_type": multigrid.PYTHON_TYPE})
     text = SHEET.format(size=list(args.size), h=args.h).replace("fibre_angle = 30.0", f"fibre_angle = {args.fibre}")
@@ -96,7 +97,8 @@ def main():
         diff = float(np.abs(xs - x1).max() / np.abs(x1).max())
         print(json.dumps({"ranks": world.size, "procs": list(procs), "its": its, "reason": reason, "rnorm": rnorm,
                           "its_1": its1, "reason_1": reason1, "rnorm_1": rnorm1, "max_rel_diff": diff, "why": why,
-                          "exchanges": stats.get("exchanges", 0), "gathers": stats.get("gathers", 0)}), flush=True)
+                          "exchanges": stats.get("exchanges", 0), "gathers": stats.get("gathers", 0),
+                          "bytes": stats.get("bytes", 0), "host_bytes": stats.get("host_bytes", 0)}), flush=True)
 
 
 if __name__ == "__main__":

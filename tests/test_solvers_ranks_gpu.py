@@ -1,8 +1,7 @@
 """cardiosim's stencil solvers on 2 GPUs, one rank each (the resident placement's matrices and vectors: cuSPARSE,
 CUDA), against the same solve on one GPU: the same converged reason, iteration counts within one, solutions within
-the solver tolerance, for the host-staged transport (the one the node's MPI allows: it is not CUDA-aware). Then
-whole runs: a bidomain TT06 sheet and a monodomain slab on 2 GPUs against 1 GPU and the cpu placement. Run on a
-node with 2 GPUs (CARDIOSIM_REQUIRE=multigpu turns the skip on fewer into a failure):
+the solver tolerance, for both transports (host-staged MPI; CUDA IPC, with no byte through host memory) and both
+layouts (the grid split over the GPUs; the whole solve on rank 0's GPU). Run on a node with 2 GPUs (CARDIOSIM_REQUIRE=multigpu turns the skip on fewer into a failure):
 
     python3 -m pytest -q -s -m gpu tests/test_solvers_ranks_gpu.py
 """
@@ -23,11 +22,17 @@ def two_gpus():
 @pytest.mark.parametrize("grid", [SHEET_2D, SLAB_3D], ids=["2d-box", "3d-star"])
 @pytest.mark.parametrize("system,pc", [("parabolic", "jacobi"), ("elliptic", "mg")])
 @pytest.mark.parametrize("layout", ["ranks", "root"])
-def test_two_gpus_equal_one(grid, system, pc, layout):
+@pytest.mark.parametrize("transport", ["mpi-host", "ipc"])
+def test_two_gpus_equal_one(grid, system, pc, layout, transport):
     r = ranks_solve(2, [*grid, "--system", system, "--pc", pc, "--layout", layout, "--agglomerate", "64",
-                        "--placement", "resident"])
+                        "--placement", "resident", "--transport", transport])
     agree(r)
     if layout == "ranks":
         assert r["exchanges"] > 0
     else:
         assert r["exchanges"] == 0 and r["its"] == r["its_1"]
+    assert r["bytes"] > 0
+    if transport == "ipc":
+        assert r["host_bytes"] == 0           # device to device: nothing through host memory
+    else:
+        assert r["host_bytes"] > 0

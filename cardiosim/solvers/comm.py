@@ -21,18 +21,31 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# How halo bytes travel between ranks: name -> what it is. Chosen at run time (``-<prefix>smg_transport``) and printed
-# in the run header. Host staging works everywhere (any MPI, any node count); the CPU build moves no bytes twice.
+# How halo and gather bytes travel between ranks: name -> what it is. Chosen at run time (``-<prefix>smg_transport``,
+# default auto) and printed in the run header. Host staging works everywhere (any MPI, any node count; the CPU build
+# moves no byte twice); CUDA IPC needs every rank on one node, each on its GPU's device memory. The latencies that
+# decided the default are in docs/benchmarks.md ("Transports").
 TRANSPORTS = {
     "mpi-host": "host-staged MPI: faces packed on the device, only the packed bytes copied to the host and sent",
+    "ipc": "CUDA IPC: faces packed by this rank's kernel into the neighbour's device buffer, a zero-byte message "
+           "says so (ranks of one node)",
 }
-DEFAULT_TRANSPORT = "mpi-host"
 
 
-def transport(name: str) -> str:
-    if name not in TRANSPORTS:
-        raise ValueError(f"smg_transport = '{name}'; allowed: {', '.join(TRANSPORTS)}")
-    return name
+def transport(choice: str, gpu: bool, mpi_comm) -> str:
+    """The transport for ``choice`` ("auto" or a TRANSPORTS name) on this communicator (collective): auto is ipc
+    where the build is the GPU's and every rank shares one node, else mpi-host."""
+    if choice != "auto" and choice not in TRANSPORTS:
+        raise ValueError(f"smg_transport = '{choice}'; allowed: auto, {', '.join(TRANSPORTS)}")
+    from mpi4py import MPI
+    node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED)
+    one_node = node.Get_size() == mpi_comm.Get_size()
+    node.Free()
+    if choice == "auto":
+        return "ipc" if gpu and one_node else "mpi-host"
+    if choice == "ipc" and not (gpu and one_node):
+        raise ValueError("smg_transport = 'ipc' needs GPU matrices and every rank on one node")
+    return choice
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,8 @@ class StencilCG:
             sync_host(A)
             opts = PETSc.Options(ksp.getOptionsPrefix() or "")
             h = multigrid.hierarchy_for(A, dm, None, False, opts.getString("smg_layout", "auto"))
-            self.why = getattr(h, "why", "")
-            self.own = self.vcycle = multigrid.VCycle(h, gpu)
+            self.own = self.vcycle = multigrid.VCycle(h, gpu, transport=opts.getString("smg_transport", "auto"))
+            self.why = getattr(h, "why", "") + (f", {self.vcycle.transport}" if self.vcycle.transport else "")
             self.precond = PRECONDITIONERS[kind]
         else:
             raise ValueError(f"krylov: StencilCG works with -pc_type jacobi, none or the cardiosim multigrid "

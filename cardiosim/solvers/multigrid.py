@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib
 import itertools
 import os
 import subprocess
@@ -42,6 +43,7 @@ from petsc4py import PETSc
 
 from ..compile import cache_dir, compile_once, kernel_dir
 from ..gpu import current_arch
+from .comm import Boxes
 
 SOURCE = "stencil_mg.cpp"
 COARSE_SOLVES = ("eig", "gauss-jordan")
@@ -237,7 +239,7 @@ def local_stencil(rows_ijk: np.ndarray, cols_ijk: np.ndarray, vals: np.ndarray, 
     return S
 
 
-def rank_prolongation(fine: "Boxes", coarse: "Boxes", tables: list[dict], rank: int, comm) -> PETSc.Mat:
+def rank_prolongation(fine: Boxes, coarse: Boxes, tables: list[dict], rank: int, comm) -> PETSc.Mat:
     """P = P_z ⊗ P_y ⊗ P_x as a parallel AIJ matrix: this rank's rows are its fine box, its columns' layout its
     coarse box (PETSc's numbering of both levels, cardiosim.solvers.comm)."""
     fs, fn = fine.box(rank)
@@ -277,7 +279,6 @@ class RankHierarchy:
 
     def __init__(self, A: PETSc.Mat, da, coarse_max: int | None = 1024, singular: bool = False,
                  agglomerate: int = AGGLOMERATE, root_only: bool = False):
-        from .comm import Boxes
         self.comm = A.getComm()
         mpi = self.comm.tompi4py()
         rank = mpi.rank
@@ -416,13 +417,14 @@ _libs: dict[bool, ctypes.CDLL] = {}
 
 def library(gpu: bool) -> ctypes.CDLL:
     if gpu not in _libs:
-        from mpi4py import MPI  # noqa: F401  (libmpi loaded, and initialised, before the library that calls it)
+        importlib.import_module("mpi4py.MPI")    # MPI loaded and initialised before the library that calls it
         lib = ctypes.CDLL(str(_build(gpu)))
         p, i, d = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
         lib.smg_create.argtypes, lib.smg_create.restype = [i, i, d, i], p
         lib.smg_level.argtypes, lib.smg_level.restype = [p, i, p, p, i, p, p], i
-        lib.smg_comm.argtypes, lib.smg_comm.restype = [p, i, p, p, p, p, p, i, i], i
+        lib.smg_comm.argtypes, lib.smg_comm.restype = [p, i, p, p, p, p, p, i, i, i], i
         lib.smg_stats.argtypes, lib.smg_stats.restype = [p, p], None
+        lib.smg_time_seam.argtypes, lib.smg_time_seam.restype = [p, i, p], i
         lib.smg_cg.argtypes = [p, i, p, p, d, d, d, i, i, ctypes.POINTER(i), ctypes.POINTER(d), ctypes.POINTER(i)]
         lib.smg_cg.restype = i
         lib.smg_transfer.argtypes, lib.smg_transfer.restype = [p, i, i, i, i, p, p, p, p, p, p, p], i
@@ -443,7 +445,7 @@ class VCycle:
     GPU (``gpu``) or the host. On several ranks rank 0 also holds the V-cycle of the serial tail (``tail``)."""
 
     def __init__(self, h: Hierarchy | RankHierarchy, gpu: bool, omega: float = 1.0, sweeps: int = 1,
-                 graphs: bool = True, coarse: str = "eig"):
+                 graphs: bool = True, coarse: str = "eig", transport: str = "auto"):
         """``coarse``: how the coarsest level's (pseudo-)inverse is computed: "eig" (eigendecomposition on the host)
         or "gauss-jordan" (Gauss–Jordan elimination in this build: on the device for the GPU)."""
         if coarse not in COARSE_SOLVES:
@@ -482,15 +484,16 @@ class VCycle:
             G = np.ascontiguousarray(h.coarse_inverse)
             err |= self.lib.smg_coarse(self.handle, G.ctypes.data)
         self.coarse_size = None if h.coarse_matrix is None else h.coarse_matrix.shape[0]
-        self.ranks = 1
+        self.ranks, self.transport = 1, None
         if isinstance(h, RankHierarchy):
-            from .comm import fortran_handle
+            from . import comm
+            self.transport = comm.transport(transport, gpu, h.comm.tompi4py())
             top = h.boxes[-1]
             starts, sizes = top.all_boxes()
             P, n = np.array(top.P, dtype=np.int32), np.array(top.n, dtype=np.int32)
-            err |= self.lib.smg_comm(self.handle, fortran_handle(h.comm), P.ctypes.data, starts.ctypes.data,
+            err |= self.lib.smg_comm(self.handle, comm.fortran_handle(h.comm), P.ctypes.data, starts.ctypes.data,
                                      sizes.ctypes.data, n.ctypes.data, self.tail.handle if self.tail else None,
-                                     int(h.root_only), int(h.gathers))
+                                     int(h.root_only), int(h.gathers), int(self.transport == "ipc"))
             self.ranks = top.nranks
         if err:
             self.destroy()
@@ -528,10 +531,18 @@ class VCycle:
 
     def stats(self) -> dict:
         """What the communication seam did since the last call, on this rank (counters reset)."""
-        out = np.zeros(5)
+        out = np.zeros(6)
         self.lib.smg_stats(self.handle, out.ctypes.data)
         return {"exchanges": int(out[0]), "exchange_s": out[1], "gathers": int(out[2]), "gather_s": out[3],
-                "bytes": int(out[4])}
+                "bytes": int(out[4]), "host_bytes": int(out[5])}
+
+    def time_seam(self, reps: int) -> tuple[float, float]:
+        """Seconds per halo exchange of level 0 and per gather + scatter of the top level (collective; for
+        cardiosim.bench.halo)."""
+        out = np.zeros(2)
+        if self.lib.smg_time_seam(self.handle, reps, out.ctypes.data):
+            raise RuntimeError("multigrid: the seam failed while being timed")
+        return float(out[0]), float(out[1])
 
     def destroy(self) -> None:
         if self.handle:
@@ -582,7 +593,7 @@ class StencilMG:
 
     def __init__(self):
         self.omega, self.sweeps, self.coarse_max, self.graphs, self.coarse = 1.0, 1, 1024, True, "eig"
-        self.layout, self.agglomerate, self.why = "auto", AGGLOMERATE, ""
+        self.layout, self.agglomerate, self.transport, self.why = "auto", AGGLOMERATE, "auto", ""
         self.vcycle: VCycle | None = None
         self.hierarchy: Hierarchy | RankHierarchy | None = None
 
@@ -595,6 +606,7 @@ class StencilMG:
         self.coarse = opts.getString("smg_coarse_solve", self.coarse)
         self.layout = opts.getString("smg_layout", self.layout)
         self.agglomerate = opts.getInt("smg_agglomerate", self.agglomerate)
+        self.transport = opts.getString("smg_transport", self.transport)
 
     def setUp(self, pc):
         A, _ = pc.getOperators()
@@ -609,7 +621,9 @@ class StencilMG:
         self.hierarchy = hierarchy_for(A, dm, self.coarse_max, singular, self.layout, self.agglomerate)
         self.why = getattr(self.hierarchy, "why", "")
         self.vcycle = VCycle(self.hierarchy, "cusparse" in A.getType().lower(), self.omega, self.sweeps,
-                             self.graphs, self.coarse)
+                             self.graphs, self.coarse, self.transport)
+        if self.vcycle.transport:
+            self.why += f", {self.vcycle.transport}"
 
     def apply(self, pc, x, y):
         with addresses(self.vcycle.gpu, (x, "r"), (y, "w")) as (xp, yp):
