@@ -143,6 +143,15 @@ def test_cellml_model_named_as_the_cell_output_is_refused(tmp_path):
     assert checksums(tmp_path) == before
 
 
+def test_mesh_named_as_the_geometry_output_is_refused(tmp_path):
+    mesh = tmp_path / "heart.h5"
+    mesh.write_bytes(b"a mesh of the user's, in whatever format")
+    before = checksums(tmp_path)
+    proc = run_cli(["geometry", mesh, "--spacing", "0.1", "--out", mesh, "--overwrite"])
+    assert_one_line(proc, "mesh", ["--out", "heart.h5", "is the mesh, which this command reads"])
+    assert checksums(tmp_path) == before
+
+
 def test_plot_does_not_replace_a_file_it_did_not_draw(tmp_path):
     r = tmp_path / "r.h5"
     sheet(tmp_path, edit('equations = "bidomain"', 'equations = "monodomain"'))
