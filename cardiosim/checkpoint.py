@@ -419,8 +419,8 @@ class Checkpoint:
 def _read_meta(path: Path, cfg, n_steps: int) -> dict:
     import h5py
     where = f"--restart {path}"
-    if not path.is_file():
-        raise UserError(f"{where}: no such checkpoint file")
+    from .files import check_input
+    check_input("--restart", path, "checkpoint file")
     try:
         with h5py.File(path, "r") as f:
             a = f.attrs

@@ -169,16 +169,17 @@ def _limits(path: Path) -> tuple[int, int]:
         return NAME_MAX, PATH_MAX
 
 
-def check_name(what: str, path) -> None:
+def check_name(what: str | None, path) -> None:
     """One line where a name is longer than the file system allows (the OS would say ENAMETOOLONG later, from
-    somewhere deep in h5py or the mkdir of a parent)."""
+    somewhere deep in h5py or the mkdir of a parent). ``what``: how the user calls the file (None: the path says
+    it)."""
     name_max, path_max = _limits(Path(path))
     full = os.fsencode(os.path.abspath(path))
     long_part = next((part for part in Path(path).parts if len(os.fsencode(part)) > name_max), None)
     if long_part is not None or len(full) >= path_max:
         shown = str(path) if len(str(path)) <= 60 else f"{str(path)[:40]}...{str(path)[-15:]}"
-        raise UserError(f"{what}: {shown}: File name too long (at most {name_max} bytes a name, {path_max - 1} bytes "
-                        f"a whole path)")
+        raise UserError(f"{what + ': ' if what else ''}{shown}: File name too long (at most {name_max} bytes a "
+                        f"name, {path_max - 1} bytes a whole path)")
 
 
 # -- inputs ---------------------------------------------------------------------------------------------------------
@@ -189,7 +190,7 @@ def check_input(what: str | None, path, kind: str = "file", hint: str = "") -> P
     import stat
     path = Path(path)
     where = f"{what}: {path}" if what else str(path)
-    check_name(what or "file", path)
+    check_name(what, path)
     try:
         st = path.stat()
     except FileNotFoundError:

@@ -531,6 +531,7 @@ def test_cell_of_a_million_beats_is_refused_up_front(tmp_path):
     ("initial state out of range", SHEET, ["--set", "cell.initial.h=2.0"],
      ["cell.initial.h", "2 1 is outside the range", "mitchell-schaeffer"]),
     ("config is a directory", None, ["run", "DIR"], ["cfgdir", "is a directory"]),
+    ("checkpoint is a directory", SHEET, ["--restart", "cfgdir"], ["--restart", "cfgdir", "is a directory"]),
     ("label file is a directory", edit("[tissue]", '[tissue]\nlabel_file = "cfgdir"'), [],
      ["tissue.label_file", "is a directory"]),
     ("cell region with no node", edit('model = "mitchell-schaeffer"', 'model = "mitchell-schaeffer"\n'
