@@ -10,9 +10,10 @@
     cardiosim inspect FILE [--config]          what a result file holds (docs/output-format.md)
     cardiosim plot FILE [--times T ...] [--field Vm|phi_e] [--out DIR] [--overwrite]   PNGs of a result file
 
-Everything after ``--`` goes to PETSc (``-elliptic_pc_type gamg``, ``-log_view``, ...). A mistake in the input
-gives one line on stderr and exit status 2; a run that goes wrong (a state out of range, a diverged solver) one
-line and exit status 3; a run stopped by SIGTERM/SIGINT/SIGUSR1 writes a checkpoint and exits with 75
+Everything after ``--`` goes to PETSc (``-elliptic_pc_type gamg``, ``-log_view``, ...). Every command has one
+error path (:func:`_guarded`): a mistake in the input gives one line on stderr and exit status 2; a run that goes
+wrong (a state out of range, a diverged solver) or a write that fails (a full disk, ``ulimit -f``) one line and
+exit status 3; a run stopped by SIGTERM/SIGINT/SIGUSR1 writes a checkpoint and exits with 75
 (docs/checkpoints.md); anything else is a bug and aborts the whole MPI job with a traceback, so no rank hangs.
 """
 
