@@ -290,7 +290,8 @@ def _result_file(argv, petsc_args) -> int:
 BENCHMARKS = {"kernels": "cardiosim.bench.kernels", "niederer": "cardiosim.bench.niederer",
               "pde": "cardiosim.bench.pde", "table41": "cardiosim.bench.table41",
               "cellml": "cardiosim.bench.cellml", "microscopic": "cardiosim.bench.microscopic",
-              "mask": "cardiosim.bench.mask"}
+              "mask": "cardiosim.bench.mask", "scaling": "cardiosim.bench.scaling",
+              "halo": "cardiosim.bench.halo"}
 
 
 def _bench(argv) -> int:

@@ -47,6 +47,7 @@ from .comm import Boxes
 
 SOURCE = "stencil_mg.cpp"
 COARSE_SOLVES = ("eig", "gauss-jordan")
+HALOS = ("colour", "sweep")     # several ranks: the smoother's ghosts refreshed per colour (exact) or per sweep
 PYTHON_TYPE = "cardiosim.solvers.multigrid.StencilMG"
 
 
@@ -425,6 +426,7 @@ def library(gpu: bool) -> ctypes.CDLL:
         lib.smg_comm.argtypes, lib.smg_comm.restype = [p, i, p, p, p, p, p, i, i, i], i
         lib.smg_stats.argtypes, lib.smg_stats.restype = [p, p], None
         lib.smg_time_seam.argtypes, lib.smg_time_seam.restype = [p, i, p], i
+        lib.smg_halo_per_sweep.argtypes, lib.smg_halo_per_sweep.restype = [p, i], None
         lib.smg_cg.argtypes = [p, i, p, p, d, d, d, i, i, ctypes.POINTER(i), ctypes.POINTER(d), ctypes.POINTER(i)]
         lib.smg_cg.restype = i
         lib.smg_transfer.argtypes, lib.smg_transfer.restype = [p, i, i, i, i, p, p, p, p, p, p, p], i
@@ -445,7 +447,7 @@ class VCycle:
     GPU (``gpu``) or the host. On several ranks rank 0 also holds the V-cycle of the serial tail (``tail``)."""
 
     def __init__(self, h: Hierarchy | RankHierarchy, gpu: bool, omega: float = 1.0, sweeps: int = 1,
-                 graphs: bool = True, coarse: str = "eig", transport: str = "auto"):
+                 graphs: bool = True, coarse: str = "eig", transport: str = "auto", halo: str = "colour"):
         """``coarse``: how the coarsest level's (pseudo-)inverse is computed: "eig" (eigendecomposition on the host)
         or "gauss-jordan" (Gauss–Jordan elimination in this build: on the device for the GPU)."""
         if coarse not in COARSE_SOLVES:
@@ -454,6 +456,8 @@ class VCycle:
             raise ValueError(f"multigrid: smg_omega = {omega} is outside (0, 2)")
         if sweeps < 1:
             raise ValueError(f"multigrid: smg_sweeps = {sweeps} must be at least 1")
+        if halo not in HALOS:
+            raise ValueError(f"multigrid: smg_halo = '{halo}'; allowed: {', '.join(HALOS)}")
         self.lib = library(gpu)
         self.gpu = gpu
         self.handle = None
@@ -494,6 +498,7 @@ class VCycle:
             err |= self.lib.smg_comm(self.handle, comm.fortran_handle(h.comm), P.ctypes.data, starts.ctypes.data,
                                      sizes.ctypes.data, n.ctypes.data, self.tail.handle if self.tail else None,
                                      int(h.root_only), int(h.gathers), int(self.transport == "ipc"))
+            self.lib.smg_halo_per_sweep(self.handle, int(halo == "sweep"))
             self.ranks = top.nranks
         if err:
             self.destroy()
@@ -593,7 +598,7 @@ class StencilMG:
 
     def __init__(self):
         self.omega, self.sweeps, self.coarse_max, self.graphs, self.coarse = 1.0, 1, 1024, True, "eig"
-        self.layout, self.agglomerate, self.transport, self.why = "auto", AGGLOMERATE, "auto", ""
+        self.layout, self.agglomerate, self.transport, self.halo, self.why = "auto", AGGLOMERATE, "auto", "colour", ""
         self.vcycle: VCycle | None = None
         self.hierarchy: Hierarchy | RankHierarchy | None = None
 
@@ -607,6 +612,7 @@ class StencilMG:
         self.layout = opts.getString("smg_layout", self.layout)
         self.agglomerate = opts.getInt("smg_agglomerate", self.agglomerate)
         self.transport = opts.getString("smg_transport", self.transport)
+        self.halo = opts.getString("smg_halo", self.halo)
 
     def setUp(self, pc):
         A, _ = pc.getOperators()
@@ -621,7 +627,7 @@ class StencilMG:
         self.hierarchy = hierarchy_for(A, dm, self.coarse_max, singular, self.layout, self.agglomerate)
         self.why = getattr(self.hierarchy, "why", "")
         self.vcycle = VCycle(self.hierarchy, "cusparse" in A.getType().lower(), self.omega, self.sweeps,
-                             self.graphs, self.coarse, self.transport)
+                             self.graphs, self.coarse, self.transport, self.halo)
         if self.vcycle.transport:
             self.why += f", {self.vcycle.transport}"
 
