@@ -156,10 +156,11 @@ def layout(choice: str, nodes: int, nranks: int) -> tuple[str, str]:
     if choice not in LAYOUTS:
         raise ValueError(f"smg_layout = '{choice}'; allowed: {', '.join(LAYOUTS)}")
     if nranks == 1:
-        return "ranks", "one rank"
+        return "ranks", ""
+    where = {"ranks": f"split over {nranks} ranks", "root": "whole on rank 0"}
     if choice != "auto":
-        return choice, f"smg_layout {choice}"
+        return choice, f"{where[choice]}, as smg_layout says"
     per = nodes // nranks
     if per < ROOT_BELOW:
-        return "root", f"{per} nodes per rank < {ROOT_BELOW}: the solve on rank 0's device"
-    return "ranks", f"{per} nodes per rank >= {ROOT_BELOW}: split over {nranks} ranks"
+        return "root", f"{where['root']}: {per} nodes per rank < {ROOT_BELOW}"
+    return "ranks", f"{where['ranks']}: {per} nodes per rank >= {ROOT_BELOW}"

@@ -55,7 +55,7 @@ class StencilCG:
             opts = PETSc.Options(ksp.getOptionsPrefix() or "")
             h = multigrid.hierarchy_for(A, dm, None, False, opts.getString("smg_layout", "auto"))
             self.own = self.vcycle = multigrid.VCycle(h, gpu, transport=opts.getString("smg_transport", "auto"))
-            self.why = getattr(h, "why", "") + (f", {self.vcycle.transport}" if self.vcycle.transport else "")
+            self.why = ", ".join(w for w in (getattr(h, "why", ""), self.vcycle.transport) if w)
             self.precond = PRECONDITIONERS[kind]
         else:
             raise ValueError(f"krylov: StencilCG works with -pc_type jacobi, none or the cardiosim multigrid "

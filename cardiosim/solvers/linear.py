@@ -165,12 +165,17 @@ class LinearSolver:
                 f"-{self.name}_ksp_/-{self.name}_pc_ options")
 
     def describe(self) -> str:
+        """e.g. "cg+gamg", or "StencilCG+StencilMG (split over 2 ranks: ..., ipc)": on several ranks the stencil
+        solvers say where they solve and how the ranks talk (cardiosim.solvers.comm)."""
         ksp, pc = self.ksp.getType(), self.ksp.getPC().getType()
+        why = ""
         if ksp == "python":
+            why = getattr(self.ksp.getPythonContext(), "why", "")
             ksp = type(self.ksp.getPythonContext()).__name__
         if pc == "python":
+            why = why or getattr(self.ksp.getPC().getPythonContext(), "why", "")
             pc = type(self.ksp.getPC().getPythonContext()).__name__
-        return f"{ksp}+{pc}"
+        return f"{ksp}+{pc}" + (f" ({why})" if why else "")
 
     def destroy(self):
         self.ksp.destroy()

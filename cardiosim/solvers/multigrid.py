@@ -625,11 +625,11 @@ class StencilMG:
         singular = bool(ns and ns.handle and ns.hasConstant())
         self.destroy(pc)
         self.hierarchy = hierarchy_for(A, dm, self.coarse_max, singular, self.layout, self.agglomerate)
-        self.why = getattr(self.hierarchy, "why", "")
         self.vcycle = VCycle(self.hierarchy, "cusparse" in A.getType().lower(), self.omega, self.sweeps,
                              self.graphs, self.coarse, self.transport, self.halo)
-        if self.vcycle.transport:
-            self.why += f", {self.vcycle.transport}"
+        self.why = ", ".join(w for w in (getattr(self.hierarchy, "why", ""), self.vcycle.transport,
+                                         "halo per sweep" if self.halo == "sweep" and self.vcycle.ranks > 1 else "")
+                             if w)
 
     def apply(self, pc, x, y):
         with addresses(self.vcycle.gpu, (x, "r"), (y, "w")) as (xp, yp):
