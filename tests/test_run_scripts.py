@@ -24,7 +24,7 @@ CONFIG = Path(__file__).parent / "configs" / "sheet.toml"
 
 def test_scripts_exist():
     names = {p.name for p in SCRIPTS}
-    assert {"one-node.sbatch", "multi-node.sbatch", "gpu.sbatch", "requeue.sbatch"} <= names
+    assert {"one-node.sbatch", "multi-node.sbatch", "gpu.sbatch", "requeue.sbatch", "multi-node-resident.sbatch"} <= names
     assert (ROOT / "run" / "mpirun-examples.md").is_file()
 
 
