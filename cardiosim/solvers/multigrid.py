@@ -222,7 +222,8 @@ class Hierarchy:
         return len(self.sizes)
 
 
-AGGLOMERATE = 65536     # nodes per rank below which a level goes to rank 0 (its exchanges would cost more than it)
+AGGLOMERATE = 500_000   # nodes per rank below which a level goes to rank 0: its ~19 exchanges per V-cycle (~20 µs each
+                        # by IPC) would cost more than the half of its sweeps they save (docs/benchmarks.md)
 
 
 def local_stencil(rows_ijk: np.ndarray, cols_ijk: np.ndarray, vals: np.ndarray, start, size, dim: int) -> np.ndarray:
