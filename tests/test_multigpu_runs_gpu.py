@@ -22,13 +22,14 @@ pytestmark = [pytest.mark.gpu, pytest.mark.mpi]
 
 
 def layout_options(cfg, layout: str) -> list[str]:
-    """PETSc options of a layout for each solver of the config (small grids: agglomerate late, so that levels
-    are split over the ranks)."""
+    """PETSc options of a layout for each solver of the config: the parabolic one is CG + Jacobi here (no
+    hierarchy); the elliptic multigrid agglomerates late on these small grids, so that levels are split over the
+    ranks."""
     kinds = {"ranks-ipc": ("ranks", "ipc"), "ranks-host": ("ranks", "mpi-host"), "root": ("root", "auto")}
     where, transport = kinds[layout]
-    out = []
-    for s in ("parabolic", "elliptic") if 'equations = "bidomain"' in cfg.read_text() else ("parabolic",):
-        out += [f"-{s}_smg_layout", where, f"-{s}_smg_transport", transport, f"-{s}_smg_agglomerate", "64"]
+    out = ["-parabolic_smg_layout", where, "-parabolic_smg_transport", transport]
+    if 'equations = "bidomain"' in cfg.read_text():
+        out += ["-elliptic_smg_layout", where, "-elliptic_smg_transport", transport, "-elliptic_smg_agglomerate", "64"]
     return out
 
 
