@@ -3,7 +3,7 @@
 the phases, solver iterations, set-up time, and speed-up / efficiency against the first rank count. ``--weak``
 stretches the grid along x with the rank count (nodes per GPU constant; the stimulus, a box at x = 0, stays the
 same). Options after ``--`` go to PETSc in every run; ``--variant NAME='-opt v ...'`` adds runs with more PETSc
-options at every rank count above the first (e.g. the layouts and halo strategies of cardiosim.solvers).
+options at every rank count above 1 (e.g. the layouts and halo strategies of cardiosim.solvers).
 
     cardiosim bench scaling run/slab3d-1e7.toml --ranks 1 2 [--weak] [--set grid.size=...]
         [--variant sweep='-elliptic_smg_halo sweep -parabolic_smg_halo sweep'] [--write docs/benchmarks.md]
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="cardiosim-scaling-") as tmp:
         for ranks in args.ranks:
             sets = stretched(args.config, ranks, args.set) if args.weak else list(args.set)
-            for name, extra in (variants if ranks != args.ranks[0] else variants[:1]):
+            for name, extra in (variants if ranks > 1 else variants[:1]):   # one rank has no layout to choose
                 r = run_once(args.config, ranks, sets, [*petsc, *extra], Path(tmp), args.placement)
                 r["case"] = name
                 results.append(r)
