@@ -57,24 +57,29 @@ def stretched(cfg: Path, ranks: int, sets: list[str]) -> list[str]:
 
 
 def markdown(label: str, results: list[dict], meta: dict, weak: bool) -> str:
-    base = results[0]["ms_per_step"]
+    """The table: "step" is the phases a step consists of (reaction + exchange + parabolic + elliptic, max over
+    ranks); "other" the rest of the loop (probes, maps, the output written at its intervals and at the end: in a
+    run of a few steps the last snapshot weighs); speed-up or efficiency from "step"."""
+    def step(r):
+        return sum(r["phases_ms_per_step"].values())
+    base = step(results[0])
     lines = [f"### Scaling: {label}", "",
              f"{meta['date']} · {meta['machine']['cpu']} · GPU: {meta['machine']['gpu']} · `{meta['command']}`", "",
-             f"{'Weak' if weak else 'Strong'} scaling, {results[0]['placement']} placement, one rank per GPU; ms per step without "
-             "set-up (max over ranks), the phases per step, mean iterations per solve.", "",
-             "| case | ranks = GPUs | nodes | ms/step | reaction | parabolic | elliptic | iterations | set-up (s) | "
+             f"{'Weak' if weak else 'Strong'} scaling, {results[0].get('placement', 'resident')} placement, one rank "
+             "per GPU; ms per step (max over ranks, set-up excluded): step = reaction + parabolic + elliptic, other = "
+             "the rest of the loop (maps, probes, the output); mean iterations per solve; "
+             f"{'efficiency' if weak else 'speed-up'} from \"step\" against the first row.", "",
+             "| case | GPUs | nodes | step | reaction | parabolic | elliptic | other | iterations | set-up (s) | "
              f"{'efficiency' if weak else 'speed-up'} |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         ph = r["phases_ms_per_step"]
         its = ", ".join(f"{k} {v:.1f}" for k, v in r["iterations"].items())
-        gain = base / r["ms_per_step"]
-        lines.append(f"| {r['case']} | {r['ranks']} | {r['nodes']:,} | {r['ms_per_step']:.2f} | "
-                     f"{ph.get('reaction', 0):.2f} | {ph.get('parabolic', 0):.2f} | {ph.get('elliptic', 0):.2f} | "
-                     f"{its} | {r['setup_s']:.1f} | {100 * gain:.0f} % |" if weak else
-                     f"| {r['case']} | {r['ranks']} | {r['nodes']:,} | {r['ms_per_step']:.2f} | "
-                     f"{ph.get('reaction', 0):.2f} | {ph.get('parabolic', 0):.2f} | {ph.get('elliptic', 0):.2f} | "
-                     f"{its} | {r['setup_s']:.1f} | {gain:.2f}× |")
+        gain = base / step(r)
+        lines.append(f"| {r['case']} | {r['ranks']} | {r['nodes']:,} | {step(r):.1f} | {ph.get('reaction', 0):.1f} | "
+                     f"{ph.get('parabolic', 0):.1f} | {ph.get('elliptic', 0):.1f} | "
+                     f"{r['ms_per_step'] - step(r):.1f} | {its} | {r['setup_s']:.1f} | "
+                     + (f"{100 * gain:.0f} % |" if weak else f"{gain:.2f}× |"))
     return "\n".join(lines + [""])
 
 
@@ -92,7 +97,18 @@ def main(argv=None) -> int:
     p.add_argument("--label", default="")
     p.add_argument("--write", help="markdown page to update (docs/benchmarks.md)")
     p.add_argument("--json", help="write the results here too")
+    p.add_argument("--render", metavar="JSON", help="no runs: the table of an earlier --json (its own command, date and "
+                   "machine), e.g. with other rows first (--first CASE:RANKS) or into --write")
+    p.add_argument("--first", metavar="JSON", help="with --render: the rows of another results file first (the "
+                   "1-GPU baseline measured in the same lease, for a weak-scaling run of more GPUs only)")
     args = p.parse_args(ours)
+    if args.render:
+        d = json.loads(Path(args.render).read_text())
+        first = json.loads(Path(args.first).read_text())["results"][:1] if args.first else []
+        label = args.label or f"{args.config.name}, {'weak' if args.weak else 'strong'}"
+        publish(markdown(label, first + d["results"], d["meta"], args.weak), d["meta"], d["results"], None,
+                args.write, key=f"scaling-{args.config.stem}-{args.label or ('weak' if args.weak else 'strong')}")
+        return 0
     variants = [("default", [])] + [(v.split("=", 1)[0], shlex.split(v.split("=", 1)[1])) for v in args.variant]
     results = []
     with tempfile.TemporaryDirectory(prefix="cardiosim-scaling-") as tmp:
@@ -107,7 +123,7 @@ def main(argv=None) -> int:
             "command": "cardiosim bench scaling " + " ".join(shlex.quote(a) for a in argv)}
     label = args.label or f"{args.config.name}, {'weak' if args.weak else 'strong'}"
     publish(markdown(label, results, meta, args.weak), meta, results, args.json, args.write,
-            key=f"scaling-{args.config.stem}-{'weak' if args.weak else 'strong'}")
+            key=f"scaling-{args.config.stem}-{args.label or ('weak' if args.weak else 'strong')}")
     return 0
 
 
