@@ -203,8 +203,8 @@ def claim(cfg, path: Path, checkpoint_path: Path | None, overwrite: bool, resume
     from . import config, files
     targets = run_targets(path, checkpoint_path)
     reads = config.input_files(cfg)
-    # Names, collisions and folders first (nothing is made for them), then the locks, then what exists: a second run is
-    # told that the first one holds the file, not that the file exists.
+    # Names, collisions and folders first (nothing is made for them), then the locks, then what exists: a second
+    # run is told that the first one holds the file, not that the file exists.
     files.check_places(targets, reads)
     locks = []
     try:
@@ -372,9 +372,9 @@ class Output:
         # writing" flag that would stop a killed run's file from opening. No chunk cache: each write goes to the
         # disk at once, so a full disk or a file-size limit (EFBIG) fails that write and leaves nothing dirty
         # behind; with a cache, the chunk that cannot be written fails every later flush, the status cannot be
-        # marked, and HDF5 crashes when the process exits (measured: a segmentation fault, exit 139). Made under a temporary name and renamed
-        # into place once its layout is on disk: a run killed before that leaves an earlier file (with
-        # --overwrite) as it was, never a file that does not open.
+        # marked, and HDF5 crashes when the process exits (measured: a segmentation fault, exit 139). Made under a
+        # temporary name and renamed into place once its layout is on disk: a run killed before that leaves an
+        # earlier file (with --overwrite) as it was, never a file that does not open.
         self.part = self.path.with_name(f".{self.path.name}.part")
         f = self.f = h5py.File(self.part, "w", libver=("v108", "v108"), rdcc_nbytes=0)
         f.attrs["format"] = FORMAT

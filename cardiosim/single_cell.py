@@ -268,11 +268,12 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
                     raise SimulationError(f"{error}; {h5_path} keeps the trace up to t = {t_all[n_done]:g} ms "
                                           f"(attribute 'error'){'; no JSON written' if json_path else ''}") from None
 
-                # Biomarkers of the complete beats only (a beat is complete when the next onset, or the end, was reached).
+                # Biomarkers of the complete beats only (a beat is complete when the next onset, or the end, was
+                # reached).
                 n_s = n_done + 1
                 t_end = t_all[n_done]
-                complete = [o for b, o in enumerate(onsets) if (onsets[b + 1] if b + 1 < len(onsets) else beats * period)
-                            <= t_end + 0.5 * record_every]
+                ends = [onsets[b + 1] if b + 1 < len(onsets) else beats * period for b in range(len(onsets))]
+                complete = [o for o, end in zip(onsets, ends) if end <= t_end + 0.5 * record_every]
                 rows = beat_biomarkers(t_all[:n_s], V_all[:n_s], complete, None if Ca_all is None else Ca_all[:n_s],
                                        apd_origin="stimulus", dvdt=dv_max[:n_done], t_dvdt=dv_t[:n_done])
                 units = {**UNITS, "Cai_rest": _ca_unit(model), "Cai_peak": _ca_unit(model)}
