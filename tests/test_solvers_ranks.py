@@ -122,3 +122,20 @@ def test_whole_run_with_stencil_solvers_on_two_ranks_equals_one_rank(tmp_path, c
             d = float(np.abs(a["fields"][f][:] - b["fields"][f][:]).max())
             print(f"{f}: max |2 ranks (stencil solvers) - 1 rank| = {d:.3g} mV")
             assert d < 1e-6
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("option, value, allowed", [("smg_layout", "everywhere", "auto, ranks, root"),
+                                                     ("smg_transport", "pigeon", "auto, mpi-host, ipc"),
+                                                     ("smg_halo", "never", "colour, sweep")])
+def test_a_bad_solver_option_is_one_line_on_two_ranks(tmp_path, option, value, allowed):
+    from conftest import run_cli
+    out = tmp_path / "bad.h5"
+    proc = run_cli(["run", Path(__file__).parent / "configs" / "sheet.toml", "--output", out, "--quiet", "--",
+                    *STENCIL, f"-elliptic_{option}", value], np=2, timeout=120)
+    assert proc.returncode == 2
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("cardiosim: error: PETSc options for -elliptic_*: ")
+    assert lines[0].endswith(f"{option} = '{value}'; allowed: {allowed}")
+    assert "Traceback" not in proc.stderr and not out.exists()

@@ -35,8 +35,7 @@ TRANSPORTS = {
 def transport(choice: str, gpu: bool, mpi_comm) -> str:
     """The transport for ``choice`` ("auto" or a TRANSPORTS name) on this communicator (collective): auto is ipc
     where the build is the GPU's and every rank shares one node, else mpi-host."""
-    if choice != "auto" and choice not in TRANSPORTS:
-        raise ValueError(f"smg_transport = '{choice}'; allowed: auto, {', '.join(TRANSPORTS)}")
+    check("auto", choice)
     from mpi4py import MPI
     node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED)
     one_node = node.Get_size() == mpi_comm.Get_size()
@@ -151,10 +150,18 @@ LAYOUTS = ("auto", "ranks", "root")
 ROOT_BELOW = 1_000_000
 
 
+def check(layout_choice: str, transport_choice: str) -> None:
+    """ValueError naming the option unless both choices are known (on any number of ranks: a misspelt option is a
+    mistake on one rank too)."""
+    if layout_choice not in LAYOUTS:
+        raise ValueError(f"smg_layout = '{layout_choice}'; allowed: {', '.join(LAYOUTS)}")
+    if transport_choice != "auto" and transport_choice not in TRANSPORTS:
+        raise ValueError(f"smg_transport = '{transport_choice}'; allowed: auto, {', '.join(TRANSPORTS)}")
+
+
 def layout(choice: str, nodes: int, nranks: int) -> tuple[str, str]:
     """("ranks" or "root", why) for a grid of ``nodes`` on ``nranks`` ranks."""
-    if choice not in LAYOUTS:
-        raise ValueError(f"smg_layout = '{choice}'; allowed: {', '.join(LAYOUTS)}")
+    check(choice, "auto")
     if nranks == 1:
         return "ranks", ""
     where = {"ranks": f"split over {nranks} ranks", "root": "whole on rank 0"}

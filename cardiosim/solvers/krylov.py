@@ -53,8 +53,11 @@ class StencilCG:
             from ..operators import sync_host
             sync_host(A)
             opts = PETSc.Options(ksp.getOptionsPrefix() or "")
-            h = multigrid.hierarchy_for(A, dm, None, False, opts.getString("smg_layout", "auto"))
-            self.own = self.vcycle = multigrid.VCycle(h, gpu, transport=opts.getString("smg_transport", "auto"))
+            layout, transport = opts.getString("smg_layout", "auto"), opts.getString("smg_transport", "auto")
+            from .comm import check
+            check(layout, transport)
+            h = multigrid.hierarchy_for(A, dm, None, False, layout)
+            self.own = self.vcycle = multigrid.VCycle(h, gpu, transport=transport)
             self.why = ", ".join(w for w in (getattr(h, "why", ""), self.vcycle.transport) if w)
             self.precond = PRECONDITIONERS[kind]
         else:

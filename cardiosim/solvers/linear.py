@@ -106,7 +106,13 @@ def gpu_elliptic_defaults(grid) -> dict:
 
 
 def petsc_message(e: PETSc.Error) -> str:
-    """The innermost line of a PETSc error (the one that says what was wrong)."""
+    """The innermost line of a PETSc error (the one that says what was wrong), or the message of the Python error
+    behind it (a solver of ours refusing an option: petsc4py chains it as the cause)."""
+    cause = e.__cause__
+    while isinstance(cause, PETSc.Error) and cause.__cause__ is not None:    # a python KSP setting up a python PC
+        cause = cause.__cause__
+    if isinstance(cause, (ValueError, RuntimeError)):
+        return str(cause)
     lines = [ln.split("]", 1)[-1].strip() for ln in str(e).splitlines() if ln.strip()]
     return lines[-1] if lines else str(e)
 

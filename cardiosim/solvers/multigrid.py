@@ -582,9 +582,10 @@ def hierarchy_for(A: PETSc.Mat, dm, coarse_max: int | None, singular: bool, layo
                   agglomerate: int = AGGLOMERATE) -> Hierarchy | RankHierarchy:
     """The hierarchy of A on the DMDA ``dm``: serial on one rank; on several split over the ranks or, by
     cardiosim.solvers.comm.layout, gathered onto rank 0 (its ``why`` says which and why)."""
-    if A.getComm().getSize() == 1:
-        return Hierarchy(A, dm.getSizes(), coarse_max, singular)
     from . import comm
+    if A.getComm().getSize() == 1:
+        comm.check(layout, "auto")
+        return Hierarchy(A, dm.getSizes(), coarse_max, singular)
     where, why = comm.layout(layout, int(np.prod(dm.getSizes())), A.getComm().getSize())
     h = RankHierarchy(A, dm, coarse_max, singular, agglomerate, root_only=where == "root")
     h.why = why
@@ -625,6 +626,8 @@ class StencilMG:
         ns = A.getNullSpace()
         singular = bool(ns and ns.handle and ns.hasConstant())
         self.destroy(pc)
+        from .comm import check
+        check(self.layout, self.transport)
         self.hierarchy = hierarchy_for(A, dm, self.coarse_max, singular, self.layout, self.agglomerate)
         self.vcycle = VCycle(self.hierarchy, "cusparse" in A.getType().lower(), self.omega, self.sweeps,
                              self.graphs, self.coarse, self.transport, self.halo)
