@@ -1,5 +1,6 @@
 """Conjugate gradients with the whole iteration on the device, as a PETSc Krylov solver (KSP type python): the
-resident placement's default on one GPU (docs/decisions.md, "Our own GPU multigrid and CG").
+resident placement's default, on one GPU or several (docs/decisions.md, "Our own GPU multigrid and CG", "Our
+solvers on several ranks").
 
 Why not PETSc's KSPCG there: on the GPU each of its vector operations costs 5–60 µs of host latency, most of them
 synchronising (a dot product returns to the host; Thrust-based kernels wait), so an iteration costs ~0.2–0.4 ms
@@ -11,8 +12,10 @@ PETSc (tests/test_krylov.py compares the two).
 
 The preconditioner is the KSP's own PC: ``jacobi`` (the stencil's diagonal, fused into the CG update),
 ``python`` with cardiosim.solvers.multigrid.StencilMG (its V-cycle, as a CUDA graph), or ``none``. The host build of the
-same source runs on host matrices (CI). Not supported: monitors (-ksp_monitor prints nothing), other PC types
-(one line says so), several ranks.
+same source runs on host matrices (CI). On several ranks the iteration is the Chronopoulos–Gear form (one
+MPI_Allreduce per iteration; the same iterates), over the boxes of the grid or, for small grids, on rank 0 alone
+(``smg_layout``, ``smg_transport``: cardiosim.solvers.comm). Not supported: monitors (-ksp_monitor prints
+nothing), other PC types (one line says so).
 
     -parabolic_ksp_type python -parabolic_ksp_python_type cardiosim.solvers.krylov.StencilCG -parabolic_pc_type jacobi
 """
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 from petsc4py import PETSc
 
-from . import multigrid
+from . import comm, multigrid
 
 PYTHON_TYPE = "cardiosim.solvers.krylov.StencilCG"
 PRECONDITIONERS = {"none": 0, "jacobi": 1}
@@ -54,8 +57,7 @@ class StencilCG:
             sync_host(A)
             opts = PETSc.Options(ksp.getOptionsPrefix() or "")
             layout, transport = opts.getString("smg_layout", "auto"), opts.getString("smg_transport", "auto")
-            from .comm import check
-            check(layout, transport)
+            comm.check(layout, transport)
             h = multigrid.hierarchy_for(A, dm, None, False, layout)
             self.own = self.vcycle = multigrid.VCycle(h, gpu, transport=transport)
             self.why = ", ".join(w for w in (getattr(h, "why", ""), self.vcycle.transport) if w)

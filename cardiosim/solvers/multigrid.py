@@ -1,5 +1,5 @@
-"""Geometric multigrid for the grid's matrices, as a PETSc preconditioner: the resident placement's default on one
-GPU (docs/decisions.md, "Our own GPU multigrid").
+"""Geometric multigrid for the grid's matrices, as a PETSc preconditioner: the resident placement's default, on one
+GPU or several (docs/decisions.md, "Our own GPU multigrid and CG", "Our solvers on several ranks").
 
 Why not PETSc's PCMG there: on the GPU its V-cycle is a few hundred PETSc operations per CG iteration, each with
 ~15 µs of host latency, so the elliptic solve cost 26–44 ms per step at 1025² where the bytes moved need ~6 ms
@@ -22,9 +22,14 @@ Options, under the solver's prefix (e.g. ``-elliptic_``): ``smg_omega`` (default
 ``smg_coarse_max`` (1024 nodes), ``smg_graphs`` (true: the GPU build applies the V-cycle as a CUDA graph),
 ``smg_coarse_solve`` (eig: the coarsest inverse from an eigendecomposition on the host; gauss-jordan: by
 Gauss–Jordan elimination on the device). Select it with ``-elliptic_pc_type python -elliptic_pc_python_type
-cardiosim.solvers.multigrid.StencilMG`` (the resident placement does so on one rank).
+cardiosim.solvers.multigrid.StencilMG`` (the resident placement does so).
 
-One MPI rank only: the levels are the whole grid. Several ranks keep PETSc's PCMG (cardiosim.solvers.linear).
+Several ranks (:class:`RankHierarchy`): every level is split into the DMDA's boxes, coarsened with the grid, with
+halo exchanges in the V-cycle, down to a level of fewer than ``smg_agglomerate`` nodes per rank (default
+AGGLOMERATE), which is gathered onto rank 0 and solved there by the serial hierarchy of it. Options:
+``smg_layout`` (auto | ranks | root: split, or the whole solve on rank 0; auto by size), ``smg_transport``
+(auto | ipc | mpi-host), ``smg_halo`` (colour: exact, the serial smoother; sweep: one exchange per sweep),
+``smg_agglomerate``. cardiosim.solvers.comm holds the decomposition and the choices.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from petsc4py import PETSc
 
 from ..compile import cache_dir, compile_once, kernel_dir
 from ..gpu import current_arch
+from . import comm
 from .comm import Boxes
 
 SOURCE = "stencil_mg.cpp"
@@ -491,7 +497,6 @@ class VCycle:
         self.coarse_size = None if h.coarse_matrix is None else h.coarse_matrix.shape[0]
         self.ranks, self.transport = 1, None
         if isinstance(h, RankHierarchy):
-            from . import comm
             self.transport = comm.transport(transport, gpu, h.comm.tompi4py())
             top = h.boxes[-1]
             starts, sizes = top.all_boxes()
@@ -582,7 +587,6 @@ def hierarchy_for(A: PETSc.Mat, dm, coarse_max: int | None, singular: bool, layo
                   agglomerate: int = AGGLOMERATE) -> Hierarchy | RankHierarchy:
     """The hierarchy of A on the DMDA ``dm``: serial on one rank; on several split over the ranks or, by
     cardiosim.solvers.comm.layout, gathered onto rank 0 (its ``why`` says which and why)."""
-    from . import comm
     if A.getComm().getSize() == 1:
         comm.check(layout, "auto")
         return Hierarchy(A, dm.getSizes(), coarse_max, singular)
@@ -626,8 +630,7 @@ class StencilMG:
         ns = A.getNullSpace()
         singular = bool(ns and ns.handle and ns.hasConstant())
         self.destroy(pc)
-        from .comm import check
-        check(self.layout, self.transport)
+        comm.check(self.layout, self.transport)
         self.hierarchy = hierarchy_for(A, dm, self.coarse_max, singular, self.layout, self.agglomerate)
         self.vcycle = VCycle(self.hierarchy, "cusparse" in A.getType().lower(), self.omega, self.sweeps,
                              self.graphs, self.coarse, self.transport, self.halo)
