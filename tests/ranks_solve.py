@@ -22,7 +22,7 @@ def main():
     p.add_argument("--size", type=float, nargs="+", required=True, help="domain extent per dimension (cm)")
     p.add_argument("--h", type=float, required=True, help="grid spacing (cm)")
     p.add_argument("--system", choices=("parabolic", "elliptic"), required=True)
-    p.add_argument("--pc", choices=("jacobi", "mg"), required=True)
+    p.add_argument("--pc", choices=("none", "jacobi", "mg"), required=True)
     p.add_argument("--stencil", choices=("box", "star"), default="box")
     p.add_argument("--fibre", type=float, default=30.0, help="fibre angle (degrees)")
     p.add_argument("--layout", choices=("ranks", "root"), default="ranks")
@@ -53,7 +53,7 @@ def main():
     opts = {"ksp_type": "python", "ksp_python_type": krylov.PYTHON_TYPE, "ksp_rtol": "1e-10",
             "smg_layout": args.layout, "smg_agglomerate": str(args.agglomerate), "smg_transport": args.transport,
             "smg_halo": args.halo}
-    opts.update({"pc_type": "jacobi"} if args.pc == "jacobi" else
+    opts.update({"pc_type": args.pc} if args.pc != "mg" else
                 {"pc_type": "python", "pc_python_type": multigrid.PYTHON_TYPE})
     text = SHEET.format(size=list(args.size), h=args.h).replace("fibre_angle = 30.0", f"fibre_angle = {args.fibre}")
     text = text.replace('stencil = "box"', f'stencil = "{args.stencil}"')
