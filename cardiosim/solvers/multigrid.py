@@ -40,6 +40,7 @@ import importlib
 import itertools
 import os
 import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -368,24 +369,36 @@ class RankHierarchy:
 
 # --- the compiled V-cycle ----------------------------------------------------------------------------------------
 
+def _mpicc_candidates() -> list[str]:
+    """Where the compiler wrapper of mpi4py's MPI may be: $MPICC (what tools/bootstrap.sh built mpi4py with),
+    mpi4py's own record of it, the one beside this Python (MPICH from PyPI in .venv), the one on PATH."""
+    out = [os.environ.get("MPICC", "")]
+    try:
+        import mpi4py
+        out.append(mpi4py.get_config().get("mpicc", ""))
+    except ImportError:
+        pass
+    out += [str(Path(sys.executable).parent / "mpicc"), "mpicc"]
+    return [c for c in out if c]
+
+
 def mpi_flags(for_nvcc: bool) -> list[str]:
     """The include and link flags of the MPI that mpi4py uses (its mpicc's ``-show``, MPICH, or ``--showme``, Open
     MPI), for the stencil library, which calls MPI itself (the halo exchange, cardiosim.solvers.comm). nvcc takes
     linker flags as -Xlinker."""
-    try:
-        import mpi4py
-        mpicc = mpi4py.get_config().get("mpicc") or "mpicc"
-    except ImportError:
-        mpicc = "mpicc"
     out = ""
-    for flag in ("-show", "--showme"):
-        try:
-            out = subprocess.run([mpicc, flag], capture_output=True, text=True, check=True).stdout
+    for mpicc in _mpicc_candidates():
+        for flag in ("-show", "--showme"):
+            try:
+                out = subprocess.run([mpicc, flag], capture_output=True, text=True, check=True).stdout
+                break
+            except (OSError, subprocess.CalledProcessError):
+                continue
+        if out:
             break
-        except (OSError, subprocess.CalledProcessError):
-            continue
     if not out:
-        raise RuntimeError(f"multigrid: cannot ask the MPI compiler wrapper '{mpicc}' for its flags (-show/--showme)")
+        raise RuntimeError(f"multigrid: no MPI compiler wrapper answers -show/--showme (tried "
+                           f"{', '.join(_mpicc_candidates())}); set MPICC to the mpicc of mpi4py's MPI")
     flags = []
     for tok in out.split()[1:]:
         if tok.startswith(("-I", "-L", "-l")):
