@@ -36,7 +36,6 @@ def kernel_dir() -> Path:
     raise RuntimeError(f"cardiosim: cannot find {DRIVER} in {here / 'kernels'} or {here.parent / 'kernels'}")
 
 
-
 def cache_root() -> Path:
     """``$CARDIOSIM_CACHE``, else ``~/.cache/cardiosim``: the per-machine cache, one folder per kind."""
     d = os.environ.get("CARDIOSIM_CACHE")
@@ -84,7 +83,6 @@ def _unwritable(d: Path) -> str | None:
 
 def _fall_back(kind: str, shared: Path, why: str) -> None:
     import atexit
-    import shutil
     from .errors import UserError
     if not _PRIVATE:
         try:
@@ -116,7 +114,6 @@ def header_dir(model) -> Path:
     """The folder holding ``<model.kernel_name>.h``: kernels/, or the cache folder of a model generated from CellML
     (its ``kernel_header_dir``)."""
     return Path(getattr(model, "kernel_header_dir", None) or kernel_dir())
-
 
 
 def compile_once(out: Path, command, what: str) -> Path:
@@ -268,7 +265,6 @@ class file_lock:
             import fcntl
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)
-
 
 
 def compile_cached(src: str, options: Sequence[str], arch: str, include_dirs: Sequence[str] = ()) -> bytes:

@@ -16,12 +16,10 @@ def import_pycuda():
     return cuda
 
 
-
 def arch_of(device) -> str:
     """nvcc's -arch for a pycuda Device, e.g. "sm_90"."""
     major, minor = device.compute_capability()
     return f"sm_{major}{minor}"
-
 
 
 def current_arch() -> str:

@@ -60,7 +60,7 @@ class StencilCG:
             comm.check(layout, transport)
             h = multigrid.hierarchy_for(A, dm, None, False, layout)
             self.own = self.vcycle = multigrid.VCycle(h, gpu, transport=transport)
-            self.why = ", ".join(w for w in (getattr(h, "why", ""), self.vcycle.transport) if w)
+            self.why = ", ".join(w for w in (h.why, self.vcycle.transport) if w)
             self.precond = PRECONDITIONERS[kind]
         else:
             raise ValueError(f"krylov: StencilCG works with -pc_type jacobi, none or the cardiosim multigrid "

@@ -161,6 +161,8 @@ class Hierarchy:
     """Levels (sizes, stencils), per-level transfer tables and the coarsest dense (pseudo-)inverse of matrix A on a
     grid of sizes ``dims`` (x[, y[, z]]), all on the host."""
 
+    why = ""            # one rank: no layout to explain (RankHierarchy says where it solves and why)
+
     def __init__(self, A: PETSc.Mat, dims, coarse_max: int | None = 1024, singular: bool = False):
         """``coarse_max`` None: the fine level only (no coarse levels, no inverse: for Jacobi-preconditioned CG)."""
         self.dim = len(dims)
@@ -284,11 +286,13 @@ class RankHierarchy:
     Coarse operators are PETSc's parallel Galerkin products PᵀAP. A level becomes the top when a rank's box would
     get thinner than 2 nodes, when it has fewer than ``agglomerate`` nodes per rank, or when it has at most
     ``coarse_max`` nodes. ``root_only``: level 0 is the top (the whole solve on rank 0). ``coarse_max`` None:
-    level 0 only and no tail unless ``root_only`` (Jacobi-preconditioned CG)."""
+    level 0 only and no tail unless ``root_only`` (Jacobi-preconditioned CG). ``why``: the layout's reason, for the
+    run header (cardiosim.solvers.comm.layout)."""
 
     def __init__(self, A: PETSc.Mat, da, coarse_max: int | None = 1024, singular: bool = False,
-                 agglomerate: int = AGGLOMERATE, root_only: bool = False):
+                 agglomerate: int = AGGLOMERATE, root_only: bool = False, why: str = ""):
         self.comm = A.getComm()
+        self.why = why
         mpi = self.comm.tompi4py()
         rank = mpi.rank
         self.dim = da.getDim()
@@ -601,12 +605,9 @@ def hierarchy_for(A: PETSc.Mat, dm, coarse_max: int | None, singular: bool, layo
     """The hierarchy of A on the DMDA ``dm``: serial on one rank; on several split over the ranks or, by
     cardiosim.solvers.comm.layout, gathered onto rank 0 (its ``why`` says which and why)."""
     if A.getComm().getSize() == 1:
-        comm.check(layout, "auto")
         return Hierarchy(A, dm.getSizes(), coarse_max, singular)
     where, why = comm.layout(layout, int(np.prod(dm.getSizes())), A.getComm().getSize())
-    h = RankHierarchy(A, dm, coarse_max, singular, agglomerate, root_only=where == "root")
-    h.why = why
-    return h
+    return RankHierarchy(A, dm, coarse_max, singular, agglomerate, root_only=where == "root", why=why)
 
 
 class StencilMG:
@@ -647,7 +648,7 @@ class StencilMG:
         self.hierarchy = hierarchy_for(A, dm, self.coarse_max, singular, self.layout, self.agglomerate)
         self.vcycle = VCycle(self.hierarchy, "cusparse" in A.getType().lower(), self.omega, self.sweeps,
                              self.graphs, self.coarse, self.transport, self.halo)
-        self.why = ", ".join(w for w in (getattr(self.hierarchy, "why", ""), self.vcycle.transport,
+        self.why = ", ".join(w for w in (self.hierarchy.why, self.vcycle.transport,
                                          "halo per sweep" if self.halo == "sweep" and self.vcycle.ranks > 1 else "")
                              if w)
 
