@@ -341,11 +341,15 @@ def model_class(path, patches=None) -> type[CellModel]:
 
 def _make_class(meta, d, derived_fn, step_fn, path):
     states = []
+    probability = _probability_gates(meta, step_fn, derived_fn)
     for i, s in enumerate(meta["states"]):
         if i == 0:
             states.append(State(s["name"], s["initial"], "mV", "membrane potential", -300.0, 300.0))
-        elif s["gate"]:
+        elif i in probability:
             states.append(State(s["name"], s["initial"], s["unit"], "gate", -_GATE_TOL, 1.0 + _GATE_TOL))
+        elif s["gate"]:
+            states.append(State(s["name"], s["initial"], s["unit"], "gate (not a probability: its steady state "
+                                                                     "leaves [0, 1])"))
         else:
             states.append(State(s["name"], s["initial"], s["unit"]))
     params = {p["name"]: Parameter(p["value"], p["unit"]) for p in meta["parameters"]}
@@ -359,6 +363,32 @@ def _make_class(meta, d, derived_fn, step_fn, path):
     }
     cls_name = "CellML_" + re.sub(r"\W", "_", path.stem)
     return type(cls_name, (GeneratedCellModel,), attrs)
+
+
+def _probability_gates(meta, step_fn, derived_fn) -> set:
+    """The gates that are probabilities: initial value and steady state x∞(V) in [0, 1] for V from -150 to 100 mV
+    (at the default parameters). Only those get the range check [0, 1]: some files' Hodgkin–Huxley-shaped states are
+    not probabilities (Shannon 2004's f, whose f∞ = 1/(1 + e^((V+35.06)/3.6)) + 0.6/(1 + e^((50−V)/20)) is above 1
+    everywhere; Davies 2012's dp, which starts at 9), and checking them against [0, 1] stopped those models at once.
+    x∞ is read from the Rush–Larsen step itself: out = x∞ + (x − x∞)·e^(−dt/τ) is x∞ for a step far beyond τ."""
+    n = len(meta["states"])
+    v = np.linspace(-150.0, 100.0, 501)
+    y = np.repeat(np.array([s["initial"] for s in meta["states"]], dtype=np.float64)[:, None], v.size, axis=1)
+    y[0] = v
+    c = np.array([p["value"] for p in meta["parameters"]] + [0.0] * len(meta["derived"]), dtype=np.float64)
+    out = np.empty_like(y)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        derived_fn(c)
+        step_fn(y, 0.0, c, out, 1e9, True)
+    keep = set()
+    for i in range(1, n):
+        s = meta["states"][i]
+        inf = out[i]
+        if (s["gate"] and -_GATE_TOL <= s["initial"] <= 1.0 + _GATE_TOL and np.all(np.isfinite(inf))
+                and inf.min() >= -_GATE_TOL and inf.max() <= 1.0 + _GATE_TOL):
+            keep.add(i)
+    return keep
 
 
 class GeneratedCellModel(CellModel):
