@@ -282,12 +282,28 @@ def generate(path, patches=None) -> dict:
                     "gate": s in gates} for s in g["states"]],
         "parameters": [{"name": names.user[x], "value": x.eval(), "unit": unit(x)} for x in g["literals"]],
         "derived": [names.user[x] for x in g["derived"]],
+        "derived_uses": _literal_uses(g["literals"], g["derived"]),
         "gates": [names.user[s] for s in g["states"] if s in gates],
         "stimulus": ", ".join(names.user[x] for x in i_stim.refs_by()),
         "stimulus_note": m.meta.get("cardiosim_stimulus_note", ""),
         "singularities": [[q, v0] for q, v0 in singular],
         "c_header": g["c_header"], "numpy_source": g["numpy_source"],
     }
+
+
+def _literal_uses(literals, derived) -> list[list[int]]:
+    """For each derived constant, the indices (into ``literals``) of the literal constants it is computed from."""
+    index = {x: i for i, x in enumerate(literals)}
+    memo: dict = {}
+
+    def uses(x) -> set:
+        if x not in memo:
+            out: set = set()
+            for y in x.refs_to():
+                out |= {index[y]} if y in index else uses(y)
+            memo[x] = out
+        return memo[x]
+    return [sorted(uses(x)) for x in derived]
 
 
 def _digest(path: Path, patches=None) -> str:
@@ -355,6 +371,7 @@ def _make_class(meta, d, derived_fn, step_fn, path):
     params = {p["name"]: Parameter(p["value"], p["unit"]) for p in meta["parameters"]}
     attrs = {
         "name": path.stem, "source": str(path), "states": tuple(states), "parameters": params,
+        "DERIVED_USES": tuple(tuple(u) for u in meta.get("derived_uses", [])),
         "kernel_name": meta["kernel_name"], "kernel_header_dir": d,
         "PARAMETER_ORDER": tuple(params), "DERIVED_ORDER": tuple(meta["derived"]),
         "gates": tuple(i for i, s in enumerate(meta["states"]) if s["gate"]),
@@ -399,6 +416,21 @@ class GeneratedCellModel(CellModel):
     singularities: tuple = ()
     kernel_header_dir: Path | None = None
 
+    DERIVED_USES: tuple = ()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.kernel_header_dir = specialised(self)
+
+    def kept_parameters(self) -> set[int]:
+        """Indices into parameter_vector() that the kernels read at run time: the parameters this instance sets to
+        another value than the file's, and the derived constants computed from them. The rest are folded into
+        the C code as literals (:func:`specialised`)."""
+        keep = {i for i, k in enumerate(self.PARAMETER_ORDER) if self.p[k] != self.parameters[k].value}
+        n = len(self.PARAMETER_ORDER)
+        keep |= {n + j for j, uses in enumerate(self.DERIVED_USES) if keep.intersection(uses)}
+        return keep
+
     def parameter_vector(self) -> np.ndarray:
         c = np.array([self.p[k] for k in self.PARAMETER_ORDER] + [0.0] * len(self.DERIVED_ORDER), dtype=np.float64)
         with np.errstate(all="ignore"):
@@ -426,6 +458,34 @@ class GeneratedCellModel(CellModel):
         with np.errstate(all="ignore"):
             self._step_fn(y, i_stim, self._vector(), out, dt, True)
         y[...] = out
+
+
+_PARAM = re.compile(r"(?<!&)CS_PARAM\((\d+)\)")     # not &CS_PARAM(0): the vector itself, passed on
+
+
+def specialised(model) -> Path:
+    """The folder of ``model``'s C header specialised to its run: every parameter it does not set to another value
+    (and every derived constant computed from those only) written into the code as a literal, so that the compiler
+    folds them (a constant-memory read less per use on the GPU, products and quotients of constants computed once at
+    compile time). The header keeps the parameter vector's layout, so the backends pass the same vector. Cached per
+    machine, keyed by the model and the set of names it overrides (not their values: one compiled kernel serves every
+    value of them)."""
+    from ..compile import cached_folder
+    base = Path(type(model).kernel_header_dir)
+    keep = model.kept_parameters()
+    c = model.parameter_vector()
+    names = list(model.PARAMETER_ORDER)
+    key = hashlib.sha256((model.kernel_name + "\0" + json.dumps([names[i] for i in sorted(keep) if i < len(names)])
+                          + "\0" + (base / f"{model.kernel_name}.h").read_text()).encode()).hexdigest()[:32]
+
+    def literal(m) -> str:
+        i = int(m.group(1))
+        return m.group(0) if i in keep or not math.isfinite(c[i]) else f"({float(c[i])!r})"
+
+    def build(tmp: Path) -> None:
+        text = (base / f"{model.kernel_name}.h").read_text()
+        (tmp / f"{model.kernel_name}.h").write_text(_PARAM.sub(literal, text))
+    return cached_folder("spec_" + key, "cellml", build)
 
 
 def cached() -> list[dict]:
