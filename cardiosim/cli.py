@@ -9,6 +9,7 @@
                                                (see ``cardiosim bench NAME --help``)
     cardiosim inspect FILE [--config]          what a result file holds (docs/output-format.md)
     cardiosim plot FILE [--times T ...] [--field Vm|phi_e] [--out DIR] [--overwrite]   PNGs of a result file
+    cardiosim info                             what this installation can do (PETSc, CUDA, GPUs, MPI, ranks)
 
 Everything after ``--`` goes to PETSc (``-elliptic_pc_type gamg``, ``-log_view``, ...). Every command has one
 error path (:func:`_guarded`): a mistake in the input gives one line on stderr and exit status 2; a run that goes
@@ -51,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     r.add_argument("--restart", metavar="CHECKPOINT",
                    help="go on from this checkpoint, appending to its output file (same config; any number of ranks)")
+    r.add_argument("--strict", action="store_true",
+                   help="exit status 1 where the end-of-run checks warn ([checks]: too little tissue activated, the "
+                        "far side not reached, implausibly slow conduction or a wide QRS, a probe never activated)")
 
     cell = sub.add_parser("cell", help="pace a single cell; trace and per-beat biomarkers to HDF5 (and JSON)",
                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -105,17 +109,32 @@ def _parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("geometry", help="anatomy onto the grid once: labels and fibres (HDF5) for "
                                         "tissue.label_file and tissue.fibre_file",
-                       usage="cardiosim geometry lv|MESH --spacing CM --out GEO.h5 [options]",
+                       usage="cardiosim geometry lv|biv|MESH --spacing CM --out GEO.h5 [options]\n"
+                             "       cardiosim geometry fibres GEO.h5 --out OUT.h5 [--helix-endo DEG ...]",
                        description="Writes GEO.h5 and prints the [grid] and [tissue] lines of a config that reads "
-                                   "it (cardiosim/geometry.py).")
-    g.add_argument("source", help="'lv': the built-in idealised left ventricle; or a tetrahedral mesh: .vtu, .vtk, "
-                                  ".msh (meshio) or openCARP .elem (.pts and .lon beside it)")
-    g.add_argument("--spacing", type=float, required=True, help="grid spacing, cm")
+                                   "it (cardiosim/geometry.py); 'fibres' adds rule-based fibres and ventricular "
+                                   "coordinates to a file with labelled surfaces (cardiosim/fibres.py).")
+    g.add_argument("source", help="'lv', 'biv': the built-in idealised left ventricle, both ventricles; or a "
+                                  "tetrahedral mesh: .vtu, .vtk, .msh (meshio) or openCARP .elem (.pts and .lon "
+                                  "beside it); or 'fibres' followed by a geometry file")
+    g.add_argument("file", nargs="?", help="fibres: the geometry file (labels and surfaces) to make fibres for")
+    g.add_argument("--spacing", type=float, help="grid spacing, cm (lv, biv, a mesh)")
+    for name, default, what in (("helix-endo", 60.0, "fibres' helix angle at the endocardium"),
+                                ("helix-epi", -60.0, "fibres' helix angle at the epicardium"),
+                                ("sheet-endo", 0.0, "sheets' angle at the endocardium"),
+                                ("sheet-epi", 0.0, "sheets' angle at the epicardium")):
+        g.add_argument(f"--{name}", type=float, default=default,
+                       help=f"lv, biv, fibres: the {what}, degrees, linear in the wall's depth (default {default:g})")
     g.add_argument("--out", required=True, help="the HDF5 file to write")
     g.add_argument("--units", choices=("um", "mm", "cm"), default=None,
                    help="the mesh's coordinate units (default: um for openCARP, cm otherwise)")
     g.add_argument("--margin", type=int, default=1, help="empty grid nodes around the geometry (default 1)")
     g.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+
+    sub.add_parser("bench", help="benchmarks, written to docs/: " + ", ".join(BENCHMARKS) + " (see cardiosim bench "
+                                 "NAME --help)", add_help=False)
+    sub.add_parser("info", help="what this installation can do: PETSc and its CUDA, PyCUDA, GPUs, mpi4py's MPI "
+                                "and the mpirun on PATH, the ranks started (exit status 1 where they do not fit)")
 
     c = sub.add_parser("config", help="config reference and checking", usage="cardiosim config --doc | "
                                                                               "cardiosim config check CONFIG")
@@ -223,14 +242,21 @@ def _mpi_command(ours, petsc_args, comm) -> int:
         return 0
     if args.command is None:
         raise UserError("cardiosim: no command given; commands: run, config, cell, model, kernels, inspect, "
-                        "plot, geometry, bench (see cardiosim --help)")
+                        "plot, geometry, bench, info (see cardiosim --help)")
     _no_petsc_options(args.command, petsc_args)
+    from . import info
+    if args.command == "info":
+        return info.main(comm)
+    if args.command == "run":
+        info.check_rank_count(comm.size)    # N single-rank copies would write the same files: before anything
     from . import petsc_options
     from .reaction.placement import petsc_device_options   # PETSc on this rank's GPU (resident), before it starts
     # Before anything imports PETSc; a PETSc option of the user's that nothing reads is an error. Ours:
     # -no_signal_handler (PETSc's handler would turn a SIGTERM during set-up into a stack dump and an abort;
-    # cardiosim's own, cardiosim.signals, is in place already) and the device choice.
-    petsc_options.init(petsc_args, ["-no_signal_handler", *petsc_device_options(comm, petsc_args)])
+    # cardiosim's own, cardiosim.signals, is in place already), the device choice, and -use_gpu_aware_mpi 0 for a
+    # CUDA PETSc over an MPI that is not CUDA-aware (cardiosim.info).
+    petsc_options.init(petsc_args, ["-no_signal_handler", *petsc_device_options(comm, petsc_args),
+                                    *info.gpu_aware_mpi_options(petsc_args)])
     if args.command == "run":
         return _run(args, comm)
     if args.command == "config":
@@ -243,29 +269,16 @@ def _mpi_command(ours, petsc_args, comm) -> int:
 
 
 def _run(args, comm) -> int:
-    from . import config, log
-    from .reaction.placement import check_resident
-    from .simulation import Simulation
-    from pathlib import Path
+    from . import api, log
     log.set_quiet(args.quiet)
-    cfg = config.load(args.config, args.set)
-    check_resident(cfg.cell, comm)   # before any file, lock or PETSc object: its GPU needs, one line
-    if args.quiet:
-        cfg.simulation.progress_interval = 0.0
-    if args.restart and args.overwrite:
-        raise config.ConfigError("cardiosim run: --restart continues the output file and --overwrite would replace "
-                                 "it; give one of them")
-    sim = Simulation(cfg, output_path=Path(args.output) if args.output else None, overwrite=args.overwrite,
-                     restart=Path(args.restart) if args.restart else None)
-    try:
-        summary = sim.run()
-    finally:
-        sim.release_output()
-    if summary.get("stopped"):
+    cfg = api.config(args.config, args.set)
+    done = api.run(cfg, output=args.output, overwrite=args.overwrite, restart=args.restart, quiet=args.quiet,
+                   strict=args.strict, comm=comm)
+    if done.stopped:
         from .checkpoint import STOPPED
         same = " (with the same --set/--output options)" if args.set or args.output else ""
-        log.info(f"checkpoint written at t = {summary['simulated_ms']:g} ms; resume with "
-                 f"cardiosim run {args.config} --restart {summary['checkpoint']}{same}", force=True)
+        log.info(f"checkpoint written at t = {done.summary['simulated_ms']:g} ms; resume with "
+                 f"cardiosim run {args.config} --restart {done.summary['checkpoint']}{same}", force=True)
         return STOPPED
     return 0
 
@@ -420,7 +433,11 @@ def _config(args) -> int:
             sys.stdout.write(config.reference_markdown())
         return 0
     if args.check == "check" and args.file:
-        config.load(args.file)
+        mistakes = config.check_all(args.file)
+        for line in mistakes:
+            log.error(line)
+        if mistakes:
+            return 2
         log.info(f"{args.file}: ok")
         return 0
     raise UserError("cardiosim config: use --doc, or check CONFIG")

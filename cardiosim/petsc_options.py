@@ -13,6 +13,7 @@ up, and an option the user gave that nothing read is an error.
 
 from __future__ import annotations
 
+import os
 import re
 from contextlib import contextmanager
 
@@ -33,6 +34,7 @@ def init(args: list[str], ours: list[str] = ()) -> None:
     (which the user's may override); must run before anything imports PETSc. Only the user's are checked by
     :func:`check_unused`."""
     check_syntax(args)
+    check_gpu_types(args)
     import petsc4py
     # PETSc's own report of unused options at exit is off: check_unused says it earlier, in one line, and an error
     # exit would otherwise end with PETSc's warning block.
@@ -70,6 +72,25 @@ def check_syntax(args: list[str]) -> None:
 def _missing_value(name: str) -> None:
     raise UserError(f"PETSc option -{name}: needs a value (-{name} VALUE); without one PETSc would ignore it and "
                     f"keep the default")
+
+
+# Vector and matrix types that live on a GPU (PETSc's CUDA, HIP and Kokkos back-ends).
+_GPU_TYPE = re.compile(r"cuda|cusparse|hip|kokkos|viennacl", re.I)
+
+
+def check_gpu_types(args: list[str]) -> None:
+    """UserError, one line, where an option (after ``--`` or in PETSC_OPTIONS) asks for a GPU vector or matrix type
+    and this PETSc was built without CUDA: found in petscconf.h before PETSc starts, instead of PETSc's "unknown
+    type" traceback at the first vector."""
+    from .info import petsc_has_cuda
+    words = [*args, *os.environ.get("PETSC_OPTIONS", "").split()]
+    asked = [f"{name} {value}" for name, value in zip(words, words[1:])
+             if name.startswith("-") and name.endswith(("vec_type", "mat_type")) and _GPU_TYPE.search(value)]
+    if asked and not petsc_has_cuda():
+        raise UserError(f"PETSc option {asked[0]}: this PETSc was built without CUDA; build one with "
+                        f"`CARDIOSIM_GPU=1 make setup` (with CUDA's nvcc on PATH), set "
+                        f"PETSC_DIR/PETSC_ARCH to a PETSc configured --with-cuda, or leave the option out to run on "
+                        f"the CPU")
 
 
 def option_names(args: list[str]) -> list[str]:
