@@ -60,6 +60,13 @@ def pytest_configure(config):
         os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
         os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     os.environ.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+    # A PETSc with CUDA over an MPI that is not CUDA-aware (the GPU nodes' Open MPI) aborts at its first GPU object
+    # unless told -use_gpu_aware_mpi 0. cardiosim run tells it itself; the tests that start PETSc in-process or in
+    # scripts of their own get it from the environment (MPI is not loaded here: "not known to be aware").
+    from cardiosim.info import gpu_aware_mpi_options
+    extra = gpu_aware_mpi_options()
+    if extra:
+        os.environ["PETSC_OPTIONS"] = " ".join([os.environ.get("PETSC_OPTIONS", ""), *extra]).strip()
 
 
 def pytest_collection_modifyitems(config, items):
