@@ -211,3 +211,111 @@ def sample(field: np.ndarray, spacing, point) -> float:
         node = tuple(idx[d][c] for d, c in reversed(list(enumerate(corner))))
         total += w * field[node]
     return float(total)
+
+
+def ecg_features(r) -> dict:
+    """QRS and QT of a run (ms) from its maps, the usual proxies in simulation studies: QRS = total activation time
+    (last minus first activation of the tissue), QT = last repolarisation (activation + APD) minus first activation.
+    ``r``: a cardiosim.results.Results; {} where it has no activation map."""
+    if "activation_time" not in r.maps:
+        return {}
+    act = r.map("activation_time")
+    if "tissue" in r.maps:
+        act = np.where(r.map("tissue") > 0, act, np.nan)
+    if not np.isfinite(act).any():
+        return {}
+    t0 = float(np.nanmin(act))
+    out = {"QRS": float(np.nanmax(act)) - t0, "QT": None}
+    if "apd" in r.maps:
+        rep = act + r.map("apd")
+        # QT only where every activated node repolarised: otherwise the last repolarisation is not in the run
+        if np.isfinite(rep).any() and np.array_equal(np.isfinite(rep), np.isfinite(act)):
+            out["QT"] = float(np.nanmax(rep)) - t0
+    return out
+
+
+def beats(t, v, threshold: float = 0.0, level: float = 90.0, max_beats: int = 100) -> dict:
+    """Every beat of traces ``v`` (shape (n_times,) or (n_times, n_nodes), mV) sampled at ``t`` (ms): per beat and
+    node, the activation time (upward crossing of ``threshold``, interpolated), the APD at ``level`` % repolarisation
+    and the peak. The beat's baseline is the lowest V since the previous beat's repolarisation (the first beat: since
+    t[0]), so that a premature beat (S2) is measured from the diastolic potential it starts from; repolarisation is
+    the first fall below baseline + (1 − level/100)·(V_peak − baseline) after the upstroke, interpolated. A beat that
+    has not repolarised by the end has APD NaN. Returns {"activation", "apd", "v_peak", "v_base": arrays (beats,
+    [nodes]) with NaN past a node's last beat, "count": beats per node}; the same definitions as the run's first-
+    beat maps (ActivationMap, APDMap) except the baseline (there V at t = 0).
+
+    On snapshots (``Results.beat_maps``) the times are the snapshot times: a map per beat, as good as
+    output.interval; on probe traces (every PDE step) as good as the run's own maps."""
+    t = np.asarray(t, dtype=float)
+    v = np.asarray(v, dtype=float)
+    one = v.ndim == 1
+    v = v.reshape(len(t), -1)
+    n = v.shape[1]
+    frac = 1.0 - level / 100.0
+    out = {k: np.full((max_beats, n), np.nan) for k in ("activation", "apd", "v_peak", "v_base")}
+    count = np.zeros(n, dtype=int)
+    in_beat = np.zeros(n, dtype=bool)
+    base = v[0].copy()
+    peak = np.full(n, -np.inf)
+    rows = np.arange(n)
+    for i in range(1, len(t)):
+        p, c = v[i - 1], v[i]
+        dt = t[i] - t[i - 1]
+        waiting = ~in_beat & (count < max_beats)
+        up = waiting & (p < threshold) & (c >= threshold)
+        base = np.where(waiting & ~up, np.minimum(base, c), base)
+        if up.any():
+            k = count[up]
+            out["activation"][k, rows[up]] = t[i - 1] + (threshold - p[up]) / (c[up] - p[up]) * dt
+            out["v_base"][k, rows[up]] = base[up]
+            in_beat |= up
+            peak[up] = -np.inf
+        peak = np.where(in_beat, np.maximum(peak, c), peak)
+        lvl = base + frac * (peak - base)
+        down = in_beat & (c < lvl) & (p >= lvl) & ~up
+        if down.any():
+            k, idx = count[down], rows[down]
+            rep = t[i - 1] + (lvl[down] - p[down]) / (c[down] - p[down]) * dt
+            out["apd"][k, idx] = rep - out["activation"][k, idx]
+            out["v_peak"][k, idx] = peak[down]
+            count[down] += 1
+            in_beat[down] = False
+            base[down] = c[down]
+    last = in_beat                                  # a beat still going at the end: peak so far, no APD
+    out["v_peak"][count[last], rows[last]] = peak[last]
+    count = count + last
+    used = max(int(count.max()) if n else 0, 0)
+    result = {k: a[:used] for k, a in out.items()}
+    result["count"] = count
+    if one:
+        result = {k: (a[:, 0] if k != "count" else int(a[0])) for k, a in result.items()}
+    return result
+
+
+def cv_map(activation: np.ndarray, spacing) -> np.ndarray:
+    """Local conduction velocity (m/s) from an activation map (ms, natural shape ([nz,] [ny,] nx)) on a grid of
+    ``spacing`` (cm, x first): 1/|∇T|, the gradient by central differences (one-sided at edges and next to NaN).
+    NaN where T or a neighbour is missing, and where |∇T| is 0 (the stimulus region activates at once)."""
+    a = np.asarray(activation, dtype=float)
+    h = list(spacing)[: a.ndim][::-1]                    # per array axis: z, y, x
+    grads = np.gradient(a, *h) if a.ndim > 1 else [np.gradient(a, h[0])]
+    mag = np.sqrt(sum(g * g for g in grads))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cv = np.where(mag > 0, 10.0 / mag, np.nan)        # cm/ms -> m/s
+    return cv
+
+
+def cv_along(activation: np.ndarray, spacing, start, end, origin=None, samples: int = 50) -> float:
+    """Conduction velocity (m/s) along the straight line from ``start`` to ``end`` (cm, x first): the inverse slope
+    of a least-squares line through activation time against distance, sampled at ``samples`` points
+    (multilinear); points where activation is missing are left out; NaN with fewer than 3."""
+    start, end = np.asarray(start, float), np.asarray(end, float)
+    o = np.zeros(len(start)) if origin is None else np.asarray(origin, float)
+    s = np.linspace(0.0, 1.0, samples)
+    length = float(np.linalg.norm(end - start))
+    ts = np.array([sample(activation, spacing, start - o + f * (end - start)) for f in s])
+    ok = np.isfinite(ts)
+    if ok.sum() < 3 or length == 0:
+        return float("nan")
+    slope = np.polyfit(s[ok] * length, ts[ok], 1)[0]     # ms/cm
+    return float(10.0 / slope) if slope > 0 else float("nan")

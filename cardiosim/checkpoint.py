@@ -46,7 +46,7 @@ STOPPED = 75   # exit status after a checkpoint on a signal (sysexits EX_TEMPFAI
 # cells are integrated may change (a job moved from a CPU partition to a GPU partition): backend, placement, kernel
 # variant, exchange and groups hold the same states and integrate the same equations, with the backends'
 # round-off differences (tests/test_restart.py).
-FREE_KEYS = ("simulation.duration", "simulation.progress_interval", "output.path", "checkpoint.",
+FREE_KEYS = ("simulation.duration", "simulation.progress_interval", "output.path", "checkpoint.", "checks.",
              "cell.backend", "cell.placement", "cell.kernel", "cell.exchange", "cell.groups_per_node",
              "cell.share_gpu")
 

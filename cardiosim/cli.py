@@ -131,6 +131,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--margin", type=int, default=1, help="empty grid nodes around the geometry (default 1)")
     g.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
 
+    sub.add_parser("sweep", help="many runs of one config (--vary KEY=v1,v2 ...), locally in parallel or as a SLURM "
+                                 "job array, and one table of chosen outputs (see cardiosim sweep --help)",
+                   add_help=False)
     sub.add_parser("bench", help="benchmarks, written to docs/: " + ", ".join(BENCHMARKS) + " (see cardiosim bench "
                                  "NAME --help)", add_help=False)
     sub.add_parser("info", help="what this installation can do: PETSc and its CUDA, PyCUDA, GPUs, mpi4py's MPI "
@@ -159,6 +162,9 @@ def main(argv=None) -> int:
         # Benchmarks start their runs with mpirun; this process must not be an MPI process itself (an OpenMPI
         # singleton's environment makes a nested mpirun fail without a word).
         return _bench(argv[1:])
+    if ours[:1] == ["sweep"]:                  # the same: its runs are children, under mpirun with --np
+        from .sweep import main as sweep_main
+        return sweep_main(argv[1:])
     from . import signals
     signals.ignore_file_size_signal()
     if ours[:1] in (["inspect"], ["plot"], ["model"], ["geometry"]):

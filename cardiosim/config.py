@@ -321,6 +321,16 @@ class Checkpoint:
 
 
 @dataclass(kw_only=True)
+class Checks:
+    min_activated: float = key(0.95, ge=0, le=1, doc="warn at the end of a run where a smaller share of the tissue's "
+                                                     "nodes activated (0: no check; cardiosim/checks.py)")
+    min_velocity: float = key(0.1, unit="m/s", ge=0, doc="warn where the apparent conduction velocity (straight-line "
+                                                         "distance / activation delay, median) is lower (0: no check)")
+    max_qrs: float = key(120.0, unit="ms", ge=0, doc="runs with [ecg]: warn where the total activation time (the "
+                                                     "QRS) is longer (0: no check)")
+
+
+@dataclass(kw_only=True)
 class Config:
     simulation: Simulation
     grid: Grid
@@ -331,11 +341,14 @@ class Config:
     ecg: Ecg = key(factory=Ecg, doc="pseudo-ECG (cardiosim/ecg.py)")
     output: Output = key(factory=Output)
     checkpoint: Checkpoint = key(factory=Checkpoint)
+    checks: Checks = key(factory=Checks, doc="plausibility of a finished run: warnings (cardiosim/checks.py)")
     # Not keys: where the config came from, kept for the output file.
     source_text: str = field(default="", repr=False, metadata={"internal": True})
     source_name: str = field(default="config", repr=False, metadata={"internal": True})
     source_path: str = field(default="", repr=False, metadata={"internal": True})
     resolved: list = field(default_factory=list, repr=False, metadata={"internal": True})  # keys made relative to it
+    overrides: list = field(default_factory=list, repr=False, metadata={"internal": True})  # --set, as given
+    effective_text: str = field(default="", repr=False, metadata={"internal": True})  # the config with them applied
 
     @property
     def dim(self) -> int:
@@ -747,19 +760,39 @@ def parse_override(text: str) -> tuple[list[str], object]:
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> None:
+    """Apply ``--set`` overrides to the TOML data. An entry of a table array is named by its index from 0 or by its
+    ``name`` key: ``stimulus.1.start=300``, ``stimulus.S2.start=300``, ``ecg.leads.II.plus='"LA"'``; the whole array
+    is replaced by giving it as TOML (``--set 'probe=[{name = "p", position = [0.5]}]'``)."""
     for text in overrides:
         parts, value = parse_override(text)
         node = data
         for i, p in enumerate(parts[:-1]):
-            if isinstance(node, list):
-                raise ConfigError(f"--set {text}: {'.'.join(parts[:i])} is a table array; "
-                                  "edit the config file to change its entries")
-            node = node.setdefault(p, {})
+            node = _override_step(node, p, parts[:i], text)
             if not isinstance(node, (dict, list)):
                 raise ConfigError(f"--set {text}: {'.'.join(parts[:i + 1])} is not a section")
         if isinstance(node, list):
-            raise ConfigError(f"--set {text}: cannot set a key inside a table array")
+            raise ConfigError(f"--set {text}: {'.'.join(parts[:-1])} is a table array; name one of its entries "
+                              f"(by index or name), e.g. {'.'.join(parts[:-1])}.0.{parts[-1]}")
         node[parts[-1]] = value
+
+
+def _override_step(node, part: str, before: list[str], text: str):
+    """One step of an override's path: a key of a table, or an entry of a table array by index or by name."""
+    if not isinstance(node, list):
+        return node.setdefault(part, {})
+    where = ".".join(before)
+    names = [e.get("name") for e in node if isinstance(e, dict)]
+    if part.isdigit():
+        if int(part) >= len(node):
+            raise ConfigError(f"--set {text}: {where} has {len(node)} entries (0 to {len(node) - 1}); got index "
+                              f"{part}")
+        return node[int(part)]
+    found = [e for e in node if isinstance(e, dict) and e.get("name") == part]
+    if len(found) != 1:
+        have = ", ".join(str(n) for n in names if n) or "none has a name"
+        raise ConfigError(f"--set {text}: {where} has {'no' if not found else 'more than one'} entry named "
+                          f"'{part}'; names: {have} (or give the index, 0 to {len(node) - 1})")
+    return found[0]
 
 
 # Keys naming files. A relative path written in a config file is relative to that file's folder (the config and
@@ -777,11 +810,14 @@ def loads(text: str, overrides: list[str] = (), name: str = "config", path: Path
         raise ConfigError(f"{name}: not valid TOML: {e}") from None
     overridden = {tuple(parse_override(o)[0]) for o in overrides}
     apply_overrides(data, list(overrides))
+    from . import tomlwrite
+    effective = tomlwrite.dumps(data) if overrides else text
     for sec in ("simulation", "grid"):
         if sec not in data:
             raise ConfigError(f"{sec}: missing section [{sec}]")
     cfg = _build(Config, data, "")
     cfg.source_text, cfg.source_name = text, name
+    cfg.overrides, cfg.effective_text = list(overrides), effective
     if path is not None:
         cfg.source_path = str(path)
         for sec, k in PATH_KEYS:
@@ -806,6 +842,89 @@ def load(path: str | Path, overrides: list[str] = ()) -> Config:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: cannot read: {e}") from None
     return loads(text, overrides, name=path.stem, path=path)
+
+
+def check_all(path: str | Path, overrides: list[str] = (), most: int = 50) -> list[str]:
+    """Every mistake of a config file, one line each (``cardiosim config check``). Validation stops at the first
+    mistake, so the key it names is taken out of the file (its default then applies, or the check that needs it
+    says it is missing) and the file validated again, until it passes, a mistake repeats, or one names no key
+    (a mistake that follows from an earlier one is not reported twice)."""
+    path = files.check_input(None, path, "config file")
+    try:
+        text = path.read_text()
+        data = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError) as e:
+        return [f"{path}: cannot read: {e}"]
+    except tomllib.TOMLDecodeError as e:
+        return [f"{path.stem}: not valid TOML: {e}"]
+    from . import tomlwrite
+    found: list[str] = []
+    stand_ins: list[str] = []     # required keys given a stand-in value: what mentions them follows from their mistake
+    for _ in range(most):
+        try:
+            loads(tomlwrite.dumps(data) if found else text, overrides, name=path.stem, path=path)
+            return found
+        except ConfigError as e:
+            msg = str(e)
+            where = msg.split(":", 1)[0].strip()
+            missing = msg.startswith(f"{where}: missing")
+            reported = {f.split(":", 1)[0].strip() for f in found}
+            follows = where in stand_ins or any(re.search(rf"\b{re.escape(k)}\b", msg) for k in stand_ins)
+            if (missing and where in reported) or follows:
+                # a consequence of a mistake already reported: not said again
+                if missing and _stand_in(data, where):
+                    stand_ins.append(where)
+                    continue
+                if not missing and _drop_key(data, where):
+                    continue
+                return found
+            if msg in found:
+                return found
+            found.append(msg)
+            if msg.startswith("--set") or not _drop_key(data, where):
+                return found
+    return found
+
+
+def _stand_in(data: dict, where: str) -> bool:
+    """Put a value of the right type in place of a required key that was taken out (``check_all``)."""
+    section, _, name = where.rpartition(".")
+    cls, node = Config, data
+    for p in section.split(".") if section else []:
+        hints = typing.get_type_hints(cls)
+        if p not in hints or not _is_section(hints[p]) or not isinstance(node.get(p), dict):
+            return False
+        cls, node = hints[p], node[p]
+    tp = typing.get_type_hints(cls).get(name)
+    value = {float: 1.0, int: 1, str: "x", bool: False}.get(tp, [1.0] if typing.get_origin(tp) is list else None)
+    if value is None:
+        return False
+    node[name] = value
+    return True
+
+
+def _drop_key(data: dict, where: str) -> bool:
+    """Take the key ``where`` (``section.key``, ``stimulus[0].start``, ``grid.spacing[1]``) out of TOML data;
+    False where it names no key that is there."""
+    parts = []
+    for p in where.split("."):
+        m = re.fullmatch(r"([A-Za-z_][\w-]*)((?:\[\d+\])*)", p)
+        if not m:
+            return False
+        parts.append(m.group(1))
+        parts.extend(int(i) for i in re.findall(r"\[(\d+)\]", m.group(2)))
+    while parts and isinstance(parts[-1], int):   # grid.spacing[1]: the list is the key
+        parts.pop()
+    node = data
+    for p in parts[:-1]:
+        try:
+            node = node[p]
+        except (KeyError, IndexError, TypeError):
+            return False
+    if not isinstance(node, dict) or not parts or parts[-1] not in node:
+        return False
+    del node[parts[-1]]
+    return True
 
 
 # --------------------------------------------------------------------------------------------------------------

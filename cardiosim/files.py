@@ -131,6 +131,20 @@ def _is_png(p):
     return head.startswith(b"\x89PNG\r\n\x1a\n") and b"tEXtSoftware\x00Matplotlib" in head
 
 
+def _is_sweep_table(p):
+    if p.suffix == ".h5":
+        a = _h5_attrs(p)
+        return a is not None and _text(a.get("format", "")) == "cardiosim-sweep-1"
+    return _head(p).startswith(b"run,") and b",status" in _head(p).split(b"\n", 1)[0]
+
+
+def _is_sweep_plan(p):
+    if p.suffix == ".sbatch":
+        return b"# A SLURM job array of the sweep" in _head(p)
+    d = _json(p)
+    return isinstance(d, dict) and set(d) == {"config", "runs"}
+
+
 # kind -> (what it is, in words; how it is recognised)
 KINDS = {
     "run": ("a cardiosim result file", _is_run_output),
@@ -142,6 +156,8 @@ KINDS = {
     "geometry": ("a cardiosim geometry file", _is_geometry),
     "png": ("a PNG drawn by cardiosim plot", _is_png),
     "kernels-json": ("the JSON file of cardiosim kernels", _is_kernels_json),
+    "sweep-table": ("the table of a cardiosim sweep", _is_sweep_table),
+    "sweep-plan": ("the plan or job script of a cardiosim sweep", _is_sweep_plan),
 }
 
 

@@ -14,6 +14,10 @@ def set_quiet(quiet: bool) -> None:
     _quiet = quiet
 
 
+def is_quiet() -> bool:
+    return _quiet
+
+
 def info(msg: str, force: bool = False) -> None:
     """On stdout from rank 0; ``force``: also with --quiet (what the user must act on)."""
     if MPI.COMM_WORLD.rank == 0 and (force or not _quiet):

@@ -2,7 +2,8 @@
 
 Layout (docs/output-format.md has the full description)::
 
-    /                    attrs: format, status, cardiosim_version, git_hash, config (TOML text), config_name,
+    /                    attrs: format, status, cardiosim_version, git_hash, config (TOML text), config_effective
+                                (the config with every --set applied), overrides (JSON: the --set), config_name,
                                 equations, cell_model, units (JSON), layout (JSON: ranks, hosts, GPUs), created
     /grid                attrs: dim, shape (x first), spacing (cm), size (cm), stencil; datasets x, y, z (cm)
     /fields/time         (n_snapshots,) ms
@@ -307,7 +308,7 @@ class Probes:
 class Output:
     # What finish() writes; a resumed run drops it and writes it again at its own end.
     FINAL_GROUPS = ("maps", "solver", "timing")
-    FINAL_ATTRS = ("simulated_ms", "wall_s")
+    FINAL_ATTRS = ("simulated_ms", "wall_s", "warnings")
 
     def __init__(self, cfg, grid, path: Path, stencil: str, layout: dict, comm, resume: dict | None = None):
         """Create the file, or with ``resume`` (a checkpoint's :meth:`position`) continue the existing one."""
@@ -383,6 +384,9 @@ class Output:
         f.attrs["git_hash"] = git_hash()
         f.attrs["created"] = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
         f.attrs["config"] = cfg.source_text
+        # what ran: the config with every --set applied (TOML; the same text where none was given), and the --set
+        f.attrs["config_effective"] = cfg.effective_text or cfg.source_text
+        f.attrs["overrides"] = json.dumps(cfg.overrides)
         f.attrs["config_name"] = cfg.source_name
         f.attrs["equations"] = cfg.simulation.equations
         f.attrs["cell_model"] = cfg.cell.model + (f" ({cfg.cell.variant})" if cfg.cell.variant else "")
@@ -579,6 +583,7 @@ class Output:
         for a in self.FINAL_ATTRS:
             f.attrs.pop(a, None)
         f.attrs["status"] = "running"
+        f.attrs.pop("stopped_by", None)
         restarts = json.loads(f.attrs.get("restarts", "[]"))
         restarts.append({"snapshots": n, "probe_samples": m, "layout": layout})
         f.attrs["restarts"] = json.dumps(restarts)
@@ -617,11 +622,13 @@ class Output:
             self.part = None
         xdmf.sidecar(self.path).with_name(f".{xdmf.sidecar(self.path).name}.tmp").unlink(missing_ok=True)
 
-    def close(self) -> None:
-        """End a run that stopped early: keep what was written, trimmed, and say so. Never raises: a run that
+    def close(self, why: str = "error") -> None:
+        """End a run that stopped early: keep what was written, trimmed, and say so (``why``: "error", or
+        "checkpoint" for a clean stop on a signal, as the ``stopped_by`` attribute). Never raises: a run that
         stopped because the disk is full cannot trim either, and its file is readable as it is."""
         if self.f is not None:
             try:
+                self.f.attrs["stopped_by"] = why
                 self._close("stopped")
             except (OSError, RuntimeError):
                 self._abandon()

@@ -85,6 +85,39 @@ class Results:
         return self.attr("status", "finished")   # cardiosim-1 files had no status
 
     @property
+    def stopped_by(self) -> str | None:
+        """For a stopped run: "checkpoint" (a clean stop on a signal, resumable), "error", or None where the file
+        predates the attribute."""
+        return self.attr("stopped_by")
+
+    @property
+    def warnings(self) -> list[str] | None:
+        """The end-of-run checks' lines the run stored (cardiosim/checks.py); None where it did not finish or
+        predates them."""
+        w = self.attr("warnings")
+        return None if w is None else json.loads(w)
+
+    @property
+    def overrides(self) -> list[str]:
+        """The --set options of the run (empty where none, or the file predates them)."""
+        return json.loads(self.attr("overrides", "[]"))
+
+    def config_text(self) -> str:
+        """The config that ran: the file's text with every --set applied (TOML)."""
+        return self.attr("config_effective") or self.attr("config", "")
+
+    def checks_limits(self):
+        """The run's [checks] section (cardiosim.config.Checks), its defaults where the file has none."""
+        import dataclasses
+        from .config import Checks, tomllib
+        try:
+            given = tomllib.loads(self.config_text()).get("checks", {})
+            names = {f.name for f in dataclasses.fields(Checks)}
+            return Checks(**{k: float(v) for k, v in given.items() if k in names})
+        except (tomllib.TOMLDecodeError, TypeError, ValueError, AttributeError):
+            return Checks()
+
+    @property
     def layout(self) -> dict:
         return json.loads(self.attr("layout", "{}"))
 
@@ -145,7 +178,49 @@ class Results:
         return self.f["ecg"][name][: self.n_samples]
 
     def map(self, name: str) -> np.ndarray:
+        """/maps/<name> as an array ([nz,] [ny,] nx); NaN where it has no value."""
         return self.f["maps"][name][:]
+
+    # -- analysis (cardiosim/analysis.py) ------------------------------------------------------------------------
+    def _levels(self) -> tuple[float, float]:
+        thr = float(self.map_attrs("activation_time").get("threshold", 0.0)) if "activation_time" in self.maps \
+            else 0.0
+        level = float(self.map_attrs("apd").get("level", 90.0)) if "apd" in self.maps else 90.0
+        return thr, level
+
+    def beats(self, probe: str, field: str = "Vm") -> dict:
+        """Every beat at a probe (every PDE step): activation (ms), APD (ms), V_peak and baseline (mV) per beat, at
+        the run's activation threshold and APD level (cardiosim.analysis.beats)."""
+        from .analysis import beats
+        if probe not in self.probes:
+            raise UserError(f"probe {probe}: not in {self.path}; probes: {', '.join(self.probes) or 'none'}")
+        thr, level = self._levels()
+        return beats(self.probe_times, self.probe(probe)[field], thr, level)
+
+    def beat_maps(self, field: str = "Vm", max_beats: int = 20) -> dict:
+        """Activation and APD maps of every beat, from the snapshots (as fine as output.interval; the run's own
+        /maps are of the first beat at every step): {"activation", "apd", "v_peak", "v_base": (beats, [nz,] [ny,]
+        nx), "count": beats per node}. Reads every snapshot: memory n_snapshots x nodes x 8 B."""
+        from .analysis import beats
+        self.check_field(field)
+        thr, level = self._levels()
+        data = self.f["fields"][field][: self.n_snapshots]
+        b = beats(self.times, data.reshape(self.n_snapshots, -1), thr, level, max_beats)
+        shape = data.shape[1:]
+        return {k: (a.reshape(-1, *shape) if k != "count" else a.reshape(shape)) for k, a in b.items()}
+
+    def cv_map(self, activation: np.ndarray | None = None) -> np.ndarray:
+        """Local conduction velocity (m/s) from the activation map (or ``activation``, e.g. one beat of
+        beat_maps): 1/|grad T| (cardiosim.analysis.cv_map)."""
+        from .analysis import cv_map
+        return cv_map(self.map("activation_time") if activation is None else activation, self.spacing)
+
+    def cv_along(self, start, end, activation: np.ndarray | None = None) -> float:
+        """Conduction velocity (m/s) along the line from ``start`` to ``end`` (cm, the grid's coordinates)."""
+        from .analysis import cv_along
+        origin = [a[0] for a in self.axes]
+        return cv_along(self.map("activation_time") if activation is None else activation, self.spacing, start, end,
+                        origin)
 
     def map_attrs(self, name: str) -> dict:
         return dict(self.f["maps"][name].attrs)
@@ -169,13 +244,18 @@ def describe(r: Results) -> str:
     """The report of ``cardiosim inspect``."""
     lines = []
     status = r.status
-    ended = {"finished": "finished", "stopped": "stopped early by an error (what was written before is kept)",
+    stopped = {"checkpoint": "stopped cleanly at a checkpoint (a signal: SIGTERM, SIGUSR1 or Ctrl-C); resume it "
+                             "with cardiosim run CONFIG --restart CHECKPOINT",
+               "error": "stopped early by an error (what was written before is kept)"
+               }.get(r.stopped_by, "stopped early, by an error or at a checkpoint (what was written before is kept)")
+    ended = {"finished": "finished", "stopped": stopped,
              "running": "still running, or killed (no end record): complete entries only"}.get(status, status)
     lines.append(f"{r.path}: {r.attr('format')}, {ended}")
     lines.append(f"  written by cardiosim {r.attr('cardiosim_version', '?')} (git {r.attr('git_hash', 'unknown')})"
                  + (f" on {r.attr('created')}" if r.attr("created") else ""))
     lines.append(f"config: {r.attr('config_name', '?')} ({r.attr('equations', '?')}, {r.attr('cell_model', '?')}); "
-                 f"`cardiosim inspect --config` prints it")
+                 f"`cardiosim inspect --config` prints it" + (f"; --set {' --set '.join(r.overrides)}"
+                                                              if r.overrides else ""))
     lay = r.layout
     if lay:
         hosts = lay.get("hosts") or []
@@ -224,9 +304,14 @@ def describe(r: Results) -> str:
             lines.append(f"  {name:<12} {where}: {span}")
     if not r.maps:
         lines.append("maps: none (written when the run ends)")
+    # Shares are of the tissue's nodes (tissue.label_file), not of the box around it.
+    inside = r.map("tissue") > 0 if "tissue" in r.maps else None
+    of = "tissue nodes" if inside is not None else "nodes"
     for name in r.maps:
         a = r.map(name)
         attrs = r.map_attrs(name)
+        if inside is not None and name != "tissue":
+            a = a[inside]
         ok = np.isfinite(a)
         n, total = int(ok.sum()), a.size
         if name == "activation_time":
@@ -241,13 +326,26 @@ def describe(r: Results) -> str:
             continue
         else:
             head, what = name, "with a value"
-        line = f"{head}: {n} of {total} nodes {what} ({100 * n / total:.1f} %)"
+        line = f"{head}: {n} of {total} {of} {what} ({100 * n / total:.1f} %)"
         if n:
             v = a[ok]
             line += (f"; min {v.min():.4g}, mean {v.mean():.4g}, max {v.max():.4g} ms")
             if name == "activation_time":
                 line += f"; total activation time {v.max() - v.min():.4g} ms"
         lines.append(line)
+    if r.ecg and "activation_time" in r.maps:
+        from .analysis import ecg_features
+        feats = ecg_features(r)
+        if feats:
+            lines.append("ECG features (from the maps): " + ", ".join(
+                f"{k} {v:.4g} ms" for k, v in feats.items() if v is not None and np.isfinite(v)))
+    found = r.warnings
+    if found is None and r.status == "finished":
+        from .checks import from_results
+        found = from_results(r)
+    if found is not None:
+        lines.append("checks: " + ("nothing implausible found" if not found else f"{len(found)} warning(s)"))
+        lines.extend(f"  warning: {w}" for w in found)
     if "solver" in r.f and len(r.f["solver"]):
         parts = []
         for name in sorted(r.f["solver"]):
@@ -270,5 +368,10 @@ def describe(r: Results) -> str:
 
 def inspect_main(args) -> int:
     with Results(args.file) as r:
-        print(r.attr("config", "") if args.config else describe(r))
+        if args.config:
+            sets = "".join(f"# --set {o}\n" for o in r.overrides)
+            print((f"# the config as it ran: the file with these --set applied\n{sets}" if sets else "")
+                  + r.config_text())
+        else:
+            print(describe(r))
     return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -293,7 +294,7 @@ class Simulation:
             if self.schedule:
                 self.schedule.close()
             if out and out.f is not None and self.step_index < self.n_steps:
-                out.close()   # a failed or stopped run keeps what it wrote
+                out.close("checkpoint" if self.stopped else "error")   # a failed or stopped run keeps what it wrote
         if self.stopped:
             return {"stopped": True, "simulated_ms": self.t, "checkpoint": str(self.checkpoint_path)}
         return self._finish()
@@ -331,7 +332,9 @@ class Simulation:
         loop = wall - self.setup_time
         simulated = self.t - self.start_step * self.dt   # by this run (after a restart: since the checkpoint)
         summary = {
-            "config": self.cfg.source_name, "equations": self.cfg.simulation.equations,
+            "config": self.cfg.source_name, "overrides": self.cfg.overrides,
+            "config_effective": self.cfg.effective_text or self.cfg.source_text,
+            "equations": self.cfg.simulation.equations,
             "cell_model": self.cfg.cell.model, "grid": [int(n) for n in self.grid.n], "nodes": self.grid.n_nodes,
             "steps": self.n_steps, "dt_ms": self.dt, "ode_substeps": self.cfg.simulation.ode_substeps,
             "simulated_ms": self.t, "wall_s": wall, "setup_s": self.setup_time,
@@ -354,6 +357,7 @@ class Simulation:
         log.info(energy.line(summary["energy"]))
         log.info("iterations per step: " + ", ".join(
             f"{k} {v['mean']:.1f} (max {v['max']})" for k, v in summary["iterations"].items()))
+        summary["warnings"] = self._check_plausible()
         if self.output:
             self.output.write_map("activation_time", self.activation.time, "ms",
                                   f"first upward crossing of {self.activation.threshold} mV; NaN: not activated",
@@ -366,12 +370,36 @@ class Simulation:
                 self.output.write_map("tissue", (~self.grid.mask.outside()).astype(float), "1",
                                       "1: tissue node, 0: outside the tissue (tissue.label_file)")
             self.output.finish(timing, its, {"simulated_ms": self.t, "wall_s": wall,
-                                             "gpu_energy": json.dumps(summary["energy"])})
+                                             "gpu_energy": json.dumps(summary["energy"]),
+                                             "warnings": json.dumps(summary["warnings"])})
             if self.comm.rank == 0:
                 output.write_summary(self.path, summary)
             log.info(f"wrote {self.path}, {output.summary_path(self.path)} and {output.xdmf.sidecar(self.path)} "
                      f"(ParaView)")
         return summary
+
+    def _check_plausible(self) -> list[str]:
+        """The end-of-run checks (cardiosim/checks.py) on the activation map, said on stderr by rank 0; the same
+        list on every rank (collective)."""
+        from . import checks
+        gather, v = output.Gatherer(self.grid), self.grid.vec()
+        v.getArray()[:] = self.activation.time
+        act = gather(v)
+        tissue = None
+        if self.grid.mask is not None:
+            v.getArray()[:] = ~self.grid.mask.outside()
+            tissue = gather(v)
+        v.destroy()
+        found = None
+        if self.comm.rank == 0:
+            axes = [np.arange(n) * h + o for n, h, o in zip(self.grid.n, self.grid.h, self.grid.offset)]
+            probes = checks.probe_activation(act, axes, {p.name: self.grid.node_position(self.grid.nearest_node(
+                p.position)) for p in self.cfg.probe})
+            found = checks.findings(act, axes, tissue if tissue is None else tissue > 0, self.cfg.checks, probes,
+                                    has_ecg=bool(self.cfg.ecg.electrodes))
+            for line in found:
+                print(f"cardiosim: warning: {line}", file=sys.stderr, flush=True)
+        return self.comm.bcast(found, root=0)
 
 
 # Substeps of the reaction between two checks for a stop request when one PDE step has more (chunked: see

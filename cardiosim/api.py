@@ -1,0 +1,148 @@
+"""cardiosim from Python: build a run from a config file, a dict or overrides, run it (under mpirun too), and read
+what it wrote as NumPy arrays. ``cardiosim run`` is this module and a command line (cardiosim/cli.py).
+
+    from cardiosim import api
+
+    cfg = api.config("run/demo.toml", {"simulation.duration": 50.0, "stimulus.S1.current_density": -40.0})
+    done = api.run(cfg, output="out/demo-50.h5", overwrite=True)
+    print(done.warnings)                    # the end-of-run checks (cardiosim/checks.py); [] where none
+    with done.results() as r:               # cardiosim.results.Results: h5py + NumPy, no MPI needed
+        act = r.map("activation_time")      # ([nz,] [ny,] nx) ms, NaN: not activated
+        vm = r.probe("centre")["Vm"]        # every PDE step, at r.probe_times (ms)
+        beats = r.beats("centre")           # per-beat activation, APD and the rest (cardiosim/analysis.py)
+
+A config may also be a dict of the TOML's tables (``api.config({"simulation": {...}, "grid": {...}})``). Overrides
+are ``--set``'s keys with Python values: ``{"stimulus.S2.start": 300.0, "grid.spacing": 0.02}`` (an entry of a table
+array by its name or index); the effective config and the overrides are stored in the output, as with ``--set``.
+Under ``mpirun -n 4 python script.py`` every rank calls :func:`run` and the run is spread over the ranks;
+:class:`Done` is the same on every rank, and rank 0 writes the files. Mistakes raise :class:`cardiosim.errors.
+UserError` (one line naming the key), a run that goes wrong :class:`cardiosim.errors.SimulationError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import SimulationError, UserError
+
+
+def override(key: str, value) -> str:
+    """``key`` = ``value`` as a ``--set`` option: the value written as TOML (a Python str becomes a TOML string)."""
+    from . import tomlwrite
+    try:
+        return f"{key}={tomlwrite._value(value)}"
+    except TypeError:
+        raise UserError(f"override {key}: {type(value).__name__} is not a config value (number, string, bool, "
+                        f"list, dict)") from None
+
+
+def config(source, overrides: dict | list | None = None, name: str | None = None):
+    """A validated config (cardiosim.config.Config) from a TOML file, a TOML text's tables as a dict, or another
+    Config (its effective text, so its overrides stay recorded); ``overrides``: {dotted key: value} or a list of
+    ``--set`` strings. ``name``: the config's name (default: the file's stem, or "config"), which names the default
+    output ``out/<name>.h5``."""
+    from . import config as cfgmod
+    from . import tomlwrite
+    sets = [override(k, v) for k, v in overrides.items()] if isinstance(overrides, dict) else list(overrides or [])
+    if isinstance(source, cfgmod.Config):
+        base = Path(source.source_path) if source.source_path else None
+        cfg = cfgmod.loads(source.source_text, [*source.overrides, *sets], name=name or source.source_name,
+                           path=base)
+    elif isinstance(source, dict):
+        try:
+            text = tomlwrite.dumps(source)
+        except TypeError as e:
+            raise UserError(f"config: {e}") from None
+        cfg = cfgmod.loads(text, sets, name=name or "config")
+    else:
+        cfg = cfgmod.load(source, sets)
+        if name:
+            cfg.source_name = name
+    return cfg
+
+
+@dataclass
+class Done:
+    """What a finished (or stopped) run returns: its summary (the JSON beside the output), its output file, and the
+    end-of-run checks' warnings."""
+    summary: dict
+    output: Path | None
+    warnings: list[str]
+    stopped: bool = False
+
+    def results(self):
+        """The output file, opened (cardiosim.results.Results; use it in a ``with`` block)."""
+        from .results import Results
+        if self.output is None:
+            raise UserError("this run wrote no output (write_output=False)")
+        return Results(self.output)
+
+
+def start_petsc(petsc_options=(), comm=None) -> None:
+    """Start PETSc with these options (``-elliptic_pc_type gamg`` ...) where it is not running yet; the CLI does the
+    same with what follows ``--``. Options given once PETSc runs cannot be taken (one line saying so)."""
+    from . import petsc_options as po
+    from .reaction.placement import petsc_device_options
+    if comm is None:
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+    if _petsc_started():
+        if petsc_options:
+            raise UserError("petsc_options: PETSc is running already in this process; give the options to the first "
+                            "run (or start the process with them)")
+        return
+    po.init(list(petsc_options), ["-no_signal_handler", *petsc_device_options(comm, list(petsc_options))])
+
+
+def _petsc_started() -> bool:
+    import sys
+    return "petsc4py.PETSc" in sys.modules
+
+
+def run(cfg, output: str | Path | None = None, overwrite: bool = False, restart: str | Path | None = None,
+        petsc_options=(), quiet: bool = True, strict: bool = False, write_output: bool = True, comm=None) -> Done:
+    """Run ``cfg`` (a Config, or whatever :func:`config` takes) to its end. ``output``: the HDF5 file (default
+    output.path, else out/<name>.h5); ``overwrite``: replace an earlier result there; ``restart``: a checkpoint to
+    go on from; ``petsc_options``: for PETSc, as after ``--``; ``quiet``: no progress lines (the timing table and
+    warnings are still printed); ``strict``: raise :class:`StrictError` where the checks warn."""
+    from . import config as cfgmod
+    from . import log
+    if not isinstance(cfg, cfgmod.Config):
+        cfg = config(cfg)
+    if comm is None:
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+    start_petsc(petsc_options, comm)
+    from .reaction.placement import check_resident
+    from .simulation import Simulation
+    check_resident(cfg.cell, comm)   # before any file, lock or PETSc object: its GPU needs, one line
+    if restart and overwrite:
+        raise cfgmod.ConfigError("cardiosim run: --restart continues the output file and --overwrite would replace "
+                                 "it; give one of them")
+    was_quiet = log.is_quiet()
+    log.set_quiet(quiet)
+    if quiet:
+        cfg.simulation.progress_interval = 0.0
+    try:
+        sim = Simulation(cfg, comm=comm, output_path=Path(output) if output else None, overwrite=overwrite,
+                         restart=Path(restart) if restart else None, write_output=write_output)
+        try:
+            summary = sim.run()
+        finally:
+            sim.release_output()
+    finally:
+        log.set_quiet(was_quiet)
+    path = sim.path if write_output else None
+    if summary.get("stopped"):
+        return Done(summary, path, [], stopped=True)
+    done = Done(summary, path, list(summary.get("warnings") or []))
+    if strict and done.warnings:
+        raise StrictError(f"--strict: the run finished with {len(done.warnings)} warning(s) (above); its output is "
+                          f"kept" + (f" in {path}" if path else ""))
+    return done
+
+
+class StrictError(SimulationError):
+    """A run that finished with warnings under ``strict``: exit status 1 from the command line."""
+    exit_status = 1
