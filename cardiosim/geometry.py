@@ -43,7 +43,11 @@ from .files import Target, check_input, check_writes
 LV_ENDO = (0.7, 1.7)
 LV_EPI = (1.0, 2.0)
 LV_BASE_Z = 0.5
-LV_HELIX = (60.0, -60.0)
+# The idealised BiV's right ventricle (cm): (centre, semi-axes x, y, z) of its endocardium and epicardium; its
+# cavity is the inside of the endocardium outside the LV's epicardium (so the septum is the LV's wall), its free
+# wall 0.3 cm thick, its apex 0.5 cm above the LV's.
+BIV_RV_ENDO = ((0.4, 0.0, 0.0), (1.1, 1.3, 1.5))
+BIV_RV_EPI = ((0.4, 0.0, 0.0), (1.4, 1.6, 1.8))
 
 UNITS = {"um": 1e-4, "mm": 0.1, "cm": 1.0}
 TAG_NAMES = ("gmsh:physical", "tag", "region", "elemTag", "medit:ref")
@@ -60,6 +64,7 @@ MAX_NODES = 2e8
 # 230 per grid node (coordinates, the shell coordinate's bisection, fibres); a mesh 28 per grid node (labels,
 # fibres) and about 190 per candidate node of a chunk of elements (the nodes in the elements' bounding boxes).
 LV_BYTES_PER_NODE = 240
+BIV_BYTES_PER_NODE = 240
 MESH_BYTES_PER_NODE = 28
 MESH_BYTES_PER_CANDIDATE = 200
 
@@ -77,6 +82,16 @@ class Box:
         if np.prod(self.n.astype(float)) > MAX_NODES:                      # before any array of the grid is made
             raise UserError(f"--spacing {h:g}: {np.prod(self.n.astype(float)):.3g} grid nodes (more than "
                             f"{MAX_NODES:.0e}); choose a coarser spacing (or check --units)")
+
+    @classmethod
+    def of(cls, attrs: dict) -> "Box":
+        """The box a geometry file was written on (its attributes)."""
+        box = cls.__new__(cls)
+        box.h = float(attrs["spacing"])
+        box.origin = np.asarray(attrs["origin"], dtype=float)
+        box.n = np.asarray(attrs["shape"], dtype=np.int64)
+        box.size = np.asarray(attrs["size"], dtype=float)
+        return box
 
     @property
     def n_nodes(self) -> int:
@@ -98,47 +113,71 @@ class Box:
         return np.stack([xx, yy, zz], axis=-1)
 
 
-# -- the idealised left ventricle --------------------------------------------------------------------------------------
-def _shell_coordinate(rho2: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """s in [0, 1] such that the point lies on the ellipsoid with semi-axes interpolated endo → epi by s (bisection;
-    the ellipsoids are nested, so the left side falls monotonically in s)."""
-    (a0, c0), (a1, c1) = LV_ENDO, LV_EPI
-    lo, hi = np.zeros_like(z), np.ones_like(z)
-    for _ in range(50):
-        s = 0.5 * (lo + hi)
-        a, c = a0 + s * (a1 - a0), c0 + s * (c1 - c0)
-        outside = rho2 / a ** 2 + z ** 2 / c ** 2 > 1.0
-        lo, hi = np.where(outside, s, lo), np.where(outside, hi, s)
-    return 0.5 * (lo + hi)
+# -- the idealised ventricles ---------------------------------------------------------------------------------------------
+def _ellipsoid(p: np.ndarray, centre, semi) -> np.ndarray:
+    """Where the points (…, 3) lie inside (or on) the axis-aligned ellipsoid."""
+    return sum(((p[..., d] - centre[d]) / semi[d]) ** 2 for d in range(3)) <= 1.0
+
+
+def _analytic(box: Box, tissue: np.ndarray, outside_code: np.ndarray, labels: np.ndarray) -> dict:
+    """Labels and surfaces of an analytic anatomy: ``outside_code`` says, for every node that is not tissue, which
+    surface it lies beyond (cardiosim.fibres.SURFACES); a tissue node on the surface takes the code of its
+    neighbours beyond it (:func:`surface_labels`)."""
+    from .fibres import tissue_nodes
+    labels = np.where(tissue, labels, 0).astype(np.int32)
+    _, nodes = tissue_nodes(labels)
+    return {"labels": labels, "surfaces": surface_labels(nodes, np.where(nodes, 0, outside_code))}
+
+
+def surface_labels(nodes: np.ndarray, outside_code: np.ndarray) -> np.ndarray:
+    """The ``surfaces`` image: each tissue node with a non-tissue node among its 26 neighbours takes that
+    neighbour's code (the first of cardiosim.fibres.SURFACE_PRIORITY where they differ: the base's rim is base)."""
+    from scipy import ndimage
+    from .fibres import SURFACE_PRIORITY, SURFACES
+    surf = np.zeros(nodes.shape, dtype=np.int8)
+    cube = np.ones((3, 3, 3), dtype=bool)
+    for name in reversed(SURFACE_PRIORITY):
+        code = SURFACES[name]
+        beyond = ~nodes & (outside_code == code)
+        if beyond.any():
+            surf[nodes & ndimage.binary_dilation(beyond, structure=cube)] = code
+    return surf
 
 
 def idealised_lv(h: float, margin: int = 1) -> tuple[Box, dict]:
+    """The LV's labels (1) and surfaces; its coordinates and fibres come from cardiosim.fibres."""
+    from .fibres import SURFACES
     box = Box((-LV_EPI[0], -LV_EPI[0], -LV_EPI[1]), (LV_EPI[0], LV_EPI[0], LV_BASE_Z), h, margin)
     box.check_memory(LV_BYTES_PER_NODE * box.n_nodes)
     p = box.points()
-    x, y, z = p[..., 0], p[..., 1], p[..., 2]
-    rho2 = x ** 2 + y ** 2
-    inside = ((rho2 / LV_EPI[0] ** 2 + z ** 2 / LV_EPI[1] ** 2 <= 1.0)
-              & (rho2 / LV_ENDO[0] ** 2 + z ** 2 / LV_ENDO[1] ** 2 >= 1.0) & (z <= LV_BASE_Z + 1e-12))
-    t = _shell_coordinate(rho2, z)
-    a = LV_ENDO[0] + t * (LV_EPI[0] - LV_ENDO[0])
-    c = LV_ENDO[1] + t * (LV_EPI[1] - LV_ENDO[1])
-    apex_base = np.clip((z + c) / (LV_BASE_Z + c), 0.0, 1.0)
-    rho = np.sqrt(rho2)
-    safe = np.maximum(rho, 1e-12)
-    e_circ = np.stack([-y / safe, x / safe, np.zeros_like(x)], axis=-1)
-    normal = np.stack([x / a ** 2, y / a ** 2, z / c ** 2], axis=-1)
-    e_long = np.cross(normal, e_circ)
-    e_long /= np.maximum(np.linalg.norm(e_long, axis=-1, keepdims=True), 1e-300)
-    e_long *= np.where(e_long[..., 2:3] < 0, -1.0, 1.0)               # towards the base
-    helix = np.deg2rad(LV_HELIX[0] + t * (LV_HELIX[1] - LV_HELIX[0]))
-    fib = np.cos(helix)[..., None] * e_circ + np.sin(helix)[..., None] * e_long
-    on_axis = rho < 1e-9                                              # the apex point: any tangent will do
-    fib[on_axis] = (1.0, 0.0, 0.0)
-    fib /= np.linalg.norm(fib, axis=-1, keepdims=True)
-    fields = {"labels": inside.astype(np.int32), "fibres": np.where(inside[..., None], fib, 0.0),
-              "transmural": np.where(inside, t, np.nan), "apex_base": np.where(inside, apex_base, np.nan)}
-    return box, fields
+    below = p[..., 2] <= LV_BASE_Z + 1e-12
+    endo = _ellipsoid(p, (0, 0, 0), (LV_ENDO[0], LV_ENDO[0], LV_ENDO[1]))
+    epi = _ellipsoid(p, (0, 0, 0), (LV_EPI[0], LV_EPI[0], LV_EPI[1]))
+    tissue = epi & ~endo & below
+    code = np.select([~below, endo], [SURFACES["base"], SURFACES["lv_endo"]], SURFACES["epi"]).astype(np.int8)
+    return box, _analytic(box, tissue, code, np.ones(tissue.shape, dtype=np.int32))
+
+
+def idealised_biv(h: float, margin: int = 1) -> tuple[Box, dict]:
+    """Both ventricles: the LV above, and the RV's cavity (inside BIV_RV_ENDO, outside the LV's epicardium) in a
+    shell (BIV_RV_EPI) wrapped round the LV's +x side, cut at the same base. Labels: 1 inside the LV's
+    epicardium (its free wall and the septum), 2 the RV's free wall."""
+    from .fibres import SURFACES
+    (rc, r_endo), (_, r_epi) = BIV_RV_ENDO, BIV_RV_EPI
+    lo = np.minimum((-LV_EPI[0], -LV_EPI[0], -LV_EPI[1]), np.subtract(rc, r_epi))
+    hi = np.maximum((LV_EPI[0], LV_EPI[0], LV_BASE_Z), np.minimum(np.add(rc, r_epi), (np.inf, np.inf, LV_BASE_Z)))
+    box = Box(lo, hi, h, margin)
+    box.check_memory(BIV_BYTES_PER_NODE * box.n_nodes)
+    p = box.points()
+    below = p[..., 2] <= LV_BASE_Z + 1e-12
+    lv_endo = _ellipsoid(p, (0, 0, 0), (LV_ENDO[0], LV_ENDO[0], LV_ENDO[1]))
+    lv_epi = _ellipsoid(p, (0, 0, 0), (LV_EPI[0], LV_EPI[0], LV_EPI[1]))
+    rv_cavity = _ellipsoid(p, rc, r_endo) & ~lv_epi
+    rv_epi = _ellipsoid(p, rc, r_epi)
+    tissue = (lv_epi | rv_epi) & ~lv_endo & ~rv_cavity & below
+    code = np.select([~below, lv_endo, rv_cavity], [SURFACES["base"], SURFACES["lv_endo"], SURFACES["rv_endo"]],
+                     SURFACES["epi"]).astype(np.int8)
+    return box, _analytic(box, tissue, code, np.where(lv_epi, 1, 2))
 
 
 # -- tetrahedral meshes --------------------------------------------------------------------------------------------------
@@ -333,7 +372,7 @@ def voxelise(mesh: Mesh, h: float, margin: int = 1, chunk: int = 200_000) -> tup
 FORMAT = "cardiosim-geometry-1"     # how --overwrite recognises a file of this command (cardiosim.files)
 
 
-def write(path: Path, box: Box, fields: dict, source: str) -> None:
+def write(path: Path, box: Box, fields: dict, source: str, fibre_rule=None) -> None:
     """GEO.h5, made in memory (HDF5 on a BytesIO: the arrays are in memory already, and compressed the file is
     smaller than they are), then written under a temporary name and renamed into place once whole: a failed write
     (a full disk, a file-size limit) is an ordinary OSError, leaves no file, and an earlier one (--overwrite) as it
@@ -351,6 +390,8 @@ def write(path: Path, box: Box, fields: dict, source: str) -> None:
         f.attrs["shape"] = box.n
         f.attrs["origin"] = box.origin
         f.attrs["units"] = "cm"
+        if fibre_rule is not None:      # cardiosim.fibres: (helix, sheet), each (endo, epi), degrees
+            f.attrs["helix_angles_deg"], f.attrs["sheet_angles_deg"] = fibre_rule
         for name, arr in fields.items():
             ds = f.create_dataset(name, data=arr, compression="gzip", compression_opts=1, shuffle=True)
             ds.attrs["units"] = "1"
@@ -380,31 +421,59 @@ def mesh_files(source: Path) -> dict:
     return {"the mesh": source}
 
 
-def main(args: argparse.Namespace) -> int:
-    out = Path(args.out)
+def check_out(out: Path) -> None:
     if out.suffix not in (".h5", ".hdf5"):
         raise UserError(f"--out {out}: must end in .h5 (an HDF5 file)")
-    if not (args.spacing > 0 and math.isfinite(args.spacing)):
-        raise UserError(f"--spacing: must be a positive length in cm; got {args.spacing}")
-    if args.margin < 0:
-        raise UserError(f"--margin: must be 0 or more grid nodes; got {args.margin}")
-    lv = args.source == "lv"
-    check_writes([Target("--out", out, "geometry")], {} if lv else mesh_files(Path(args.source)), args.overwrite)
-    if lv:
-        box, fields = idealised_lv(args.spacing, args.margin)
-        source = "idealised LV"
-    else:
-        mesh = read_mesh(Path(args.source), args.units)
-        box, fields = voxelise(mesh, args.spacing, args.margin)
-        source = str(args.source)
+
+
+def make_folder(out: Path) -> None:
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise SimulationError(f"--out {out}: cannot make its folder ({io_reason(e)}); nothing written") from None
-    write(out, box, fields, source)
+
+
+BUILT_IN = {"lv": ("idealised LV", idealised_lv), "biv": ("idealised BiV", idealised_biv)}
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.source == "fibres":
+        from . import fibres
+        return fibres.main(args)
+    if args.file:
+        raise UserError(f"cardiosim geometry {args.source}: takes one source; '{args.file}' is one too many "
+                        f"(only 'cardiosim geometry fibres GEO.h5' names a second file)")
+    if args.spacing is None:
+        raise UserError(f"cardiosim geometry {args.source}: --spacing is needed (the grid spacing, cm)")
+    out = Path(args.out)
+    check_out(out)
+    if not (args.spacing > 0 and math.isfinite(args.spacing)):
+        raise UserError(f"--spacing: must be a positive length in cm; got {args.spacing}")
+    if args.margin < 0:
+        raise UserError(f"--margin: must be 0 or more grid nodes; got {args.margin}")
+    built_in = args.source in BUILT_IN
+    if built_in:
+        from . import fibres
+        rule = fibres.angles(args)
+    check_writes([Target("--out", out, "geometry")], {} if built_in else mesh_files(Path(args.source)),
+                 args.overwrite)
+    if built_in:
+        source, make = BUILT_IN[args.source]
+        box, fields = make(args.spacing, args.margin)
+        fields.update(fibres.compute(fields["labels"], fields["surfaces"], box.h, box.origin, *rule))
+    else:
+        rule = None
+        mesh = read_mesh(Path(args.source), args.units)
+        box, fields = voxelise(mesh, args.spacing, args.margin)
+        source = str(args.source)
+    make_folder(out)
+    write(out, box, fields, source, fibre_rule=rule)
     tissue = int(np.count_nonzero(fields["labels"]))
-    print(f"wrote {out}: {' x '.join(map(str, box.n))} nodes at {args.spacing:g} cm, {tissue} in tissue"
-          + ("" if "fibres" in fields else " (the source has no fibres: no fibre_file)")
+    hint = ""
+    if "fibres" not in fields:
+        hint = (" (the mesh has no fibres: no fibre_file; its labelled surfaces give rule-based ones: cardiosim "
+                "geometry fibres)" if "surfaces" in fields else " (the source has no fibres: no fibre_file)")
+    print(f"wrote {out}: {' x '.join(map(str, box.n))} nodes at {args.spacing:g} cm, {tissue} in tissue{hint}"
           + "; for a run's config (in the source's coordinates, cm):")
     lines = config_lines(out, box)
     print(lines if "fibres" in fields else lines.replace(f'fibre_file = "{out.resolve()}"\n', ""), end="")

@@ -1,4 +1,5 @@
-"""Anatomy on the grid (cardiosim/geometry.py, ``cardiosim geometry``): the idealised LV, meshes from VTU and from
+"""Anatomy on the grid (cardiosim/geometry.py, ``cardiosim geometry``): the idealised LV (its rule-based fibres:
+tests/test_fibres.py), meshes from VTU and from
 openCARP files, fibres interpolated to the nodes, the LV paced at the apex with its pseudo-ECG, and bad input."""
 
 from __future__ import annotations
@@ -90,27 +91,36 @@ def test_vtu_and_opencarp_give_the_same_mask_and_fibres(tmp_path):
 
 
 def test_idealised_lv(tmp_path):
-    """The shell between the two ellipsoids, cut at the base; fibres of unit length tangent to the shell, helix
-    about +60° at the endocardium, 0 mid-wall, −60° at the epicardium."""
-    g, attrs, out = geometry(tmp_path, "lv", "lv")
-    assert "origin = [-1.025, -1.025, -2.025]" in out
-    lab, fib, t, ab = g["labels"], g["fibres"], g["transmural"], g["apex_base"]
+    """The shell between the two ellipsoids, cut at the base, its surfaces labelled; rule-based fibres
+    (cardiosim.fibres) of unit length, tangent to the wall, with the helix angle of the rule, +60° at the
+    endocardium to −60° at the epicardium linear in the transmural coordinate: within 2.5° (median of each band)
+    across the wall, 0° mid-wall (the issue's "within a few degrees in the wall's middle")."""
+    h = 0.05
+    g, attrs, out = geometry(tmp_path, "lv", "lv", spacing=h)
+    assert "origin = [-1.05, -1.05, -2.05]" in out
+    lab, fib, t, ab, surf = g["labels"], g["fibres"], g["transmural"], g["apex_base"], g["surfaces"]
     inside = lab > 0
     def volume(a, c, zb=0.5):                                        # an ellipsoid of revolution cut at z = zb
         return np.pi * a * a * ((zb + c) - (zb ** 3 + c ** 3) / (3 * c * c))
     exact = volume(1.0, 2.0) - volume(0.7, 1.7)
-    assert abs(inside.sum() * 0.025 ** 3 / exact - 1) < 0.02                   # the shell's volume, cm³
-    assert np.allclose(np.linalg.norm(fib[inside], axis=1), 1.0) and not fib[~inside].any()
-    assert np.nanmin(t) >= 0 and np.nanmax(t) <= 1 and np.nanmin(ab) >= 0 and np.nanmax(ab) <= 1 + 1e-12
-    z, y, x = np.meshgrid(*(attrs["origin"][d] + np.arange(attrs["shape"][d]) * 0.025 for d in (2, 1, 0)),
+    assert abs(inside.sum() * h ** 3 / exact - 1) < 0.03                       # the shell's volume, cm³
+    tissue = np.isfinite(t)
+    assert np.allclose(np.linalg.norm(fib[tissue], axis=1), 1.0) and not fib[~inside].any()
+    assert np.nanmin(t) == 0 and np.nanmax(t) == 1 and np.nanmin(ab) >= 0 and np.nanmax(ab) <= 1
+    assert set(np.unique(surf[tissue])) == {0, 1, 2, 4} and not surf[~tissue].any()       # base, LV endo, epi
+    assert np.all(t[surf == 2] == 0) and np.all(t[surf == 4] == 1)
+    z, y, x = np.meshgrid(*(attrs["origin"][d] + np.arange(attrs["shape"][d]) * h for d in (2, 1, 0)),
                           indexing="ij")
     rho = np.hypot(x, y)
-    away = inside & (rho > 0.2)
+    away = tissue & (rho > 0.3) & (z < 0.3)
     circ = np.stack([-y, x, np.zeros_like(x)], axis=-1) / np.maximum(rho, 1e-12)[..., None]
-    helix = np.degrees(np.arcsin(np.clip(np.linalg.norm(np.cross(fib, circ), axis=-1), 0, 1)))
-    for band, want in (((0.0, 0.1), 57.0), ((0.45, 0.55), 0.0), ((0.9, 1.0), 57.0)):
-        sel = away & (t >= band[0]) & (t <= band[1])
-        assert abs(np.median(helix[sel]) - want) < 4.0, (band, np.median(helix[sel]))
+    along = np.sum(fib * circ, axis=-1)
+    helix = np.degrees(np.arctan2(fib[..., 2] * np.sign(along), np.abs(along)))   # signed, + towards the base
+    err = helix - (60.0 - 120.0 * t)                                  # the rule, node by node
+    for lo in (0.0, 0.2, 0.45, 0.7, 0.9):
+        sel = away & (t >= lo) & (t <= lo + 0.1)
+        print(f"transmural {lo:.2f}-{lo + 0.1:.2f}: helix minus the rule, median {np.median(err[sel]):+.2f}°")
+        assert abs(np.median(err[sel])) < (2.5 if 0 < lo < 0.9 else 5.0), (lo, np.median(err[sel]))
 
 
 LV_RUN = """
@@ -170,7 +180,9 @@ def test_lv_paced_at_the_apex_activates_the_base_last(tmp_path, capsys):
         print(f"\nLV paced at the apex: apex {apex:.1f} ms, base {base:.1f} ms, total activation time "
               f"{np.ptp(act[tissue]):.1f} ms, corr(activation, apex-base) {corr:.3f}; lead base-apex peak "
               f"{lead.max():.3g} mV, QRS-like width {big.max() - big.min():.1f} ms")
-    assert apex < 10.0 < 40.0 < base and corr > 0.95
+    # the base last: 34 ms with the rule-based fibres of cardiosim.fibres (over 40 ms with the analytic helix the
+    # LV had before them, whose transmural coordinate differs from the Laplace one by 0.06 in the median)
+    assert apex < 10.0 < 30.0 < base and corr > 0.95
     assert ab[np.unravel_index(np.nanargmax(np.where(tissue, act, np.nan)), act.shape)] > 0.9
     assert lead.max() > 10 * max(-lead.min(), 0.0)                  # positive while the wave climbs
 
