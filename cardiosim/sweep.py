@@ -253,8 +253,8 @@ def check_configs(config: str, runs: list[list[str]]) -> None:
     proc = subprocess.run([sys.executable, "-m", "cardiosim.sweep", "--check", config], input=json.dumps(runs),
                           capture_output=True, text=True, env=_child_env())
     if proc.returncode != 0:
-        msg = (proc.stdout.strip() or proc.stderr.strip().splitlines()[-1:] or ["failed"])[-1]
-        raise UserError(msg)
+        said = proc.stdout.strip().splitlines() or proc.stderr.strip().splitlines() or ["the check failed"]
+        raise UserError(said[-1])
 
 
 def _check_child(config: str) -> int:

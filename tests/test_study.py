@@ -1,0 +1,326 @@
+"""From one run to a study (issue 28): --set into table arrays and the effective config in the output, the end-of-run
+checks (and --strict), config check listing every mistake, inspect's wording, multi-beat and conduction-velocity
+analysis, the Python API, and sweeps (the CLI's and the API's give the same table)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import ROOT, run_cli
+
+CABLE = ROOT / "tests" / "configs" / "cable.toml"
+SHEET = ROOT / "tests" / "configs" / "sheet.toml"
+RESTITUTION = ROOT / "run" / "s1s2-restitution.toml"
+
+
+# -- the config: TOML written back, --set into table arrays, every mistake ----------------------------------------
+@pytest.mark.parametrize("path", sorted((ROOT / "run").rglob("*.toml")) + sorted((ROOT / "tests" / "configs").glob(
+    "*.toml")), ids=lambda p: p.name)
+def test_toml_written_back_reads_the_same(path):
+    from cardiosim import tomlwrite
+    from cardiosim.config import tomllib
+    data = tomllib.loads(path.read_text())
+    assert tomllib.loads(tomlwrite.dumps(data)) == data
+
+
+def test_toml_awkward_values():
+    from cardiosim import tomlwrite
+    from cardiosim.config import tomllib
+    data = {"s": 'q"uote\n\\', "l": [[1, 2], [3.5]], "x.y": 1, "b": True, "e": {},
+            "ecg": {"leads": [{"name": "aVR", "weights": {"RA": 1.0, "LA": -0.5}}, {"name": "I", "plus": "LA"}]}}
+    assert tomllib.loads(tomlwrite.dumps(data)) == data
+
+
+def test_set_reaches_table_arrays_by_index_and_name():
+    from cardiosim import config
+    cfg = config.load(RESTITUTION, ["stimulus.S2.start=200", "stimulus.0.current_density=-30",
+                                    "probe.centre.position=[0.4, 0.1]"])
+    assert cfg.stimulus[1].start == 200.0 and cfg.stimulus[0].current_density == -30.0
+    assert cfg.probe[0].position == [0.4, 0.1]
+    assert cfg.overrides[0] == "stimulus.S2.start=200"
+    eff = config.tomllib.loads(cfg.effective_text)
+    assert eff["stimulus"][1]["start"] == 200 and eff["probe"][0]["position"] == [0.4, 0.1]
+    # the effective text is itself the config that ran
+    again = config.loads(cfg.effective_text)
+    assert again.stimulus[1].start == 200.0
+
+
+@pytest.mark.parametrize("override, says", [
+    ("stimulus.S3.start=1", "stimulus has no entry named 'S3'; names: S1, S2"),
+    ("stimulus.2.start=1", "stimulus has 2 entries (0 to 1); got index 2"),
+    ("stimulus.start=1", "stimulus is a table array; name one of its entries"),
+])
+def test_set_into_table_arrays_mistakes(override, says):
+    from cardiosim import config
+    with pytest.raises(config.ConfigError) as e:
+        config.load(RESTITUTION, [override])
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+BAD = """[simulation]
+duration = -5.0
+dt = 0.05
+progres_interval = 0
+[grid]
+size = [1.0]
+spacing = 0.05
+[cell]
+backend = "gpu"
+[[stimulus]]
+shape = "box"
+lower = [0.0]
+upper = [0.1]
+start = -1
+current_density = -30.0
+"""
+
+
+def test_config_check_lists_every_mistake(tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(BAD)
+    proc = run_cli(["config", "check", cfg])
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert [ln.split(":")[2].strip() for ln in lines] == ["simulation.progres_interval", "simulation.duration",
+                                                           "cell.backend", "stimulus[0].start"], lines
+    assert all(ln.startswith("cardiosim: error: ") for ln in lines) and "Traceback" not in proc.stderr
+    ok = run_cli(["config", "check", CABLE])
+    assert ok.returncode == 0 and "ok" in ok.stdout
+
+
+def test_help_lists_every_command():
+    proc = run_cli(["--help"])
+    for cmd in ("run", "cell", "model", "kernels", "inspect", "plot", "geometry", "sweep", "bench", "config"):
+        assert f"    {cmd} " in proc.stdout, cmd
+
+
+# -- the checks ------------------------------------------------------------------------------------------------
+class Limits:
+    min_activated, min_velocity, max_qrs = 0.95, 0.1, 120.0
+
+
+def planar(speed_m_s=0.5, nx=41, ny=11, h=0.05):
+    """A planar wave from x = 0: T = x / v (ms), on an nx x ny grid of spacing h (cm)."""
+    axes = [np.arange(nx) * h, np.arange(ny) * h]
+    act = np.broadcast_to(axes[0] / (speed_m_s / 10.0), (ny, nx)).copy()
+    return act, axes
+
+
+def test_checks_pass_a_healthy_wave():
+    from cardiosim.checks import findings
+    act, axes = planar()
+    assert findings(act, axes, None, Limits, {"p": 1.0}, has_ecg=True) == []
+
+
+def test_checks_flag_a_wave_that_stops():
+    from cardiosim.checks import findings
+    act, axes = planar()
+    act[:, 20:] = np.nan                                   # the wave dies half way
+    found = findings(act, axes, None, Limits, {"far": float("nan")})
+    assert any("220 of 451 tissue nodes activated (48.8 %" in f for f in found), found
+    assert any("did not reach the far side" in f for f in found), found
+    assert any("probe far: its node never activated" in f for f in found), found
+
+
+def test_checks_count_the_tissue_not_the_box():
+    from cardiosim.checks import findings
+    act, axes = planar()
+    tissue = np.zeros(act.shape, bool)
+    tissue[:, :20] = True
+    act[~tissue] = np.nan                                  # the whole tissue activated, the box around it not
+    assert findings(act, axes, tissue, Limits) == []
+
+
+def test_checks_flag_slow_conduction_and_a_wide_qrs():
+    from cardiosim.checks import findings
+    act, axes = planar(speed_m_s=0.05)                     # 2 cm at 5 cm/s: 400 ms
+    found = findings(act, axes, None, Limits, has_ecg=True)
+    assert any(f.startswith("apparent conduction velocity 0.05 m/s") for f in found), found
+    assert any(f.startswith("QRS 400 ms") for f in found), found
+    assert not any("QRS" in f for f in findings(act, axes, None, Limits, has_ecg=False))
+
+
+def test_checks_no_activation_is_one_line():
+    from cardiosim.checks import findings
+    act, axes = planar()
+    act[:] = np.nan
+    assert findings(act, axes, None, Limits, {"p": float("nan")}) == [
+        "no tissue node activated (no stimulus, or one too weak or too short to excite)"]
+
+
+# -- analysis --------------------------------------------------------------------------------------------------
+def triangle(t, t0, dur, base=-85.0, peak=20.0):
+    v = np.full_like(t, base)
+    on = (t >= t0) & (t < t0 + dur)
+    v[on] = peak - (peak - base) * (t[on] - t0) / dur
+    return v
+
+
+def test_beats_of_a_known_trace():
+    """Two triangular beats: activation = the 0 mV crossing of the sampled upstroke, APD90 from it to 90 %."""
+    from cardiosim.analysis import beats
+    t = np.arange(0.0, 400.0, 0.1)
+    v = np.maximum(triangle(t, 10.0, 200.0), triangle(t, 250.0, 100.0))
+    b = beats(t, v)
+    assert b["count"] == 2
+    up = 85.0 / 105.0 * 0.1                                # the crossing between the sample at -85 and the one at 20
+    np.testing.assert_allclose(b["activation"], [9.9 + up, 249.9 + up], atol=1e-9)
+    np.testing.assert_allclose(b["apd"], [10 + 180 - 9.9 - up, 250 + 90 - 249.9 - up], atol=1e-9)
+    # several nodes at once, one of them never activated: NaN past its beats
+    two = beats(t, np.stack([v, np.full_like(t, -85.0)], axis=1))
+    assert list(two["count"]) == [2, 0] and np.isnan(two["activation"][:, 1]).all()
+
+
+def test_conduction_velocity_of_a_planar_wave():
+    from cardiosim.analysis import cv_along, cv_map
+    act, axes = planar(speed_m_s=0.5)
+    np.testing.assert_allclose(cv_map(act, (0.05, 0.05)), 0.5, rtol=1e-12)
+    assert cv_along(act, (0.05, 0.05), [0.1, 0.25], [1.9, 0.25]) == pytest.approx(0.5, rel=1e-12)
+    # along a diagonal the apparent speed is v / cos(45°)
+    assert cv_along(act, (0.05, 0.05), [0.1, 0.0], [0.5, 0.4]) == pytest.approx(0.5 * math.sqrt(2), rel=1e-9)
+
+
+# -- runs: warnings, --strict, the effective config, inspect ---------------------------------------------------
+def test_a_run_that_stops_short_warns_and_strict_fails(tmp_path):
+    out = tmp_path / "short.h5"
+    proc = run_cli(["run", CABLE, "--quiet", "--output", out, "--strict", "--set", "simulation.duration=4"],
+                   cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    warn = [ln for ln in proc.stderr.splitlines() if ln.startswith("cardiosim: warning: ")]
+    assert any("tissue nodes activated" in w for w in warn) and any("probe mid" in w for w in warn), proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("cardiosim: error: --strict: the run finished with")
+    with h5py.File(out) as f:
+        assert f.attrs["status"] == "finished"
+        assert len(json.loads(f.attrs["warnings"])) == len(warn)
+        assert json.loads(f.attrs["overrides"]) == ["simulation.duration=4"]
+        assert "duration = 4\n" in f.attrs["config_effective"]
+    summary = json.loads(out.with_suffix(".json").read_text())
+    assert summary["warnings"] == [w[len("cardiosim: warning: "):] for w in warn]
+    assert summary["overrides"] == ["simulation.duration=4"]
+    shown = run_cli(["inspect", out]).stdout
+    assert f"checks: {len(warn)} warning(s)" in shown and "--set simulation.duration=4" in shown
+    cfg = run_cli(["inspect", out, "--config"]).stdout
+    assert cfg.startswith("# the config as it ran") and "# --set simulation.duration=4" in cfg
+
+
+def test_a_run_that_crosses_the_tissue_passes_strict(tmp_path):
+    out = tmp_path / "long.h5"
+    proc = run_cli(["run", CABLE, "--quiet", "--output", out, "--strict", "--set", "simulation.duration=40"],
+                   cwd=tmp_path)
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+    with h5py.File(out) as f:
+        assert json.loads(f.attrs["warnings"]) == []
+    assert "checks: nothing implausible found" in run_cli(["inspect", out]).stdout
+
+
+def test_inspect_says_a_checkpoint_stop_and_shares_of_the_tissue(tmp_path):
+    out = tmp_path / "c.h5"
+    run_cli(["run", CABLE, "--quiet", "--output", out, "--set", "simulation.duration=40"], cwd=tmp_path, check=True)
+    with h5py.File(out, "r+") as f:
+        f.attrs["status"] = "stopped"
+        f.attrs["stopped_by"] = "checkpoint"
+        tissue = np.zeros(f["maps/activation_time"].shape)
+        tissue[:10] = 1.0                                   # 10 of 21 nodes are tissue
+        f["maps/tissue"] = tissue
+    shown = run_cli(["inspect", out]).stdout
+    assert "stopped cleanly at a checkpoint" in shown and "by an error" not in shown
+    assert "10 of 10 tissue nodes activated (100.0 %)" in shown, shown
+    with h5py.File(out, "r+") as f:
+        f.attrs["stopped_by"] = "error"
+    assert "stopped early by an error" in run_cli(["inspect", out]).stdout
+
+
+# -- the Python API and sweeps ---------------------------------------------------------------------------------
+def test_api_config_from_a_dict_and_overrides():
+    from cardiosim import api
+    from cardiosim.config import tomllib
+    data = tomllib.loads(CABLE.read_text())
+    cfg = api.config(data, {"simulation.duration": 12.5, "probe.mid.position": [0.25]}, name="mine")
+    assert cfg.simulation.duration == 12.5 and cfg.probe[0].position == [0.25] and cfg.source_name == "mine"
+    assert cfg.overrides == ["simulation.duration=12.5", "probe.mid.position=[0.25]"]
+    again = api.config(cfg, {"grid.spacing": 0.1})
+    assert again.simulation.duration == 12.5 and again.grid.spacing == [0.1]
+    from cardiosim.errors import UserError
+    with pytest.raises(UserError, match="simulation.dt: must be > 0"):
+        api.config(data, {"simulation.dt": -1.0})
+
+
+def test_api_runs_and_reads_arrays(tmp_path, petsc):
+    from cardiosim import api
+    done = api.run(api.config(CABLE, {"simulation.duration": 40.0}), output=tmp_path / "api.h5")
+    assert done.warnings == [] and not done.stopped and done.summary["steps"] == 800
+    with done.results() as r:
+        act = r.map("activation_time")
+        assert act.shape == (21,) and np.isfinite(act).all()
+        b = r.beats("mid")
+        assert b["count"] == 1 and b["activation"][0] == pytest.approx(act[10], abs=0.05)
+        assert 0.2 < r.cv_along([0.2], [0.8]) < 0.7              # m/s, a healthy cable
+
+
+def _table(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_s1s2_restitution_sweep_cli_and_api_give_the_same_table(tmp_path, petsc):
+    """The must-show of issue 28: an S1-S2 restitution sweep on a 2D sheet by `cardiosim sweep` and by the API."""
+    collect = ["probe.centre.activation.2", "probe.centre.di.2", "probe.centre.apd.2", "probe.centre.beats"]
+    proc = run_cli(["sweep", RESTITUTION, "--vary", "stimulus.S2.start=120,150,200", "--set",
+                    "simulation.duration=300", "--out", tmp_path / "cli", "--jobs", "2", "--collect", *collect],
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cli = _table(tmp_path / "cli" / "sweep.csv")
+    from cardiosim import sweep
+    rows = sweep.sweep(RESTITUTION, {"stimulus.S2.start": [120, 150, 200]}, tmp_path / "api", collect,
+                       overrides=["simulation.duration=300"])
+    api = _table(tmp_path / "api" / "sweep.csv")
+    assert cli == api and len(rows) == 3
+    beats = [float(r["probe.centre.beats"]) for r in cli]
+    assert beats == [1.0, 2.0, 2.0]                          # 120 ms is inside the refractory period
+    apd2 = [float(r["probe.centre.apd.2"]) for r in cli]
+    di2 = [float(r["probe.centre.di.2"]) for r in cli]
+    assert math.isnan(apd2[0]) and di2[1] < di2[2] and apd2[1] < apd2[2]   # restitution: shorter DI, shorter APD
+    for row in cli:
+        with h5py.File(tmp_path / "cli" / f"run-{int(row['run']):03d}.h5") as f:
+            assert json.loads(f.attrs["overrides"]) == ["simulation.duration=300",
+                                                         f"stimulus.S2.start={row['stimulus.S2.start']}"]
+
+
+def test_sweep_mistakes_are_one_line_and_write_nothing(tmp_path):
+    out = tmp_path / "sw"
+    for args, says in ((["--vary", "stimulus.S9.start=1,2"], "run 0 (--set stimulus.S9.start=1): --set "),
+                       (["--vary", "simulation.dt=0.1,-1"], "run 1 (--set simulation.dt=-1): simulation.dt: must be"),
+                       (["--vary", "simulation.dt=0.1", "--collect", "nonsense"], "--collect nonsense: unknown"),
+                       (["--vary", "a=1,2", "--vary", "b=1", "--zip"], "--zip: every --vary needs as many values")):
+        proc = run_cli(["sweep", CABLE, "--out", out, *args], cwd=tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and says in lines[0], proc.stderr
+        assert not out.exists()
+
+
+def test_sweep_slurm_writes_a_job_array(tmp_path):
+    out = tmp_path / "sw"
+    proc = run_cli(["sweep", CABLE, "--vary", "simulation.duration=4,8", "--vary", "tissue.sigma_il=1,2", "--out", out,
+                    "--slurm", "--np", "4"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    script = (out / "sweep.sbatch").read_text()
+    assert "#SBATCH --array=0-3" in script and "#SBATCH --ntasks=4" in script and "srun cardiosim run" in script
+    plan = json.loads((out / "sweep.json").read_text())
+    assert plan["runs"][3] == ["simulation.duration=8", "tissue.sigma_il=2"]
+    again = run_cli(["sweep", CABLE, "--vary", "simulation.duration=4,8", "--out", out, "--slurm"], cwd=tmp_path)
+    assert again.returncode == 2 and "exists" in again.stderr
+
+
+def test_sweep_values():
+    from cardiosim.sweep import split_values
+    assert split_values("1,2.5,[1,2],\"a,b\"") == ["1", "2.5", "[1,2]", "\"a,b\""]
+    assert split_values("130:250:20") == ["130", "150", "170", "190", "210", "230", "250"]
+    assert split_values("0.1:0.3:0.1") == ["0.1", "0.2", "0.3"]
