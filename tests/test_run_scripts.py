@@ -1,5 +1,6 @@
-"""The job scripts in run/: valid bash, calling only what the CLI has; and the requeue script's logic run for real
-with stand-ins for srun (mpirun) and scontrol (no SLURM here)."""
+"""The job scripts in run/: valid bash, calling only what the CLI has; each one submitted in a dry run (stand-ins for
+sbatch, srun, module and a venv record what the script does: the launcher's command line, the modules, the venv); and
+the requeue script's logic run for real with stand-ins for srun (mpirun) and scontrol (no SLURM here)."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def test_requeue_script_resumes(tmp_path):
     cfg.write_text(CONFIG.read_text().replace("duration = 40.0", "duration = 10.0"))
     env = dict(os.environ, PATH=f"{bin_}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                CONFIG=str(cfg), OUT=str(tmp_path / "out.h5"), SLURM_JOB_ID="4242", SLURM_RESTART_COUNT="0",
-               PYTHONUNBUFFERED="1")
+               PYTHONUNBUFFERED="1", VENV="")
     script = ROOT / "run" / "slurm" / "requeue.sbatch"
     out = tmp_path / "out.h5"
 
@@ -120,7 +121,7 @@ def test_requeue_script_resumes(tmp_path):
                             timeout=300)
     print(second.stdout, second.stderr)
     assert second.returncode == 0, second.stdout + second.stderr
-    assert f"--restart {tmp_path}/out.ckpt.h5" in second.stdout
+    assert f"--restart {tmp_path}/out.job4242.ckpt.h5" in second.stdout
     assert (tmp_path / "scontrol.log").read_text().split() == ["requeue", "4242"]   # not requeued again
 
     ref = tmp_path / "ref.h5"
@@ -128,3 +129,126 @@ def test_requeue_script_resumes(tmp_path):
     with h5py.File(ref) as a, h5py.File(out) as b:
         for name in ("fields/Vm", "fields/phi_e", "probes/middle/Vm", "maps/activation_time"):
             assert np.array_equal(a[name][()], b[name][()], equal_nan=True), name
+
+
+# --- dry runs: sbatch, srun, module and scontrol stood in for, each recording its command line -------------------------
+
+def _stand_ins(tmp_path: Path) -> tuple[Path, Path]:
+    """A bin/ of recording stand-ins and a venv whose activate records that it was sourced; (bin, venv)."""
+    bin_, venv = tmp_path / "bin", tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True, exist_ok=True)
+    bin_.mkdir(exist_ok=True)
+    log = tmp_path / "calls.log"
+    record = f'{{ printf "%s" "$(basename "$0")"; printf " %q" "$@"; echo; }} >> {log}\n'
+    # sbatch: record, then run the script as a batch job would (a bash shell, in the submit folder, with SLURM's
+    # variables). srun, module, scontrol: record only.
+    (bin_ / "sbatch").write_text("#!/bin/bash\n" + record + 'exec bash "${@: -1}"\n')
+    for name in ("srun", "module", "scontrol"):
+        (bin_ / name).write_text("#!/bin/bash\n" + record)
+    for p in bin_.iterdir():
+        p.chmod(0o755)
+    (venv / "bin" / "activate").write_text(f"echo activate {venv} >> {log}\n")
+    return bin_, venv
+
+
+def _calls(tmp_path: Path) -> list[list[str]]:
+    log = tmp_path / "calls.log"
+    return [shlex.split(ln) for ln in log.read_text().splitlines()] if log.exists() else []
+
+
+def _submit(tmp_path, script: Path, cwd: Path, **env):
+    bin_, venv = _stand_ins(tmp_path)
+    full = dict(os.environ, PATH=f"{bin_}{os.pathsep}{os.environ['PATH']}", VENV=str(venv), SLURM_JOB_ID="777",
+                SLURM_SUBMIT_DIR=str(cwd))
+    full.update(env)
+    for name in ("CONFIG", "OUT", "RESUME", "MODULES", "SRUN_MPI", "LAUNCH", "SLURM_RESTART_COUNT"):
+        if name not in env:
+            full.pop(name, None)
+    proc = subprocess.run([str(bin_ / "sbatch"), str(script)], cwd=cwd, env=full, capture_output=True, text=True,
+                          timeout=60)
+    return proc, _calls(tmp_path)
+
+
+def _sbatch_option(script: Path, name: str) -> str | None:
+    found = re.search(rf"^#SBATCH --{name}=(\S+)", script.read_text(), re.M)
+    return found.group(1) if found else None
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_dry_run(script, tmp_path):
+    """Each script as shipped: the venv activated, `srun --mpi=pmix --kill-on-bad-exit=1 cardiosim run CONFIG ...`
+    once, with a config that exists and takes the script's --set options; on GPUs the resident placement with a
+    model that has a CUDA kernel and one rank per GPU."""
+    from cardiosim import cells, config
+    cwd = ROOT if script.name != "requeue.sbatch" else tmp_path
+    env = {"CONFIG": str(ROOT / "run" / "demo.toml")} if script.name == "requeue.sbatch" else {}
+    proc, calls = _submit(tmp_path, script, cwd, **env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    names = [c[0] for c in calls]
+    assert names[:2] == ["sbatch", "activate"] and names.count("srun") == 1 and "module" not in names, calls
+    srun = next(c for c in calls if c[0] == "srun")
+    assert srun[1:5] == ["--mpi=pmix", "--kill-on-bad-exit=1", "cardiosim", "run"], srun
+    words = srun[5:]
+    ours = words[: words.index("--")] if "--" in words else words
+    cfg_path = (cwd / ours[0]).resolve()
+    assert cfg_path.is_file(), cfg_path
+    sets = [ours[i + 1] for i, w in enumerate(ours) if w == "--set"]
+    cfg = config.load(str(cfg_path), sets)                      # raises on a bad key or value
+    if _sbatch_option(script, "gpus-per-node"):
+        assert cfg.cell.placement == "resident" and cfg.cell.backend == "cuda"
+        assert cells.model_class(cfg.cell.model).kernel_name, f"{cfg.cell.model} has no CUDA kernel"
+        assert _sbatch_option(script, "gpus-per-node") == _sbatch_option(script, "ntasks-per-node")
+        assert "-dm_vec_type" not in words         # the resident placement chooses PETSc's GPU types itself
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_dry_run_with_this_clusters_settings(script, tmp_path):
+    """MODULES loaded before the venv, SRUN_MPI reaches srun, LAUNCH replaces the launcher."""
+    cwd = tmp_path
+    env = {"CONFIG": str(ROOT / "run" / "demo.toml"), "MODULES": "openmpi/4.1.6 cuda/13.0", "SRUN_MPI": "pmi2"}
+    proc, calls = _submit(tmp_path, script, cwd, **env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [c[0] for c in calls][:3] == ["sbatch", "module", "activate"], calls
+    assert calls[1][1:] == ["load", "openmpi/4.1.6", "cuda/13.0"]
+    assert next(c for c in calls if c[0] == "srun")[1] == "--mpi=pmi2"
+    (tmp_path / "calls.log").unlink()
+    proc, calls = _submit(tmp_path, script, cwd, CONFIG=env["CONFIG"], LAUNCH="srun -n 3")
+    assert next(c for c in calls if c[0] == "srun")[1:5] == ["-n", "3", "cardiosim", "run"], calls
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_dry_run_without_a_venv(script, tmp_path):
+    proc, calls = _submit(tmp_path, script, tmp_path, VENV=str(tmp_path / "nowhere"),
+                          CONFIG=str(ROOT / "run" / "demo.toml"))
+    assert proc.returncode == 2 and "srun" not in [c[0] for c in calls]
+    assert proc.stderr.strip().splitlines() == [f"cardiosim: no venv at {tmp_path / 'nowhere'}: run make setup in "
+                                                f"the checkout first, or set VENV"]
+
+
+def _requeue_start(tmp_path, **env) -> list[str]:
+    """The `cardiosim run` options requeue.sbatch chooses (its srun command line after the config)."""
+    proc, calls = _submit(tmp_path, ROOT / "run" / "slurm" / "requeue.sbatch", tmp_path,
+                          CONFIG=str(ROOT / "run" / "demo.toml"), **env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (tmp_path / "calls.log").unlink()
+    return next(c for c in calls if c[0] == "srun")[6:]
+
+
+def test_requeue_resumes_only_its_own_chain(tmp_path):
+    """A checkpoint an earlier submission left (job 111) is never resumed by a new chain (job 777): it starts afresh
+    and, since the output exists, without --overwrite (cardiosim refuses to replace it). Requeued, job 777 resumes
+    its own checkpoint; RESUME names an earlier chain's on purpose."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "demo.job111.ckpt.h5").write_bytes(b"stale")
+    (out / "demo.h5").write_bytes(b"earlier output")
+    first = _requeue_start(tmp_path, SLURM_RESTART_COUNT="0")
+    assert "--restart" not in first and "--overwrite" not in first, first
+    assert first[:4] == ["--output", "out/demo.h5", "--set", 'checkpoint.path="out/demo.job777.ckpt.h5"'], first
+    # requeued after a failure before any checkpoint: its own output of the first attempt, started afresh
+    assert _requeue_start(tmp_path, SLURM_RESTART_COUNT="1")[-1] == "--overwrite"
+    (out / "demo.job777.ckpt.h5").write_bytes(b"ours")
+    assert _requeue_start(tmp_path, SLURM_RESTART_COUNT="1")[-2:] == ["--restart", "out/demo.job777.ckpt.h5"]
+    (out / "demo.job777.ckpt.h5").unlink()
+    resume = _requeue_start(tmp_path, SLURM_RESTART_COUNT="0", RESUME="out/demo.job111.ckpt.h5")
+    assert resume[-2:] == ["--restart", "out/demo.job111.ckpt.h5"], resume

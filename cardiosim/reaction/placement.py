@@ -334,12 +334,13 @@ def _resident_missing() -> str:
     PETSc must do itself, on the device it was told: petsc_device_options)."""
     import importlib.util
     if importlib.util.find_spec("pycuda") is None:
-        return "PyCUDA is not installed (EXTRAS=test,plot,gpu make setup)"
+        return "PyCUDA is not installed (CARDIOSIM_GPU=1 make setup installs it)"
     if gpus_without_cuda() == 0:
         return "no GPU is visible (no NVIDIA driver, or CUDA_VISIBLE_DEVICES is empty)"
     from petsc4py import PETSc
     if not PETSc.Sys.hasExternalPackage("cuda"):
-        return "this PETSc was built without CUDA (set PETSC_DIR/PETSC_ARCH to a PETSc configured --with-cuda)"
+        return ("this PETSc was built without CUDA (CARDIOSIM_GPU=1 make setup builds one, or set PETSC_DIR/PETSC_ARCH "
+                "to a PETSc configured --with-cuda)")
     return ""
 
 
