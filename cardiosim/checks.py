@@ -33,6 +33,20 @@ from __future__ import annotations
 
 import numpy as np
 
+# The [checks] keys' defaults (cardiosim.config.Checks declares them from here; a result file without them, from
+# before they existed, is checked with these).
+DEFAULTS = {"min_activated": 0.95, "min_velocity": 0.1, "max_qrs": 120.0}
+
+
+class Limits:
+    """The [checks] limits, as cardiosim.config.Checks holds them, for reading a result file without the config
+    module (inspect and plot run without MPI)."""
+
+    def __init__(self, **given):
+        for k, v in {**DEFAULTS, **given}.items():
+            setattr(self, k, float(v))
+
+
 # The activation delay below which a node counts as a first-activated one (ms): a stimulus region activates within
 # a fraction of a millisecond.
 FIRST_WINDOW_MS = 0.5

@@ -107,15 +107,17 @@ class Results:
         return self.attr("config_effective") or self.attr("config", "")
 
     def checks_limits(self):
-        """The run's [checks] section (cardiosim.config.Checks), its defaults where the file has none."""
-        import dataclasses
-        from .config import Checks, tomllib
+        """The run's [checks] limits (cardiosim.checks.Limits), the defaults where the file has none."""
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+            import tomli as tomllib
+        from .checks import DEFAULTS, Limits
         try:
             given = tomllib.loads(self.config_text()).get("checks", {})
-            names = {f.name for f in dataclasses.fields(Checks)}
-            return Checks(**{k: float(v) for k, v in given.items() if k in names})
+            return Limits(**{k: float(v) for k, v in given.items() if k in DEFAULTS})
         except (tomllib.TOMLDecodeError, TypeError, ValueError, AttributeError):
-            return Checks()
+            return Limits()
 
     @property
     def layout(self) -> dict:

@@ -54,8 +54,16 @@ def test_inspect_report(runs):
     assert "iterations per step: elliptic mean" in text
     for phase in ("reaction", "parabolic", "elliptic", "io", "other", "total"):
         assert re.search(rf"^\s+{phase}\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+%$", text, re.M), phase
+    # --config: the config as it ran, the file with the run's --set applied (and named in comments first)
     cfg = run_cli(["inspect", runs["sheet"], "--config"], check=True).stdout
-    assert cfg.rstrip("\n") == (CONFIGS / "sheet.toml").read_text().rstrip("\n")
+    assert cfg.startswith("# the config as it ran: the file with these --set applied\n# --set simulation.duration=90.0")
+    from cardiosim.config import apply_overrides, tomllib
+    with h5py.File(runs["sheet"]) as f:
+        assert f.attrs["config"] == (CONFIGS / "sheet.toml").read_text()      # the file's own text is kept too
+        sets = __import__("json").loads(f.attrs["overrides"])
+    want = tomllib.loads((CONFIGS / "sheet.toml").read_text())
+    apply_overrides(want, sets)
+    assert tomllib.loads(cfg) == want
 
 
 def test_inspect_and_plot_import_neither_mpi_nor_petsc(runs, tmp_path):
