@@ -3,7 +3,8 @@
  * Build (native.py does it, into a cache directory):
  *   gcc -O2 -std=c99 -shared -fPIC -I kernels -DMODEL_HEADER='"bondarenko.h"' -DMODEL_RHS=bondarenko_rhs
  *       -DMODEL_N_STATES=BONDARENKO_N_STATES -DMODEL_N_PARAMS=BONDARENKO_N_PARAMS cpu_driver.c -o X.so -lm
- * -DMODEL_STEP_RL=tt06_rush_larsen replaces each Forward-Euler substep by the model's Rush-Larsen step.
+ * -DMODEL_STEP_RL=tt06_rush_larsen replaces each Forward-Euler substep by the model's Rush-Larsen step (or any other
+ * step of the model with that signature: a generated model's <name>_grl1).
  * Any model header following the conventions of kernels/bondarenko.h (CS_FN, CS_PARAM, CS_PARAM_ARG; a function
  * <name>_rhs(y, dydt, i_stim, p); <NAME>_N_STATES, <NAME>_N_PARAMS) plugs in the same way.
  *

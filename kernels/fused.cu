@@ -47,7 +47,10 @@
 #define CS_PARAMS_INITIALISED 0
 #endif
 #ifndef CS_RUSH_LARSEN
-#define CS_RUSH_LARSEN 0 /* 1: <model>_rush_larsen(y, dt, i_stim) does each substep instead of Forward Euler */
+#define CS_RUSH_LARSEN 0 /* 1: <model><CS_STEP>(y, dt, i_stim) does each substep instead of Forward Euler */
+#endif
+#ifndef CS_STEP
+#define CS_STEP _rush_larsen /* or _grl1 (a generated model's GRL1 step) */
 #endif
 
 __constant__ double c_lower[CS_N_STATES];
@@ -132,7 +135,7 @@ extern "C" __global__ void cs_fused_euler(double *__restrict__ y, long long pitc
 #if CS_RUSH_LARSEN
         /* the model's own step: gates exactly for frozen V, the rest by Forward Euler (kernels/<model>.h) */
         const double v_old = ys[0];
-        CS_CAT(CS_MODEL, _rush_larsen)(ys, dt, i_stim);
+        CS_CAT(CS_MODEL, CS_STEP)(ys, dt, i_stim);
         const double dvdt = (ys[0] - v_old) / dt;
         double sum = 0.0;
 #pragma unroll

@@ -1,7 +1,7 @@
 """Conformance of the CellML generator (cardiosim/cells/cellml.py) over a folder of CellML files: for each file,
 whether it generates (or the one-line reason why not), whether its C compiles, C = NumPy = Myokit derivatives at the
 initial state, one paced beat against Myokit's CVODES simulation, the gates found and the largest stable
-Forward-Euler and Rush–Larsen steps.
+Forward-Euler, Rush–Larsen and GRL1 steps.
 
     cardiosim bench cellml [--models DIR|FILE ...] [--subset] [--write docs/cell-models.md] [--json FILE]
 
@@ -11,7 +11,8 @@ Euler at the first of ``DT_REF`` (ms) at which the beat stays finite and in rang
 simulation of the same prepared model (rtol = atol = 1e-8), both sampled every ``SAMPLE`` ms; V RMS is the
 root-mean-square difference of the two traces, APD90 is measured from the stimulus onset (cardiosim.biomarkers) on
 each. The stable step is the largest of ``STEPS`` at which the whole beat
-keeps every state finite and within its range (gates in [0, 1], |V| ≤ 300 mV) with APD90 within 5 % of CVODES's.
+keeps every state finite and within its range (gates that are probabilities in [0, 1], |V| ≤ 300 mV) with APD90
+within 5 % of CVODES's.
 The derivative column is the largest relative difference over the states, |a − b| / max(|b|, 1e-12·max|dy/dt|).
 """
 
@@ -38,7 +39,8 @@ STEPS = (0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 0.0005, 0.0002, 0
 SUBSET = ("ohara_rudy_2011_endo", "courtemanche_ramirez_nattel_1998", "grandi_pasqualini_bers_2010_ss",
           "luo_rudy_1991", "ten_tusscher_model_2006_epi", "bondarenko_szigeti_bett_kim_rasmusson_2004_apical",
           "beeler_reuter_model_1977", "hodgkin_huxley_squid_axon_model_1952_modified", "noble_model_1962",
-          "bueno_2007_epi", "fox_mcharg_gilmour_2002", "dokos_model_1996")
+          "bueno_2007_epi", "fox_mcharg_gilmour_2002", "dokos_model_1996", "shannon_wang_puglisi_weber_bers_2004",
+          "li_mouse_2010")
 
 
 def _rel(a, b) -> float:
@@ -136,7 +138,7 @@ def conformance(path: Path) -> dict:
             break
     else:
         row["beat"] = f"Forward Euler unstable at {DT_REF[-1]:g} ms"
-    for integ, key in (("forward-euler", "fe_max_dt"), ("rush-larsen", "rl_max_dt")):
+    for integ, key in (("forward-euler", "fe_max_dt"), ("rush-larsen", "rl_max_dt"), ("grl1", "grl1_max_dt")):
         row[key] = None
         for dt in STEPS:                 # from the largest: a step that fails usually fails within a few ms
             b = _beat(model, integ, dt)
@@ -167,22 +169,23 @@ def markdown(rows: list[dict], meta: dict) -> str:
              f"state finite and in range with APD90 within 5 % of CVODES (— : none of them). An APD90 of a few ms "
              f"means the pulse did not excite the model (the same in both); 'failed' is CVODES's own failure on the model.", "",
              "| model | generates | states | gates | guarded 0/0 | C vs NumPy | NumPy vs Myokit | V RMS vs CVODES (mV) "
-             "| APD90 cardiosim / CVODES (ms) | max FE dt (ms) | max RL dt (ms) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| APD90 cardiosim / CVODES (ms) | max FE dt (ms) | max RL dt (ms) | max GRL1 dt (ms) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["generates"] != "yes":
-            lines.append(f"| {r['model']} | no: {r['generates']} | | | | | | | | | |")
+            lines.append(f"| {r['model']} | no: {r['generates']} | | | | | | | | | | |")
             continue
         if r.get("compiles", "yes") != "yes":
             lines.append(f"| {r['model']} | yes; C {r['compiles']} | {r['states']} | {r['gates']} | "
-                         f"{r['singularities']} | | | | | | |")
+                         f"{r['singularities']} | | | | | | | |")
             continue
         beat = r.get("cvodes") or r.get("beat")
         vr = beat if beat else _f(r.get("v_rms"), ".3g") + ("*" if r.get("dt_ref") != DT_REF[0] else "")
         apd = "" if beat else f"{_f(r.get('apd90'), '.1f')} / {_f(r.get('apd90_cvodes'), '.1f')}"
         lines.append(f"| {r['model']} | yes | {r['states']} | {r['gates']} | {r['singularities']} | "
                      f"{r['c_vs_numpy']:.1e} | {r['numpy_vs_myokit']:.1e} | {vr} | {apd} | "
-                     f"{_f(r.get('fe_max_dt'), 'g')} | {_f(r.get('rl_max_dt'), 'g')} |")
+                     f"{_f(r.get('fe_max_dt'), 'g')} | {_f(r.get('rl_max_dt'), 'g')} | "
+                     f"{_f(r.get('grl1_max_dt'), 'g')} |")
     return "\n".join(lines) + "\n"
 
 

@@ -180,25 +180,40 @@ def _prepare(m, path):
             if len(cands) == 1:
                 stim = cands[0]
                 break
-    if stim is None:
-        raise CellModelError(f"{path}: no stimulus variable (none annotated oxmeta:membrane_stimulus_current or "
-                             f"named {'/'.join(_STIM_NAMES[:4])})")
-    if stim.is_state():
+    if stim is not None and stim.is_state():
         raise CellModelError(f"{path}: stimulus variable {stim.qname()} is a state; cannot bind cardiosim's stimulus")
     comp = m.add_component_allow_renaming("cardiosim")
     i_stim = comp.add_variable("i_stim")
     i_stim.set_unit(myokit.parse_unit("A/F"))
     i_stim.set_rhs(0)
     i_stim.set_binding("pace")
-    stim.set_rhs(_stimulus_expression(m, stim, i_stim, path, ids))
-    for child in list(stim.variables()):          # a nested pulse-train definition goes with the old equation
-        stim.remove_variable(child, recursive=True)
+    if stim is None:
+        # A model without a stimulus variable (the sino-atrial and other spontaneously active models): the stimulus
+        # goes straight into dV/dt, which is in mV/ms = A/F, so dV/dt changes by -1 mV/ms per µA/µF as everywhere
+        # else. Such a model runs without a stimulus as well.
+        v.set_rhs(myokit.Minus(v.rhs(), myokit.Name(i_stim)))
+        note = "the model has no stimulus variable: cardiosim's stimulus is subtracted from dV/dt"
+    else:
+        stim.set_rhs(_stimulus_expression(m, stim, i_stim, path, ids))
+        for child in list(stim.variables()):          # a nested pulse-train definition goes with the old equation
+            stim.remove_variable(child, recursive=True)
+        note = ""
     _remove_unused(m)
-    m.meta["cardiosim_stimulus_note"] = _fix_stimulus_sign(m, stim, path)
+    note = "; ".join(x for x in (note, _fix_stimulus_sign(m, stim or v, path)) if x)
     if list(t.refs_by()):
+        # Equations that use the time itself (Li 2010: a caffeine protocol after its pre-pulses) get it as a state,
+        # dt/dt = 1 from 0 ms at the start of a run: every backend and integrator advances it (exactly but for
+        # round-off), and a checkpoint keeps it, with no time argument in the kernels.
         users = ", ".join(sorted(x.qname() for x in t.refs_by()))
-        raise CellModelError(f"{path}: equations use the time itself ({users}); cardiosim's kernels are autonomous "
-                             f"apart from the stimulus")
+        clock = comp.add_variable_allow_renaming("time")
+        clock.set_unit(t.unit())
+        clock.promote(0.0)
+        clock.set_rhs(myokit.Number(1, myokit.units.dimensionless))
+        for x in list(t.refs_by()):
+            x.set_rhs(x.rhs().clone(subst={myokit.Name(t): myokit.Name(clock)}))
+        note = "; ".join(x for x in (note, f"the time its equations use ({users}) is the state {clock.qname()}, "
+                                           f"from 0 ms at the start of the run") if x)
+    m.meta["cardiosim_stimulus_note"] = note
 
 
 def _stimulus_expression(m, stim, i_stim, path, ids):
@@ -229,7 +244,7 @@ def _stimulus_expression(m, stim, i_stim, path, ids):
 
 def _fix_stimulus_sign(m, stim, path):
     """dV/dt must change by -1 mV/ms per µA/µF of i_stim (the ionic sign convention); flip a model written the
-    other way, refuse one where it does not."""
+    other way, refuse one where it does not. ``stim``: the variable whose equation holds i_stim."""
     myokit = _myokit()
     d0 = m.evaluate_derivatives(inputs={"pace": 0.0}, ignore_errors=True)[0]
     d1 = m.evaluate_derivatives(inputs={"pace": 1.0}, ignore_errors=True)[0]
@@ -456,7 +471,16 @@ class GeneratedCellModel(CellModel):
         other states by Forward Euler (as ``<kernel_name>_rush_larsen`` in the generated header)."""
         out = np.empty_like(y) if work is None else work
         with np.errstate(all="ignore"):
-            self._step_fn(y, i_stim, self._vector(), out, dt, True)
+            self._step_fn(y, i_stim, self._vector(), out, dt, 1)
+        y[...] = out
+
+    def grl1(self, y, t, dt, i_stim, work=None):
+        """One GRL1 step of ``dt`` ms in place (Sundnes et al. 2009): the gates as in :meth:`rush_larsen`, every other
+        state y_i by the exact solution of its equation linearised in y_i alone, y_i + f_i·(e^(a_i·dt) − 1)/a_i with
+        a_i = ∂f_i/∂y_i (as ``<kernel_name>_grl1`` in the generated header)."""
+        out = np.empty_like(y) if work is None else work
+        with np.errstate(all="ignore"):
+            self._step_fn(y, i_stim, self._vector(), out, dt, 2)
         y[...] = out
 
 

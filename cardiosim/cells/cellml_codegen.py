@@ -75,6 +75,9 @@ def _c_writer(kname: str):
     class Writer(AnsiCExpressionWriter):
         used: set = set()
 
+        def _ex_partial_derivative(self, e):
+            return self._flhs(e)
+
         def _ex_power(self, e):
             base, ex = e[0], e[1]
             if isinstance(ex, myokit.Number):
@@ -96,6 +99,42 @@ def _c_writer(kname: str):
     w = Writer()
     w.used = set()
     return w
+
+
+def _numpy_writer():
+    from myokit.formats.python import NumPyExpressionWriter
+
+    class Writer(NumPyExpressionWriter):
+        def _ex_partial_derivative(self, e):
+            return self._flhs(e)
+    return Writer()
+
+
+def diagonal_jacobian(m, states, body, gates) -> dict:
+    """{state: (partials, a)} for every state that is not a gate: ``a`` is ∂f_s/∂s, the diagonal entry of the
+    Jacobian that GRL1 linearises each state's own equation with (Sundnes, Artebrant, Skavhaug & Tveito 2009), as a
+    Myokit expression, and ``partials`` the [(x, ∂x/∂s)] of the intermediates x it needs, in the body's order
+    (each a Myokit expression in which ∂y/∂s of another intermediate y appears as a PartialDerivative: the chain
+    rule written out, one variable per intermediate, as a compiler wants it)."""
+    import myokit
+    order = {x: i for i, x in enumerate(body)}
+    out = {}
+    for s in states:
+        if s in gates:
+            continue
+        ds = myokit.Name(s)
+        top = s.rhs().diff(ds)
+        done: dict = {}
+        todo = [top]
+        while todo:
+            e = todo.pop()
+            for pd in e.walk(myokit.PartialDerivative):
+                x = pd.dependent_expression().var()
+                if x not in done:
+                    done[x] = x.rhs().diff(ds)
+                    todo.append(done[x])
+        out[s] = (sorted(done.items(), key=lambda kv: order[kv[0]]), top)
+    return out
 
 
 def _pow_helpers(kname: str, used) -> list[str]:
@@ -121,7 +160,6 @@ def write(m, kname: str, origin: str, generator: str) -> dict:
     model ``m`` (V first, the stimulus bound to ``pace``). ``kname``: the C name prefix; ``origin``, ``generator``:
     for the files' first line. Parameter vector: the literals, then the derived constants."""
     import myokit
-    from myokit.formats.python import NumPyExpressionWriter
     v = m.label("membrane_potential")
     names = Names(m)
     states = list(m.states())
@@ -133,12 +171,15 @@ def write(m, kname: str, origin: str, generator: str) -> dict:
     i_stim = m.binding("pace")
     pindex = {x: i for i, x in enumerate(literals + derived)}
     gates = gates_of(m, v)
+    jac = diagonal_jacobian(m, states, body, gates)
     sidx = {s: i for i, s in enumerate(states)}
 
     def namer(param: str):
         """The left-hand-side names of one writer: derivatives, the stimulus, parameters as ``param`` (a format
         of the parameter's index), the rest by their identifiers."""
         def name(lhs):
+            if isinstance(lhs, myokit.PartialDerivative):        # ∂x/∂s in GRL1's diagonal Jacobian
+                return "j_" + names.ident[lhs.dependent_expression().var()]
             var = lhs.var()
             if isinstance(lhs, myokit.Derivative):
                 return f"d_{sidx[var]}"
@@ -150,7 +191,7 @@ def write(m, kname: str, origin: str, generator: str) -> dict:
         return name
     cw = _c_writer(kname)
     cw.set_lhs_function(namer("CS_PARAM({})"))
-    pw = NumPyExpressionWriter()
+    pw = _numpy_writer()
     pw.set_lhs_function(namer("c[{}]"))
 
     def gate_parts(writer, s):
@@ -168,7 +209,8 @@ def write(m, kname: str, origin: str, generator: str) -> dict:
          f"{myokit.__version__}) from {origin}; do not edit.",
          " * Conventions: kernels/bondarenko.h (CS_FN, CS_PARAM, CS_PARAM_ARG). Units: ms, mV; i_stim in µA/µF, "
          "negative depolarises.",
-         f" * Rush-Larsen: {len(gates)} gates exactly for frozen V, the other states by Forward Euler. */",
+         f" * Rush-Larsen: {len(gates)} gates exactly for frozen V, the other states by Forward Euler;",
+         " * GRL1 (_grl1): the gates as in Rush-Larsen, every other state by its own linearisation (Sundnes 2009). */",
          f"#ifndef CARDIOSIM_{up}_H", f"#define CARDIOSIM_{up}_H", "#ifndef __CUDACC__", "#include <math.h>",
          "#endif", "#ifndef CS_FN", "#define CS_FN static inline", "#endif", "#ifndef CS_PARAM_ARG",
          "#define CS_PARAM_ARG , const double *p", "#endif", "#ifndef CS_PARAM", "#define CS_PARAM(i) (p[(i)])",
@@ -180,6 +222,8 @@ def write(m, kname: str, origin: str, generator: str) -> dict:
     for x in body:
         lhs = f"d_{sidx[x]}" if x.is_state() else names.ident[x]
         c.append(f"    const double {lhs} = {cw.ex(x.rhs())};")
+    # rl: 0 derivatives, 1 Rush-Larsen (gates exact for frozen V, the rest Forward Euler), 2 GRL1 (the gates as in
+    # Rush-Larsen, every other state by its own linearisation, exact for a linear equation in that state)
     c.append("    if (rl) {")
     for s in states:
         i = sidx[s]
@@ -188,20 +232,36 @@ def write(m, kname: str, origin: str, generator: str) -> dict:
             c.append(f"        {{ const double inf_ = {inf}; out[{i}] = inf_ + ({names.ident[s]} - inf_) * "
                      f"exp(-dt * {rate}); }}")
         else:
-            c.append(f"        out[{i}] = {names.ident[s]} + dt * d_{i};")
+            partials, top = jac[s]
+            c.append("        if (rl == 2) {")
+            c += [f"            const double j_{names.ident[x]} = {cw.ex(e)};" for x, e in partials]
+            c.append(f"            out[{i}] = {kname}_grl_({names.ident[s]}, d_{i}, {cw.ex(top)}, dt);")
+            c.append(f"        }} else out[{i}] = {names.ident[s]} + dt * d_{i};")
     c.append("    } else {")
     c += [f"        out[{i}] = d_{i};" for i in range(n_s)]
     c += ["    }", "}", "",
           f"CS_FN void {kname}_rhs(const double *y, double *dydt, double i_stim CS_PARAM_ARG)",
           f"{{\n    {kname}_step_(y, dydt, i_stim, 0.0, 0, &CS_PARAM(0));\n}}", "",
           f"CS_FN void {kname}_rush_larsen(double *y, double dt, double i_stim CS_PARAM_ARG)",
-          f"{{\n    {kname}_step_(y, y, i_stim, dt, 1, &CS_PARAM(0));\n}}", f"#endif /* CARDIOSIM_{up}_H */", ""]
+          f"{{\n    {kname}_step_(y, y, i_stim, dt, 1, &CS_PARAM(0));\n}}", "",
+          f"CS_FN void {kname}_grl1(double *y, double dt, double i_stim CS_PARAM_ARG)",
+          f"{{\n    {kname}_step_(y, y, i_stim, dt, 2, &CS_PARAM(0));\n}}", f"#endif /* CARDIOSIM_{up}_H */", ""]
 
     at = next(i for i, line in enumerate(c) if line.startswith(f"CS_FN void {kname}_step_("))
-    c[at:at] = _pow_helpers(kname, cw.used) + ([""] if cw.used else [])
+    grl = [f"/* GRL1's update of a state y with dy/dt = f and a = ∂f/∂y: y + f·(e^(a·dt) − 1)/a, Forward Euler where",
+           " * |a·dt| is below 1e-8 (the same to that order; no 0/0) */",
+           f"CS_FN double {kname}_grl_(double y, double f, double a, double dt)",
+           "{", "    const double h = a * dt;", "    return fabs(h) > 1e-8 ? y + f * (expm1(h) / a) : y + dt * f;",
+           "}", ""]
+    c[at:at] = _pow_helpers(kname, cw.used) + ([""] if cw.used else []) + grl
 
     py = [f"# generated by cardiosim/cells/cellml.py (generator {generator}) from {origin}; do not edit",
-          "import numpy", "", "", "def derived(c):",
+          "import numpy", "", "",
+          "def _grl(y, f, a, dt):",
+          "    \"\"\"GRL1's update (as <kname>_grl_ in the C header).\"\"\"",
+          "    h = a * dt",
+          "    return numpy.where(numpy.abs(h) > 1e-8, y + f * (numpy.expm1(h) / a), y + dt * f)", "", "",
+          "def derived(c):",
           "    \"\"\"c: the parameter vector, its derived slots filled in place.\"\"\""]
     for x in derived:
         py.append(f"    c[{pindex[x]}] = {pw.ex(x.rhs())}")
@@ -219,7 +279,12 @@ def write(m, kname: str, origin: str, generator: str) -> dict:
             py.append(f"        inf_ = {inf}")
             py.append(f"        out[{i}] = inf_ + ({names.ident[s]} - inf_) * numpy.exp(-dt * {rate})")
         else:
-            py.append(f"        out[{i}] = {names.ident[s]} + dt * d_{i}")
+            partials, top = jac[s]
+            py.append("        if rl == 2:")
+            py += [f"            j_{names.ident[x]} = {pw.ex(e)}" for x, e in partials]
+            py.append(f"            out[{i}] = _grl({names.ident[s]}, d_{i}, {pw.ex(top)}, dt)")
+            py.append("        else:")
+            py.append(f"            out[{i}] = {names.ident[s]} + dt * d_{i}")
     py.append("    else:")
     py += [f"        out[{i}] = d_{i}" for i in range(n_s)]
     py.append("")

@@ -34,13 +34,15 @@ MAX_PROTOCOLS = 16
 
 def kernel_source(model, params: np.ndarray, variant, integrator: str = "forward-euler") -> tuple[str, list[str]]:
     """The CUDA source and nvcc -D options of ``variant`` (a kernel_variants.Variant) for ``model``; also what
-    ``cardiosim kernels`` compiles. ``integrator``: "forward-euler" or "rush-larsen" (the header's
-    <kernel_name>_rush_larsen; fused kernel only)."""
+    ``cardiosim kernels`` compiles. ``integrator``: "forward-euler", "rush-larsen" (the header's
+    <kernel_name>_rush_larsen) or "grl1" (<kernel_name>_grl1, generated models); the last two fused kernel only."""
     kdir = kernel_dir()
     name = model.kernel_name
     header = (header_dir(model) / f"{name}.h").read_text()
-    if integrator == "rush-larsen" and (f"{name}_rush_larsen(" not in header or not variant.fused):
-        raise ValueError(f"Rush-Larsen needs {name}_rush_larsen in kernels/{name}.h and the fused kernel variant")
+    from .native import STEP_SUFFIX
+    step = STEP_SUFFIX.get(integrator)
+    if step and (f"{name}{step}(" not in header or not variant.fused):
+        raise ValueError(f"{integrator} needs {name}{step} in {name}.h and the fused kernel variant")
     src, defines = kernel_variants.source((kdir / KERNEL).read_text(), header, name, params, variant)
     # PyCUDA's cache keys on the source text and options only: add a digest of the headers it includes.
     h = hashlib.sha256()
@@ -50,7 +52,7 @@ def kernel_source(model, params: np.ndarray, variant, integrator: str = "forward
     src = f"// headers: {h.hexdigest()[:20]}\n" + src
     opts = [f"-DCS_MODEL={name}", f"-DCS_MODEL_UP={name.upper()}", f"-DCS_N_STATES={model.n_states}",
             f"-DCS_N_PARAMS={params.size}", f"-DCS_MAX_PROTOCOLS={MAX_PROTOCOLS}",
-            f"-DCS_RUSH_LARSEN={int(integrator == 'rush-larsen')}", *defines]
+            f"-DCS_RUSH_LARSEN={int(step is not None)}", *([f"-DCS_STEP={step}"] if step else []), *defines]
     return src, opts
 
 

@@ -46,7 +46,8 @@ def build(kernel_name: str, header_text: str | None = None, integrator: str = "f
           model_dir: Path | None = None) -> Path:
     """Path of the compiled driver for model ``kernel_name``, compiling it if it is not in the cache yet.
     ``header_text``: a replacement for kernels/<kernel_name>.h (the kernel variants' generated forms, to test them
-    on the CPU). ``integrator``: "forward-euler", or "rush-larsen" (the header's <kernel_name>_rush_larsen).
+    on the CPU). ``integrator``: "forward-euler", "rush-larsen" (the header's <kernel_name>_rush_larsen) or "grl1"
+    (<kernel_name>_grl1, generated models).
     ``model_dir``: where the model's header is when it is not in kernels/ (a generated model, :func:`header_dir`)."""
     kdir = kernel_dir()
     header = (model_dir or kdir) / f"{kernel_name}.h"
@@ -56,10 +57,11 @@ def build(kernel_name: str, header_text: str | None = None, integrator: str = "f
     up = kernel_name.upper()
     defines = (f'-DMODEL_HEADER="{kernel_name}.h"', f"-DMODEL_RHS={kernel_name}_rhs",
                f"-DMODEL_N_STATES={up}_N_STATES", f"-DMODEL_N_PARAMS={up}_N_PARAMS")
-    if integrator == "rush-larsen":
-        if f"{kernel_name}_rush_larsen(" not in (header_text or header.read_text()):
-            raise RuntimeError(f"native backend: {header.name} has no {kernel_name}_rush_larsen step")
-        defines += (f"-DMODEL_STEP_RL={kernel_name}_rush_larsen",)
+    if integrator in STEP_SUFFIX:
+        step = kernel_name + STEP_SUFFIX[integrator]
+        if f"{step}(" not in (header_text or header.read_text()):
+            raise RuntimeError(f"native backend: {header.name} has no {step} step")
+        defines += (f"-DMODEL_STEP_RL={step}",)
     elif integrator != "forward-euler":
         raise ValueError(f"unknown integrator '{integrator}'")
     include = (f"-I{kdir}",)
@@ -107,7 +109,9 @@ def _load(path: Path) -> ctypes.CDLL:
     return _LIBS[path]
 
 
-INTEGRATOR_NAMES = {"forward-euler": "Forward Euler", "rush-larsen": "Rush-Larsen"}
+INTEGRATOR_NAMES = {"forward-euler": "Forward Euler", "rush-larsen": "Rush-Larsen", "grl1": "GRL1"}
+# The header's own step function of each integrator but Forward Euler: <kernel_name><suffix>(y, dt, i_stim, p).
+STEP_SUFFIX = {"rush-larsen": "_rush_larsen", "grl1": "_grl1"}
 
 
 def _ptr(a: np.ndarray | None):

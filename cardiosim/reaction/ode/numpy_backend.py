@@ -14,7 +14,10 @@ class NumpyBackend:
     def __init__(self, model, states: np.ndarray, coords: np.ndarray, integrator: str = "forward-euler"):
         self.model = model
         # Rush-Larsen: the model's own step (gates exactly for frozen V, the rest Forward Euler), same signature
-        self.step = model.rush_larsen if integrator == "rush-larsen" else model.forward_euler
+        self.step = {"rush-larsen": getattr(model, "rush_larsen", None), "grl1": getattr(model, "grl1", None)}.get(
+            integrator, model.forward_euler)
+        if self.step is None:
+            raise ValueError(f"cell model {model.name} has no {integrator} step")
         self.y = states                       # (n_states, n_cells), float64, owned by the caller
         self.coords = coords                  # (n_cells, dim) cm: to say where a state went bad
         self.work = np.empty_like(states)
