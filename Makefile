@@ -23,7 +23,12 @@ $(STAMP): $(ROOT)/tools/bootstrap.sh $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash $(ROOT)/tools/bootstrap.sh
 	touch $@
 
-setup: $(STAMP)
+## make setup: tools/bootstrap.sh, run again even where it has run (quick where all is in place): on a GPU node
+##   (nvcc on PATH, a GPU that nvidia-smi lists) it builds PETSc with CUDA and PyCUDA; CARDIOSIM_GPU=1 forces that
+##   (a login node: CARDIOSIM_CUDA_ARCH=90), CARDIOSIM_GPU=0 the CPU set-up; CARDIOSIM_WHEELHOUSE=DIR offline
+setup:
+	PYTHON=$(PYTHON) VENV=$(VENV) bash $(ROOT)/tools/bootstrap.sh
+	touch $(STAMP)
 
 ## make run: the default simulation (run/demo.toml) on $(NP) MPI ranks, written to out/demo.h5
 run: $(STAMP)
@@ -41,8 +46,10 @@ test-quick: $(STAMP)
 
 ## make test-gpu: only the GPU-marked tests, on a GPU node (docs/gpu-tests.md). A missing GPU, PyCUDA or mpirun
 ##   fails the run, naming what is missing; nothing passes by skipping.
+##   TESTS="tests/a.py tests/b.py" runs those files' GPU tests only (several such runs side by side share a GPU).
 test-gpu: $(STAMP)
-	$(IN_ROOT) CARDIOSIM_REQUIRE=gpu,mpi$(if $(CARDIOSIM_REQUIRE),$(comma)$(CARDIOSIM_REQUIRE)) $(PY) -m pytest -ra -m gpu
+	$(IN_ROOT) CARDIOSIM_REQUIRE=gpu,mpi$(if $(CARDIOSIM_REQUIRE),$(comma)$(CARDIOSIM_REQUIRE)) $(PY) -m pytest -ra -m gpu \
+	    $(TESTS)
 
 ## make examples: the example PNGs of docs/output-format.md: what make run and cardiosim plot (default times) give
 examples: $(STAMP)

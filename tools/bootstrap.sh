@@ -13,7 +13,21 @@
 #          $VENV/sundials (not the package itself: it pulls in Open MPI, whose mpicc the next set-up would take for
 #          the system MPI). Elsewhere those tests skip (CI requires them: CARDIOSIM_REQUIRE).
 #   Extras test,plot by default (pytest, matplotlib); EXTRAS=test,plot,gpu adds PyCUDA (needs CUDA's nvcc).
+#   GPUs   where nvcc is on PATH and nvidia-smi lists a GPU (or CARDIOSIM_GPU=1, e.g. on a login node without GPUs):
+#          PETSc is built with CUDA for the GPU's architecture (CARDIOSIM_CUDA_ARCH=90 to choose it), a PETSC_DIR
+#          must have CUDA, and PyCUDA is built from its PyPI sources (beside PETSc, in the background); both cached
+#          as wheels like the CPU ones. CARDIOSIM_GPU=0: the CPU set-up whatever the machine has.
+#   Offline  CARDIOSIM_WHEELHOUSE=DIR[:DIR...]: pip takes every package from these folders of wheels and sdists
+#          (`pip download` them on a machine that reaches PyPI; tools/gpu/wheelhouse.sh) and never asks an index;
+#          nothing is fetched with apt-get either. CARDIOSIM_SYSTEM_SITE=1: the venv also sees the packages of the
+#          Python it is made from (an image's or a module's numpy, h5py, mpi4py), so they need not be carried.
 set -euo pipefail
+plan=0
+case ${1:-} in
+    --plan) plan=1 ;;            # say what would be set up (GPU or not, from where), change nothing
+    "") ;;
+    *) printf '[bootstrap] error: unknown argument %s (only --plan)\n' "$1" >&2; exit 2 ;;
+esac
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 # Every path is made absolute here: PETSc's configure and pip's builds run in other directories, so a relative
@@ -31,11 +45,78 @@ die() { printf '[bootstrap] error: %s\n' "$*" >&2; exit 1; }
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
     || die "$python is older than 3.10; set PYTHON=/path/to/python3.10+"
 
+# --- GPU or CPU ----------------------------------------------------------------------------------------------------
+# A GPU set-up needs CUDA's compiler (PETSc's CUDA sources, PyCUDA) and the architecture to compile for: the first
+# GPU's, or CARDIOSIM_CUDA_ARCH where none is here (a login node). PETSc with CUDA runs on a machine without a GPU
+# too (its device starts lazily), so a login node may set up for the compute nodes.
+gpu=${CARDIOSIM_GPU:-auto}
+nvcc=$(command -v nvcc || true)
+gpu_list=$(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader 2>/dev/null || true)
+case $gpu in
+    0) say "GPU: no (CARDIOSIM_GPU=0): PETSc for CPUs, no PyCUDA" ;;
+    1) [ -n "$nvcc" ] || die "CARDIOSIM_GPU=1 but no nvcc on PATH: load CUDA (its bin/ on PATH) first" ;;
+    auto)
+        if [ -n "$nvcc" ] && [ -n "$gpu_list" ]; then
+            gpu=1
+        else
+            gpu=0
+            why=$([ -z "$nvcc" ] && echo "no nvcc on PATH" || echo "nvcc but no GPU that nvidia-smi lists")
+            say "GPU: no ($why): PETSc for CPUs (CARDIOSIM_GPU=1 builds for GPUs, e.g. on a login node)"
+        fi ;;
+    *) die "CARDIOSIM_GPU=$gpu: use 1 (build for GPUs), 0 (CPUs only) or leave it unset (GPUs where nvcc and a GPU are seen)" ;;
+esac
+cuda_key=""
+if [ "$gpu" = 1 ]; then
+    cuda_root=$("$nvcc" -v -E -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -n 1)
+    cuda_root=$(cd "${cuda_root:-$(dirname "$nvcc")/..}" && pwd -P)
+    cuda_version=$("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+    arch=${CARDIOSIM_CUDA_ARCH:-$(printf '%s\n' "$gpu_list" | head -n 1 | sed 's/.*,[[:space:]]*//; s/\.//')}
+    [[ $arch =~ ^[0-9]+$ ]] || die "CARDIOSIM_GPU=1 and no GPU here to read the architecture from: set CARDIOSIM_CUDA_ARCH (90 for H100/H200, 80 for A100)"
+    gpus=$(printf '%s\n' "$gpu_list" | grep -c . || true)
+    seen="$gpus GPU(s) seen"
+    [ "$gpus" = 0 ] || seen="$seen: $(printf '%s\n' "$gpu_list" | head -n 1 | cut -d, -f1)"
+    say "GPU: yes (nvcc $cuda_version at $cuda_root; $seen): PETSc with CUDA for sm_$arch, PyCUDA (CARDIOSIM_GPU=0 for CPUs only)"
+    cuda_key=-cuda$cuda_version-sm$arch
+    case ",$extras," in *,gpu,*) ;; *) extras=$extras,gpu ;; esac
+fi
+
+# --- where packages come from ------------------------------------------------------------------------------------
+offline=0
+if [ -n "${CARDIOSIM_WHEELHOUSE:-}" ]; then
+    links=""
+    IFS=: read -ra dirs <<< "$CARDIOSIM_WHEELHOUSE"
+    for d in "${dirs[@]}"; do
+        [ -d "$d" ] || die "CARDIOSIM_WHEELHOUSE: $d is not a folder (a folder of wheels and sdists, or several joined by :)"
+        links="$links $(absolute "$d")"
+    done
+    export PIP_NO_INDEX=1 PIP_FIND_LINKS="${links# }"
+    offline=1
+    say "packages: only from $PIP_FIND_LINKS (CARDIOSIM_WHEELHOUSE; no index, no apt-get)"
+fi
+
+if [ -n "${PETSC_DIR:-}" ]; then
+    say "PETSc: PETSC_DIR=$PETSC_DIR PETSC_ARCH=${PETSC_ARCH:-}$([ "$gpu" = 1 ] && echo " (must have CUDA)")"
+fi
+[ "$plan" = 1 ] && exit 0
+
 if [ ! -x "$venv/bin/python" ]; then
-    say "creating $venv"
-    "$python" -m venv "$venv"
+    site=()
+    [ "${CARDIOSIM_SYSTEM_SITE:-0}" = 1 ] && site=(--system-site-packages)
+    say "creating $venv$([ ${#site[@]} = 0 ] || echo " (seeing the packages of $python too: CARDIOSIM_SYSTEM_SITE=1)")"
+    if ! "$python" -m venv ${site[@]+"${site[@]}"} "$venv" 2>/dev/null; then
+        # Debian's and Ubuntu's python3 without python3-venv has no ensurepip: a venv without pip of its own, which
+        # runs the system's pip and installs into the venv, where the system Python has pip.
+        rm -rf "$venv"
+        "$python" -m pip --version >/dev/null 2>&1 \
+            || die "$python cannot make a venv (no ensurepip: install python3-venv) and has no pip to use instead"
+        say "venv: $python has no ensurepip; a venv using its pip and seeing its packages"
+        "$python" -m venv --without-pip --system-site-packages "$venv"
+    fi
 fi
 vpy="$venv/bin/python"
+# Open MPI's mpiexec refuses root unless told (containers, the GPU nodes): PETSc's configure and mpi4py's checks
+# run it.
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 pip() { "$vpy" -m pip --disable-pip-version-check -q "$@"; }
 pip install --upgrade pip setuptools wheel
 
@@ -58,29 +139,53 @@ fi
 export PATH=$venv/bin:$PATH
 
 pip install 'numpy>=1.24' 'h5py>=3.8' 'cython>=3'
+pyver=$("$vpy" -c 'import sys; print("%d%d" % sys.version_info[:2])')
+
+# --- PyCUDA, built in the background while PETSc builds (one core of many; it takes a few minutes) --------------
+pycuda_job=""
+if [ "$gpu" = 1 ] && ! "$vpy" -c 'import pycuda' 2>/dev/null; then
+    pycuda_wheels=$cache/wheels/pycuda-py$pyver-cuda$cuda_version
+    if ls "$pycuda_wheels"/pycuda-*.whl >/dev/null 2>&1; then
+        say "PyCUDA: cached wheel from $pycuda_wheels"
+    else
+        say "PyCUDA: building from the PyPI sources against $cuda_root (in the background)"
+        mkdir -p "$pycuda_wheels"
+        pycuda_tmp=$(mktemp -d "$cache/build.XXXXXX")
+        # PyCUDA takes CUDA's root from the first nvcc on PATH (a wrapper in /usr/local/bin would give /usr/local).
+        ( PATH=$cuda_root/bin:$PATH pip wheel --no-deps --no-build-isolation -w "$pycuda_tmp" pycuda \
+              >"$pycuda_tmp/build.log" 2>&1 && mv "$pycuda_tmp"/pycuda-*.whl "$pycuda_wheels"/ ) &
+        pycuda_job=$!
+    fi
+fi
 
 # --- PETSc and petsc4py ----------------------------------------------------------------------------------------
-petsc_ok() { "$vpy" - <<'PY' 2>/dev/null
-import sys, petsc4py
+petsc_ok() { CUDA_WANTED=$gpu "$vpy" - <<'PY' 2>/dev/null
+import os, sys, petsc4py
 petsc4py.init([])
 from petsc4py import PETSc
 v = PETSc.Vec().createSeq(3); v.set(1.0); assert v.sum() == 3.0
+assert os.environ["CUDA_WANTED"] != "1" or PETSc.Sys.hasExternalPackage("cuda")
 PY
 }
+petsc_words() { [ "$gpu" = 1 ] && echo "PETSc with CUDA" || echo "PETSc"; }
 
 have_lapack() {
     ldconfig -p 2>/dev/null | grep -q 'liblapack\.so ' && ldconfig -p 2>/dev/null | grep -q 'libblas\.so '
 }
 
 if petsc_ok; then
-    say "PETSc: petsc4py already works"
+    say "PETSc: petsc4py already works$([ "$gpu" = 1 ] && echo ", with CUDA")"
 elif [ -n "${PETSC_DIR:-}" ]; then
     say "PETSc: building petsc4py against PETSC_DIR=$PETSC_DIR PETSC_ARCH=${PETSC_ARCH:-}"
     pip install --no-build-isolation "petsc4py"
-    petsc_ok || die "petsc4py does not import against PETSC_DIR=$PETSC_DIR; check PETSC_DIR/PETSC_ARCH"
+    gpu=0 petsc_ok || die "petsc4py does not import against PETSC_DIR=$PETSC_DIR; check PETSC_DIR/PETSC_ARCH"
+    petsc_ok || die "PETSC_DIR=$PETSC_DIR has no CUDA, and this is a GPU set-up: point PETSC_DIR/PETSC_ARCH at a PETSc configured --with-cuda, unset PETSC_DIR to build one here, or CARDIOSIM_GPU=0 for CPUs only"
 else
-    pyver=$("$vpy" -c 'import sys; print("%d%d" % sys.version_info[:2])')
-    wheels=$cache/wheels/petsc-$petsc_version-py$pyver-$mpi_key
+    if "$vpy" -c 'import petsc4py' 2>/dev/null && gpu=0 petsc_ok; then
+        say "PETSc: the installed one has no CUDA; replacing it with one built with CUDA"
+        pip uninstall -y petsc4py petsc >/dev/null 2>&1 || true
+    fi
+    wheels=$cache/wheels/petsc-$petsc_version$cuda_key-py$pyver-$mpi_key
     if ls "$wheels"/petsc4py-*.whl >/dev/null 2>&1; then
         say "PETSc: installing cached wheels from $wheels"
         pip install --no-deps "$wheels"/petsc-*.whl "$wheels"/petsc4py-*.whl || true
@@ -92,18 +197,26 @@ else
     fi
     if ! petsc_ok; then
         if ! have_lapack; then
-            if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            if [ "$offline" = 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
                 say "BLAS/LAPACK: installing Debian's liblapack-dev"
                 (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq liblapack-dev) >/dev/null
             else
                 die "PETSc needs BLAS/LAPACK and none was found; install liblapack-dev (or set PETSC_DIR to an existing PETSc)"
             fi
         fi
-        say "PETSc $petsc_version: building from the PyPI sources, then petsc4py (about 20 minutes together on 2 cores; once per machine)"
+        if [ "$gpu" = 1 ]; then
+            say "PETSc $petsc_version with CUDA (sm_$arch): building from the PyPI sources, then petsc4py (about 15 minutes on 16 cores, most of it nvcc; once per machine)"
+        else
+            say "PETSc $petsc_version: building from the PyPI sources, then petsc4py (about 20 minutes together on 2 cores; once per machine)"
+        fi
         mkdir -p "$wheels"
         tmp=$(mktemp -d "$cache/build.XXXXXX")
-        # Optimised, no Fortran; configure finds BLAS/LAPACK by itself.
+        # Optimised, no Fortran, no X, nothing downloaded; configure finds BLAS/LAPACK (and nvcc on PATH) by itself.
+        # With CUDA: one architecture only (each more is another nvcc pass over every CUDA source).
         export PETSC_CONFIGURE_OPTIONS="${PETSC_CONFIGURE_OPTIONS:---with-fc=0 --with-debugging=0 COPTFLAGS=-O2 CXXOPTFLAGS=-O2}"
+        if [ "$gpu" = 1 ]; then
+            PETSC_CONFIGURE_OPTIONS="$PETSC_CONFIGURE_OPTIONS --with-cuda=1 --with-cuda-arch=$arch CUDAOPTFLAGS=-O2 --with-x=0"
+        fi
         pip wheel --no-deps -w "$tmp" "petsc==$petsc_version"
         pip install --no-deps "$tmp"/petsc-*.whl
         say "petsc4py $petsc_version: building"
@@ -112,9 +225,22 @@ else
         # code: -g0 -O2 takes 41 % less compiler time (measured on 2 cores: 407 s against 695 s of CPU time).
         CFLAGS="${CFLAGS:-} -g0 -O2" pip wheel --no-deps --no-build-isolation -w "$tmp" "petsc4py==$petsc_version"
         pip install --no-deps "$tmp"/petsc4py-*.whl
-        petsc_ok || die "petsc4py was built but does not import; see the messages above"
+        petsc_ok || die "petsc4py was built but does not import$([ "$gpu" = 1 ] && echo " or has no CUDA"); see the messages above"
         mv "$tmp"/*.whl "$wheels"/ && rmdir "$tmp"
     fi
+fi
+
+if [ -n "$pycuda_job" ]; then
+    say "PyCUDA: waiting for its build"
+    if ! wait "$pycuda_job"; then
+        tail -n 30 "$pycuda_tmp/build.log" >&2
+        die "PyCUDA did not build (the end of its log is above; all of it: $pycuda_tmp/build.log)"
+    fi
+    rm -rf "$pycuda_tmp"
+fi
+if [ "$gpu" = 1 ] && ! "$vpy" -c 'import pycuda' 2>/dev/null; then
+    pip install "$pycuda_wheels"/pycuda-*.whl
+    say "PyCUDA: $("$vpy" -c 'import pycuda; print(pycuda.VERSION_TEXT)') installed"
 fi
 
 # --- Sundials for Myokit's CVODES simulation (tests only: cardiosim runs without it) ------------------------------
@@ -148,7 +274,9 @@ sundials_into_venv() {
     done
 }
 if ! have_sundials; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    if [ "$offline" = 1 ]; then
+        say "Sundials: not found; not installed offline (CARDIOSIM_WHEELHOUSE); the CVODES tests will skip"
+    elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         say "Sundials: Debian's CVODES libraries, headers into $venv/sundials (for Myokit's CVODES in the tests)"
         sundials_into_venv >/dev/null || say "Sundials: apt-get failed; the tests that need CVODES will skip"
     else
