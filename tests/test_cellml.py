@@ -406,7 +406,7 @@ static inline int atomicCAS(int *p, int c, int v) { int o = *p; if (o == c) *p =
 '''
 
 
-@pytest.mark.parametrize("integrator", ["forward-euler", "rush-larsen"])
+@pytest.mark.parametrize("integrator", ["forward-euler", "rush-larsen", "grl1"])
 def test_fused_kernel_source_with_a_generated_model_compiles(tmp_path, integrator):
     """The exact source and nvcc options the CUDA backend would compile (kernel_source: kernels/fused.cu with the
     generated header on the include path), checked by the host's C++ compiler with CUDA's keywords stubbed out:

@@ -49,7 +49,7 @@ def _gpu_vs_numpy(model, integrator, dt, t_end):
     proto = [Protocol(start=0.0, duration=1.0, period=0.0, count=1)]
     amps = np.array([AMPS])
     y = model.initial_state(n)
-    step = model.rush_larsen if integrator == "rush-larsen" else model.forward_euler
+    step = {"rush-larsen": model.rush_larsen, "grl1": model.grl1}.get(integrator, model.forward_euler)
     work = np.empty_like(y)
     k = int(round(1.0 / dt))
     worst, scale = 0.0, np.abs(y).max(axis=1)
@@ -71,9 +71,10 @@ def test_generated_kernel_equals_numpy_twin(gpu, name):
     model = cells.model_class(str(GENERATED[name]))()
     rl, v_rl = _gpu_vs_numpy(model, "rush-larsen", 0.01, 400.0)      # a whole beat
     fe, v_fe = _gpu_vs_numpy(model, "forward-euler", 0.001, 20.0)    # the upstroke, at a stable FE step
+    grl, v_grl = _gpu_vs_numpy(model, "grl1", 0.01, 400.0)
     print(f"\n{name}: GPU fused kernel vs NumPy, max relative difference: Rush-Larsen (0.01 ms, 400 ms) {rl:.2e}, "
-          f"Forward Euler (1 µs, 20 ms) {fe:.2e}")
-    assert rl < 1e-10 and fe < 1e-10
+          f"Forward Euler (1 µs, 20 ms) {fe:.2e}, GRL1 (0.01 ms, 400 ms) {grl:.2e}")
+    assert rl < 1e-10 and fe < 1e-10 and grl < 1e-10
 
 
 def test_cell_steps_per_second(gpu):
