@@ -26,7 +26,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 
-from . import files
+from . import checks, files
 from .errors import UserError
 from .reaction.ode import kernel_variants
 
@@ -82,15 +82,28 @@ class Grid:
                                   "probes and electrodes are in the anatomy's own coordinates")
 
 
+# The ventricular coordinates a region can be chosen by (datasets of a geometry file: cardiosim.fibres)
+COORDINATES = ("transmural", "apex_base", "lv_rv")
+
+
 @dataclass(kw_only=True)
 class Region:
-    shape: str = key(choices=("box", "sphere", "label"), doc="region shape; label: the tissue nodes of one label of "
-                                                            "tissue.label_file")
+    shape: str = key(choices=("box", "sphere", "label", "coordinate"),
+                     doc="region shape; label: the tissue nodes of one label of tissue.label_file; coordinate: the "
+                         "tissue nodes where a ventricular coordinate of tissue.label_file lies in a range")
     lower: list[float] = key(None, unit="cm", length=(1, 3), doc="box: lower corner")
     upper: list[float] = key(None, unit="cm", length=(1, 3), doc="box: upper corner")
     center: list[float] = key(None, unit="cm", length=(1, 3), doc="sphere: centre")
     radius: float = key(None, unit="cm", gt=0, doc="sphere: radius")
     label: int = key(None, ge=1, doc="label: the label value (tissue.label_file)")
+    coordinate: str = key(None, choices=COORDINATES,
+                          doc="coordinate: which ventricular coordinate of tissue.label_file (a cardiosim geometry "
+                              "file with rule-based fibres: cardiosim geometry lv or biv, or geometry fibres): "
+                              "transmural (0 endocardium to 1 epicardium), apex_base (0 apex to 1 base), lv_rv "
+                              "(0 LV to 1 RV endocardium)")
+    range: list[float] = key(None, unit="1", length=(2, 2),
+                             doc="coordinate: [lower, upper], both included (e.g. [0.0, 0.3] for the endocardial "
+                                 "third)")
 
 
 @dataclass(kw_only=True)
@@ -322,11 +335,11 @@ class Checkpoint:
 
 @dataclass(kw_only=True)
 class Checks:
-    min_activated: float = key(0.95, ge=0, le=1, doc="warn at the end of a run where a smaller share of the tissue's "
+    min_activated: float = key(checks.DEFAULTS["min_activated"], ge=0, le=1, doc="warn at the end of a run where a smaller share of the tissue's "
                                                      "nodes activated (0: no check; cardiosim/checks.py)")
-    min_velocity: float = key(0.1, unit="m/s", ge=0, doc="warn where the apparent conduction velocity (straight-line "
+    min_velocity: float = key(checks.DEFAULTS["min_velocity"], unit="m/s", ge=0, doc="warn where the apparent conduction velocity (straight-line "
                                                          "distance / activation delay, median) is lower (0: no check)")
-    max_qrs: float = key(120.0, unit="ms", ge=0, doc="runs with [ecg]: warn where the total activation time (the "
+    max_qrs: float = key(checks.DEFAULTS["max_qrs"], unit="ms", ge=0, doc="runs with [ecg]: warn where the total activation time (the "
                                                      "QRS) is longer (0: no check)")
 
 
@@ -478,6 +491,28 @@ def _closest(name, candidates):
 # --------------------------------------------------------------------------------------------------------------
 # Cross-key checks: what no single key's declaration can say
 # --------------------------------------------------------------------------------------------------------------
+def _check_coordinate_region(path: str, r: Region, label_file: str):
+    """A region by a ventricular coordinate: the label file is a geometry file that has that coordinate."""
+    if not label_file:
+        raise ConfigError(f"{path}.shape: 'coordinate' needs tissue.label_file to be a cardiosim geometry file with "
+                          f"ventricular coordinates (cardiosim geometry lv|biv, or geometry fibres); use 'box' or "
+                          f"'sphere'")
+    if r.coordinate is None:
+        raise ConfigError(f"{path}.coordinate: missing; one of {', '.join(COORDINATES)}")
+    if r.range is None:
+        raise ConfigError(f"{path}.range: missing; [lower, upper] of the coordinate (e.g. [0.0, 0.3])")
+    lo, hi = r.range
+    if not lo <= hi:
+        raise ConfigError(f"{path}.range: lower must be <= upper; got [{lo}, {hi}]")
+    for name in ("lower", "upper", "center", "radius", "label"):
+        if getattr(r, name) is not None:
+            raise ConfigError(f"{path}.{name}: not used by a coordinate region; give coordinate and range only")
+    if not str(label_file).endswith((".h5", ".hdf5")):
+        raise ConfigError(f"{path}.coordinate: tissue.label_file {label_file} is not a geometry file (.h5); "
+                          f"coordinates come from cardiosim geometry lv|biv or geometry fibres")
+    files.check_array_file(f"{path}.coordinate", label_file, r.coordinate)
+
+
 def _check_region(path: str, r: Region, dim: int, labels: bool = False):
     """``labels``: the run has a label image (tissue.label_file), so shape = 'label' is allowed."""
     def vec(name):
@@ -488,6 +523,12 @@ def _check_region(path: str, r: Region, dim: int, labels: bool = False):
             raise ConfigError(f"{path}.{name}: must have {dim} entries (one per grid dimension); got {len(v)}")
         return v
 
+    if r.shape == "coordinate":
+        _check_coordinate_region(path, r, labels)
+        return
+    for name in ("coordinate", "range"):
+        if getattr(r, name) is not None:
+            raise ConfigError(f"{path}.{name}: only for shape = 'coordinate'")
     if r.shape == "label":
         if not labels:
             raise ConfigError(f"{path}.shape: 'label' needs a label image (tissue.label_file); use 'box' or 'sphere'")
@@ -634,14 +675,14 @@ def validate(cfg: Config) -> Config:
         if v:
             files.check_array_file(f"tissue.{k}", v, dataset, hint=_relative_hint(cfg, f"tissue.{k}"))
     for i, r in enumerate(t.regions):
-        _check_region(f"tissue.regions[{i}]", r, dim, labels=bool(t.label_file))
+        _check_region(f"tissue.regions[{i}]", r, dim, labels=t.label_file)
     for i, r in enumerate(cfg.cell.regions):
-        _check_region(f"cell.regions[{i}]", r, dim, labels=bool(t.label_file))
+        _check_region(f"cell.regions[{i}]", r, dim, labels=t.label_file)
     if t.model == "microscopic":
         _check_microscopic(cfg)
     for i, st in enumerate(cfg.stimulus):
         path = f"stimulus[{i}]"
-        _check_region(path, st, dim, labels=bool(t.label_file))
+        _check_region(path, st, dim, labels=t.label_file)
         given = [k for k in ("current_density", "current_per_volume") if getattr(st, k) is not None]
         if len(given) != 1:
             raise ConfigError(f"{path}: give exactly one of current_density (uA/cm^2) and current_per_volume "

@@ -60,7 +60,6 @@ HELIX = (60.0, -60.0)
 SHEET = (0.0, 0.0)
 
 RTOL = 1e-10             # the Laplace solves' relative residual: coordinates to ~1e-8, far below what is asked of them
-COORDINATES = ("transmural", "apex_base", "lv_rv")
 
 
 # -- tissue nodes and the Q1 Laplacian on them ----------------------------------------------------------------------
@@ -278,13 +277,14 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
     # where ∇ψ vanishes (at the apex node), the long axis
     grad_psi = _unit(grad_psi, axis)
     degrees = np.deg2rad
-    f, s, _ = oriented(grad_psi, gradient(_grid(u, nodes), elements, nodes, h), degrees(helix[0] + u * (helix[1] - helix[0])),
+    gu = gradient(_grid(u, nodes), elements, nodes, h)
+    f, s, _ = oriented(grad_psi, gu, degrees(helix[0] + u * (helix[1] - helix[0])),
                        degrees(sheet[0] + u * (sheet[1] - sheet[0])))
     out = {"transmural": transmural,
            "apex_base": np.clip((points - apex) @ axis / length, 0.0, 1.0)}
     if biv:
         v = solve(["epi", "lv_endo"], ["rv_endo"], "the RV wall's depth")
-        gu2 = np.sum(gradient(_grid(u, nodes), elements, nodes, h) ** 2, axis=1)
+        gu2 = np.sum(gu ** 2, axis=1)
         gv = gradient(_grid(v, nodes), elements, nodes, h)
         gv2 = np.sum(gv ** 2, axis=1)
         w = np.where(gu2 + gv2 > 0, gv2 / np.maximum(gu2 + gv2, 1e-300), 0.5)
@@ -298,7 +298,8 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
     log(f"rule-based fibres: {len(surf)} tissue nodes, {'both ventricles' if biv else 'one ventricle'}, "
         f"helix {helix[0]:g}° → {helix[1]:g}°, sheet {sheet[0]:g}° → {sheet[1]:g}°, "
         f"{time.perf_counter() - start:.1f} s")
-    fields = {k: _grid(c, nodes, np.nan) for k, c in out.items()}
+    # the solves' values lie within RTOL of [0, 1]; the file's are in it
+    fields = {k: _grid(np.clip(c, 0.0, 1.0), nodes, np.nan) for k, c in out.items()}
     for name, vec in (("fibres", f), ("sheets", s), ("normals", n)):
         fields[name] = _grid(vec, nodes, 0.0)
     return fields

@@ -113,7 +113,7 @@ class Box:
         return np.stack([xx, yy, zz], axis=-1)
 
 
-# -- the idealised ventricles ---------------------------------------------------------------------------------------------
+# -- the idealised ventricles ------------------------------------------------------------------------------------------
 def _ellipsoid(p: np.ndarray, centre, semi) -> np.ndarray:
     """Where the points (…, 3) lie inside (or on) the axis-aligned ellipsoid."""
     return sum(((p[..., d] - centre[d]) / semi[d]) ** 2 for d in range(3)) <= 1.0
@@ -180,7 +180,7 @@ def idealised_biv(h: float, margin: int = 1) -> tuple[Box, dict]:
     return box, _analytic(box, tissue, code, np.where(lv_epi, 1, 2))
 
 
-# -- tetrahedral meshes --------------------------------------------------------------------------------------------------
+# -- tetrahedral meshes ------------------------------------------------------------------------------------------------
 class Mesh:
     """Points (cm), tetrahedra, a tag per element and fibres per element or per point (or none)."""
 
@@ -368,7 +368,7 @@ def voxelise(mesh: Mesh, h: float, margin: int = 1, chunk: int = 200_000) -> tup
     return box, out
 
 
-# -- the command -----------------------------------------------------------------------------------------------------------
+# -- the command -------------------------------------------------------------------------------------------------------
 FORMAT = "cardiosim-geometry-1"     # how --overwrite recognises a file of this command (cardiosim.files)
 
 

@@ -54,6 +54,7 @@ class Grid:
         if getattr(cfg.tissue, "label_file", ""):
             from .mask import TissueMask
             self.mask = TissueMask(self, cfg.tissue.label_file)
+            self.mask_file = cfg.tissue.label_file
             self.unexcitable = self.mask.outside()
             regions = [(f"tissue.regions[{i}]", r) for i, r in enumerate(cfg.tissue.regions)]
             regions += [(f"stimulus[{i}]", r) for i, r in enumerate(cfg.stimulus)]
@@ -110,11 +111,33 @@ class Grid:
         tol = 1e-9 * float(self.size.max())
         if region.shape == "label":
             return self.mask.label_at(pts) == region.label
+        if region.shape == "coordinate":                  # NaN outside the tissue: never inside
+            v = self.coordinate_at(region.coordinate, pts)
+            return (v >= region.range[0]) & (v <= region.range[1])
         if region.shape == "box":
             lo, hi = np.asarray(region.lower), np.asarray(region.upper)
             return np.all((pts >= lo - tol) & (pts <= hi + tol), axis=1)
         c = np.asarray(region.center)
         return np.sum((pts - c) ** 2, axis=1) <= (region.radius + tol) ** 2
+
+    def coordinate_at(self, name: str, pts: np.ndarray) -> np.ndarray:
+        """A ventricular coordinate of tissue.label_file (a geometry file: cardiosim.fibres) at the nodes at
+        ``pts`` (n, dim) cm, the nearest node as for labels; read whole once per coordinate."""
+        cache = self.__dict__.setdefault("_coordinates", {})
+        if name not in cache:
+            arr = np.asarray(_h5_field(self.mask_file, name), dtype=float)
+            if arr.size != self.n_nodes:
+                raise UserError(f"tissue.label_file: {self.mask_file}'s {name} has shape {arr.shape}; expected one "
+                                f"value per grid node, {tuple(int(v) for v in reversed(self.n))}")
+            cache[name] = arr.reshape(-1)
+        idx = [np.clip(np.rint((pts[:, d] - self.offset[d]) / self.h[d]).astype(np.int64), 0, int(self.n[d]) - 1)
+               for d in range(self.dim)]
+        nat = np.zeros(len(pts), dtype=np.int64)
+        stride = 1
+        for d in range(self.dim):
+            nat += idx[d] * stride
+            stride *= int(self.n[d])
+        return cache[name][nat]
 
     # -- per-node fields ---------------------------------------------------------------------------------------
     def _point_file(self, path: str, key: str, trailing: tuple, ranges) -> np.ndarray:

@@ -1,0 +1,270 @@
+"""Rule-based fibres and ventricular coordinates (cardiosim/fibres.py, ``cardiosim geometry fibres``), the
+idealised BiV (``cardiosim geometry biv``) and cell regions chosen by a coordinate (``shape = "coordinate"``).
+
+What is known: the Q1 Laplacian reproduces linear functions exactly and ln r (harmonic in 2D) to second order; the
+transmural coordinate of a thick cylinder is ln(r/r0)/ln(r1/r0); the rule's frame is orthonormal, its fibre at the
+helix angle α from the circumferential direction in the plane normal to the transmural direction."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+
+from cardiosim import fibres
+from conftest import run_cli
+from test_bad_input import assert_one_line
+
+S = fibres.SURFACES
+
+
+def cylinder(h, r0=0.5, r1=1.0, height=0.4):
+    """A thick-walled cylinder along z on a grid of spacing h: labels, surfaces (inner lv_endo, outer epi, top
+    base; the bottom unlabelled, so no-flux) and the nodes' (x, y, z)."""
+    n = int(round(2 * (r1 + 2 * h) / h)) + 1
+    nz = int(round(height / h)) + 1
+    ax = (np.arange(n) - (n - 1) / 2) * h
+    z, y, x = np.meshgrid(np.arange(nz) * h, ax, ax, indexing="ij")
+    r = np.hypot(x, y)
+    labels = ((r >= r0) & (r <= r1)).astype(np.int32)
+    _, nodes = fibres.tissue_nodes(labels)
+    code = np.where(r < r0, S["lv_endo"], S["epi"])
+    from cardiosim.geometry import surface_labels
+    surfaces = surface_labels(nodes, np.where(nodes, 0, code))
+    surfaces[nodes & (z == z.max()) & (surfaces == 0)] = S["base"]
+    return labels, surfaces, (x, y, z), r
+
+
+def test_q1_laplacian_is_exact_for_linear_and_second_order_for_log():
+    """Dirichlet values of u on the cylinder's inner and outer surface nodes, A u = 0 elsewhere: a linear u (with no
+    flux through the top and bottom) is reproduced to the solver's tolerance; ln r (harmonic, zero flux through the
+    flat top and bottom) to second order in h."""
+    errors = []
+    for h in (0.05, 0.025):
+        labels, surfaces, (x, y, z), r = cylinder(h)
+        elements, nodes = fibres.tissue_nodes(labels)
+        A = fibres.laplacian(elements, nodes, h)
+        assert abs(A.sum()) < 1e-9 and np.allclose(A @ np.ones(A.shape[0]), 0.0)   # constants in its null space
+        fixed = np.isin(surfaces[nodes], (S["lv_endo"], S["epi"]))
+        linear = (0.3 * x + 0.2 * y)[nodes]           # no z: the flat top and bottom are no-flux
+        u = fibres.solve_laplace(A, fixed, linear, "linear")
+        assert np.abs(u - linear).max() < 1e-7
+        exact = np.log(r[nodes])
+        u = fibres.solve_laplace(A, fixed, exact, "log")
+        errors.append(np.abs(u - exact).max())
+    print(f"\nln r on the cylinder: max error {errors[0]:.2e} (h 0.05), {errors[1]:.2e} (h 0.025), "
+          f"order {np.log2(errors[0] / errors[1]):.2f}")
+    assert errors[1] < 2e-3 and errors[0] / errors[1] > 3.0
+
+
+def test_cylinder_transmural_coordinate():
+    """The whole computation on the thick cylinder: the transmural coordinate is ln(r/r0)/ln(r1/r0) with r0, r1
+    the mean radii of the staircase's inner and outer surface nodes: within 0.01 in the median, 0.06 at most (the
+    staircase's nodes lie up to a spacing off the circles: first order there; measured 0.005 and 0.052 at 0.25 mm);
+    the fibres are orthonormal to the sheets and normals, and the sheet (β = 0) is radial. (The helix angle against the rule
+    is checked on the idealised LV, tests/test_geometry.py: a cylinder has no apex, and the longitudinal direction
+    from a point on its bottom rim is not its axis.)"""
+    h = 0.025
+    labels, surfaces, (x, y, z), r = cylinder(h)
+    out = fibres.compute(labels, surfaces, h, (x.min(), y.min(), 0.0), log=lambda s: None)
+    nodes = np.isfinite(out["transmural"])
+    t = out["transmural"][nodes]
+    r0 = r[nodes & (surfaces == S["lv_endo"])].mean()
+    r1 = r[nodes & (surfaces == S["epi"])].mean()
+    want = np.clip(np.log(r[nodes] / r0) / np.log(r1 / r0), 0, 1)
+    print(f"\ntransmural coordinate against ln(r/r0)/ln(r1/r0): max {np.abs(t - want).max():.4f}, "
+          f"median {np.median(np.abs(t - want)):.4f}")
+    assert np.median(np.abs(t - want)) < 0.01 and np.abs(t - want).max() < 0.06
+    f, s, n = (out[k][nodes] for k in ("fibres", "sheets", "normals"))
+    for a in (f, s, n):
+        assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-12)
+    assert np.abs(np.sum(f * s, axis=1)).max() < 1e-12 and np.allclose(np.cross(f, s), n)
+    radial = np.stack([x[nodes], y[nodes], 0 * x[nodes]], axis=1) / r[nodes][:, None]
+    up = z[nodes] > 0.1
+    assert np.median(np.abs(np.sum(s * radial, axis=1))[up]) > 0.999
+
+
+def test_frame_rule_angles():
+    """oriented(): for random frames and angles, the fibre makes the helix angle with e0 = e1 × e2 in the plane
+    normal to e2, the sheet the sheet angle with e2, and (fibre, sheet, normal) is a right-handed orthonormal
+    frame."""
+    rng = np.random.default_rng(1)
+    lon, tra = rng.normal(size=(500, 3)), rng.normal(size=(500, 3))
+    a, b = rng.uniform(-1.5, 1.5, 500), rng.uniform(-1.5, 1.5, 500)
+    f, s, n = fibres.oriented(lon, tra, a, b)
+    e2 = tra / np.linalg.norm(tra, axis=1, keepdims=True)
+    e1 = lon - np.sum(lon * e2, axis=1, keepdims=True) * e2
+    e1 /= np.linalg.norm(e1, axis=1, keepdims=True)
+    e0 = np.cross(e1, e2)
+    assert np.allclose(np.sum(f * e2, axis=1), 0) and np.allclose(np.arctan2(np.sum(f * e1, 1), np.sum(f * e0, 1)), a)
+    assert np.allclose(np.sum(s * e2, axis=1), np.cos(b))
+    assert np.allclose(np.einsum("ij,ij->i", np.cross(f, s), n), 1.0)
+    assert np.allclose(np.sum(f * s, axis=1), 0) and np.allclose(np.sum(f * n, axis=1), 0)
+
+
+@pytest.fixture(scope="module")
+def lv_file(tmp_path_factory):
+    """``cardiosim geometry lv`` at 1 mm, and the config lines it printed."""
+    path = tmp_path_factory.mktemp("lv") / "lv.h5"
+    lines = run_cli(["geometry", "lv", "--spacing", "0.1", "--out", path], check=True).stdout
+    return path, lines[lines.index("[grid]"):]
+
+
+def _read(path):
+    with h5py.File(path) as f:
+        return {k: f[k][()] for k in f}, dict(f.attrs)
+
+
+def test_idealised_biv(tmp_path):
+    """Both ventricles at 1 mm: labels 1 (LV and septum) and 2 (RV free wall), the four surfaces, coordinates in
+    [0, 1] with their Dirichlet values on the surfaces (lv_rv 0 on the LV endocardium, 1 on the RV's), orthonormal
+    frames everywhere; the septum's middle (between the cavities, lv_rv near 0.5) has circumferential fibres (the
+    rule's 0° mid-wall), and the fibres turn through the RV free wall as through the LV's: the helix angle at the RV
+    endocardium is of the other sign than at the RV epicardium."""
+    out = tmp_path / "biv.h5"
+    proc = run_cli(["geometry", "biv", "--spacing", "0.1", "--out", out], check=True)
+    assert "both ventricles" in proc.stdout and 'fibre_file = "' in proc.stdout
+    g, attrs = _read(out)
+    t = np.isfinite(g["transmural"])
+    assert set(np.unique(g["labels"][t])) == {1, 2}
+    assert set(np.unique(g["surfaces"][t])) == {0, 1, 2, 3, 4}
+    for k in ("transmural", "apex_base", "lv_rv"):
+        assert np.nanmin(g[k]) == 0.0 and np.nanmax(g[k]) == 1.0 and not np.isfinite(g[k][~t]).any()
+    surf = g["surfaces"]
+    assert np.all(g["lv_rv"][surf == S["lv_endo"]] == 0) and np.all(g["lv_rv"][surf == S["rv_endo"]] == 1)
+    assert np.all(g["transmural"][surf == S["epi"]] == 1)
+    f, s, n = g["fibres"][t], g["sheets"][t], g["normals"][t]
+    assert np.allclose(np.linalg.norm(f, axis=1), 1) and np.allclose(np.linalg.norm(s, axis=1), 1)
+    assert np.abs(np.sum(f * s, axis=1)).max() < 1e-12 and np.allclose(np.cross(f, s), n)
+    assert attrs["helix_angles_deg"].tolist() == [60.0, -60.0]
+    z, y, x = np.meshgrid(*(attrs["origin"][d] + np.arange(attrs["shape"][d]) * 0.1 for d in (2, 1, 0)),
+                          indexing="ij")
+    rho = np.hypot(x, y)
+    circ = np.stack([-y, x, np.zeros_like(x)], axis=-1) / np.maximum(rho, 1e-12)[..., None]
+    along = np.sum(g["fibres"] * circ, axis=-1)
+    helix = np.degrees(np.arctan2(g["fibres"][..., 2] * np.sign(along), np.abs(along)))
+    mid = t & (g["labels"] == 1) & (np.abs(g["lv_rv"] - 0.5) < 0.15) & (np.abs(y) < 0.3) & (z < 0) & (z > -1.0)
+    # the septum between the cavities at y ≈ 0 lies at x from 0.7 (LV endocardium) to 1.0 (LV epicardium)
+    assert mid.sum() >= 3 and np.all((x[mid] > 0.6) & (x[mid] < 1.1)), x[mid]
+    print(f"\nmid-septum helix (about the LV's axis): median {np.median(helix[mid]):+.1f}° over {mid.sum()} nodes")
+    assert abs(np.median(helix[mid])) < 15.0
+    # the RV free wall at y ≈ 0, x > 1.4 (its cavity reaches x = 1.5): helix about the LV's axis
+    wall = t & (g["labels"] == 2) & (np.abs(y) < 0.25) & (z < 0) & (z > -1.0)
+    endo, epi = wall & (surf == S["rv_endo"]), wall & (surf == S["epi"])
+    print(f"RV free wall helix: endocardium {np.median(helix[endo]):+.1f}°, epicardium {np.median(helix[epi]):+.1f}°")
+    assert np.median(helix[endo]) > 30.0 and np.median(helix[epi]) < -30.0
+
+
+def test_geometry_fibres_command(tmp_path, lv_file):
+    """``geometry fibres`` remakes an LV file's fibres and coordinates: with the defaults exactly those
+    ``geometry lv`` wrote; with other angles the transmural coordinate is the same and the fibres turn by the
+    other rule (Bayer's 40°/−50° here: −5° mid-wall)."""
+    lv = lv_file[0]
+    same = tmp_path / "same.h5"
+    proc = run_cli(["geometry", "fibres", lv, "--out", same], check=True)
+    assert "fibres" in proc.stdout
+    a, _ = _read(lv)
+    b, attrs = _read(same)
+    assert set(a) == set(b)
+    for k in a:
+        assert np.array_equal(a[k], b[k], equal_nan=True), k
+    other = tmp_path / "other.h5"
+    run_cli(["geometry", "fibres", lv, "--out", other, "--helix-endo", "40", "--helix-epi", "-50"], check=True)
+    c, attrs = _read(other)
+    assert attrs["helix_angles_deg"].tolist() == [40.0, -50.0]
+    assert np.array_equal(a["transmural"], c["transmural"], equal_nan=True)
+    t = np.isfinite(c["transmural"])
+    turned = np.degrees(np.arccos(np.clip(np.abs(np.sum(a["fibres"][t] * c["fibres"][t], axis=1)), 0, 1)))
+    want = np.abs((60 - 120 * c["transmural"][t]) - (40 - 90 * c["transmural"][t]))
+    assert np.abs(turned - want).max() < 1e-6
+
+
+@pytest.mark.parametrize("case,args,words", [
+    ("no file", ["geometry", "fibres", "--out", "{d}/o.h5"], ["geometry fibres", "give the geometry file"]),
+    ("no surfaces", ["geometry", "fibres", "{d}/plain.h5", "--out", "{d}/o.h5"], ["plain.h5", "surfaces"]),
+    ("angle", ["geometry", "fibres", "{d}/lv.h5", "--out", "{d}/o.h5", "--helix-endo", "120"],
+     ["--helix-endo", "[-90, 90]"]),
+    ("reads itself", ["geometry", "fibres", "{d}/lv.h5", "--out", "{d}/lv.h5", "--overwrite"], ["lv.h5", "reads"]),
+    ("no spacing", ["geometry", "biv", "--out", "{d}/o.h5"], ["--spacing"]),
+])
+def test_bad_fibres_input_is_one_line(tmp_path, lv_file, case, args, words):
+    (tmp_path / "lv.h5").write_bytes(lv_file[0].read_bytes())
+    with h5py.File(tmp_path / "plain.h5", "w") as f:
+        f["labels"] = np.ones((3, 3, 3), dtype=np.int32)
+        f.attrs["spacing"], f.attrs["origin"] = 0.1, (0.0, 0.0, 0.0)
+    proc = run_cli([a.format(d=tmp_path) for a in args])
+    assert_one_line(proc, case, words)
+    assert not (tmp_path / "o.h5").exists()
+
+
+REGION_RUN = """
+[simulation]
+equations = "monodomain"
+duration = 220.0
+dt = 0.1
+ode_substeps = 2
+progress_interval = 0
+{grid}
+sigma_il = 17.4
+sigma_it = 1.9
+sigma_el = 62.5
+sigma_et = 23.6
+[cell]
+model = "mitchell-schaeffer"
+parameters = {{ tau_close = 35.0 }}
+[[cell.regions]]
+shape = "coordinate"
+coordinate = "apex_base"
+range = [0.0, 0.4]
+parameters = {{ tau_close = 60.0 }}
+[[stimulus]]
+shape = "sphere"
+center = [0.0, 0.0, -2.0]
+radius = 0.3
+duration = 2.0
+current_density = -100.0
+[output]
+interval = 50.0
+"""
+
+
+def test_cell_regions_by_a_coordinate(tmp_path, lv_file):
+    """An apical block of cells from the config alone (apex_base 0–0.4, a longer gate-closing time, 60 against
+    35 ms): the apex's cells (apex_base < 0.3) repolarise much later than the base's (> 0.7), which are as far from
+    the region. (A transmural layer is chosen the same way; at 1 mm its one or two nodes are too coupled to the
+    rest to show an APD of their own.)"""
+    geo, grid = lv_file
+    cfg = tmp_path / "lv.toml"
+    cfg.write_text(REGION_RUN.format(grid=grid))
+    run_cli(["run", cfg, "--output", tmp_path / "run.h5", "--quiet"], check=True)
+    g, _ = _read(geo)
+    with h5py.File(tmp_path / "run.h5") as r:
+        apd, tissue = r["maps/apd"][()], r["maps/tissue"][()] > 0
+    ab = g["apex_base"]
+    apex, base = tissue & (ab < 0.3), tissue & (ab > 0.7)
+    print(f"\nAPD: apex {np.nanmedian(apd[apex]):.1f} ms ({apex.sum()} nodes), base {np.nanmedian(apd[base]):.1f} ms "
+          f"({base.sum()} nodes)")
+    assert apex.sum() > 100 and base.sum() > 100 and np.all(np.isfinite(apd[apex | base]))
+    assert np.median(apd[apex]) > 1.3 * np.median(apd[base])
+
+
+@pytest.mark.parametrize("case,region,words", [
+    ("no range", 'shape = "coordinate"\ncoordinate = "transmural"\n', ["cell.regions[0].range", "missing"]),
+    ("lv_rv of an LV", 'shape = "coordinate"\ncoordinate = "lv_rv"\nrange = [0.0, 0.5]\n',
+     ["cell.regions[0].coordinate", "no dataset 'lv_rv'"]),
+    ("upside down", 'shape = "coordinate"\ncoordinate = "apex_base"\nrange = [0.5, 0.2]\n',
+     ["cell.regions[0].range", "lower must be <= upper"]),
+    ("box keys", 'shape = "coordinate"\ncoordinate = "transmural"\nrange = [0.0, 0.3]\nradius = 1.0\n',
+     ["cell.regions[0].radius", "not used by a coordinate region"]),
+    ("range on a box", 'shape = "box"\nlower = [0, 0, 0]\nupper = [1, 1, 1]\nrange = [0.0, 0.3]\n',
+     ["cell.regions[0].range", "only for shape = 'coordinate'"]),
+])
+def test_bad_coordinate_regions(tmp_path, lv_file, case, region, words):
+    text = REGION_RUN.format(grid=lv_file[1])
+    start = text.index("[[cell.regions]]")
+    text = text[:start] + "[[cell.regions]]\n" + region + "parameters = { tau_close = 60.0 }\n" + \
+        text[text.index("[[stimulus]]"):]
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    proc = run_cli(["config", "check", cfg])
+    assert_one_line(proc, case, words)
