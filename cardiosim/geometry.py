@@ -436,6 +436,16 @@ def make_folder(out: Path) -> None:
 BUILT_IN = {"lv": ("idealised LV", idealised_lv), "biv": ("idealised BiV", idealised_biv)}
 
 
+def built_in(name: str, h: float, margin: int = 1, rule=None, log=print) -> tuple[Box, dict]:
+    """The built-in anatomy ``name`` (lv, biv) at spacing h (cm): labels, surfaces, and the coordinates, fibres,
+    sheets and normals of cardiosim.fibres (``rule``: (helix, sheet) angles, each (endo, epi) degrees)."""
+    from . import fibres
+    rule = rule or (fibres.HELIX, fibres.SHEET)
+    box, fields = BUILT_IN[name][1](h, margin)
+    fields.update(fibres.compute(fields["labels"], fields["surfaces"], box.h, box.origin, *rule, log=log))
+    return box, fields
+
+
 def main(args: argparse.Namespace) -> int:
     if args.source == "fibres":
         from . import fibres
@@ -451,16 +461,15 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--spacing: must be a positive length in cm; got {args.spacing}")
     if args.margin < 0:
         raise UserError(f"--margin: must be 0 or more grid nodes; got {args.margin}")
-    built_in = args.source in BUILT_IN
-    if built_in:
+    is_built_in = args.source in BUILT_IN
+    if is_built_in:
         from . import fibres
         rule = fibres.angles(args)
-    check_writes([Target("--out", out, "geometry")], {} if built_in else mesh_files(Path(args.source)),
+    check_writes([Target("--out", out, "geometry")], {} if is_built_in else mesh_files(Path(args.source)),
                  args.overwrite)
-    if built_in:
-        source, make = BUILT_IN[args.source]
-        box, fields = make(args.spacing, args.margin)
-        fields.update(fibres.compute(fields["labels"], fields["surfaces"], box.h, box.origin, *rule))
+    if is_built_in:
+        source = BUILT_IN[args.source][0]
+        box, fields = built_in(args.source, args.spacing, args.margin, rule)
     else:
         rule = None
         mesh = read_mesh(Path(args.source), args.units)

@@ -62,9 +62,9 @@ def anatomy(name: str, folder: Path, masked: bool, lv_spacing: float = 0.05) -> 
         return dict(size=[(n - 1) * h] * 2, h=h, origin=[0.0, 0.0],
                     tissue=f'label_file = "{folder / "disc.npy"}"' if masked else "",
                     centre=[c, 2 * h + 0.1], radius=0.1)
-    from ..geometry import idealised_lv
+    from ..geometry import built_in
     h = lv_spacing
-    box, fields = idealised_lv(h)
+    box, fields = built_in("lv", h, log=lambda line: None)
     np.save(folder / "lv_labels.npy", fields["labels"])
     fib = fields["fibres"]
     fib[~(fields["labels"] > 0)] = (1.0, 0.0, 0.0)       # the whole box needs a fibre at every node
