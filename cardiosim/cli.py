@@ -68,18 +68,32 @@ def _parser() -> argparse.ArgumentParser:
     cell.add_argument("--duration", type=float, default=0.5, help="stimulus duration, ms")
     cell.add_argument("--period", type=float, default=1000.0, help="pacing period, ms")
     cell.add_argument("--beats", type=int, default=1, help="number of beats")
-    cell.add_argument("--dt", type=float, default=1e-4, help="Forward-Euler step, ms")
+    cell.add_argument("--dt", type=float, default=1e-4, help="the integrator's step, ms (cvode takes its own)")
+    cell.add_argument("--integrator", default="forward-euler",
+                      choices=("forward-euler", "rush-larsen", "grl1", "cvode"),
+                      help="forward-euler; rush-larsen (gates exact for frozen V; tt06, CellML models); grl1 (every "
+                           "state by its own linearisation; CellML models); cvode (Myokit's CVODES; CellML models)")
+    cell.add_argument("--prepace", type=int, default=0, metavar="N", help="pace N beats first, not recorded")
+    cell.add_argument("--scale", action="append", default=[], metavar="NAME=FACTOR",
+                      help="multiply a parameter by FACTOR (e.g. GKr=0.5), repeatable")
+    cell.add_argument("--block", action="append", default=[], metavar="NAME=IC50[:HILL]",
+                      help="drug block of a conductance: scaled by 1/(1 + (C/IC50)^HILL) with C = --concentration "
+                           "(same unit as IC50; HILL default 1), repeatable")
+    cell.add_argument("--concentration", type=float, default=None, help="drug concentration for --block")
+    cell.add_argument("--trace", action="append", default=[], metavar="NAME",
+                      help="also record this intermediate (a current, a flux: `cardiosim model info` lists them; "
+                           "CellML models), repeatable")
     cell.add_argument("--record-every", type=float, default=0.05, help="trace sampling interval, ms")
     cell.add_argument("--output", default="out/cell.h5", help="HDF5 file")
     cell.add_argument("--json", default=None, help="also write the biomarkers as JSON here")
     cell.add_argument("--overwrite", action="store_true", help="replace existing output files")
     cell.add_argument("--quiet", action="store_true", help="no progress lines")
 
-    mo = sub.add_parser("model", help="a CellML model as cardiosim generates it (with Myokit)",
-                        usage="cardiosim model info FILE")
+    mo = sub.add_parser("model", help="a cell model: built in, or a CellML file as cardiosim generates it (Myokit)",
+                        usage="cardiosim model info MODEL")
     mo.add_argument("action", choices=("info",), help="info: states (initial values, units), the gates Rush-Larsen "
                                                       "updates, parameters (defaults, units), guarded singularities")
-    mo.add_argument("file", help="CellML file (*.cellml)")
+    mo.add_argument("file", metavar="MODEL", help="a built-in model (cardiosim cell --list) or a CellML file (*.cellml)")
 
     k = sub.add_parser("kernels", help="compile every CUDA kernel variant fresh and print ptxas's registers, spills, "
                                        "local and constant memory (needs nvcc)")
@@ -105,7 +119,14 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--isochrones", type=float, metavar="MS",
                     help="spacing of the activation isochrones (ms; default: about ten lines; at most "
                          "200 lines)")
-    pl.add_argument("--overwrite", action="store_true", help="replace existing PNGs")
+    pl.add_argument("--view", nargs="+", choices=("z", "y", "x"), metavar="AXIS",
+                    help="3D: the middle slices drawn, by the axis they are normal to (z: the x-y plane, y, x; "
+                         "default: z y, a short- and a long-axis section of a heart along z)")
+    pl.add_argument("--range", type=float, nargs=2, metavar=("LO", "HI"),
+                    help="the field's colour range (mV; default: Vm -90 to 40, phi_e symmetric)")
+    pl.add_argument("--format", choices=("png", "svg", "pdf"), default="png", help="file format (default png)")
+    pl.add_argument("--dpi", type=int, default=150, help="resolution of PNGs (default 150)")
+    pl.add_argument("--overwrite", action="store_true", help="replace existing figures")
 
     g = sub.add_parser("geometry", help="anatomy onto the grid once: labels and fibres (HDF5) for "
                                         "tissue.label_file and tissue.fibre_file",
@@ -169,6 +190,9 @@ def main(argv=None) -> int:
     signals.ignore_file_size_signal()
     if ours[:1] in (["inspect"], ["plot"], ["model"], ["geometry"]):
         return _guarded(lambda: _result_file(ours, petsc_args), comm=None)
+    if ours[:1] == ["info"]:     # before MPI: it reports an mpi4py that does not load instead of failing with it
+        from . import info
+        return _guarded(lambda: info.main(_parser().parse_args(ours), petsc_args), comm=None)
     if ours[:1] == ["run"]:
         signals.catch()      # before MPI and PETSc: a signal during set-up is a checkpoint at the first step
     from mpi4py import MPI
@@ -251,8 +275,6 @@ def _mpi_command(ours, petsc_args, comm) -> int:
                         "plot, geometry, bench, info (see cardiosim --help)")
     _no_petsc_options(args.command, petsc_args)
     from . import info
-    if args.command == "info":
-        return info.main(comm)
     if args.command == "run":
         info.check_rank_count(comm.size)    # N single-rank copies would write the same files: before anything
     from . import petsc_options
@@ -388,6 +410,28 @@ def _cell(args) -> int:
             raise UserError(f"cardiosim cell --param {item}: expected NAME=NUMBER")
         if not math.isfinite(overrides[name.strip()]):
             raise UserError(f"cardiosim cell --param {item}: must be a finite number")
+    scale = {}
+    for item in args.scale + args.block:
+        name, sep, value = item.partition("=")
+        name, opt = name.strip(), ("--scale" if item in args.scale else "--block")
+        try:
+            if opt == "--scale":
+                f = float(value)
+            else:
+                if args.concentration is None:
+                    raise UserError("cardiosim cell --block: needs --concentration (same unit as the IC50)")
+                ic50, _, hill = value.partition(":")
+                from .single_cell import block_factor
+                f = block_factor(args.concentration, float(ic50), float(hill) if hill else 1.0)
+        except ValueError as e:
+            raise UserError(f"cardiosim cell {opt} {item}: expected "
+                            f"{'NAME=FACTOR' if opt == '--scale' else 'NAME=IC50[:HILL], IC50 and HILL > 0'}"
+                            f"{'' if 'could not convert' in str(e) else f' ({e})'}") from None
+        if not sep or not name or not math.isfinite(f) or f < 0:
+            raise UserError(f"cardiosim cell {opt} {item}: expected NAME=FACTOR with a finite factor >= 0")
+        scale[name] = scale.get(name, 1.0) * f
+    if args.prepace < 0:
+        raise UserError(f"cardiosim cell --prepace {args.prepace}: a number of beats >= 0")
     from .cells import cellml
     from .files import Target, check_writes
     targets = [Target("--output", Path(args.output), "cell")]
@@ -402,15 +446,21 @@ def _cell(args) -> int:
         now = time.perf_counter()
         if not args.quiet and now - last[0] >= 5.0:
             last[0] = now
-            log.info(f"t = {t:.6g} / {total:.6g} ms ({100 * t / total:5.1f} %)")
+            if t <= 0:          # pre-pacing: t counts down to the first recorded beat
+                log.info(f"pre-pacing: {-t / args.period:.0f} of {args.prepace} beats left")
+            else:
+                log.info(f"t = {t:.6g} / {total:.6g} ms ({100 * t / total:5.1f} %)")
     try:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         from .errors import io_reason
         raise UserError(f"cardiosim cell: --output {args.output}: cannot make its folder ({io_reason(e)})") from None
     try:
+        from .single_cell import scaled
+        overrides = scaled(args.model, args.variant, overrides, scale)
         rows = run_cell(args.model, args.variant, overrides, args.amplitude, args.duration, args.period, args.beats,
-                        args.dt, args.record_every, args.output, args.json, progress=progress)
+                        args.dt, args.record_every, args.output, args.json, progress=progress,
+                        integrator=args.integrator, prepace=args.prepace, trace=tuple(args.trace))
     except ValueError as e:   # bad arguments, found before any file is written
         raise UserError(f"cardiosim cell: {e}") from None
     log.info(format_table(rows))
@@ -419,14 +469,16 @@ def _cell(args) -> int:
 
 
 def _model_info(args) -> int:
-    """``cardiosim model info FILE``: what the generator makes of a CellML file (no MPI, no PETSc)."""
+    """``cardiosim model info MODEL``: a built-in model's states, parameters and variants, or what the generator
+    makes of a CellML file (no MPI, no PETSc)."""
+    from . import cells
     from .cells import CellModelError, cellml
     from .errors import UserError
     try:
-        cls = cellml.model_class(args.file)
+        cls = cells.model_class(args.file)
     except CellModelError as e:
         raise UserError(f"cardiosim model info: {e}") from None
-    print(cellml.describe(cls), end="")
+    print(cellml.describe(cls) if cellml.is_cellml(args.file) else cells.describe(cls), end="")
     return 0
 
 

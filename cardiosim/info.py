@@ -203,7 +203,8 @@ def nvcc_version() -> str | None:
 # --- cardiosim info ------------------------------------------------------------------------------------------------
 
 def report(comm) -> tuple[list[tuple[str, str]], list[str]]:
-    """The lines of ``cardiosim info`` as (part, what) pairs, and the problems (empty: exit status 0)."""
+    """The lines of ``cardiosim info`` as (part, what) pairs, and the problems (empty: exit status 0). ``comm``:
+    MPI's world, or None where mpi4py does not load (then said, and MPI's lines are what can be known without it)."""
     from . import __version__
     lines, problems = [], []
     lines.append(("cardiosim", f"{__version__} at {Path(__file__).resolve().parent}"))
@@ -241,6 +242,16 @@ def report(comm) -> tuple[list[tuple[str, str]], list[str]]:
         problems.append(f"{len(gpus)} GPU(s) seen but no {' and no '.join(lacking)}: the GPU placements cannot run; "
                         f"CARDIOSIM_GPU=1 make setup (a fresh venv) builds both")
 
+    if comm is None:
+        import importlib.metadata
+        try:
+            version = importlib.metadata.version("mpi4py")
+        except importlib.metadata.PackageNotFoundError:
+            version = "not installed"
+        lines.append(("MPI", f"mpi4py {version} does not load its MPI (see the problem below)"))
+        problems.append("mpi4py does not load its MPI library: load the MPI it was built with (module load), or "
+                        "make setup in a fresh venv with the MPI you use loaded")
+        return lines, problems
     library = mpi_library()
     import mpi4py
     aware = mpi_cuda_aware()
@@ -275,10 +286,18 @@ def report(comm) -> tuple[list[tuple[str, str]], list[str]]:
     return lines, problems
 
 
-def main(comm) -> int:
+def main(args=None, petsc_args=()) -> int:
     """``cardiosim info``: the report on rank 0; exit status 1 where :func:`report` found a problem."""
+    if petsc_args:
+        raise UserError(f"cardiosim info: takes no PETSc options (given after --: {' '.join(petsc_args)})")
+    try:
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+    except Exception as e:   # noqa: BLE001 - mpi4py without its MPI library: what this command is there to say
+        comm, why = None, str(e).strip().splitlines()
+        print(f"cardiosim info: mpi4py does not load: {' / '.join(why[:2])}", file=sys.stderr)
     lines, problems = report(comm)
-    if comm.rank == 0:
+    if comm is None or comm.rank == 0:
         width = max(len(part) for part, _ in lines)
         for part, what in lines:
             print(f"{part:<{width}}  {what}")

@@ -214,3 +214,13 @@ def test_info_sees_gpus_through_nvidia_smi(tmp_path):
 def test_mpi_cuda_awareness_is_a_boolean_or_unknown():
     from mpi4py import MPI   # noqa: F401 - loads and initialises the MPI library the probe reads
     assert info.mpi_cuda_aware() in (True, False, None)
+
+
+def test_info_says_when_mpi4py_does_not_load(tmp_path):
+    """mpi4py without its MPI library (a module not loaded): info says so in its lines, exit 1, no traceback."""
+    proc = _info(tmp_path, env={"MPI4PY_LIBMPI": str(tmp_path / "nowhere" / "libmpi.so")})
+    if "does not load" not in proc.stdout:
+        pytest.skip("this mpi4py does not read MPI4PY_LIBMPI (mpi4py < 4.1 or not a PyPI wheel)")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert any(ln.startswith("problem") and "mpi4py does not load its MPI library" in ln
+               for ln in proc.stdout.splitlines())
