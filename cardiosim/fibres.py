@@ -1,7 +1,7 @@
 """Rule-based fibres and ventricular coordinates on the grid: ``cardiosim geometry fibres GEO.h5 --out OUT.h5``.
 
-Input: a ``cardiosim geometry`` file with ``labels`` (tissue > 0) and ``surfaces`` (the tissue nodes on a labelled
-surface: :data:`SURFACES`). Laplace problems on the tissue nodes, with Dirichlet values on those surfaces, give
+Input: a ``cardiosim geometry`` file with ``labels`` (tissue > 0) and ``surfaces`` (the tissue nodes on labelled
+surfaces, as bits: :data:`SURFACES`). Laplace problems on the tissue nodes, with Dirichlet values on those surfaces, give
 
     transmural   0 at the endocardia (LV and RV) to 1 at the epicardium (Bayer et al. 2012's φ_epi; the septum is
                  endocardial in it, as in Bayer's)
@@ -49,11 +49,9 @@ import numpy as np
 
 from .errors import SimulationError, UserError
 
-# The surface codes of a geometry file's ``surfaces`` dataset (0: a node on no labelled surface).
-SURFACES = {"base": 1, "lv_endo": 2, "rv_endo": 3, "epi": 4}
-SURFACE_NAMES = {v: k for k, v in SURFACES.items()}
-# Where a node touches several surfaces (the rim of the base), the first of these wins.
-SURFACE_PRIORITY = ("base", "lv_endo", "rv_endo", "epi")
+# The bits of a geometry file's ``surfaces`` dataset: a node may lie on several surfaces (the base's rim is on the
+# base and on an endocardium or the epicardium, as a mesh's vertex there is on both surfaces' facets); 0: on none.
+SURFACES = {"base": 1, "lv_endo": 2, "rv_endo": 4, "epi": 8}
 
 # Default angles (degrees): helix +60° at the endocardium to −60° at the epicardium; sheets transmural.
 HELIX = (60.0, -60.0)
@@ -222,8 +220,8 @@ def _mix(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
 def long_axis(points: np.ndarray, surfaces: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     """(apex point, unit axis apex → base, its length) from the surfaces: the base plane fitted to the base
     nodes (its normal: their covariance's smallest eigenvector), the apex the epicardial node farthest from it."""
-    base = points[surfaces == SURFACES["base"]]
-    epi = points[surfaces == SURFACES["epi"]]
+    base = points[(surfaces & SURFACES["base"]) > 0]
+    epi = points[(surfaces & SURFACES["epi"]) > 0]
     centre = base.mean(axis=0)
     _, vecs = np.linalg.eigh(np.cov((base - centre).T))
     normal = vecs[:, 0]
@@ -241,15 +239,15 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
     outside the tissue). ``helix``, ``sheet``: (endo, epi) in degrees."""
     import time
     elements, nodes = tissue_nodes(labels)
-    surf = np.where(nodes, surfaces, 0)[nodes]
-    present = {SURFACE_NAMES[c] for c in np.unique(surf) if c in SURFACE_NAMES}
+    surf = np.where(nodes, surfaces, 0)[nodes].astype(np.int64)
+    present = {k for k, bit in SURFACES.items() if np.any(surf & bit)}
     need = {"base", "lv_endo", "epi"}
     if not need <= present:
         raise UserError(f"surfaces: the anatomy's tissue nodes have no {', '.join(sorted(need - present))} surface "
                         f"(found: {', '.join(sorted(present)) or 'none'}); rule-based fibres need base, lv_endo "
                         f"and epi (and rv_endo for both ventricles)")
     biv = "rv_endo" in present
-    is_ = {k: surf == SURFACES[k] for k in SURFACES}
+    is_ = {k: (surf & bit) > 0 for k, bit in SURFACES.items()}
     start = time.perf_counter()
     A = laplacian(elements, nodes, h)
     zz, yy, xx = np.nonzero(nodes)

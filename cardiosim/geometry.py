@@ -126,21 +126,22 @@ def _analytic(box: Box, tissue: np.ndarray, outside_code: np.ndarray, labels: np
     from .fibres import tissue_nodes
     labels = np.where(tissue, labels, 0).astype(np.int32)
     _, nodes = tissue_nodes(labels)
-    return {"labels": labels, "surfaces": surface_labels(nodes, np.where(nodes, 0, outside_code))}
+    # a node inside the shape but in no tissue element (a corner of the staircase) lies beyond no surface
+    return {"labels": labels, "surfaces": surface_labels(nodes, np.where(tissue, 0, outside_code))}
 
 
 def surface_labels(nodes: np.ndarray, outside_code: np.ndarray) -> np.ndarray:
-    """The ``surfaces`` image: each tissue node with a non-tissue node among its 26 neighbours takes that
-    neighbour's code (the first of cardiosim.fibres.SURFACE_PRIORITY where they differ: the base's rim is base)."""
+    """The ``surfaces`` image: each tissue node with non-tissue nodes among its 26 neighbours is on the surfaces
+    they lie beyond (the bits of their codes, cardiosim.fibres.SURFACES: the base's rim is on the base and on the
+    wall's surface)."""
     from scipy import ndimage
-    from .fibres import SURFACE_PRIORITY, SURFACES
+    from .fibres import SURFACES
     surf = np.zeros(nodes.shape, dtype=np.int8)
     cube = np.ones((3, 3, 3), dtype=bool)
-    for name in reversed(SURFACE_PRIORITY):
-        code = SURFACES[name]
+    for code in SURFACES.values():
         beyond = ~nodes & (outside_code == code)
         if beyond.any():
-            surf[nodes & ndimage.binary_dilation(beyond, structure=cube)] = code
+            surf[nodes & ndimage.binary_dilation(beyond, structure=cube)] |= code
     return surf
 
 
@@ -206,6 +207,7 @@ class Mesh:
         if self.tags.min() < 1:
             raise UserError(f"{source}: element tags must be >= 1 (they become labels; 0 is 'no tissue'); "
                             f"found {int(self.tags.min())}")
+        self.surfaces = None     # (centroids, codes) of its labelled surface triangles (read_mesh)
         self.point_fibres = None
         if element_fibres is not None:
             self.point_fibres = _nodal_fibres(len(self.points), self.tets, _unit(element_fibres, source))
@@ -258,8 +260,56 @@ def read_mesh(path: Path, units: str | None) -> Mesh:
     tags = cell_field(TAG_NAMES)
     fe = cell_field(FIBRE_NAMES)
     fp = next((m.point_data[n] for n in FIBRE_NAMES if n in m.point_data), None)
-    return Mesh(m.points[:, :3] * UNITS[units or "cm"], tets, None if tags is None else tags.reshape(-1),
-                fe, fp, source=str(path))
+    scale = UNITS[units or "cm"]
+    mesh = Mesh(m.points[:, :3] * scale, tets, None if tags is None else tags.reshape(-1), fe, fp, source=str(path))
+    mesh.surfaces = _surface_triangles(m, tets, scale)
+    return mesh
+
+
+def surface_code(name: str) -> int | None:
+    """The surface code (cardiosim.fibres.SURFACES) of a gmsh physical group's name: cardiac-geometries-core's
+    BASE, ENDO (an LV), ENDO_LV, ENDO_RV, EPI, and the like (Base, Endocardium, lv_endo, ...); None for others."""
+    from .fibres import SURFACES
+    n = name.lower()
+    if "base" in n:
+        return SURFACES["base"]
+    if "epi" in n:
+        return SURFACES["epi"]
+    if "endo" in n:
+        return SURFACES["rv_endo"] if "rv" in n else SURFACES["lv_endo"]
+    return None
+
+
+def _surface_triangles(m, tets: np.ndarray, scale: float):
+    """(centroids (cm), surface codes) of the mesh's boundary triangles, or None where none is tagged: the codes of
+    gmsh physical groups named as :func:`surface_code` reads them, or, where the file names none (VTU, VTK),
+    triangle tags that are the codes themselves (1 base, 2 LV endocardium, 4 RV endocardium, 8 epicardium); 0 for
+    the boundary's untagged faces, so that a grid node beyond one is on no labelled surface."""
+    from .fibres import SURFACES
+    blocks = [i for i, c in enumerate(m.cells) if c.type == "triangle"]
+    name = next((n for n in TAG_NAMES if n in m.cell_data), None)
+    if not blocks or name is None:
+        return None
+    tri = np.concatenate([m.cells[i].data for i in blocks])
+    tags = np.concatenate([np.asarray(m.cell_data[name][i]).reshape(-1) for i in blocks]).astype(np.int64)
+    named = {int(v[0]): n for n, v in getattr(m, "field_data", {}).items() if len(v) > 1 and int(v[1]) == 2}
+    if named:
+        codes = np.array([surface_code(named.get(int(t), "")) or 0 for t in tags])
+    else:
+        codes = np.where(np.isin(tags, list(SURFACES.values())), tags, 0)
+    keep = codes > 0
+    if not keep.any():
+        return None
+    tri, codes = np.sort(tri[keep], axis=1), codes[keep]
+    faces = np.sort(np.concatenate([tets[:, [1, 2, 3]], tets[:, [0, 2, 3]], tets[:, [0, 1, 3]], tets[:, [0, 1, 2]]]),
+                    axis=1)
+    faces, count = np.unique(faces, axis=0, return_counts=True)
+    boundary = faces[count == 1]                                     # faces of one tetrahedron only
+    tagged = {tuple(t) for t in tri.tolist()}
+    untagged = boundary[[tuple(f) not in tagged for f in boundary.tolist()]]
+    tri = np.concatenate([tri, untagged])
+    codes = np.concatenate([codes, np.zeros(len(untagged), dtype=np.int64)])
+    return m.points[tri, :3].mean(axis=1) * scale, codes
 
 
 def _read_opencarp(path: Path, scale: float) -> Mesh:
@@ -365,7 +415,26 @@ def voxelise(mesh: Mesh, h: float, margin: int = 1, chunk: int = 200_000) -> tup
     out = {"labels": labels}
     if fibres is not None:
         out["fibres"] = fibres
+    if mesh.surfaces is not None:
+        out["surfaces"] = _mesh_surfaces(box, labels, *mesh.surfaces)
     return box, out
+
+
+def _mesh_surfaces(box: Box, labels: np.ndarray, centroids: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """The surfaces image of a voxelised mesh: each node outside the tissue next to it takes the code of the
+    nearest boundary triangle (its centroid; 0 for an untagged one), and the tissue nodes beside it that code
+    (:func:`surface_labels`)."""
+    from scipy import ndimage
+    from scipy.spatial import cKDTree
+    from .fibres import tissue_nodes
+    _, nodes = tissue_nodes(labels)
+    near = ndimage.binary_dilation(nodes, structure=np.ones((3, 3, 3), dtype=bool)) & ~nodes
+    z, y, x = np.nonzero(near)
+    pts = box.origin + box.h * np.stack([x, y, z], axis=1)
+    _, nearest = cKDTree(centroids).query(pts)
+    outside = np.zeros(labels.shape, dtype=np.int8)
+    outside[near] = codes[nearest]
+    return surface_labels(nodes, outside)
 
 
 # -- the command -------------------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ def cylinder(h, r0=0.5, r1=1.0, height=0.4):
     code = np.where(r < r0, S["lv_endo"], S["epi"])
     from cardiosim.geometry import surface_labels
     surfaces = surface_labels(nodes, np.where(nodes, 0, code))
-    surfaces[nodes & (z == z.max()) & (surfaces == 0)] = S["base"]
+    surfaces[nodes & (z == z.max())] |= S["base"]
     return labels, surfaces, (x, y, z), r
 
 
@@ -45,7 +45,7 @@ def test_q1_laplacian_is_exact_for_linear_and_second_order_for_log():
         elements, nodes = fibres.tissue_nodes(labels)
         A = fibres.laplacian(elements, nodes, h)
         assert abs(A.sum()) < 1e-9 and np.allclose(A @ np.ones(A.shape[0]), 0.0)   # constants in its null space
-        fixed = np.isin(surfaces[nodes], (S["lv_endo"], S["epi"]))
+        fixed = (surfaces[nodes] & (S["lv_endo"] | S["epi"])) > 0
         linear = (0.3 * x + 0.2 * y)[nodes]           # no z: the flat top and bottom are no-flux
         u = fibres.solve_laplace(A, fixed, linear, "linear")
         assert np.abs(u - linear).max() < 1e-7
@@ -69,7 +69,7 @@ def test_cylinder_transmural_coordinate():
     out = fibres.compute(labels, surfaces, h, (x.min(), y.min(), 0.0), log=lambda s: None)
     nodes = np.isfinite(out["transmural"])
     t = out["transmural"][nodes]
-    r0 = r[nodes & (surfaces == S["lv_endo"])].mean()
+    r0 = r[nodes & (surfaces == S["lv_endo"])].mean()                        # the rim (also base) left out
     r1 = r[nodes & (surfaces == S["epi"])].mean()
     want = np.clip(np.log(r[nodes] / r0) / np.log(r1 / r0), 0, 1)
     print(f"\ntransmural coordinate against ln(r/r0)/ln(r1/r0): max {np.abs(t - want).max():.4f}, "
@@ -127,12 +127,13 @@ def test_idealised_biv(tmp_path):
     g, attrs = _read(out)
     t = np.isfinite(g["transmural"])
     assert set(np.unique(g["labels"][t])) == {1, 2}
-    assert set(np.unique(g["surfaces"][t])) == {0, 1, 2, 3, 4}
+    assert np.bitwise_or.reduce(g["surfaces"][t].ravel()) == 15                 # all four surfaces
     for k in ("transmural", "apex_base", "lv_rv"):
         assert np.nanmin(g[k]) == 0.0 and np.nanmax(g[k]) == 1.0 and not np.isfinite(g[k][~t]).any()
     surf = g["surfaces"]
-    assert np.all(g["lv_rv"][surf == S["lv_endo"]] == 0) and np.all(g["lv_rv"][surf == S["rv_endo"]] == 1)
-    assert np.all(g["transmural"][surf == S["epi"]] == 1)
+    on = {k: (surf & bit) > 0 for k, bit in S.items()}
+    assert np.all(g["lv_rv"][on["lv_endo"] & ~on["rv_endo"]] == 0) and np.all(g["lv_rv"][on["rv_endo"]] == 1)
+    assert np.all(g["transmural"][on["epi"]] == 1)
     f, s, n = g["fibres"][t], g["sheets"][t], g["normals"][t]
     assert np.allclose(np.linalg.norm(f, axis=1), 1) and np.allclose(np.linalg.norm(s, axis=1), 1)
     assert np.abs(np.sum(f * s, axis=1)).max() < 1e-12 and np.allclose(np.cross(f, s), n)
@@ -150,7 +151,7 @@ def test_idealised_biv(tmp_path):
     assert abs(np.median(helix[mid])) < 15.0
     # the RV free wall at y ≈ 0, x > 1.4 (its cavity reaches x = 1.5): helix about the LV's axis
     wall = t & (g["labels"] == 2) & (np.abs(y) < 0.25) & (z < 0) & (z > -1.0)
-    endo, epi = wall & (surf == S["rv_endo"]), wall & (surf == S["epi"])
+    endo, epi = wall & on["rv_endo"], wall & on["epi"]
     print(f"RV free wall helix: endocardium {np.median(helix[endo]):+.1f}°, epicardium {np.median(helix[epi]):+.1f}°")
     assert np.median(helix[endo]) > 30.0 and np.median(helix[epi]) < -30.0
 
@@ -268,3 +269,42 @@ def test_bad_coordinate_regions(tmp_path, lv_file, case, region, words):
     cfg.write_text(text)
     proc = run_cli(["config", "check", cfg])
     assert_one_line(proc, case, words)
+
+
+def test_gmsh_mesh_surfaces_give_the_coordinates(tmp_path):
+    """A slab of tetrahedra (0.4 × 0.3 × 0.2 cm) written as Gmsh 2.2 with named physical surfaces, as
+    cardiac-geometries-core names them (ENDO at x = 0, EPI at x = 0.4, BASE on top; the other faces untagged):
+    the grid's surface nodes get those codes (the untagged faces none), and ``geometry fibres`` gives the
+    transmural coordinate of the slab, x / 0.4, exactly (the Laplace solution is linear)."""
+    import meshio
+    from test_geometry import box_mesh
+    pts, tets, tags, _ = box_mesh()
+    faces = []                                   # the boundary triangles: faces of one tetrahedron only
+    for tet in tets:
+        for k in range(4):
+            faces.append(tuple(sorted(np.delete(tet, k))))
+    faces, counts = np.unique(np.array(faces), axis=0, return_counts=True)
+    faces = faces[counts == 1]
+    c = pts[faces].mean(axis=1)
+    face_tag = np.select([c[:, 0] < 1e-9, c[:, 0] > 0.4 - 1e-9, c[:, 2] > 0.2 - 1e-9], [10, 20, 30], 0)
+    faces, face_tag = faces[face_tag > 0], face_tag[face_tag > 0]
+    mesh = meshio.Mesh(pts, [("triangle", faces), ("tetra", tets)],
+                       cell_data={"gmsh:physical": [face_tag, np.ones(len(tets), dtype=int)],
+                                  "gmsh:geometrical": [face_tag, np.ones(len(tets), dtype=int)]},
+                       field_data={"ENDO": np.array([10, 2]), "EPI": np.array([20, 2]), "BASE": np.array([30, 2]),
+                                   "MYOCARDIUM": np.array([1, 3])})
+    meshio.write(tmp_path / "slab.msh", mesh, file_format="gmsh22", binary=False)
+    geo, out = tmp_path / "slab.h5", tmp_path / "slab-fibres.h5"
+    proc = run_cli(["geometry", tmp_path / "slab.msh", "--spacing", "0.05", "--out", geo], check=True)
+    assert "geometry fibres" in proc.stdout                 # no fibres in the mesh: the hint
+    run_cli(["geometry", "fibres", geo, "--out", out], check=True)
+    g, attrs = _read(out)
+    t = np.isfinite(g["transmural"])
+    z, y, x = np.meshgrid(*(attrs["origin"][d] + np.arange(attrs["shape"][d]) * 0.05 for d in (2, 1, 0)),
+                          indexing="ij")
+    surf = g["surfaces"]
+    assert np.all(x[(surf & S["lv_endo"]) > 0] < 1e-9) and np.all(x[(surf & S["epi"]) > 0] > 0.4 - 1e-9)
+    assert np.all(z[(surf & S["base"]) > 0] > 0.2 - 1e-9)
+    assert not surf[t & (x > 0.01) & (x < 0.39) & (z < 0.19)].any()             # untagged faces: none
+    assert np.abs(g["transmural"][t] - x[t] / 0.4).max() < 1e-8
+    assert np.allclose(np.linalg.norm(g["fibres"][t], axis=1), 1.0)
