@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "tests" / "data" / "reference"   # CellML and CVODE traces (README there)
 
 CAPABILITIES = {
-    "gpu": "a CUDA GPU with PyCUDA (EXTRAS=test,plot,gpu make setup)",
+    "gpu": "a CUDA GPU with PyCUDA (make setup on a GPU node, or CARDIOSIM_GPU=1 make setup)",
     "multigpu": "as many GPUs as the test's layout (the 2- and 4-GPU cases)",
     "mpi": "an mpirun for the MPI tests",
     "gcc": "a C compiler for the native cell kernels",

@@ -239,7 +239,7 @@ def visible_gpus() -> tuple[int, str]:
     try:
         import pycuda.driver as cuda
     except ImportError:
-        return 0, "PyCUDA is not installed (EXTRAS=test,plot,gpu make setup)"
+        return 0, "PyCUDA is not installed (CARDIOSIM_GPU=1 make setup installs it)"
     try:
         cuda.init()
         n = cuda.Device.count()
