@@ -1,12 +1,22 @@
-"""Anatomy onto the grid, once: ``cardiosim geometry lv|MESH --spacing CM --out GEO.h5``.
+"""Anatomy onto the grid, once: ``cardiosim geometry lv|biv|MESH --spacing CM --out GEO.h5`` (and
+``cardiosim geometry fibres GEO.h5 --out OUT.h5``: rule-based fibres for a file with labelled surfaces,
+cardiosim/fibres.py).
 
 A run reads the result through ``tissue.label_file`` and ``tissue.fibre_file`` (both naming GEO.h5: its datasets
-``labels`` and ``fibres``) with the ``[grid]`` the command prints. GEO.h5 holds, in natural order [z, y, x]:
+``labels`` and ``fibres``) with the ``[grid]`` the command prints; ``[[cell.regions]]`` (and stimuli, conductivity
+regions) with ``shape = "coordinate"`` read its coordinates. GEO.h5 holds, in natural order [z, y, x]:
 
-    labels      int32        0 outside, the mesh's element tag (>= 1; 1 where the mesh has none) or 1 (lv)
-    fibres      (…, 3)       unit fibre directions at tissue nodes, 0 outside (where the source has fibres)
-    transmural  float        lv only: 0 at the endocardium to 1 at the epicardium, NaN outside
-    apex_base   float        lv only: 0 at the apex to 1 at the base, NaN outside
+    labels      int32        0 outside, the mesh's element tag (>= 1; 1 where the mesh has none), 1 (lv), or 1 for
+                             the LV and septum and 2 for the RV's free wall (biv)
+    surfaces    int8         lv, biv, a mesh with tagged surface triangles: the surfaces a tissue node lies on, as
+                             bits (cardiosim.fibres.SURFACES: 1 base, 2 LV endocardium, 4 RV endocardium, 8
+                             epicardium); 0 elsewhere
+    fibres      (…, 3)       unit fibre directions at tissue nodes, 0 outside (where the source has fibres, or from
+                             the rule: lv, biv, geometry fibres)
+    sheets, normals (…, 3)   from the rule: the sheet direction and fibre × sheet
+    transmural  float        from the rule: 0 at the endocardia to 1 at the epicardium, NaN outside
+    apex_base   float        from the rule: 0 at the apex to 1 at the base, NaN outside
+    lv_rv       float        from the rule, with both ventricles: 0 at the LV endocardium to 1 at the RV's
 
 and the attributes ``spacing``, ``size`` (cm, x first), ``shape`` (nodes, x first), ``origin`` (cm: where grid node 0
 sits in the source's coordinates: the config's ``grid.origin``, so that stimuli, probes and electrodes are given in
@@ -16,9 +26,12 @@ Sources:
 
 * ``lv``: an idealised left ventricle, the truncated ellipsoidal shell of the cardiac mechanics benchmark (Land et
   al. 2015): endocardium semi-axes 0.7 cm (short) and 1.7 cm (long), epicardium 1.0 and 2.0 cm, the long axis
-  along z with the apex at −z, cut at z = 0.5 cm (the base). Fibres: helix angle +60° at the endocardium to −60°
-  at the epicardium, linear in the transmural coordinate (the shell's ellipsoid through the point, its semi-axes
-  interpolated between the two surfaces), in the plane tangent to that ellipsoid.
+  along z with the apex at −z, cut at z = 0.5 cm (the base). Fibres from the rule (cardiosim.fibres; by default
+  helix +60° at the endocardium to −60° at the epicardium, linear in the transmural coordinate).
+* ``biv``: both ventricles, cardiosim's own: the LV above, and an RV whose cavity is the inside of an ellipsoid
+  (BIV_RV_ENDO) outside the LV's epicardium, in a shell 0.3 cm thick (BIV_RV_EPI) wrapped round the LV's +x side
+  and cut at the same base (docs/decisions.md says why not a mesh of cardiac-geometries-core). Fibres from the
+  rule.
 * a tetrahedral mesh: VTU, VTK or Gmsh through meshio (element tags from cell data ``gmsh:physical``, ``tag``,
   ``region`` or ``elemTag``; fibres from cell or point data ``fibres``/``fibers``/``fiber``/``fibre``), or openCARP
   text files (``NAME.elem`` with ``NAME.pts`` beside it and ``NAME.lon`` where present; coordinates in µm).
@@ -26,6 +39,10 @@ Sources:
   from the mesh nodes, element fibres being first averaged to the nodes (the principal direction of the mean of
   f fᵀ over the elements around a node: fibres are directions, f and −f alike): nodal fibres interpolate within
   about 1° where per-element fibres are several degrees off (the issue's trial: 0.9° against 7.7°).
+  Labelled surfaces: a Gmsh file's physical surface groups named as cardiac-geometries-core names them (BASE, ENDO
+  or ENDO_LV, ENDO_RV, EPI; Base, Endocardium, ... alike), or, in a file without names (VTU, VTK), triangle tags
+  that are the surface bits themselves; each grid node just outside the tissue takes the surface of the nearest
+  boundary triangle (none for an untagged one). Such a file gets its fibres from ``cardiosim geometry fibres``.
 """
 
 from __future__ import annotations

@@ -61,9 +61,9 @@ def test_cylinder_transmural_coordinate():
     """The whole computation on the thick cylinder: the transmural coordinate is ln(r/r0)/ln(r1/r0) with r0, r1
     the mean radii of the staircase's inner and outer surface nodes: within 0.01 in the median, 0.06 at most (the
     staircase's nodes lie up to a spacing off the circles: first order there; measured 0.005 and 0.052 at 0.25 mm);
-    the fibres are orthonormal to the sheets and normals, and the sheet (β = 0) is radial. (The helix angle against the rule
-    is checked on the idealised LV, tests/test_geometry.py: a cylinder has no apex, and the longitudinal direction
-    from a point on its bottom rim is not its axis.)"""
+    the fibres are orthonormal to the sheets and normals, and the sheet (β = 0) is radial. (The helix angle against
+    the rule is checked on the idealised LV, tests/test_geometry.py: a cylinder has no apex, and the longitudinal
+    direction from a point on its bottom rim is not its axis.)"""
     h = 0.025
     labels, surfaces, (x, y, z), r = cylinder(h)
     out = fibres.compute(labels, surfaces, h, (x.min(), y.min(), 0.0), log=lambda s: None)
