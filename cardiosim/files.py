@@ -131,6 +131,24 @@ def _is_png(p):
     return head.startswith(b"\x89PNG\r\n\x1a\n") and b"tEXtSoftware\x00Matplotlib" in head
 
 
+def _tail(path: Path, n: int = 4096) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - n))
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _is_figure(p):
+    """A figure cardiosim plot drew, by the mark Matplotlib leaves in it: a PNG's Software chunk, an SVG's
+    'Created with matplotlib' comment, a PDF's Creator (in the trailer's info dictionary, at the end)."""
+    head = _head(p)
+    return (_is_png(p) or (head.lstrip().startswith(b"<?xml") and b"Created with matplotlib" in head)
+            or (head.startswith(b"%PDF") and b"Matplotlib" in _tail(p)))
+
+
 def _is_sweep_table(p):
     if p.suffix == ".h5":
         a = _h5_attrs(p)
@@ -156,6 +174,7 @@ KINDS = {
     "geometry": ("a cardiosim geometry file", _is_geometry),
     "png": ("a PNG drawn by cardiosim plot", _is_png),
     "kernels-json": ("the JSON file of cardiosim kernels", _is_kernels_json),
+    "figure": ("an SVG or PDF drawn by cardiosim plot", _is_figure),
     "sweep-table": ("the table of a cardiosim sweep", _is_sweep_table),
     "sweep-plan": ("the plan or job script of a cardiosim sweep", _is_sweep_plan),
 }

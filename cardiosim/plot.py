@@ -1,29 +1,34 @@
-"""``cardiosim plot``: PNGs of a result file (matplotlib, Agg backend; no MPI, no PETSc).
+"""``cardiosim plot``: figures of a result file (matplotlib, Agg backend; no MPI, no PETSc).
 
-Written beside the file (or into ``--out``), named ``<stem>_<what>.png``:
+Written beside the file (or into ``--out``), named ``<stem>_<what>.png`` (``--format svg|pdf``, ``--dpi``, 150 by
+default), titled with the run's config name; probes (white dots) and box or sphere stimuli (dashed red) are marked
+on the maps. Colour scales: Vm -90 to 40 mV (widened where the data leave it; ``--range`` sets one), φe symmetric at
+its 99th percentile, maps over their values:
 
 * ``<stem>_<field>.png``: the field (Vm or φe) at the chosen snapshot times, one panel each, one colour scale;
-  2D as a map, 3D as the mid-z slice (said in the title), 1D as curves over x.
+  2D as a map, 3D as middle slices (``--view z y x``; default z and y: with a heart's long axis along z, as
+  ``cardiosim geometry lv`` makes it, a short-axis and a long-axis section; a row per view), 1D as curves over x.
 * ``<stem>_probes.png``: Vm (and φe) of every probe against time, every PDE step.
 * ``<stem>_ecg.png``: the pseudo-ECG (/ecg): electrode potentials, and the leads in a panel of their own.
 * ``<stem>_tissue.png``: with tissue.label_file, which nodes are tissue (the /maps/tissue map).
-* ``<stem>_activation.png``: the activation-time map with isochrones (contour lines every N ms); 3D: mid-z
-  slice; 1D: activation time against x.
+* ``<stem>_activation.png``: the activation-time map with isochrones (contour lines every N ms); 3D: a panel per
+  view; 1D: activation time against x.
 * ``<stem>_apd.png``: the APD map, where some node repolarised (otherwise a line says why there is none).
 * ``<stem>_layout.png``: the microscopic model's myocyte layout (/tissue): myocytes in alternating shades,
   non-conducting ones dark, and every face between two myocytes drawn in the colour of its junction type.
 
-An existing PNG is replaced only with ``--overwrite``; every name is checked before the first file is written.
+An existing figure is replaced only with ``--overwrite`` (and only one that cardiosim plot drew); every name is checked before the first file is written.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .errors import UserError
-from .results import Results
+from .results import Results, coordinate
 
 LABELS = {"Vm": "$V_m$", "phi_e": r"$\varphi_e$", "activation_time": "activation time", "apd": "APD"}
 
@@ -38,12 +43,77 @@ def _pyplot():
     return plt
 
 
+# The planes a 3D result is drawn in: the middle plane normal to each axis. "z" is the x-y plane (a short-axis
+# section of a heart whose long axis is z, as cardiosim geometry lv makes it), "y" and "x" contain z (long axis).
+VIEWS = ("z", "y", "x")
+DEFAULT_VIEWS = ("z", "y")
+
+
+@dataclass
+class Plane:
+    """A 2D picture of a node array: the values (rows: the vertical axis), their extent (cm), the axes' names and
+    coordinates, and a note for the title."""
+    values: np.ndarray
+    extent: tuple
+    labels: tuple[str, str]
+    coords: tuple[np.ndarray, np.ndarray]
+    note: str
+    normal: int | None = None        # which axis the plane is normal to (0 x, 1 y, 2 z); None in 2D
+    at: float | None = None          # its position on that axis (cm)
+
+
+def planes(r: Results, a: np.ndarray, views=DEFAULT_VIEWS) -> list[Plane]:
+    """A node array ([nz,] ny, nx) as 2D pictures: itself in 2D; in 3D the middle plane normal to each of ``views``
+    (see VIEWS)."""
+    x, y = r.axes[0], r.axes[1]
+    if r.dim != 3:
+        return [Plane(a, (x[0], x[-1], y[0], y[-1]), ("x", "y"), (x, y), "")]
+    z = r.axes[2]
+    out = []
+    for v in views:
+        if v == "z":
+            k = a.shape[0] // 2
+            out.append(Plane(a[k], (x[0], x[-1], y[0], y[-1]), ("x", "y"), (x, y), f" (mid slice z = {z[k]:g} cm)",
+                             2, float(z[k])))
+        elif v == "y":
+            j = a.shape[1] // 2
+            out.append(Plane(a[:, j, :], (x[0], x[-1], z[0], z[-1]), ("x", "z"), (x, z),
+                             f" (mid slice y = {y[j]:g} cm)", 1, float(y[j])))
+        else:
+            i = a.shape[2] // 2
+            out.append(Plane(a[:, :, i], (y[0], y[-1], z[0], z[-1]), ("y", "z"), (y, z),
+                             f" (mid slice x = {x[i]:g} cm)", 0, float(x[i])))
+    return out
+
+
 def plane(r: Results, a: np.ndarray) -> tuple[np.ndarray, str]:
-    """A node array ([nz,] ny, nx) as a 2D (ny, nx) picture: the middle z plane in 3D; and its title note."""
-    if r.dim == 3:
-        k = a.shape[0] // 2
-        return a[k], f" (mid slice z = {r.axes[2][k]:g} cm)"
-    return a, ""
+    """The first picture of :func:`planes` and its title note (the mid-z slice in 3D)."""
+    p = planes(r, a, ("z",))[0]
+    return p.values, p.note
+
+
+def colour_range(name: str, values: list[np.ndarray], given=None) -> tuple[float, float, str]:
+    """(vmin, vmax, colour map) of a field: ``given`` where the user gave one; Vm a fixed physiological range
+    (-90 to 40 mV, widened where the data leave it), so that a resting tissue is one colour and not noise stretched
+    over the whole map; φe symmetric about 0 at the 99th percentile of |φe| (a few large values near a stimulus do
+    not wash out the rest)."""
+    finite = np.concatenate([v[np.isfinite(v)].ravel() for v in values]) if values else np.zeros(0)
+    if name == "phi_e":
+        hi = float(np.percentile(np.abs(finite), 99)) if finite.size else 1.0
+        hi = hi or 1.0
+        lo, hi = (-hi, hi) if given is None else given
+        return lo, hi, "RdBu_r"
+    if given is not None:
+        return given[0], given[1], "viridis"
+    if name == "Vm":
+        lo, hi = -90.0, 40.0
+        if finite.size:
+            lo, hi = min(lo, float(finite.min())), max(hi, float(finite.max()))
+        return lo, hi, "viridis"
+    if not finite.size:
+        return 0.0, 1.0, "viridis"
+    lo, hi = float(finite.min()), float(finite.max())
+    return lo, (hi if hi > lo else lo + 1.0), "viridis"
 
 
 def nice_step(span: float, lines: int = 10) -> float:
@@ -55,16 +125,61 @@ def nice_step(span: float, lines: int = 10) -> float:
     return float(min((m * k for m in (1, 2, 5, 10)), key=lambda s: abs(s - raw)))
 
 
-def _extent(r: Results):
-    x, y = r.axes[0], r.axes[1]
-    return (x[0], x[-1], y[0], y[-1])
-
-
-def _map_axes(ax, r, title):
-    ax.set_xlabel("x (cm)")
-    ax.set_ylabel("y (cm)")
+def _map_axes(ax, p: Plane, title):
+    ax.set_xlabel(f"{p.labels[0]} (cm)")
+    ax.set_ylabel(f"{p.labels[1]} (cm)")
     ax.set_aspect("equal")
     ax.set_title(title, fontsize=10)
+
+
+def name_of(r: Results) -> str:
+    """What a figure is titled by: the run's config name (the file's name where it has none)."""
+    return r.attr("config_name") or r.path.stem
+
+
+def marks(r: Results) -> tuple[dict, list]:
+    """What is marked on the maps: {probe: node position (cm)} and the stimuli of the run's config as
+    (name, shape, lower/centre, upper/radius)."""
+    probes = {n: np.asarray(r.probe(n)["node_position"], dtype=float) for n in r.probes}
+    stimuli = []
+    try:
+        for i, st in enumerate(r.config_data().get("stimulus", [])):
+            name = st.get("name") or f"stimulus[{i}]"
+            if st.get("shape") == "box" and "lower" in st and "upper" in st:
+                stimuli.append((name, "box", np.asarray(st["lower"], float), np.asarray(st["upper"], float)))
+            elif st.get("shape") == "sphere" and "center" in st:
+                stimuli.append((name, "sphere", np.asarray(st["center"], float), float(st.get("radius", 0.0))))
+    except Exception:              # a config text that does not read: the pictures are drawn without the stimuli
+        stimuli = []
+    return probes, stimuli
+
+
+def _draw_marks(ax, r: Results, p: Plane, found) -> None:
+    """Probes (white dots, named) and stimuli (dashed outlines) in the plane of ``p`` (3D: those within half a
+    spacing of it, stimuli where they cut it)."""
+    from matplotlib.patches import Circle, Rectangle
+    probes, stimuli = found
+    axes_in = [0, 1] if p.normal is None else [d for d in range(3) if d != p.normal]
+    tol = 0.5 * r.spacing[p.normal] if p.normal is not None else None
+    for name, pos in probes.items():
+        if len(pos) < 2 or (p.normal is not None and abs(pos[p.normal] - p.at) > tol):
+            continue
+        ax.plot([pos[axes_in[0]]], [pos[axes_in[1]]], "o", color="white", markeredgecolor="black", markersize=4)
+        ax.annotate(name, (pos[axes_in[0]], pos[axes_in[1]]), xytext=(3, 3), textcoords="offset points",
+                    fontsize=7, color="white")
+    for name, shape, a, b in stimuli:
+        if len(a) != r.dim or r.dim < 2:
+            continue
+        if shape == "box":
+            if p.normal is not None and not a[p.normal] - tol <= p.at <= b[p.normal] + tol:
+                continue
+            lo, hi = a[axes_in], b[axes_in]
+            ax.add_patch(Rectangle(lo, *(hi - lo), fill=False, ls="--", lw=0.8, ec="red"))
+        else:
+            d = 0.0 if p.normal is None else abs(a[p.normal] - p.at)
+            if d > b:
+                continue
+            ax.add_patch(Circle(a[axes_in], np.sqrt(b * b - d * d), fill=False, ls="--", lw=0.8, ec="red"))
 
 
 def field_times(r: Results, times) -> list[int]:
@@ -89,7 +204,22 @@ def field_times(r: Results, times) -> list[int]:
     return sorted(set(int(i) for i in np.linspace(lo, hi, n).round()))
 
 
-def plot_field(plt, r: Results, name: str, idx: list[int], path: Path) -> Path:
+@dataclass
+class Style:
+    """How the figures are written: file format (png, svg, pdf), resolution, the 3D views, a colour range for the
+    field."""
+    format: str = "png"
+    dpi: int = 150
+    views: tuple = DEFAULT_VIEWS
+    vrange: tuple | None = None
+
+
+def _save(fig, path: Path, style: Style) -> Path:
+    fig.savefig(path, dpi=style.dpi)
+    return path
+
+
+def plot_field(plt, r: Results, name: str, idx: list[int], path: Path, style: Style = Style()) -> Path:
     unit = r.f["fields"][name].attrs.get("units", "mV")
     data = [r.field(name, i) for i in idx]
     label = f"{LABELS.get(name, name)} ({unit})"
@@ -100,34 +230,38 @@ def plot_field(plt, r: Results, name: str, idx: list[int], path: Path) -> Path:
         ax.set_xlabel("x (cm)")
         ax.set_ylabel(label)
         ax.legend(fontsize=8)
-        ax.set_title(f"{r.path.name}: {LABELS.get(name, name)}", fontsize=10)
+        ax.set_title(f"{name_of(r)}: {LABELS.get(name, name)}", fontsize=10)
     else:
-        pics = [plane(r, a) for a in data]
-        lo = min(float(np.nanmin(p)) for p, _ in pics)
-        hi = max(float(np.nanmax(p)) for p, _ in pics)
-        cmap = "viridis"
-        if name == "phi_e":   # a signed potential: a diverging map, white at 0
-            cmap, hi = "RdBu_r", max(abs(lo), abs(hi)) or 1.0
-            lo = -hi
-        n = len(pics)
-        cols = min(n, 4)
-        rows = -(-n // cols)
+        pics = [planes(r, a, style.views) for a in data]          # [time][view]
+        lo, hi, cmap = colour_range(name, [p.values for row in pics for p in row], style.vrange)
+        found = marks(r)
+        n_t, n_v = len(pics), len(pics[0])
+        if n_v > 1:                                                # 3D: a row per view, a column per time
+            rows, cols = n_v, n_t
+        else:                                                      # one picture per time, four to a row
+            cols = min(n_t, 4)
+            rows = -(-n_t // cols)
         fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols + 1.2, 3.4 * rows), squeeze=False,
                                  constrained_layout=True)
-        for ax in axes.flat[n:]:
+        if n_v > 1:
+            cells = [(axes[v, t], idx[t], pics[t][v]) for v in range(n_v) for t in range(n_t)]
+        else:
+            cells = list(zip(axes.flat, idx, (row[0] for row in pics)))
+        for ax in axes.flat[len(cells):]:
             ax.set_visible(False)
-        for ax, i, (p, note) in zip(axes.flat, idx, pics):
-            im = ax.imshow(p, origin="lower", extent=_extent(r), vmin=lo, vmax=hi, cmap=cmap,
+        for ax, i, p in cells:
+            im = ax.imshow(p.values, origin="lower", extent=p.extent, vmin=lo, vmax=hi, cmap=cmap,
                            interpolation="nearest")
-            _map_axes(ax, r, f"t = {r.times[i]:g} ms{note}")
+            _draw_marks(ax, r, p, found)
+            _map_axes(ax, p, f"t = {r.times[i]:g} ms{p.note}")
         fig.colorbar(im, ax=axes, label=label, shrink=0.9)
-        fig.suptitle(f"{r.path.name}: {LABELS.get(name, name)}", fontsize=11)
-    fig.savefig(path, dpi=110)
+        fig.suptitle(f"{name_of(r)}: {LABELS.get(name, name)}", fontsize=11)
+    _save(fig, path, style)
     plt.close(fig)
     return path
 
 
-def plot_probes(plt, r: Results, path: Path) -> Path | None:
+def plot_probes(plt, r: Results, path: Path, style: Style = Style()) -> Path | None:
     if not r.probes or r.n_samples == 0:
         return None
     fields = [f for f in ("Vm", "phi_e") if all(f in r.f["probes"][p] for p in r.probes)]
@@ -136,19 +270,19 @@ def plot_probes(plt, r: Results, path: Path) -> Path | None:
     for ax, fld in zip(axes[:, 0], fields):
         for name in r.probes:
             p = r.probe(name)
-            pos = ", ".join(f"{x:g}" for x in p["node_position"])
+            pos = ", ".join(coordinate(x) for x in p["node_position"])
             ax.plot(r.probe_times, p[fld], label=f"{name} ({pos}) cm", lw=1.2)
         ax.set_ylabel(f"{LABELS[fld]} (mV)")
         ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=8)
     axes[-1, 0].set_xlabel("t (ms)")
-    axes[0, 0].set_title(f"{r.path.name}: probes, every PDE step", fontsize=10)
-    fig.savefig(path, dpi=110)
+    axes[0, 0].set_title(f"{name_of(r)}: probes, every PDE step", fontsize=10)
+    _save(fig, path, style)
     plt.close(fig)
     return path
 
 
-def plot_ecg(plt, r: Results, path: Path) -> Path:
+def plot_ecg(plt, r: Results, path: Path, style: Style = Style()) -> Path:
     """The pseudo-ECG: electrodes in one panel, leads (if any) in another."""
     leads = [n for n in r.ecg if "lead" in r.f["ecg"][n].attrs]
     groups = [g for g in ([n for n in r.ecg if n not in leads], leads) if g]
@@ -158,23 +292,26 @@ def plot_ecg(plt, r: Results, path: Path) -> Path:
         for name in names:
             attrs = r.f["ecg"][name].attrs
             label = (f"{name} ({attrs['lead']})" if "lead" in attrs else
-                     f"{name} ({', '.join(f'{x:g}' for x in attrs['position'])}) cm")
+                     f"{name} ({', '.join(coordinate(x) for x in attrs['position'])}) cm")
             ax.plot(r.probe_times, r.ecg_trace(name), label=label, lw=1.2)
         ax.set_ylabel("lead (mV)" if names is leads else "φ electrode (mV)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     axes[-1, 0].set_xlabel("t (ms)")
-    axes[0, 0].set_title(f"{r.path.name}: pseudo-ECG, every PDE step", fontsize=10)
-    fig.savefig(path, dpi=110)
+    axes[0, 0].set_title(f"{name_of(r)}: pseudo-ECG, every PDE step", fontsize=10)
+    _save(fig, path, style)
     plt.close(fig)
     return path
 
 
-def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = None) -> Path | None:
-    """A map (activation time with isochrones, or APD); None where no node has a value."""
+def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = None,
+             style: Style = Style()) -> Path | None:
+    """A map (activation time with isochrones, or APD); None where no node has a value. 3D: a panel per view."""
     a = r.map(name)
     if not np.isfinite(a).any():
         return None
+    if "tissue" in r.maps and name != "tissue":
+        a = np.where(r.map("tissue") > 0, a, np.nan)          # outside the tissue: blank, not a value
     attrs = r.map_attrs(name)
     unit = attrs.get("units", "ms")
     if name == "activation_time":
@@ -189,26 +326,39 @@ def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = 
         ax.set_xlabel("x (cm)")
         ax.set_ylabel(f"{LABELS.get(name, name)} ({unit})")
         ax.grid(alpha=0.3)
-        ax.set_title(f"{r.path.name}: {title}", fontsize=10)
+        ax.set_title(f"{name_of(r)}: {title}", fontsize=10)
     else:
-        p, note = plane(r, a)
-        fig, ax = plt.subplots(figsize=(6.4, 5.2), constrained_layout=True)
+        pics = planes(r, a, style.views)
+        found = marks(r)
+        fig, axes = plt.subplots(1, len(pics), figsize=(6.4 * len(pics), 5.2), squeeze=False,
+                                 constrained_layout=True)
         cmap = "plasma" if name == "activation_time" else "magma"
-        im = ax.imshow(p, origin="lower", extent=_extent(r), cmap=cmap, interpolation="nearest")
-        fig.colorbar(im, ax=ax, label=f"{LABELS.get(name, name)} ({unit})", shrink=0.9)
+        finite = a[np.isfinite(a)]
+        lo, hi = float(finite.min()), float(finite.max())      # one scale for every view: the whole map's
+        step = None
         if name == "activation_time":
-            ok = p[np.isfinite(p)]
-            step = isochrones or nice_step(float(ok.max() - ok.min()))
-            levels = np.arange(np.ceil(ok.min() / step) * step, ok.max() + 1e-9, step)
-            if len(levels) and min(p.shape) > 1:
-                cs = ax.contour(r.axes[0], r.axes[1], p, levels=levels, colors="white", linewidths=0.8)
-                ax.clabel(cs, fontsize=7, fmt="%g")
-            title += f", isochrones every {step:g} ms"
-        if np.isnan(p).any():
-            title += "; white: not activated" if name == "activation_time" else "; white: not repolarised by the end"
-        # The file name on a line of its own: one line of all this is wider than the map.
-        _map_axes(ax, r, f"{r.path.name}{note}\n{title}")
-    fig.savefig(path, dpi=110)
+            step = isochrones or nice_step(hi - lo)
+        for ax, p in zip(axes[0], pics):
+            im = ax.imshow(p.values, origin="lower", extent=p.extent, cmap=cmap, interpolation="nearest",
+                           vmin=lo, vmax=hi if hi > lo else lo + 1.0)
+            head = title
+            ok = p.values[np.isfinite(p.values)]
+            if step is not None and ok.size:
+                levels = np.arange(np.ceil(ok.min() / step) * step, ok.max() + 1e-9, step)
+                if len(levels) and min(p.values.shape) > 1:
+                    cs = ax.contour(*p.coords, p.values, levels=levels, colors="white", linewidths=0.8)
+                    ax.clabel(cs, fontsize=7, fmt="%g")
+                head += f", isochrones every {step:g} ms"
+            if not ok.size:
+                head += "; no node of this slice has a value"
+            elif np.isnan(p.values).any():
+                head += ("; white: not activated" if name == "activation_time" else
+                         "; white: not repolarised by the end") + (" or no tissue" if "tissue" in r.maps else "")
+            _draw_marks(ax, r, p, found)
+            # The run's name and the slice on a line of their own: one line of all this is wider than the map.
+            _map_axes(ax, p, f"{name_of(r)}{p.note}\n{head}")
+        fig.colorbar(im, ax=axes, label=f"{LABELS.get(name, name)} ({unit})", shrink=0.9)
+    _save(fig, path, style)
     plt.close(fig)
     return path
 
@@ -219,7 +369,7 @@ JUNCTION_COLOURS = {2: ("tab:red", "plicate (G_p)"), 3: ("tab:orange", "interpli
                     6: ("black", "non-conducting cell")}
 
 
-def plot_layout(plt, r: Results, path: Path) -> Path:
+def plot_layout(plt, r: Results, path: Path, style: Style = Style()) -> Path:
     """The myocyte layout: volumes shaded by myocyte, junction faces as coloured segments (2D; 3D: mid-z plane;
     1D: a one-row strip)."""
     t = r.f["tissue"]
@@ -274,7 +424,7 @@ def plot_layout(plt, r: Results, path: Path) -> Path:
         ax.legend(handles=handles, fontsize=7, framealpha=0.8, **where)
     note = " (mid z plane)" if r.dim == 3 else ""
     ax.set_title(f"{r.path.name}: myocyte layout{note}, {int(np.unique(cid[~dead]).size)} myocytes", fontsize=10)
-    fig.savefig(path, dpi=110)
+    _save(fig, path, style)
     plt.close(fig)
     return path
 
@@ -306,6 +456,12 @@ def _writable_dir(out: Path) -> None:
 def plot_main(args) -> int:
     if args.isochrones is not None and not args.isochrones > 0:
         raise UserError(f"--isochrones {args.isochrones:g}: must be > 0 (ms)")
+    if not 10 <= args.dpi <= 1200:
+        raise UserError(f"--dpi {args.dpi}: must be 10 to 1200")
+    if args.range is not None and not args.range[0] < args.range[1]:
+        raise UserError(f"--range {args.range[0]:g} {args.range[1]:g}: the first must be below the second")
+    style = Style(format=args.format, dpi=args.dpi, views=tuple(dict.fromkeys(args.view or DEFAULT_VIEWS)),
+                  vrange=tuple(args.range) if args.range else None)
     from .files import Target, check_name, check_writes
     out = Path(args.out) if args.out else None
     if out is not None:
@@ -314,47 +470,50 @@ def plot_main(args) -> int:
         raise UserError(f"--out {out}: exists and is not a directory")
     with Results(args.file) as r:
         r.check_field(args.field)
+        if args.view and r.dim != 3:
+            raise UserError(f"--view: for 3D results only; {r.path} is {r.dim}D")
         idx = field_times(r, args.times)          # every check before anything is written
         _check_isochrones(r, args.isochrones)
         out = out or r.path.parent
         _writable_dir(out)
-        stem = r.path.stem
+        stem, ext = r.path.stem, style.format
         # What will be drawn, named up front so that every name is checked before the first file is written.
-        plan = [("field", args.field, out / f"{stem}_{args.field}.png")]
+        plan = [("field", args.field, out / f"{stem}_{args.field}.{ext}")]
         if r.probes and r.n_samples:
-            plan.append(("probes", None, out / f"{stem}_probes.png"))
+            plan.append(("probes", None, out / f"{stem}_probes.{ext}"))
         if r.ecg and r.n_samples:
-            plan.append(("ecg", None, out / f"{stem}_ecg.png"))
+            plan.append(("ecg", None, out / f"{stem}_ecg.{ext}"))
         if "tissue" in r.f:
-            plan.append(("layout", None, out / f"{stem}_layout.png"))
+            plan.append(("layout", None, out / f"{stem}_layout.{ext}"))
         skipped = []
         for name in r.maps:
             if np.isfinite(r.map(name)).any():
-                plan.append(("map", name, out / f"{stem}_{name.replace('_time', '')}.png"))
+                plan.append(("map", name, out / f"{stem}_{name.replace('_time', '')}.{ext}"))
             else:
                 skipped.append(f"{name}: no node has a value (" + ("none activated" if name == "activation_time"
                                else "none repolarised by the end of the run; run longer") + ")")
-        check_writes([Target("--out", p, "png") for _, _, p in plan], {"the result file": r.path}, args.overwrite)
+        kind = "png" if ext == "png" else "figure"
+        check_writes([Target("--out", p, kind) for _, _, p in plan], {"the result file": r.path}, args.overwrite)
         plt = _pyplot()
         written = []
         try:
             out.mkdir(parents=True, exist_ok=True)
             for kind, name, p in plan:
                 if kind == "field":
-                    written.append(plot_field(plt, r, name, idx, p))
+                    written.append(plot_field(plt, r, name, idx, p, style))
                 elif kind == "probes":
-                    written.append(plot_probes(plt, r, p))
+                    written.append(plot_probes(plt, r, p, style))
                 elif kind == "ecg":
-                    written.append(plot_ecg(plt, r, p))
+                    written.append(plot_ecg(plt, r, p, style))
                 elif kind == "layout":
-                    written.append(plot_layout(plt, r, p))
+                    written.append(plot_layout(plt, r, p, style))
                 else:
-                    written.append(plot_map(plt, r, name, p, args.isochrones))
+                    written.append(plot_map(plt, r, name, p, args.isochrones, style))
         except OSError as e:
             from .errors import io_reason
             where = e.filename or out
             raise UserError(f"--out {out}: cannot write {where} ({io_reason(e)}); "
-                            f"{len(written)} PNG(s) written before") from None
+                            f"{len(written)} figure(s) written before") from None
     for p in written:
         if p is not None:
             print(p)

@@ -106,6 +106,17 @@ class Results:
         """The config that ran: the file's text with every --set applied (TOML)."""
         return self.attr("config_effective") or self.attr("config", "")
 
+    def config_data(self) -> dict:
+        """The config that ran, as TOML data ({} where it does not read)."""
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+            import tomli as tomllib
+        try:
+            return tomllib.loads(self.config_text())
+        except tomllib.TOMLDecodeError:
+            return {}
+
     def checks_limits(self):
         """The run's [checks] limits (cardiosim.checks.Limits), the defaults where the file has none."""
         try:
@@ -231,6 +242,12 @@ class Results:
 # ----------------------------------------------------------------------------------------------------------------
 # cardiosim inspect
 # ----------------------------------------------------------------------------------------------------------------
+def coordinate(x: float) -> str:
+    """A coordinate for a label: round-off (-2.22e-16) shown as 0, four significant digits."""
+    x = float(x)
+    return f"{0.0 if abs(x) < 1e-9 else x:.4g}"
+
+
 def _fmt(values, unit="") -> str:
     return " x ".join(f"{v:g}" for v in values) + (f" {unit}" if unit else "")
 
@@ -293,7 +310,7 @@ def describe(r: Results) -> str:
             if "Vm" in p and len(p["Vm"]):
                 at = activation_time(r.probe_times, p["Vm"], thr)
                 parts.append(f"activation {at:.4g} ms" if np.isfinite(at) else "not activated")
-            lines.append(f"  {name:<12} at ({', '.join(f'{x:g}' for x in p['node_position'])}) cm: "
+            lines.append(f"  {name:<12} at ({', '.join(coordinate(x) for x in p['node_position'])}) cm: "
                          + ", ".join(parts))
     if r.ecg:
         lines.append(f"pseudo-ECG: {len(r.ecg)} traces, {r.n_samples} samples (bath "
@@ -301,7 +318,7 @@ def describe(r: Results) -> str:
         for name in r.ecg:
             tr, attrs = r.ecg_trace(name), r.f["ecg"][name].attrs
             where = (f"lead {attrs['lead']}" if "lead" in attrs else
-                     f"at ({', '.join(f'{x:g}' for x in attrs['position'])}) cm")
+                     f"at ({', '.join(coordinate(x) for x in attrs['position'])}) cm")
             span = f"{np.nanmin(tr):.4g} to {np.nanmax(tr):.4g} mV" if len(tr) else "no samples"
             lines.append(f"  {name:<12} {where}: {span}")
     if not r.maps:

@@ -15,5 +15,8 @@ def test_every_shipped_config_is_valid():
     root = Path(__file__).resolve().parents[1]
     paths = sorted((root / "run").rglob("*.toml")) + sorted((root / "tests" / "configs").rglob("*.toml"))
     assert len([p for p in paths if p.parent.name == "niederer"]) == 9
+    # run/lv-ecg.toml reads files the tutorial makes first (cardiosim geometry lv ...): tests/test_tutorial.py makes
+    # them and runs it
     for path in paths:
-        config.load(path)
+        if path.name != "lv-ecg.toml":
+            config.load(path)

@@ -160,12 +160,57 @@ def test_plot_3d_takes_the_mid_slice(runs, tmp_path, captured):
     window = times[(times >= first) & (times <= last)]
     shown = window if window.size >= 4 else times
     want = [shown[i] for i in np.linspace(0, shown.size - 1, 4).round().astype(int)]
-    assert len(panels) == 4
-    assert [ax.get_title() for ax in panels] == [f"t = {t:g} ms (mid slice z = {z[k]:g} cm)" for t in want]
-    np.testing.assert_array_equal(panels[-1].images[0].get_array(), phi[-1, k])
-    ax = captured["slab_activation.png"].axes[0]
-    np.testing.assert_array_equal(np.ma.filled(ax.images[0].get_array(), np.nan), act[k])
-    assert "mid slice" in ax.get_title()
+    # 3D: a row per view, by default the mid-z slice (a short-axis section) and the mid-y slice (a long-axis one)
+    with h5py.File(runs["slab"]) as f:
+        y = f["grid/y"][:]
+    j = phi.shape[2] // 2
+    assert len(panels) == 8
+    assert [ax.get_title() for ax in panels[:4]] == [f"t = {t:g} ms (mid slice z = {z[k]:g} cm)" for t in want]
+    assert [ax.get_title() for ax in panels[4:]] == [f"t = {t:g} ms (mid slice y = {y[j]:g} cm)" for t in want]
+    np.testing.assert_array_equal(panels[3].images[0].get_array(), phi[-1, k])
+    np.testing.assert_array_equal(panels[-1].images[0].get_array(), phi[-1, :, j, :])
+    assert panels[-1].get_ylabel() == "z (cm)"
+    ax_z, ax_y = captured["slab_activation.png"].axes[:2]
+    np.testing.assert_array_equal(np.ma.filled(ax_z.images[0].get_array(), np.nan), act[k])
+    np.testing.assert_array_equal(np.ma.filled(ax_y.images[0].get_array(), np.nan), act[:, j, :])
+    assert "mid slice z" in ax_z.get_title() and "mid slice y" in ax_y.get_title()
+
+
+def test_plot_3d_with_no_activation_in_a_slice(runs, tmp_path, captured):
+    """The traceback of issue 28 (plot.py:201): a 3D activation map whose mid-z slice has no activated node."""
+    src = runs["slab"]
+    f3 = tmp_path / "hollow.h5"
+    f3.write_bytes(src.read_bytes())
+    with h5py.File(f3, "r+") as f:
+        act = f["maps/activation_time"][:]
+        act[act.shape[0] // 2] = np.nan
+        f["maps/activation_time"][...] = act
+    assert _plot(f3, tmp_path / "p", "--view", "z", "x", "--format", "svg") == 0
+    ax_z = captured["hollow_activation.svg"].axes[0]
+    assert "no node of this slice has a value" in ax_z.get_title()
+    assert (tmp_path / "p" / "hollow_activation.svg").read_bytes().lstrip().startswith(b"<?xml")
+
+
+def test_plot_formats_colours_and_labels(runs, tmp_path, captured):
+    assert _plot(runs["sheet"], tmp_path, "--format", "pdf", "--dpi", "72") == 0
+    pdf = tmp_path / "sheet_Vm.pdf"
+    assert pdf.read_bytes().startswith(b"%PDF")
+    panel = [ax for ax in captured["sheet_Vm.pdf"].axes if ax.images][0]
+    assert panel.images[0].get_clim() == (-90.0, 40.0)           # the physiological range, not the data's
+    assert captured["sheet_Vm.pdf"]._suptitle.get_text() == "sheet: $V_m$"   # the config's name, not the file's
+    # a second plot is refused, --overwrite replaces (recognised as cardiosim's by its content)
+    from cardiosim.cli import main
+    assert main(["plot", str(runs["sheet"]), "--out", str(tmp_path), "--format", "pdf"]) == 2
+    assert _plot(runs["sheet"], tmp_path, "--format", "pdf", "--overwrite") == 0
+    # a probe on the axis: its label says 0, not -2.22045e-16
+    from cardiosim.plot import coordinate
+    assert coordinate(-2.220446049250313e-16) == "0" and coordinate(0.35) == "0.35"
+    labels = [ln.get_label() for ln in captured["sheet_probes.pdf"].axes[0].lines]
+    assert labels[0] == "near (0.32, 0) cm"
+    # the probes are marked on the maps
+    ax = captured["sheet_activation.pdf"].axes[0]
+    assert any(t.get_text() == "far" for t in ax.texts)
+    assert _plot(runs["sheet"], tmp_path, "--view", "x") == 2     # --view is for 3D
 
 
 def test_plot_1d_draws_curves(runs, tmp_path, captured):
