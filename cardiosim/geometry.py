@@ -77,11 +77,13 @@ FIBRE_NAMES = ("fibres", "fibers", "fiber", "fibre")
 # does not halve falls back to GAMG, 2-4 times slower per solve: docs/benchmarks.md).
 CELL_MULTIPLE = 8
 MAX_NODES = 2e8
-# Peak bytes while the anatomy is made, measured with tracemalloc (spacing 0.05 and 0.03 cm): the idealised LV
-# 230 per grid node (coordinates, the shell coordinate's bisection, fibres); a mesh 28 per grid node (labels,
-# fibres) and about 190 per candidate node of a chunk of elements (the nodes in the elements' bounding boxes).
-LV_BYTES_PER_NODE = 240
-BIV_BYTES_PER_NODE = 240
+# Peak bytes while the anatomy is made, measured with tracemalloc (spacing 0.05 and 0.03 cm): the idealised LV and
+# BiV with their rule-based fibres 254-389 per grid node (the Laplacian, the coordinates, the frames), to which
+# PETSc's matrix and ICC factor add about 650 per tissue node (27 entries of 12 bytes, twice; not traced), about
+# 180 per grid node at a quarter of the box in tissue; a mesh 28 per grid node (labels, fibres) and about 190 per
+# candidate node of a chunk of elements (the nodes in the elements' bounding boxes).
+LV_BYTES_PER_NODE = 600
+BIV_BYTES_PER_NODE = 600
 MESH_BYTES_PER_NODE = 28
 MESH_BYTES_PER_CANDIDATE = 200
 
