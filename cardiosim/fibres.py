@@ -4,8 +4,11 @@ Input: a ``cardiosim geometry`` file with ``labels`` (tissue > 0) and ``surfaces
 surfaces, as bits: :data:`SURFACES`). Laplace problems on the tissue nodes, with Dirichlet values on those
 surfaces, give
 
-    transmural   0 at the endocardia (LV and RV) to 1 at the epicardium (Bayer et al. 2012's φ_epi; the septum is
-                 endocardial in it, as in Bayer's)
+    transmural   0 at the endocardia (LV and RV) to 1 at the epicardium: the LV alone, Bayer et al. 2012's φ_epi;
+                 both ventricles, the smaller of the two walls' depths u and v below, so that each free wall runs
+                 from its own endocardium to the epicardium and the septum from either face (0) to 0.5 in its
+                 middle: a septum has endocardial layers on both sides and no epicardium (φ_epi, 0 on both
+                 endocardia and nearly 0 through the whole septum, would make it all endocardial)
     lv_rv        BiV only: 0 at the LV endocardium to 1 at the RV endocardium (no condition elsewhere: about 0 in
                  the LV free wall, 1 in the RV free wall, 0 → 1 across the septum)
     apex_base    0 at the apex to 1 at the base: the position along the long axis (from the apex to the base
@@ -34,7 +37,7 @@ this departs from Bayer's algorithm, and why:
 
 The Laplace problems are assembled here, on the tissue nodes only (the Q1 stiffness of the grid's elements whose
 eight corners are all tissue: the surface rule of cardiosim.mask, so the same staircase is no-flux), and solved
-with PETSc on one process: CG + ICC(0), which took 37 iterations (transmural) and 206 (ψ) on the BiV at 0.25 mm
+with PETSc on one process: CG + ICC(0), which took 37 iterations (φ_epi) and 206 (ψ) on the BiV at 0.25 mm
 (464,000 tissue nodes), and less time than CG + GAMG (10-12 iterations, but a set-up of several seconds). A small
 assembly of its own because the run's operators (cardiosim.operators) are built on the whole box of a DMDA across
 MPI ranks, which an anatomy made once on a login node has no need of; the tissue-only solvers of issue 27 (item
@@ -266,9 +269,7 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
             values[is_[k]] = 1.0
         return solve_laplace(A, fixed, values, what)
 
-    endo = ["lv_endo", "rv_endo"] if biv else ["lv_endo"]
-    transmural = solve(["epi"], endo, "transmural coordinate")
-    u = transmural if not biv else solve(["epi", "rv_endo"], ["lv_endo"], "the LV wall's depth")
+    u = solve(["epi", "rv_endo"] if biv else ["epi"], ["lv_endo"], "the LV wall's depth")
     # ψ: 0 at the apex node, 1 at the base (Bayer), for the longitudinal direction only
     apex_node = np.zeros(len(surf), dtype=bool)
     apex_node[np.argmin(np.sum((points - apex) ** 2, axis=1))] = True
@@ -281,8 +282,7 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
     gu = gradient(_grid(u, nodes), elements, nodes, h)
     f, s, _ = oriented(grad_psi, gu, degrees(helix[0] + u * (helix[1] - helix[0])),
                        degrees(sheet[0] + u * (sheet[1] - sheet[0])))
-    out = {"transmural": transmural,
-           "apex_base": np.clip((points - apex) @ axis / length, 0.0, 1.0)}
+    out = {"transmural": u, "apex_base": np.clip((points - apex) @ axis / length, 0.0, 1.0)}
     if biv:
         v = solve(["epi", "lv_endo"], ["rv_endo"], "the RV wall's depth")
         gu2 = np.sum(gu ** 2, axis=1)
@@ -295,6 +295,7 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
         s = _mix(s, s_rv, w)
         s = _unit(s - np.sum(s * f, axis=1, keepdims=True) * f, _perpendicular(f))
         out["lv_rv"] = solve(["rv_endo"], ["lv_endo"], "LV-RV coordinate")
+        out["transmural"] = np.minimum(u, v)
     n = np.cross(f, s)
     log(f"rule-based fibres: {len(surf)} tissue nodes, {'both ventricles' if biv else 'one ventricle'}, "
         f"helix {helix[0]:g}° → {helix[1]:g}°, sheet {sheet[0]:g}° → {sheet[1]:g}°, "
@@ -335,6 +336,15 @@ def main(args: argparse.Namespace) -> int:
     helix, sheet = angles(args)
     check_input(None, src)
     geometry.check_out(out)
+    try:
+        with h5py.File(src, "r") as f:
+            shape = f["labels"].shape if isinstance(f.get("labels"), h5py.Dataset) else ()
+    except OSError as e:
+        raise UserError(f"{src}: cannot be read as HDF5 ({e})") from None
+    if shape:                        # before the arrays are read: what the rule needs, against what is free
+        from .resources import check_fits
+        check_fits(geometry.BIV_BYTES_PER_NODE * float(np.prod(shape)), f"{src}: {np.prod(shape):.4g} grid nodes",
+                   "make it on a host with more memory")
     check_writes([Target("--out", out, "geometry")], {"the geometry file": src}, args.overwrite)
     try:
         with h5py.File(src, "r") as f:

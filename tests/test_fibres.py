@@ -119,7 +119,7 @@ def test_idealised_biv(tmp_path):
     """Both ventricles at 1 mm: labels 1 (LV and septum) and 2 (RV free wall), the four surfaces, coordinates in
     [0, 1] with their Dirichlet values on the surfaces (lv_rv 0 on the LV endocardium, 1 on the RV's), orthonormal
     frames everywhere; the septum's middle (between the cavities, lv_rv near 0.5) has circumferential fibres (the
-    rule's 0° mid-wall), and the fibres turn through the RV free wall as through the LV's: the helix angle at the RV
+    rule's 0° mid-wall) and a transmural coordinate near 0.5 (never more: the septum has no epicardium), and the fibres turn through the RV free wall as through the LV's: the helix angle at the RV
     endocardium is of the other sign than at the RV epicardium."""
     out = tmp_path / "biv.h5"
     proc = run_cli(["geometry", "biv", "--spacing", "0.1", "--out", out], check=True)
@@ -147,8 +147,10 @@ def test_idealised_biv(tmp_path):
     mid = t & (g["labels"] == 1) & (np.abs(g["lv_rv"] - 0.5) < 0.15) & (np.abs(y) < 0.3) & (z < 0) & (z > -1.0)
     # the septum between the cavities at y ≈ 0 lies at x from 0.7 (LV endocardium) to 1.0 (LV epicardium)
     assert mid.sum() >= 3 and np.all((x[mid] > 0.6) & (x[mid] < 1.1)), x[mid]
-    print(f"\nmid-septum helix (about the LV's axis): median {np.median(helix[mid]):+.1f}° over {mid.sum()} nodes")
+    print(f"\nmid-septum helix (about the LV's axis): median {np.median(helix[mid]):+.1f}° over {mid.sum()} nodes; "
+          f"transmural coordinate there {np.median(g['transmural'][mid]):.2f}")
     assert abs(np.median(helix[mid])) < 15.0
+    assert np.median(g["transmural"][mid]) > 0.3 and np.max(g["transmural"][mid]) <= 0.5 + 1e-6    # no epicardium
     # the RV free wall at y ≈ 0, x > 1.4 (its cavity reaches x = 1.5): helix about the LV's axis
     wall = t & (g["labels"] == 2) & (np.abs(y) < 0.25) & (z < 0) & (z > -1.0)
     endo, epi = wall & on["rv_endo"], wall & on["epi"]
