@@ -267,6 +267,8 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
         values = np.zeros(len(surf))
         for k in one:
             values[is_[k]] = 1.0
+        for k in zero:      # a node on both (a wall one or two nodes thick): the endocardium, 0, wins
+            values[is_[k]] = 0.0
         return solve_laplace(A, fixed, values, what)
 
     u = solve(["epi", "rv_endo"] if biv else ["epi"], ["lv_endo"], "the LV wall's depth")

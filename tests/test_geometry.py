@@ -108,7 +108,7 @@ def test_idealised_lv(tmp_path):
     assert np.allclose(np.linalg.norm(fib[tissue], axis=1), 1.0) and not fib[~inside].any()
     assert np.nanmin(t) == 0 and np.nanmax(t) == 1 and np.nanmin(ab) >= 0 and np.nanmax(ab) <= 1
     assert np.bitwise_or.reduce(surf[tissue].ravel()) == 11 and not surf[~tissue].any()   # base, LV endo, epi
-    assert np.all(t[(surf & 2) > 0] == 0) and np.all(t[(surf & 8) > 0] == 1)
+    assert np.all(t[(surf & 2) > 0] == 0) and np.all(t[surf & 10 == 8] == 1)
     z, y, x = np.meshgrid(*(attrs["origin"][d] + np.arange(attrs["shape"][d]) * h for d in (2, 1, 0)),
                           indexing="ij")
     rho = np.hypot(x, y)
