@@ -373,3 +373,18 @@ def test_biv_activates_from_both_endocardia(tmp_path):
     assert np.all(np.isfinite(act[tissue]))
     assert np.max(act[lv]) < 2.5 and np.max(act[rv]) < 2.5
     assert np.median(act[epi]) > 3 * np.median(act[lv])
+
+
+def test_biv_example_config_is_valid(tmp_path):
+    """run/biv-ecg.toml with the file it reads made as its comment says (cardiosim geometry biv --spacing 0.05):
+    its [grid] is the one the command prints, and the config is valid (regions and stimulus by coordinate)."""
+    from pathlib import Path
+    from cardiosim import config
+    geo = tmp_path / "biv.h5"
+    lines = run_cli(["geometry", "biv", "--spacing", "0.05", "--out", geo], check=True).stdout
+    example = Path(__file__).resolve().parents[1] / "run" / "biv-ecg.toml"
+    text = example.read_text()
+    for line in ("size = [3.2, 3.6, 2.8]", "spacing = 0.05", "origin = [-1.05, -1.65, -2.05]"):
+        assert line in lines and line in text, line
+    cfg = config.load(example, [f'tissue.label_file="{geo}"', f'tissue.fibre_file="{geo}"'])
+    assert [r.shape for r in cfg.cell.regions] == ["coordinate", "coordinate"]
