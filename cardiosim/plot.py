@@ -329,6 +329,7 @@ def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = 
         ax.set_title(f"{name_of(r)}: {title}", fontsize=10)
     else:
         pics = planes(r, a, style.views)
+        inside = planes(r, r.map("tissue") > 0, style.views) if "tissue" in r.maps else None
         found = marks(r)
         fig, axes = plt.subplots(1, len(pics), figsize=(6.4 * len(pics), 5.2), squeeze=False,
                                  constrained_layout=True)
@@ -338,7 +339,7 @@ def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = 
         step = None
         if name == "activation_time":
             step = isochrones or nice_step(hi - lo)
-        for ax, p in zip(axes[0], pics):
+        for n, (ax, p) in enumerate(zip(axes[0], pics)):
             im = ax.imshow(p.values, origin="lower", extent=p.extent, cmap=cmap, interpolation="nearest",
                            vmin=lo, vmax=hi if hi > lo else lo + 1.0)
             head = title
@@ -349,14 +350,16 @@ def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = 
                     cs = ax.contour(*p.coords, p.values, levels=levels, colors="white", linewidths=0.8)
                     ax.clabel(cs, fontsize=7, fmt="%g")
                 head += f", isochrones every {step:g} ms"
+            missing = np.isnan(p.values) if inside is None else np.isnan(p.values) & inside[n].values
             if not ok.size:
                 head += "; no node of this slice has a value"
-            elif np.isnan(p.values).any():
-                head += ("; white: not activated" if name == "activation_time" else
-                         "; white: not repolarised by the end") + (" or no tissue" if "tissue" in r.maps else "")
+            elif missing.any():
+                head += "; white: not activated" if name == "activation_time" else "; white: not repolarised by the end"
             _draw_marks(ax, r, p, found)
-            # The run's name and the slice on a line of their own: one line of all this is wider than the map.
-            _map_axes(ax, p, f"{name_of(r)}{p.note}\n{head}")
+            # The run's name and the slice on a line of their own, the rest wrapped: one line of all this is wider
+            # than the map (and than its neighbour's in 3D).
+            import textwrap
+            _map_axes(ax, p, f"{name_of(r)}{p.note}\n" + textwrap.fill(head, 66))
         fig.colorbar(im, ax=axes, label=f"{LABELS.get(name, name)} ({unit})", shrink=0.9)
     _save(fig, path, style)
     plt.close(fig)
