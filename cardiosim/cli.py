@@ -312,8 +312,9 @@ def _run(args, comm) -> int:
 
 
 def _result_file(argv, petsc_args) -> int:
-    """``inspect``, ``plot``, ``model`` and ``geometry``: h5py, NumPy and matplotlib only, no MPI or PETSc, so they
-    run anywhere (a login node, a laptop) and while the run is still writing."""
+    """``inspect``, ``plot``, ``model`` and ``geometry``: h5py, NumPy and matplotlib, no mpirun (``geometry``'s
+    rule-based fibres use PETSc on this one process), so they run anywhere (a login node, a laptop) and while the
+    run is still writing."""
     args = _parser().parse_args(argv)
     _no_petsc_options(args.command, petsc_args)
     if args.command == "inspect":

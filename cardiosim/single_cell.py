@@ -151,15 +151,115 @@ class _NumpyCell:
         return (dmax, tmax) if track_dvdt else None
 
 
+INTEGRATORS = ("forward-euler", "rush-larsen", "grl1", "cvode")
+
+
+class _CvodeCell:
+    """Myokit's CVODES simulation of a CellML model behind the native driver's ``advance``: the independent,
+    adaptive integrator (what Myokit's users run), for long pre-pacing and as a reference. The pulse train is
+    Myokit's (``blocktrain``: the same times as cardiosim's Protocol). Myokit is asked for one beat of records at a
+    time and ``advance`` serves them; the dV/dt column is dV/dt at the record times (CVODES takes its own steps)."""
+
+    def __init__(self, model, amplitude, duration, period, record_every):
+        from .cells import cellml
+        myokit = cellml.myokit_cvodes()
+        m = cellml.load_myokit(model.source)
+        for name, value in model.p.items():                    # the run's parameters, by their user names
+            if value != model.parameters[name].value:
+                var = m.get(name) if "." in name else next(x for x in m.variables(deep=True) if x.name() == name)
+                var.set_rhs(myokit.Number(value))
+        self.names = [x.qname() for x in m.states()]
+        self.dvdt = f"dot({m.label('membrane_potential').qname()})"
+        self.sim = myokit.Simulation(m, myokit.pacing.blocktrain(period, duration, level=amplitude, limit=0))
+        self.period, self.record_every = period, record_every
+        self.t_next, self.rows, self.at = 0.0, None, 0
+
+    def stimulus(self, protocols, amps, n_cells):
+        return None
+
+    def prepace(self, beats: int) -> None:
+        """``beats`` beats without records; the recorded beats start at t = 0 again (Simulation.pre)."""
+        if beats:
+            self.sim.pre(beats * self.period)
+
+    def advance(self, y, t0, dt, k, stim, track_dvdt=False):
+        if self.rows is None or self.at >= len(self.rows[0]):
+            n = max(1, int(round(self.period / self.record_every)))
+            times = self.t_next + self.record_every * np.arange(1, n + 1)
+            try:
+                d = self.sim.run(times[-1] + 0.5 * self.record_every - self.sim.time(), log=self.names + [self.dvdt],
+                                 log_times=times)
+            except Exception as e:                            # myokit.SimulationError: CVODES gave up
+                raise SimulationError(f"CVODES (Myokit): {str(e).strip().splitlines()[0]}") from None
+            self.rows = [np.asarray(d[x]) for x in self.names + [self.dvdt]]
+            self.t_next, self.at = times[-1], 0
+        y[:, 0] = [r[self.at] for r in self.rows[:-1]]
+        dv = self.rows[-1][self.at]
+        self.at += 1
+        return (np.array([dv]), np.array([t0 + k * dt])) if track_dvdt else None
+
+
+def _stepper(model, integrator: str, amplitude, duration, period, record_every):
+    """What advances the cell: the native driver (forward-euler, rush-larsen, grl1), NumPy Forward Euler for a
+    model without a C kernel, or CVODES through Myokit (CellML models)."""
+    from .cells import cellml
+    _check(integrator in INTEGRATORS, f"integrator must be one of {', '.join(INTEGRATORS)}, got {integrator!r}")
+    if integrator == "cvode":
+        _check(cellml.is_cellml(getattr(model, "source", "")),
+               f"integrator cvode: runs CellML models (through Myokit); {model.name} is a built-in model")
+        return _CvodeCell(model, amplitude, duration, period, record_every)
+    if not model.kernel_name:
+        _check(integrator == "forward-euler", f"integrator {integrator}: {model.name} has Forward Euler only")
+        return _NumpyCell(model)
+    from .reaction.ode.native import NativeModel
+    try:
+        return NativeModel(model, integrator=integrator)
+    except RuntimeError as e:
+        if "step" in str(e):                                 # the header has no such step
+            raise ValueError(f"integrator {integrator}: {model.name} has none (forward-euler"
+                             f"{', rush-larsen' if hasattr(model, 'rush_larsen') else ''} only)") from None
+        raise
+
+
+def scaled(model_name: str, variant: str | None, overrides: Mapping[str, float], scale: Mapping[str, float]) -> dict:
+    """``overrides`` with each parameter of ``scale`` multiplied by its factor (from its value in the variant, or in
+    ``overrides`` where given there): parameter scale factors, drug block (:func:`block_factor`)."""
+    out = dict(overrides)
+    if not scale:
+        return out
+    base = cells.make(model_name, variant, {k: v for k, v in overrides.items() if k not in TISSUE_DEFAULTS},
+                      tissue={k: overrides.get(k, v) for k, v in TISSUE_DEFAULTS.items()})
+    for name, f in scale.items():
+        _check(math.isfinite(float(f)) and float(f) >= 0.0, f"--scale {name}={f}: a factor must be finite and >= 0")
+        if name not in base.p:
+            raise cells.CellModelError(f"--scale {name}: {base.name} has no parameter '{name}'; allowed: "
+                                       f"{', '.join(sorted(base.p))}")
+        out[name] = base.p[name] * float(f)
+    return out
+
+
+def block_factor(concentration: float, ic50: float, hill: float = 1.0) -> float:
+    """The conductance left by a drug at ``concentration`` with ``ic50`` (same unit) and Hill coefficient ``hill``:
+    1 / (1 + (C/IC50)^h) (simple pore block)."""
+    _check(ic50 > 0 and hill > 0 and concentration >= 0, "drug block: IC50 and Hill must be > 0, the concentration "
+                                                          ">= 0")
+    return 1.0 / (1.0 + (concentration / ic50) ** hill)
+
+
 def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float] | None, amplitude: float,
              duration: float, period: float, beats: int, dt: float, record_every: float, h5_path,
-             json_path=None, progress=None) -> list[dict]:
+             json_path=None, progress=None, integrator: str = "forward-euler", prepace: int = 0,
+             trace: tuple = ()) -> list[dict]:
     """Pace one cell and record it; returns the per-beat biomarkers (also written to HDF5 and JSON).
 
-    amplitude in pA/pF (negative depolarises), duration and period in ms, dt (the Forward-Euler step) and
-    record_every (a whole multiple of dt) in ms. Raises ValueError with a one-line message for bad arguments
-    (before any file is touched) and SimulationError if a state goes bad (the file keeps what was computed, marked
-    with ``error``; no biomarkers). ``progress(t_ms, total_ms)``, if given, is called every record interval.
+    amplitude in pA/pF (negative depolarises), duration and period in ms, dt (the integrator's step; CVODES chooses
+    its own) and record_every (a whole multiple of dt) in ms. ``integrator``: one of INTEGRATORS. ``prepace``: beats
+    paced first and not recorded (the recorded beats start from the state they reach). ``trace``: intermediates
+    (currents, fluxes: ``cardiosim model info`` names them) recorded besides the states, CellML models only.
+    The last sample of the trace is the paced state a tissue run can start from (``cell.initial_state``).
+    Raises ValueError with a one-line message for bad arguments (before any file is
+    touched) and SimulationError if a state goes bad (the file keeps what was computed, marked with ``error``; no
+    biomarkers). ``progress(t_ms, total_ms)``, if given, is called every record interval.
     """
     amplitude, duration, period, beats, dt, record_every, k = _validate(
         amplitude, duration, period, beats, dt, record_every, h5_path, json_path)
@@ -170,18 +270,33 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
     tissue = {k: float(overrides.pop(k, v)) for k, v in TISSUE_DEFAULTS.items() if k in cls.needs_tissue}
     model = cells.make(model_name, variant, overrides, tissue=tissue)
 
-    _check_sizes(beats, period, record_every, h5_path, model.n_states)
+    _check(isinstance(prepace, (int, np.integer)) and not isinstance(prepace, bool) and prepace >= 0,
+           f"prepace must be a whole number of beats >= 0, got {prepace!r}")
+    trace = tuple(trace)
+    if trace:
+        _check(hasattr(model, "values"), f"--trace: records intermediates of CellML models; {model.name} is "
+                                         f"built in (its states are all in the trace already)")
+        known = model.values(model.initial_state(1), 0.0)
+        for name in trace:
+            _check(name in known, f"--trace {name}: {model.name} has no variable '{name}' (cardiosim model info "
+                                  f"lists them)")
+    _check_sizes(beats, period, record_every, h5_path, model.n_states + len(trace))
     model_overrides = {k: float(v) for k, v in {**overrides, **tissue}.items()}
     import h5py                                             # here, so the rest of cardiosim imports without it
-    if model.kernel_name:
-        from .reaction.ode.native import NativeModel
-        native = NativeModel(model)
-    else:
-        native = _NumpyCell(model)
+    native = _stepper(model, integrator, amplitude, duration, period, record_every)
     protocol = Protocol(start=0.0, duration=duration, period=period, count=beats)
     onsets = protocol.onsets(beats * period)
-    n_rec = int(round(beats * period / record_every))       # record intervals; n_rec + 1 samples
     y = np.ascontiguousarray(model.initial_state(1))
+    if prepace and isinstance(native, _CvodeCell):
+        native.prepace(prepace)
+    elif prepace:                      # one call per beat: the same pulse train, then the recorded beats from t = 0
+        pre = native.stimulus([Protocol(start=0.0, duration=duration, period=period, count=1)], [amplitude], 1)
+        steps = int(round(period / dt))
+        for b in range(prepace):
+            native.advance(y, 0.0, dt, steps, pre)
+            if progress:
+                progress(-(prepace - b - 1) * period, beats * period)
+    n_rec = int(round(beats * period / record_every))       # record intervals; n_rec + 1 samples
     names = model.state_names
     iV = 0
     iCa = names.index("Cai") if "Cai" in names else None
@@ -200,7 +315,8 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
                 f.attrs.update({
                     "model": model.name, "variant": model.variant or "", "overrides": json.dumps(model_overrides),
                     "amplitude": amplitude, "duration": duration, "period": period, "beats": beats, "dt": dt,
-                    "record_every": record_every, "cardiosim_version": __version__,
+                    "record_every": record_every, "cardiosim_version": __version__, "integrator": integrator,
+                    "prepace": int(prepace),
                     "state_names": np.array(names, dtype=h5py.string_dtype()),
                 })
                 g = f.create_group("trace")
@@ -268,6 +384,15 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
                     raise SimulationError(f"{error}; {h5_path} keeps the trace up to t = {t_all[n_done]:g} ms "
                                           f"(attribute 'error'){'; no JSON written' if json_path else ''}") from None
 
+                if trace:                    # intermediates from the recorded states, by the NumPy twin
+                    ys = np.vstack([dsets[st.name][:] for st in model.states])
+                    ts = dsets["t"][:]
+                    i_stim = np.where([protocol.active(t) for t in ts], amplitude, 0.0)
+                    vals = model.values(ys, i_stim)
+                    units = model.intermediate_units() if hasattr(model, "intermediate_units") else {}
+                    for name in trace:
+                        ds = g.create_dataset(name, data=np.asarray(vals[name], dtype="f8"))
+                        ds.attrs["unit"] = units.get(name, "")
                 # Biomarkers of the complete beats only (a beat is complete when the next onset, or the end, was
                 # reached).
                 n_s = n_done + 1

@@ -36,4 +36,25 @@ def make(name: str, variant: str | None = None, overrides=None, tissue=None) -> 
     return model_class(name)(variant=variant, overrides=overrides, tissue=tissue)
 
 
-__all__ = ["CellModel", "CellModelError", "Parameter", "State", "available", "model_class", "make"]
+def describe(cls: type[CellModel]) -> str:
+    """The text of ``cardiosim model info`` for a built-in model: states, parameters, variants, what it reads of
+    the tissue (CellML models: cardiosim.cells.cellml.describe)."""
+    lines = [f"{cls.name}: built-in cell model ({cls.__module__}.{cls.__name__})"
+             + (f", C kernel kernels/{cls.kernel_name}.h" if cls.kernel_name else ", NumPy only"), "",
+             f"states ({len(cls.states)}; name, initial value, unit, admissible range):"]
+    for st in cls.states:
+        rng = "" if st.lower == float("-inf") and st.upper == float("inf") else f"[{st.lower:g}, {st.upper:g}]"
+        lines.append(f"    {st.name:<16} {st.initial:< 22.15g} {st.unit:<10} {rng}")
+    lines += ["", f"parameters ({len(cls.parameters)}; override by name in cell.parameters or --param, scale with "
+                  f"--scale):"]
+    for name, p in cls.parameters.items():
+        lines.append(f"    {name:<16} {p.value:< 22.15g} {p.unit:<12} {p.doc}".rstrip())
+    if cls.variants:
+        lines += ["", f"variants (cell.variant / --variant; default {cls.default_variant}):"]
+        lines += [f"    {v}: " + ", ".join(f"{k} = {x:g}" for k, x in ps.items()) for v, ps in cls.variants.items()]
+    if cls.needs_tissue:
+        lines += ["", f"reads the tissue constants: {', '.join(cls.needs_tissue)}"]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["CellModel", "CellModelError", "Parameter", "State", "available", "model_class", "make", "describe"]

@@ -199,7 +199,8 @@ def _prepare(m, path):
             stim.remove_variable(child, recursive=True)
         note = ""
     _remove_unused(m)
-    note = "; ".join(x for x in (note, _fix_stimulus_sign(m, stim or v, path)) if x)
+    if stim is not None:        # (not `stim or v`: a Myokit variable without child variables is falsy)
+        note = _fix_stimulus_sign(m, stim, path)
     if list(t.refs_by()):
         # Equations that use the time itself (Li 2010: a caffeine protocol after its pre-pulses) get it as a state,
         # dt/dt = 1 from 0 ms at the start of a run: every backend and integrator advances it (exactly but for
@@ -298,6 +299,8 @@ def generate(path, patches=None) -> dict:
         "parameters": [{"name": names.user[x], "value": x.eval(), "unit": unit(x)} for x in g["literals"]],
         "derived": [names.user[x] for x in g["derived"]],
         "derived_uses": _literal_uses(g["literals"], g["derived"]),
+        "intermediate_units": {names.user[x]: unit(x) for x in m.variables(deep=True)
+                               if not x.is_state() and not x.is_constant() and x.binding() is None},
         "gates": [names.user[s] for s in g["states"] if s in gates],
         "stimulus": ", ".join(names.user[x] for x in i_stim.refs_by()),
         "stimulus_note": m.meta.get("cardiosim_stimulus_note", ""),
@@ -367,6 +370,7 @@ def model_class(path, patches=None) -> type[CellModel]:
         src = d / "numpy_rhs.py"
         exec(compile(src.read_text(), str(src), "exec"), ns)
         _CLASSES[key] = _make_class(meta, d, ns["derived"], ns["step"], path)
+        _CLASSES[key]._values_fn = staticmethod(ns["values"])
     return _CLASSES[key]
 
 
@@ -473,6 +477,18 @@ class GeneratedCellModel(CellModel):
         with np.errstate(all="ignore"):
             self._step_fn(y, i_stim, self._vector(), out, dt, 1)
         y[...] = out
+
+    def values(self, y, i_stim) -> dict:
+        """{name: array} of every state and intermediate (currents, fluxes, ...; the names of ``cardiosim model info``
+        and of the file) at the states ``y`` (n_states, n), with the stimulus ``i_stim`` (µA/µF, one per column or
+        one for all)."""
+        with np.errstate(all="ignore"):
+            out = self._values_fn(y, i_stim, self._vector())
+        return {k: np.broadcast_to(v, y.shape[1:]) for k, v in out.items()}
+
+    def intermediate_units(self) -> dict:
+        meta = json.loads((Path(type(self).kernel_header_dir) / "model.json").read_text())
+        return meta.get("intermediate_units", {})
 
     def grl1(self, y, t, dt, i_stim, work=None):
         """One GRL1 step of ``dt`` ms in place (Sundnes et al. 2009): the gates as in :meth:`rush_larsen`, every other

@@ -287,7 +287,19 @@ def write(m, kname: str, origin: str, generator: str) -> dict:
             py.append(f"            out[{i}] = {names.ident[s]} + dt * d_{i}")
     py.append("    else:")
     py += [f"        out[{i}] = d_{i}" for i in range(n_s)]
-    py.append("")
+    # every intermediate by its user-facing name, vectorised over cells (or over the samples of a trace): what
+    # `cardiosim cell --trace` records besides the states (currents, fluxes, ...)
+    py += ["", "", "def values(y, i_stim, c):",
+           "    \"\"\"{name: value} of every state and intermediate (user names) at the states y.\"\"\""]
+    for s_ in states:
+        py.append(f"    {names.ident[s_]} = y[{sidx[s_]}]")
+    for x in body:
+        lhs = f"d_{sidx[x]}" if x.is_state() else names.ident[x]
+        py.append(f"    {lhs} = {pw.ex(x.rhs())}")
+    py.append("    return {")
+    py += [f"        {names.user[x]!r}: {names.ident[x]}," for x in list(states) + body if not x.is_state()]
+    py += [f"        {names.user[s_]!r}: {names.ident[s_]}," for s_ in states]
+    py += ["    }", ""]
 
     return {"c_header": "\n".join(c), "numpy_source": "\n".join(py), "names": names, "states": states,
             "literals": literals, "derived": derived, "gates": gates}
