@@ -230,10 +230,14 @@ class Cell:
     groups_per_node: int = key(1, ge=1,
                                doc="grouped with a CPU integrator (numpy/native): groups per node (at most one per "
                                    "rank); with cuda the number of visible GPUs decides")
-    integrator: str = key("forward-euler", choices=("forward-euler", "rush-larsen"),
-                          doc="method of each ODE substep: forward-euler, or rush-larsen (the gating variables "
+    integrator: str = key("forward-euler", choices=("forward-euler", "rush-larsen", "grl1"),
+                          doc="method of each ODE substep: forward-euler, rush-larsen (the gating variables "
                               "updated exactly for frozen V, the rest by Forward Euler; models with gates: tt06 and "
-                              "CellML models)")
+                              "CellML models), or grl1 (the gates as rush-larsen, every other state by its own "
+                              "linearisation; CellML models; docs/cell-models.md says which for which model)")
+    initial_state: str = key("", doc="start every cell from a paced state: the HDF5 file of a `cardiosim cell` run "
+                                     "of this model (its last sample; e.g. after --prepace); cell.initial overrides "
+                                     "single states of it")
     regions: list[CellRegion] = key(factory=list,
                                     doc="[[cell.regions]]: another variant or other parameters of the model in boxes, "
                                         "spheres or labels of tissue.label_file (e.g. endo-, mid- and epicardial "
@@ -728,6 +732,9 @@ def validate(cfg: Config) -> Config:
     if cfg.cell.integrator == "rush-larsen" and not hasattr(cls, "rush_larsen"):
         raise ConfigError(f"cell.integrator: 'rush-larsen' needs a model with Hodgkin-Huxley gates written for it "
                           f"(tt06); {cfg.cell.model} has none, use 'forward-euler'")
+    if cfg.cell.integrator == "grl1" and not hasattr(cls, "grl1"):
+        raise ConfigError(f"cell.integrator: 'grl1' is generated for CellML models; {cfg.cell.model} is built in, "
+                          f"use 'forward-euler'{' or rush-larsen' if hasattr(cls, 'rush_larsen') else ''}")
     if cfg.cell.kernel != kernel_variants.DEFAULT:
         try:
             kernel_variants.get(cfg.cell.kernel, cls.kernel_name)
@@ -749,6 +756,18 @@ def validate(cfg: Config) -> Config:
             except cells.CellModelError as e:
                 raise ConfigError(str(e).replace("cell.", f"cell.regions[{i}].", 1)) from None
     states = {st.name: st for st in cls.states}
+    if cfg.cell.initial_state:
+        from .cells import paced_state
+        files.check_input("cell.initial_state", cfg.cell.initial_state, "cell file",
+                          hint=_relative_hint(cfg, "cell.initial_state"))
+        try:
+            paced = paced_state.read(cfg.cell.initial_state, cfg.cell.model, list(states))
+        except cells.CellModelError as e:
+            raise ConfigError(str(e)) from None
+        for k, v in paced.items():
+            if not states[k].lower <= v <= states[k].upper:
+                raise ConfigError(f"cell.initial_state: {k} = {v:g} {states[k].unit} in {cfg.cell.initial_state} "
+                                  f"is outside the state's range [{states[k].lower:g}, {states[k].upper:g}]")
     for k, v in cfg.cell.initial.items():
         if k not in states:
             raise ConfigError(f"cell.initial.{k}: {cfg.cell.model} has no state '{k}'; "
@@ -840,7 +859,7 @@ def _override_step(node, part: str, before: list[str], text: str):
 # its fibre file travel together); one given with --set, like --output, to the working directory. cell.model too,
 # where it names a CellML file.
 PATH_KEYS = (("tissue", "fibre_file"), ("tissue", "conductivity_file"), ("tissue", "label_file"), ("output", "path"),
-             ("checkpoint", "path"), ("tissue.microscopic", "layout_file"))
+             ("checkpoint", "path"), ("tissue.microscopic", "layout_file"), ("cell", "initial_state"))
 
 
 def loads(text: str, overrides: list[str] = (), name: str = "config", path: Path | None = None) -> Config:

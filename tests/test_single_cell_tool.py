@@ -107,3 +107,46 @@ def test_bad_input(tmp_path, args, words):
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert all(w in lines[0] for w in words), lines[0]
     assert not out.exists()
+
+
+TISSUE = """
+[simulation]
+duration = 0.1
+dt = 0.01
+equations = "monodomain"
+progress_interval = 0
+[grid]
+size = [0.1]
+spacing = [0.01]
+[cell]
+model = "{model}"
+initial_state = "paced.h5"
+initial = {{ Cai = 0.00021 }}
+[output]
+interval = 0.1
+"""
+
+
+def test_a_paced_state_starts_a_tissue_run(tmp_path):
+    """`cardiosim cell --prepace` writes the paced state; `cell.initial_state` (relative to the config) starts every
+    cell of a tissue run from it, `cell.initial` overriding single states; a file of another model is one line."""
+    require_gcc()
+    (tmp_path / "m").mkdir()
+    model = tmp_path / "m" / "lr.cellml"
+    model.write_bytes(LR91.read_bytes())
+    run_cli(["cell", "--model", model, "--prepace", "2", "--beats", "1", "--period", "400", "--dt", "0.01",
+             "--integrator", "grl1", "--output", tmp_path / "paced.h5"], check=True)
+    with h5py.File(tmp_path / "paced.h5") as f:
+        paced = {n: f[f"trace/{n}"][-1] for n in f.attrs["state_names"]}
+    (tmp_path / "t.toml").write_text(TISSUE.format(model="m/lr.cellml"))
+    run_cli(["run", tmp_path / "t.toml", "--output", tmp_path / "t.h5", "--quiet"], check=True, cwd=tmp_path)
+    from cardiosim import config
+    cfg = config.load(tmp_path / "t.toml")
+    assert cfg.cell.initial_state == str(tmp_path / "paced.h5")
+    with h5py.File(tmp_path / "t.h5") as f:
+        vm0 = f["fields/Vm"][0]
+    np.testing.assert_allclose(vm0, paced["V"], rtol=0, atol=1e-12)
+    (tmp_path / "bad.toml").write_text(TISSUE.format(model=str(MODELS / "noble_model_1962.cellml")))
+    proc = run_cli(["config", "check", tmp_path / "bad.toml"], cwd=tmp_path)
+    assert proc.returncode == 2 and "cell.initial_state" in proc.stderr and "paced the model 'lr'" in proc.stderr, \
+        proc.stderr

@@ -35,9 +35,14 @@ class Reaction:
         def model(variant, parameters):
             return cells.make(c.model, variant or None, parameters, tissue={"Cm": t.Cm, "chi": t.chi})
 
+        paced = {}
+        if c.initial_state:                # a paced single cell's state (cardiosim cell), then cell.initial
+            from ..cells import paced_state
+            paced = paced_state.read(c.initial_state, c.model, [s.name for s in cells.model_class(c.model).states])
+
         def initial(m, n, xyz):
             states = m.initial_state(n, xyz)
-            for name, value in c.initial.items():
+            for name, value in {**paced, **c.initial}.items():
                 states[m.state_index(name)] = value
             return states
 
