@@ -68,7 +68,7 @@ bench-kernels: $(STAMP)
 	$(IN_ROOT) $(VENV)/bin/cardiosim bench kernels --write docs/benchmarks.md \
 	    --json docs/bench/kernels.json
 
-## make bench-cellml: the CellML conformance table over tests/data/cellml (79 models, a few minutes), to
+## make bench-cellml: the CellML conformance table over models/ (79 models, a few minutes), to
 ##   docs/cell-models.md
 bench-cellml: $(STAMP)
 	$(IN_ROOT) $(VENV)/bin/cardiosim bench cellml --write docs/cell-models.md

@@ -20,7 +20,7 @@ from cardiosim import cells                                       # noqa: E402
 from cardiosim.cells import CellModelError, cellml                # noqa: E402
 from cardiosim.stimulus import Protocol                           # noqa: E402
 
-MODELS = ROOT / "tests" / "data" / "cellml"
+MODELS = ROOT / "models"
 TT06 = MODELS / "ten_tusscher_model_2006_epi.cellml"
 BOND = MODELS / "bondarenko_szigeti_bett_kim_rasmusson_2004_apical.cellml"
 # The hand model's documented choice [D2] (tests/data/reference/bondarenko2004/spec.md): Kpcb, not the CellML's
@@ -254,7 +254,7 @@ def test_conformance_subset(tmp_path):
 
 
 def test_conformance_table_covers_every_file():
-    """docs/cell-models.md holds a row for every file in tests/data/cellml (regenerate it with
+    """docs/cell-models.md holds a row for every file in models/ (regenerate it with
     `cardiosim bench cellml --write docs/cell-models.md`)."""
     text = (ROOT / "docs" / "cell-models.md").read_text()
     files = sorted(MODELS.glob("*.cellml"))

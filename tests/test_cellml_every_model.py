@@ -13,7 +13,7 @@ pytest.importorskip("myokit")
 from cardiosim import cells                                       # noqa: E402
 from cardiosim.bench import cellml as bench                       # noqa: E402
 
-MODELS = ROOT / "tests" / "data" / "cellml"
+MODELS = ROOT / "models"
 
 
 @pytest.fixture(autouse=True)

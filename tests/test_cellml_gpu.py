@@ -27,7 +27,7 @@ pytestmark = pytest.mark.gpu
 from cardiosim import cells                                   # noqa: E402
 from cardiosim.stimulus import Protocol                       # noqa: E402
 
-MODELS = ROOT / "tests" / "data" / "cellml"
+MODELS = ROOT / "models"
 GENERATED = {"tt06-generated": MODELS / "ten_tusscher_model_2006_epi.cellml",
              "ord2011-generated": MODELS / "ohara_rudy_2011_endo.cellml",
              "courtemanche-generated": MODELS / "courtemanche_ramirez_nattel_1998.cellml"}

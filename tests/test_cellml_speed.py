@@ -17,7 +17,7 @@ pytest.importorskip("myokit")
 
 from cardiosim import cells                                       # noqa: E402
 
-MODELS = ROOT / "tests" / "data" / "cellml"
+MODELS = ROOT / "models"
 TT06 = MODELS / "ten_tusscher_model_2006_epi.cellml"
 ORD = MODELS / "ohara_rudy_2011_endo.cellml"
 

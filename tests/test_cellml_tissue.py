@@ -11,7 +11,7 @@ from conftest import ROOT, require_gcc, run_cli
 
 pytest.importorskip("myokit")
 
-MODELS = ROOT / "tests" / "data" / "cellml"
+MODELS = ROOT / "models"
 
 TISSUE = """
 [simulation]

@@ -440,7 +440,7 @@ def test_other_cell_models_on_the_microscopic_model(petsc, capsys):
     hand and generated TT06 activate at the same times (to 1e-9 ms)."""
     from cardiosim.bench.microscopic import activation
     from conftest import ROOT
-    cellml = ROOT / "tests" / "data" / "cellml"
+    cellml = ROOT / "models"
     runs = {name: activation(config.loads(OTHER_MODELS.format(model=model, backend=backend)))
             for name, model, backend in (("tt06", "tt06", "native"),
                                          ("tt06 CellML", cellml / "ten_tusscher_model_2006_epi.cellml", "native"),

@@ -17,7 +17,7 @@ pytest.importorskip("myokit")
 from cardiosim import cells                                       # noqa: E402
 from cardiosim.single_cell import block_factor, scaled            # noqa: E402
 
-MODELS = ROOT / "tests" / "data" / "cellml"
+MODELS = ROOT / "models"
 LR91 = MODELS / "luo_rudy_1991.cellml"
 ORD = MODELS / "ohara_rudy_2011_endo.cellml"
 

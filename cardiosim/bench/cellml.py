@@ -30,7 +30,7 @@ import numpy as np
 from .launch import machine, publish
 
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = ROOT / "tests" / "data" / "cellml"
+MODELS = ROOT / "models"
 AMPLITUDE, DURATION, BEAT = -50.0, 1.0, 1000.0          # µA/µF, ms, ms
 DT_REF, SAMPLE = (1e-3, 1e-4), 0.5                      # ms: the first reference step that is stable is used
 STEPS = (0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 0.0005, 0.0002, 0.0001)   # ms, tried in this order
@@ -195,7 +195,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(prog="cardiosim bench cellml", description=__doc__.split("\n")[0])
     p.add_argument("--models", nargs="+", default=[str(MODELS)], help="CellML files or folders of them "
-                   "(default: tests/data/cellml, the 79 models of the Chaste collection)")
+                   "(default: models/, the 79 models of the Chaste collection)")
     p.add_argument("--subset", action="store_true", help=f"only the {len(SUBSET)} models CI runs")
     p.add_argument("--write", help="markdown page to update (docs/cell-models.md)")
     p.add_argument("--json", help="write the rows here too")
