@@ -19,8 +19,8 @@
 #          as wheels like the CPU ones. CARDIOSIM_GPU=0: the CPU set-up whatever the machine has.
 #   Offline  CARDIOSIM_WHEELHOUSE=DIR[:DIR...]: pip takes every package from these folders of wheels and sdists
 #          (`pip download` them on a machine that reaches PyPI; tools/gpu/wheelhouse.sh) and never asks an index;
-#          nothing is fetched with apt-get either. CARDIOSIM_SYSTEM_SITE=1: the venv also sees the packages of the
-#          Python it is made from (an image's or a module's numpy, h5py, mpi4py), so they need not be carried.
+#          nothing is fetched with apt-get either. CARDIOSIM_SYSTEM_SITE=1: a new venv also sees the packages of the
+#          Python it is made from (an image's or a module's numpy, scipy, h5py, mpi4py), so they need not be carried.
 set -euo pipefail
 plan=0
 case ${1:-} in
@@ -100,17 +100,24 @@ fi
 [ "$plan" = 1 ] && exit 0
 
 if [ ! -x "$venv/bin/python" ]; then
-    site=()
-    [ "${CARDIOSIM_SYSTEM_SITE:-0}" = 1 ] && site=(--system-site-packages)
-    say "creating $venv$([ ${#site[@]} = 0 ] || echo " (seeing the packages of $python too: CARDIOSIM_SYSTEM_SITE=1)")"
-    if ! "$python" -m venv ${site[@]+"${site[@]}"} "$venv" 2>/dev/null; then
+    say "creating $venv"
+    see_theirs=${CARDIOSIM_SYSTEM_SITE:-0}
+    if ! "$python" -m venv "$venv" 2>/dev/null; then
         # Debian's and Ubuntu's python3 without python3-venv has no ensurepip: a venv without pip of its own, which
-        # runs the system's pip and installs into the venv, where the system Python has pip.
+        # runs the pip of $python (seen through the .pth below) and installs into the venv.
         rm -rf "$venv"
         "$python" -m pip --version >/dev/null 2>&1 \
             || die "$python cannot make a venv (no ensurepip: install python3-venv) and has no pip to use instead"
         say "venv: $python has no ensurepip; a venv using its pip and seeing its packages"
-        "$python" -m venv --without-pip --system-site-packages "$venv"
+        "$python" -m venv --without-pip "$venv"
+        see_theirs=1
+    fi
+    if [ "$see_theirs" = 1 ]; then
+        # A .pth naming the site-packages of $python, after the venv's own: where $python is itself a venv (an image's
+        # /opt/.../.venv), --system-site-packages would show the base interpreter's packages instead of these.
+        purelib=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+        "$python" -c 'import site, sys; print("\n".join(site.getsitepackages()))' > "$purelib/zz-cardiosim-base-site.pth"
+        say "venv: also sees the packages of $python ($(tr '\n' ' ' < "$purelib/zz-cardiosim-base-site.pth" | sed 's/ $//'))"
     fi
 fi
 vpy="$venv/bin/python"
@@ -167,7 +174,6 @@ v = PETSc.Vec().createSeq(3); v.set(1.0); assert v.sum() == 3.0
 assert os.environ["CUDA_WANTED"] != "1" or PETSc.Sys.hasExternalPackage("cuda")
 PY
 }
-petsc_words() { [ "$gpu" = 1 ] && echo "PETSc with CUDA" || echo "PETSc"; }
 
 have_lapack() {
     ldconfig -p 2>/dev/null | grep -q 'liblapack\.so ' && ldconfig -p 2>/dev/null | grep -q 'libblas\.so '
