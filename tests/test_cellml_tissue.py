@@ -94,3 +94,16 @@ def test_ohara_rudy_conducts_in_a_sheet(tmp_path):
     print(f"\nO'Hara-Rudy 2011 endo (generated), 2D sheet dx 0.01 cm, Rush-Larsen dt 0.01 ms: activation at "
           f"0.2 / 0.5 cm: {t1:.3f} / {t2:.3f} ms, CV = {10 * cv:.3f} m/s")
     assert 0.2 < 10 * cv < 1.5
+
+
+def test_shannon_grl1_in_a_cable_numpy_equals_native(tmp_path):
+    """Shannon 2004 (a model Forward Euler needed 5 µs for) with GRL1 at 0.01 ms in a 0.3 cm cable: the wave crosses
+    it, and the NumPy and native backends agree to round-off (the generated NumPy twin and C header)."""
+    require_gcc()
+    kw = dict(model=MODELS / "shannon_wang_puglisi_weber_bers_2004.cellml", integrator="grl1", duration=8.0,
+              dt=0.01, k=1, size="[0.3]", lower="[0.0]", upper="[0.03]", amp=-60.0, x1="[0.1]", x2="[0.25]")
+    a = run(tmp_path, "np", backend="numpy", **kw)
+    b = run(tmp_path, "c", backend="native", **kw)
+    t = b["probes/time"][:]
+    assert np.isfinite(activation_time(t, b["probes/x2/Vm"][:]))
+    assert np.abs(a["fields/Vm"][:] - b["fields/Vm"][:]).max() < 1e-8
