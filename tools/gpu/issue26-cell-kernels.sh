@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Issue 26 on one GPU: the generated cell kernels after per-run specialisation (constants folded, integer powers as
+# products) against the hand-written twins, and GRL1 on the GPU. Needs a set-up venv with PyCUDA and Myokit
+# (EXTRAS=test,plot,gpu make setup; Myokit carried as a wheel where the node reaches no registry) and nvcc.
+# About 3-5 minutes; everything it prints goes to $OUT/issue26.txt too.
+#
+#   device call:  command "bash tools/gpu/issue26-cell-kernels.sh"
+#
+# What it should show (compare with docs/benchmarks.md, "Generated (CellML) models in the fused kernel", H100
+# 2026-11-25: hand TT06 7.27e9, hand Bondarenko 5.51e9, generated TT06 1.68e9, O'Hara-Rudy 8.1e8, Courtemanche 1.26e9
+# cell-steps/s; the same card for every number, or rerun those rows on the card at hand):
+#   1. test_generated_kernel_equals_numpy_twin: GPU = NumPy to < 1e-10 with Forward Euler, Rush-Larsen and GRL1
+#      (fmad off) for TT06, O'Hara-Rudy, Courtemanche (3 passed).
+#   2. test_cell_steps_per_second: a table with the column "x hand twin"; issue 26's targets: generated TT06 and
+#      generated Bondarenko >= 0.9, O'Hara-Rudy >= 3e9; the row "tt06-generated, constants not folded" is the old
+#      form (powers already products) and shows what the folding alone bought.
+#   3. cardiosim kernels for the generated models: registers and spills (0 spills expected; O'Hara-Rudy had 255
+#      registers before).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+py=${PYTHON:-.venv/bin/python}
+out=${OUT:-/tmp}/issue26.txt
+export CARDIOSIM_CACHE=${CARDIOSIM_CACHE:-/tmp/cardiosim-issue26-cache}
+{
+  nvidia-smi --query-gpu=name --format=csv,noheader
+  CARDIOSIM_REQUIRE=gpu "$py" -m pytest -q -s -m gpu tests/test_cellml_gpu.py \
+      -k "equals_numpy_twin or steps_per_second" 2>&1 | grep -v "^INFO"
+  for m in ten_tusscher_model_2006_epi ohara_rudy_2011_endo courtemanche_ramirez_nattel_1998 \
+           bondarenko_szigeti_bett_kim_rasmusson_2004_apical; do
+    "$py" -m cardiosim kernels --model "models/$m.cellml"
+  done
+  "$py" -m cardiosim kernels --model tt06
+} 2>&1 | tee "$out"
