@@ -318,6 +318,10 @@ class Output:
                                                        "simulation.dt")
     fields: list[str] = key(factory=lambda: ["Vm", "phi_e"], choices=("Vm", "phi_e"),
                             doc="fields stored in snapshots (phi_e only with bidomain)")
+    states: list[str] = key(factory=list, doc="cell-model states stored like a field, in snapshots (/fields/<name>) "
+                                              "and at every probe (/probes/<probe>/<name>), in the model's units, "
+                                              "e.g. [\"Cai\"] (cardiosim cell --list, cardiosim model info); "
+                                              "cell.placement = 'cpu' only")
     activation_threshold: float = key(0.0, unit="mV",
                                       doc="activation time map (/maps/activation_time): first upward crossing of "
                                           "this potential, interpolated within the step")
@@ -339,12 +343,14 @@ class Checkpoint:
 
 @dataclass(kw_only=True)
 class Checks:
-    min_activated: float = key(checks.DEFAULTS["min_activated"], ge=0, le=1, doc="warn at the end of a run where a smaller share of the tissue's "
-                                                     "nodes activated (0: no check; cardiosim/checks.py)")
-    min_velocity: float = key(checks.DEFAULTS["min_velocity"], unit="m/s", ge=0, doc="warn where the apparent conduction velocity (straight-line "
-                                                         "distance / activation delay, median) is lower (0: no check)")
-    max_qrs: float = key(checks.DEFAULTS["max_qrs"], unit="ms", ge=0, doc="runs with [ecg]: warn where the total activation time (the "
-                                                     "QRS) is longer (0: no check)")
+    min_activated: float = key(checks.DEFAULTS["min_activated"], ge=0, le=1,
+                               doc="warn at the end of a run where a smaller share of the tissue's nodes activated "
+                                   "(0: no check; cardiosim/checks.py)")
+    min_velocity: float = key(checks.DEFAULTS["min_velocity"], unit="m/s", ge=0,
+                              doc="warn where the apparent conduction velocity (straight-line distance / activation "
+                                  "delay, median) is lower (0: no check)")
+    max_qrs: float = key(checks.DEFAULTS["max_qrs"], unit="ms", ge=0,
+                         doc="runs with [ecg]: warn where the total activation time (the QRS) is longer (0: no check)")
 
 
 @dataclass(kw_only=True)
@@ -756,6 +762,12 @@ def validate(cfg: Config) -> Config:
             except cells.CellModelError as e:
                 raise ConfigError(str(e).replace("cell.", f"cell.regions[{i}].", 1)) from None
     states = {st.name: st for st in cls.states}
+    for i, name in enumerate(cfg.output.states):
+        if name not in states or name == cls.states[0].name or name in cfg.output.states[:i]:
+            why = ("is the membrane potential: it is the field Vm" if name == cls.states[0].name else
+                   "is listed twice" if name in states else f"is not a state of {cfg.cell.model}")
+            raise ConfigError(f"output.states[{i}]: '{name}' {why}; states: "
+                              f"{', '.join(st.name for st in cls.states[1:])}")
     if cfg.cell.initial_state:
         from .cells import paced_state
         files.check_input("cell.initial_state", cfg.cell.initial_state, "cell file",

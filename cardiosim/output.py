@@ -12,6 +12,7 @@ Layout (docs/output-format.md has the full description)::
     /fields/phi_e        (same) mV                               bidomain only
     /probes/time         (n_steps + 1,) ms                        every PDE step
     /probes/<name>/Vm    (n_steps + 1,) mV   (and phi_e)          attrs: position, node_position (cm)
+    /fields/<state>, /probes/<name>/<state>                        output.states: cell states, in the model's units
     /ecg/<name>          (n_steps + 1,) mV                        pseudo-ECG electrode or lead, at /probes/time
     /solver/<name>_iterations  (n_steps [+ 1],)                    Krylov iterations per step
     /maps/activation_time      ([nz,] [ny,] nx) ms                 first upward crossing of the threshold; NaN: none
@@ -310,17 +311,22 @@ class Output:
     FINAL_GROUPS = ("maps", "solver", "timing")
     FINAL_ATTRS = ("simulated_ms", "wall_s", "warnings")
 
-    def __init__(self, cfg, grid, path: Path, stencil: str, layout: dict, comm, resume: dict | None = None):
-        """Create the file, or with ``resume`` (a checkpoint's :meth:`position`) continue the existing one."""
+    def __init__(self, cfg, grid, path: Path, stencil: str, layout: dict, comm, resume: dict | None = None,
+                 units: dict | None = None):
+        """Create the file, or with ``resume`` (a checkpoint's :meth:`position`) continue the existing one.
+        ``units``: of the cell states in output.states (mV for Vm and phi_e)."""
         self.cfg = cfg
         self.comm = comm
         self.rank = comm.rank
         self.path = path
-        self.fields = list(cfg.output.fields)
+        self.units = {"Vm": "mV", "phi_e": "mV", **(units or {})}
+        # the cell states of output.states go where the fields go: snapshots and probes
+        self.fields = list(cfg.output.fields) + list(cfg.output.states)
         self.gather = Gatherer(grid)
         # Snapshots hold NaN outside the tissue (tissue.label_file): a viewer shows the tissue, not the box.
         self.outside = None if grid.mask is None else ~grid.mask.tissue
-        self.probes = Probes(cfg, grid, ["Vm", "phi_e"] if cfg.simulation.equations == "bidomain" else ["Vm"])
+        self.probes = Probes(cfg, grid, (["Vm", "phi_e"] if cfg.simulation.equations == "bidomain" else ["Vm"])
+                             + list(cfg.output.states))
         self.f = None
         self.n_snapshots = 0              # complete snapshots in the file
         self.n_samples = 0                # complete probe samples
@@ -406,7 +412,7 @@ class Output:
         fl = f.create_group("fields")
         self.time = _planned(fl, "time", (n_snap,), "ms")
         shape = tuple(int(n) for n in reversed(grid.n))
-        self.data = {name: _planned(fl, name, (n_snap, *shape), "mV", chunks=(1, *shape), fill=False)
+        self.data = {name: _planned(fl, name, (n_snap, *shape), self.units[name], chunks=(1, *shape), fill=False)
                      for name in self.fields}
         pr = f.create_group("probes", track_order=True)    # the config's order
         self.probe_time = _planned(pr, "time", (n_steps + 1,), "ms")
@@ -416,7 +422,7 @@ class Output:
             pg.attrs["position"] = pos
             pg.attrs["node_position"] = grid.node_position(node)
             for fld in self.probes.fields:
-                self.traces[i, fld] = _planned(pg, fld, (n_steps + 1,), "mV")
+                self.traces[i, fld] = _planned(pg, fld, (n_steps + 1,), self.units[fld])
         if self.probes.ecg_names:
             from .ecg import sheet_thickness
             e = cfg.ecg

@@ -57,7 +57,9 @@ class Results:
         t = f["fields/time"][:]
         self.n_snapshots = complete(t)
         self.times = t[: self.n_snapshots]
-        self.fields = [n for n in ("Vm", "phi_e") if n in f["fields"]]
+        # Vm and phi_e first, then the cell states of output.states, in the file's order
+        self.fields = [n for n in ("Vm", "phi_e") if n in f["fields"]] + [
+            n for n in f["fields"] if n not in ("Vm", "phi_e", "time")]
         pt = f["probes/time"][:] if "probes/time" in f else np.empty(0)
         self.n_samples = complete(pt)
         self.probe_times = pt[: self.n_samples]

@@ -111,8 +111,11 @@ class Simulation:
             self._restore(ckpt)
         elif write_output and self.comm.rank == 0:
             self.checkpoint_path.unlink(missing_ok=True)   # an earlier run's, replaced by --overwrite
+        self.state_vecs = self._state_vecs()
         self.output = (output.Output(cfg, self.grid, self.path, self.stencil, self.layout, self.comm,
-                                     resume=ckpt.output if ckpt else None)
+                                     resume=ckpt.output if ckpt else None,
+                                     units={n: self.reaction.model.states[i].unit for n, (i, _) in
+                                            self.state_vecs.items()})
                        if write_output else None)
         if self.output and not ckpt and cfg.tissue.model == "microscopic":
             from . import microscopic
@@ -240,7 +243,25 @@ class Simulation:
             self.maps.update(t, self.t, self.V)
 
     def vecs(self) -> dict:
-        return {"Vm": self.V, "phi_e": self.phi}
+        """The fields the output records: Vm, φe and the cell states of output.states (copied from the cells'
+        host array: the CPU placement's states are current there)."""
+        if not self.state_vecs:
+            return {"Vm": self.V, "phi_e": self.phi}
+        states = self.reaction.host_states()      # a copy per piece only where the cells are in pieces
+        for i, v in self.state_vecs.values():
+            v.getArray()[:] = states[i]
+        return {"Vm": self.V, "phi_e": self.phi, **{n: v for n, (_, v) in self.state_vecs.items()}}
+
+    def _state_vecs(self) -> dict:
+        """{state: (its row in the cells' array, a Vec)} for output.states; only where this rank's states are on its
+        host and current every step (cell.placement = cpu): grouped placements keep them with the group's owner,
+        GPU ones on the device."""
+        names = self.cfg.output.states
+        if names and self.reaction.placement.mode != "cpu":
+            raise UserError(f"output.states: needs cell.placement = 'cpu' (this run's is "
+                            f"'{self.reaction.placement.mode}', whose cell states are not on each rank's host every "
+                            f"step); record states on the CPU, or leave output.states out")
+        return {n: (self.reaction.model.state_index(n), self.grid.vec()) for n in names}
 
     def run(self, on_step=None) -> dict:
         """Run to the end: progress on rank 0, snapshots, probes; returns the summary (also written as JSON)."""

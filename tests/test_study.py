@@ -324,3 +324,38 @@ def test_sweep_values():
     assert split_values("1,2.5,[1,2],\"a,b\"") == ["1", "2.5", "[1,2]", "\"a,b\""]
     assert split_values("130:250:20") == ["130", "150", "170", "190", "210", "230", "250"]
     assert split_values("0.1:0.3:0.1") == ["0.1", "0.2", "0.3"]
+
+
+# -- output.states: any cell state in snapshots and probes ---------------------------------------------------------
+def test_states_in_snapshots_and_probes(tmp_path):
+    out = tmp_path / "states.h5"
+    run_cli(["run", CABLE, "--quiet", "--output", out, "--set", 'output.states=["h"]', "--set",
+             "simulation.duration=20"], cwd=tmp_path, check=True)
+    with h5py.File(out) as f:
+        t, h, units = f["fields/time"][:], f["fields/h"][:], f["fields/h"].attrs["units"]
+        pt, ph = f["probes/time"][:], f["probes/mid/h"][:]
+        node = int(round(f["probes/mid"].attrs["node_position"][0] / 0.05))
+        vm = f["probes/mid/Vm"][:]
+    assert units == "1" and h.shape == (len(t), 21)
+    # the probe's trace is the snapshots' value at its node, at the snapshot times (the same array, every step)
+    at = [int(np.argmin(np.abs(pt - x))) for x in t]
+    np.testing.assert_array_equal(ph[at], h[:, node])
+    # Mitchell-Schaeffer's gate h: 1 at rest, closing once the node has depolarised (above v_gate)
+    assert np.all(ph[vm < -80.0][:5] == 1.0) and ph[-1] < 0.99
+    from cardiosim.results import Results
+    with Results(out) as r:
+        assert r.fields == ["Vm", "h"] and r.probe("mid")["h"].shape == pt.shape
+
+
+@pytest.mark.parametrize("states, extra, says", [
+    ('["V"]', [], "output.states[0]: 'V' is the membrane potential: it is the field Vm; states: h"),
+    ('["Cai"]', [], "output.states[0]: 'Cai' is not a state of mitchell-schaeffer; states: h"),
+    ('["h", "h"]', [], "output.states[1]: 'h' is listed twice"),
+    ('["h"]', ["--set", 'cell.placement="grouped"'], "output.states: needs cell.placement = 'cpu'"),
+])
+def test_states_mistakes(tmp_path, states, extra, says):
+    proc = run_cli(["run", CABLE, "--quiet", "--output", tmp_path / "x.h5", "--set", f"output.states={states}",
+                    *extra], cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and says in lines[0], proc.stderr
+    assert not list(tmp_path.iterdir())
