@@ -149,6 +149,11 @@ def _is_figure(p):
             or (head.startswith(b"%PDF") and b"Matplotlib" in _tail(p)))
 
 
+def _is_vtu(p):
+    head = _head(p)
+    return b'<VTKFile type="UnstructuredGrid"' in head and b"created by meshio" in head
+
+
 def _is_sweep_table(p):
     if p.suffix == ".h5":
         a = _h5_attrs(p)
@@ -174,6 +179,7 @@ KINDS = {
     "geometry": ("a cardiosim geometry file", _is_geometry),
     "png": ("a PNG drawn by cardiosim plot", _is_png),
     "kernels-json": ("the JSON file of cardiosim kernels", _is_kernels_json),
+    "vtu": ("a VTU file written by cardiosim plot --vtu", _is_vtu),
     "figure": ("an SVG or PDF drawn by cardiosim plot", _is_figure),
     "sweep-table": ("the table of a cardiosim sweep", _is_sweep_table),
     "sweep-plan": ("the plan or job script of a cardiosim sweep", _is_sweep_plan),

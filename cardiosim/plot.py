@@ -14,6 +14,8 @@ its 99th percentile, maps over their values:
 * ``<stem>_activation.png``: the activation-time map with isochrones (contour lines every N ms); 3D: a panel per
   view; 1D: activation time against x.
 * ``<stem>_apd.png``: the APD map, where some node repolarised (otherwise a line says why there is none).
+* ``<stem>_NNNN.vtu`` (``--vtu``): snapshot NNNN at each chosen time as a VTK unstructured grid (meshio), its fields
+  and the maps as point data, for pipelines that read VTU rather than the XDMF sidecar.
 * ``<stem>_layout.png``: the microscopic model's myocyte layout (/tissue): myocytes in alternating shades,
   non-conducting ones dark, and every face between two myocytes drawn in the colour of its junction type.
 
@@ -366,6 +368,34 @@ def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = 
     return path
 
 
+def write_vtu(r: Results, i: int, path: Path) -> Path:
+    """Snapshot ``i`` as a VTK unstructured grid (meshio), for pipelines that read VTU rather than XDMF: every node
+    a point (cm; x, y, z), the elements (lines, quads, hexahedra) whose corners are all tissue, and as point data
+    every field at that time and every map."""
+    import meshio
+    shape = tuple(len(a) for a in reversed(r.axes))                     # (z,) (y,) x
+    grids = np.meshgrid(*r.axes, indexing="ij")                         # x first
+    points = np.zeros((int(np.prod(shape)), 3))
+    for d, g in enumerate(grids):
+        points[:, d] = g.transpose(*reversed(range(r.dim))).ravel()      # natural order: x fastest
+    index = np.arange(points.shape[0]).reshape(shape)
+    # an element by its lowest corner; VTK's corner order for quads and hexahedra
+    corners = {1: [(0,)], 2: [(0, 0), (0, 1), (1, 1), (1, 0)],
+               3: [(0, 0, 0), (0, 0, 1), (0, 1, 1), (0, 1, 0), (1, 0, 0), (1, 0, 1), (1, 1, 1), (1, 1, 0)]}[r.dim]
+    if r.dim == 1:
+        corners = [(0,), (1,)]
+    cells = np.stack([index[tuple(slice(c, n - 1 + c) for c, n in zip(corner, shape))].ravel()
+                      for corner in corners], axis=1)
+    if "tissue" in r.maps:
+        inside = (r.map("tissue") > 0).ravel()
+        cells = cells[inside[cells].all(axis=1)]
+    data = {name: np.asarray(r.field(name, i), dtype=float).ravel() for name in r.fields}
+    data.update({f"map_{name}": np.asarray(r.map(name), dtype=float).ravel() for name in r.maps})
+    kind = {1: "line", 2: "quad", 3: "hexahedron"}[r.dim]
+    meshio.write(path, meshio.Mesh(points, [(kind, cells)], point_data=data), file_format="vtu")
+    return path
+
+
 # Colours of the junction faces in the layout picture, by face type code (cardiosim.microscopic.FACE_TYPES).
 JUNCTION_COLOURS = {2: ("tab:red", "plicate (G_p)"), 3: ("tab:orange", "interplicate (G_i)"),
                     4: ("tab:blue", "combined (G_c)"), 5: ("0.6", "no junction"),
@@ -488,6 +518,8 @@ def plot_main(args) -> int:
             plan.append(("ecg", None, out / f"{stem}_ecg.{ext}"))
         if "tissue" in r.f:
             plan.append(("layout", None, out / f"{stem}_layout.{ext}"))
+        if args.vtu:
+            plan += [("vtu", i, out / f"{stem}_{i:04d}.vtu") for i in idx]
         skipped = []
         for name in r.maps:
             if np.isfinite(r.map(name)).any():
@@ -496,7 +528,8 @@ def plot_main(args) -> int:
                 skipped.append(f"{name}: no node has a value (" + ("none activated" if name == "activation_time"
                                else "none repolarised by the end of the run; run longer") + ")")
         kind = "png" if ext == "png" else "figure"
-        check_writes([Target("--out", p, kind) for _, _, p in plan], {"the result file": r.path}, args.overwrite)
+        check_writes([Target("--out", p, "vtu" if what == "vtu" else kind) for what, _, p in plan],
+                     {"the result file": r.path}, args.overwrite)
         plt = _pyplot()
         written = []
         try:
@@ -510,6 +543,8 @@ def plot_main(args) -> int:
                     written.append(plot_ecg(plt, r, p, style))
                 elif kind == "layout":
                     written.append(plot_layout(plt, r, p, style))
+                elif kind == "vtu":
+                    written.append(write_vtu(r, name, p))
                 else:
                     written.append(plot_map(plt, r, name, p, args.isochrones, style))
         except OSError as e:

@@ -233,3 +233,21 @@ def test_nice_isochrone_step():
     assert nice_step(40.0) == 5.0
     assert nice_step(3.0) == 0.2
     assert nice_step(0.0) == 1.0
+
+
+def test_vtu_export(runs, tmp_path):
+    """--vtu: the snapshots at --times as VTK unstructured grids (meshio): every node a point, quads between them,
+    the fields and maps as point data, in natural order (x fastest)."""
+    import meshio
+    assert _plot(runs["sheet"], tmp_path, "--times", "20", "--vtu") == 0
+    with h5py.File(runs["sheet"]) as f:
+        i = list(f["fields/time"][:]).index(20.0)
+        vm, act = f["fields/Vm"][i], f["maps/activation_time"][:]
+        x, y = f["grid/x"][:], f["grid/y"][:]
+    m = meshio.read(tmp_path / f"sheet_{i:04d}.vtu")
+    assert m.cells[0].type == "quad" and m.cells[0].data.shape == ((len(x) - 1) * (len(y) - 1), 4)
+    np.testing.assert_array_equal(m.point_data["Vm"], vm.ravel())
+    np.testing.assert_array_equal(m.point_data["map_activation_time"], act.ravel())
+    np.testing.assert_array_equal(m.points[len(x) + 2], [x[2], y[1], 0.0])
+    q = m.cells[0].data[0]                                    # the first quad, counter-clockwise from (x0, y0)
+    np.testing.assert_array_equal(m.points[q][:, :2], [[x[0], y[0]], [x[1], y[0]], [x[1], y[1]], [x[0], y[1]]])
