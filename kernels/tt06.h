@@ -63,8 +63,8 @@
 #endif
 
 #define TT06_N_STATES 19
-#define TT06_N_BASE_PARAMS 52 /* model parameters; the rest of the vector is derived constants */
-#define TT06_N_PARAMS 77
+#define TT06_N_BASE_PARAMS 53 /* model parameters; the rest of the vector is derived constants */
+#define TT06_N_PARAMS 78
 
 /* Parameter indices: the order of TenTusscher2006Epi.parameter_vector() in cardiosim/cells/tt06.py, i.e. the model
  * parameters (PARAMETER_ORDER; units there) followed by constants derived from them in Python (DERIVED_ORDER,
@@ -78,7 +78,7 @@ enum {
     TP_k1_prime, TP_k2_prime, TP_k3, TP_k4, TP_EC, TP_max_sr, TP_min_sr, TP_V_rel, TP_V_xfer, TP_K_up, TP_V_leak,
     TP_Vmax_up,
     TP_Buf_c, TP_K_buf_c, TP_Buf_sr, TP_K_buf_sr, TP_Buf_ss, TP_K_buf_ss,
-    TP_shift_INa_inact, TP_perc_reduced_inact_for_IpNa, TP_conc_clamp,
+    TP_shift_INa_inact, TP_perc_reduced_inact_for_IpNa, TP_conc_clamp, TP_s_endo,
     /* derived */
     TP_RTF, TP_FRT, TP_sqrt_Ko, TP_log_Nao, TP_log_Ko, TP_log_Kso, TP_log_Cao, TP_hj_frac, TP_gCaL_2F, TP_NaK_c,
     TP_NaCa_c, TP_NaCa_out, TP_gamma_FRT, TP_K_up2, TP_EC2, TP_d_sr, TP_BK_c, TP_BK_sr, TP_BK_ss, TP_c_NaK,
@@ -101,6 +101,7 @@ enum {
 #define TT06_E_M4_5   0.011108996538242306   /* exp(-4.5)   */
 #define TT06_E_M3     0.049787068367863944   /* exp(-3)     */
 #define TT06_E_5_6    2.300975890892825      /* exp(5/6)    */
+#define TT06_E_5_6_ENDO 270.42640742615254   /* exp(28/5) = exp(5.6): the endocardial s_inf */
 #define TT06_E_10_3   28.03162489452614      /* exp(10/3)   */
 #define TT06_E_M12    6.14421235332821e-06   /* exp(-12)    */
 #define TT06_E_7      1096.6331584284585     /* exp(7)      */
@@ -228,11 +229,13 @@ CS_FN void tt06_step_(const double *y, double *out, double i_stim, double dt, in
     const double fCass_inf = 0.6 * q_ss + 0.4;
     const double fCass_rate = 1.0 / (80.0 * q_ss + 2.0);
 
-    /* ---- I_to (epicardial s gate) --------------------------------------------------------------------------- */
+    /* ---- I_to (the cell type's s gate: TP_s_endo; one value for all threads, so no divergence) ---------------- */
     const double i_to = CS_PARAM(TP_g_to) * r * s * (V - E_K);
-    const double s_inf = 1.0 / (1.0 + TT06_E_4 * E5);
-    const double s_rate = 1.0 / (85.0 * exp((V + 45.0) * (V + 45.0) * (-1.0 / 320.0)) + 5.0 / (1.0 + TT06_E_M4 * E5)
-                                 + 3.0);
+    const int endo = CS_PARAM(TP_s_endo) != 0.0;
+    const double s_inf = 1.0 / (1.0 + (endo ? TT06_E_5_6_ENDO : TT06_E_4) * E5);
+    const double s_rate = endo ? 1.0 / (1000.0 * exp((V + 67.0) * (V + 67.0) * (-1.0 / 1000.0)) + 8.0)
+                               : 1.0 / (85.0 * exp((V + 45.0) * (V + 45.0) * (-1.0 / 320.0))
+                                        + 5.0 / (1.0 + TT06_E_M4 * E5) + 3.0);
     const double r_inf = 1.0 / (1.0 + TT06_E_10_3 * iE6);
     const double r_rate = 1.0 / (9.5 * exp((V + 40.0) * (V + 40.0) * (-1.0 / 1800.0)) + 0.8);
 

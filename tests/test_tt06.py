@@ -266,7 +266,9 @@ def test_parameter_vector_applies_overrides():
     assert v0[order.index("c_NaK")] == pytest.approx(1.1688550e-4, rel=1e-7)              # spec.md §2: c_V
     assert v0[order.index("gCaL_2F")] == pytest.approx(7.6802332, rel=1e-7)               # spec.md §3: 2F·G_CaL
     with pytest.raises(ValueError):
-        TenTusscher2006Epi(variant="endo")
+        TenTusscher2006Epi(variant="septal")
+    endo = TenTusscher2006Epi(variant="endo").parameter_vector()
+    assert endo[order.index("g_to")] == 0.073 and endo[order.index("s_endo")] == 1.0
 
 
 def test_rhs_vectorised_over_cells(model, ap_states):

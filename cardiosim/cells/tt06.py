@@ -116,8 +116,9 @@ def _conc(name, initial, doc):
 
 
 class TenTusscher2006Epi(CellModel):
-    """ten Tusscher–Panfilov 2006, epicardial variant (no variants: the endo/M cells differ in G_to, G_Ks and the
-    s gate, spec.md §4, and are not implemented). Initial state = CellML = Niederer 2011 benchmark.
+    """ten Tusscher–Panfilov 2006: epicardial (default), endocardial and M cells (``variants``: G_to, G_Ks and the
+    s gate, spec.md §4). Initial state = CellML = Niederer 2011 benchmark (the same for every cell type, as in the
+    CellML files).
 
     Beyond :class:`CellModel` this class provides
 
@@ -221,7 +222,17 @@ class TenTusscher2006Epi(CellModel):
                                                            "percent (Chaste extension)"),
         "conc_clamp": Parameter(1.0, "1", "multiplier on dNa_i/dt and dK_i/dt: 1 = concentrations free (the "
                                           "default), 0 = clamped. The CellML's name suggests the opposite"),
+        # the cell type's s gate (the variants set it)
+        "s_endo": Parameter(0.0, "1", "1: the endocardial I_to s gate (s_inf = 1/(1 + e^((V+28)/5)), tau_s = "
+                                      "1000 e^(-(V+67)^2/1000) + 8); 0: the epicardial and M-cell one"),
     }
+
+    # ten Tusscher & Panfilov 2006 (Table 1 and the I_to equations of its appendix): the three cell types differ in
+    # G_to, G_Ks and the s gate; epi is the default (as the CellML files ten_tusscher_model_2006_{epi,endo,M}).
+    variants = {"epi": {"g_to": 0.294, "g_Ks": 0.392, "s_endo": 0.0},
+                "endo": {"g_to": 0.073, "g_Ks": 0.392, "s_endo": 1.0},
+                "M": {"g_to": 0.294, "g_Ks": 0.098, "s_endo": 0.0}}
+    default_variant = "epi"
 
     #: Model parameters in the order of kernels/tt06.h's enum (TP_R .. TP_conc_clamp, TT06_N_BASE_PARAMS of them).
     PARAMETER_ORDER = tuple(parameters)
@@ -327,10 +338,14 @@ class TenTusscher2006Epi(CellModel):
         fCass_inf = 0.6 / (1.0 + cass_sq) + 0.4
         tau_fCass = 80.0 / (1.0 + cass_sq) + 2.0
 
-        # I_to (epicardial s gate)
+        # I_to (the s gate of the cell type: s_endo)
         i_to = p["g_to"] * r * s * (V - E_K)
-        s_inf = 1.0 / (1.0 + np.exp((V + 20.0) / 5.0))
-        tau_s = 85.0 * np.exp(-(V + 45.0) ** 2 / 320.0) + 5.0 / (1.0 + np.exp((V - 20.0) / 5.0)) + 3.0
+        if p["s_endo"]:
+            s_inf = 1.0 / (1.0 + np.exp((V + 28.0) / 5.0))
+            tau_s = 1000.0 * np.exp(-(V + 67.0) ** 2 / 1000.0) + 8.0
+        else:
+            s_inf = 1.0 / (1.0 + np.exp((V + 20.0) / 5.0))
+            tau_s = 85.0 * np.exp(-(V + 45.0) ** 2 / 320.0) + 5.0 / (1.0 + np.exp((V - 20.0) / 5.0)) + 3.0
         r_inf = 1.0 / (1.0 + np.exp((20.0 - V) / 6.0))
         tau_r = 9.5 * np.exp(-(V + 40.0) ** 2 / 1800.0) + 0.8
 
