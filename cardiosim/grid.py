@@ -223,6 +223,18 @@ class Grid:
     def vec(self) -> PETSc.Vec:
         return self.da.createGlobalVec()
 
+    def matrix(self) -> PETSc.Mat:
+        """An empty matrix of the grid's layout and type (its rows this rank's nodes, PETSc's numbering; the DMDA's
+        local-to-global map), for the caller to preallocate. Not ``da.createMat()``: that fills the box stencil's
+        whole pattern with zeros, which the CSR preallocation then replaces — 17 s of the 10^7-node slab's set-up
+        (docs/benchmarks.md, "Set-up")."""
+        A = PETSc.Mat().create(comm=self.da.getComm())
+        A.setSizes(((self.n_local, int(np.prod(self.n))), (self.n_local, int(np.prod(self.n)))))
+        default = PETSc.Mat.Type.AIJCUSPARSE if self.gpu else PETSc.Mat.Type.AIJ
+        A.setType(PETSc.Options().getString("dm_mat_type", default))
+        A.setLGMap(self.da.getLGMap())
+        return A
+
     @staticmethod
     def to_device(v: PETSc.Vec) -> None:
         """Make a GPU Vec's device copy current now (set-up), not at its first use inside the stepping loop."""

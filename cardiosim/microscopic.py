@@ -362,7 +362,7 @@ class FaceOperator:
 
     def matrix(self, values) -> PETSc.Mat:
         from .operators import sync_host
-        A = self.grid.da.createMat()
+        A = self.grid.matrix()
         A.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, False)
         A.setPreallocationCOO(self.rows.copy(), self.cols.copy())   # PETSc may reorder them in place
         A.setValuesCOO(np.asarray(values, dtype=PETSc.ScalarType), addv=PETSc.InsertMode.INSERT_VALUES)

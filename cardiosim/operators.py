@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from dataclasses import dataclass
 
 import numpy as np
 from petsc4py import PETSc
@@ -72,6 +73,18 @@ def _unit_element_matrices(h, lumped: bool) -> np.ndarray:
     return E
 
 
+@dataclass
+class NodeConductivity:
+    """One domain's conductivity at the ghosted nodes: σ = scale (σ_t I + (σ_l − σ_t) f fᵀ) (mS/cm), σ_l and σ_t
+    scalars or per-node arrays, f the unit fibres (n, dim), scale per node (dimensionless); ``tissue`` (bool per
+    node, or None: all tissue) leaves out the elements with a corner outside the tissue."""
+    sl: np.ndarray | float
+    st: np.ndarray | float
+    scale: np.ndarray | float
+    fibres: np.ndarray
+    tissue: np.ndarray | None = None
+
+
 class Assembler:
     """Element connectivity around this rank's nodes, computed once and reused for every matrix.
 
@@ -83,9 +96,8 @@ class Assembler:
 
     Why rows and not PETSc's COO assembly of element matrices (which did this until 2026-11-25): COO holds 4^d
     entries per element with two indices each, which PETSc sorts — at 10^7 nodes in 3D, 640 M entries per matrix,
-    and 62 GB of host memory at the peak of a 285 s set-up (docs/benchmarks.md). The rows here are built by
-    shifted array additions and handed to PETSc as CSR: at 150³ on one rank 2.8× less peak memory than COO and
-    about 1.5× less time.
+    and 62 GB of host memory at the peak of a 285 s set-up (docs/benchmarks.md). The rows here are summed element by
+    element (:meth:`values`, in C) and handed to PETSc as CSR.
     """
 
     def __init__(self, grid, stencil: str, compact: bool | None = None):
@@ -101,10 +113,8 @@ class Assembler:
         ghosted = [(int(a), int(b)) for a, b in grid.ghosted]
         # elements (by lowest corner) touching an owned node
         self.element_ranges = [(max(a - 1, 0), min(b, nd - 1)) for (a, b), nd in zip(owned, n)]
-        self.element_shape = tuple(b - a for a, b in reversed(self.element_ranges))     # z, y, x
         self.owned = owned
         self.owned_shape = tuple(b - a for a, b in reversed(owned))
-        nb = 2 ** dim
         gx = [a for a, _ in ghosted]
         gshape = [b - a for a, b in ghosted]                                  # x first
 
@@ -120,9 +130,6 @@ class Assembler:
                 stride *= gshape[d]
             return li.ravel()
 
-        self.offsets = [tuple((a >> d) & 1 for d in range(dim)) for a in range(nb)]   # corner a = ix + 2 iy + 4 iz
-        self.corners_local = np.stack([ghosted_local(self.element_ranges, off) for off in self.offsets],
-                                      axis=1).astype(np.int32)                      # (n_el, 2^dim)
         self.E = _unit_element_matrices(grid.h, lumped=(stencil == "star"))
         compact = stencil == "star" and (grid.gpu if compact is None else compact)
         # the rows' pattern: neighbour k = Σ_d (o_d + 1) 3^d of each owned node, where it lies in the grid
@@ -153,6 +160,9 @@ class Assembler:
         for k in range(K):
             unsorted = unsorted or bool((valid[k] & (cols[k] < last)).any())
             last = np.where(valid[k], cols[k], last)
+        # only the neighbours some row couples to (the compact star: 2d + 1 of 3^d) travel on to PETSc
+        self.csr_codes = np.flatnonzero(valid.any(axis=1))
+        cols, valid = cols[self.csr_codes], valid[self.csr_codes]
         self.csr_order = None
         if unsorted:
             order = np.argsort(cols.T, axis=1, kind="stable")
@@ -160,50 +170,47 @@ class Assembler:
             cols = np.take_along_axis(cols.T, order, axis=1).T
             valid = np.take_along_axis(valid.T, order, axis=1).T
             del order
-        self.csr_valid = np.ascontiguousarray(valid.T)                     # (n_owned, K): which entries exist
+        self.csr_valid = np.ascontiguousarray(valid.T)                     # (n_owned, codes): which entries exist
         self.csr_indices = cols.T[self.csr_valid].astype(PETSc.IntType)
         self.csr_indptr = np.concatenate([[0], np.cumsum(self.csr_valid.sum(axis=1))]).astype(PETSc.IntType)
 
-    def element_tensors(self, node_tensors_ghosted: np.ndarray) -> np.ndarray:
-        """Mean of the corner nodes' tensors, (n_el, dim, dim), from tensors on the ghosted node range (summed
-        corner by corner: a gather of all corners at once would hold 2^d tensors per element)."""
-        out = node_tensors_ghosted[self.corners_local[:, 0]]
-        for a in range(1, self.corners_local.shape[1]):
-            out += node_tensors_ghosted[self.corners_local[:, a]]
-        out /= self.corners_local.shape[1]
-        return out
-
-    def values(self, elem_sigma: np.ndarray) -> np.ndarray:
-        """The rows of K = Σ_e Σ_pq σ_e[p,q] E[p,q] for the element tensors given: (3^d, n_owned), entry [k, i]
-        the coupling of owned node i to its neighbour k = Σ_d (o_d + 1) 3^d (zero where that is outside the grid).
-        Neighbour-major, so that each of the 4^d additions below writes one contiguous array."""
+    def values(self, sigma: "NodeConductivity") -> np.ndarray:
+        """The rows of K = Σ_e Σ_pq σ_e[p,q] E[p,q] for the conductivity given at the ghosted nodes, σ_e the mean of
+        element e's corner tensors (zero where a corner is outside the tissue): (3^d, n_owned), entry [k, i] the
+        coupling of owned node i to its neighbour k = Σ_d (o_d + 1) 3^d (zero where that is outside the grid).
+        Computed element by element in kernels/stencil_setup.c: NumPy's shifted-array form of the same sum made
+        this most of the 10^7-node slab's set-up (docs/benchmarks.md, "Set-up")."""
+        from .solvers import galerkin
         dim = self.grid.dim
-        nb = 2 ** dim
-        S = np.zeros((3 ** dim,) + self.owned_shape)
-        sigma_t = np.ascontiguousarray(np.asarray(elem_sigma).reshape(len(elem_sigma), dim * dim).T)
-        for a, off_a in enumerate(self.offsets):
-            # w[b, e] = Σ_pq σ_e[p,q] E[p,q,a,b]: element e's coupling of its corner a (the row) to corner b
-            w = (self.E[:, :, a, :].reshape(dim * dim, nb).T @ sigma_t).reshape((nb,) + self.element_shape)
-            # the owned nodes that are corner a of an element, and those elements
-            node, elem = [], []
-            for d in reversed(range(dim)):
-                (oa, ob), (ea, eb) = self.owned[d], self.element_ranges[d]
-                lo, hi = max(oa, ea + off_a[d]), min(ob, eb + off_a[d])
-                node.append(slice(lo - oa, hi - oa))
-                elem.append(slice(lo - off_a[d] - ea, hi - off_a[d] - ea))
-            for b, off_b in enumerate(self.offsets):
-                k = sum((off_b[d] - off_a[d] + 1) * 3 ** d for d in range(dim))
-                S[(k, *node)] += w[(b, *elem)]
-        return S.reshape(3 ** dim, -1)
+
+        def box(ranges):
+            start = [a for a, _ in ranges] + [0] * (3 - dim)
+            size = [b - a for a, b in ranges] + [1] * (3 - dim)
+            return np.array(start, dtype=np.int64), np.array(size, dtype=np.int64)
+
+        (es, en), (gs, gn), (os_, on) = box(self.element_ranges), box(self.grid.ghosted), box(self.owned)
+        fib = np.ascontiguousarray(sigma.fibres, dtype=float)
+        scale = np.ascontiguousarray(np.broadcast_to(np.asarray(sigma.scale, dtype=float), (len(fib),)))
+        sl, st = (np.ascontiguousarray(np.atleast_1d(np.asarray(v, dtype=float))) for v in (sigma.sl, sigma.st))
+        tissue = None if sigma.tissue is None else np.ascontiguousarray(sigma.tissue, dtype=np.uint8)
+        E = np.ascontiguousarray(self.E)
+        S = np.zeros((3 ** dim, int(np.prod(on))))
+        galerkin.library().sst_stiffness(dim, es.ctypes.data, en.ctypes.data, gs.ctypes.data, gn.ctypes.data,
+                                         os_.ctypes.data, on.ctypes.data, fib.ctypes.data, scale.ctypes.data,
+                                         sl.ctypes.data, int(sl.size > 1), st.ctypes.data, int(st.size > 1),
+                                         None if tissue is None else tissue.ctypes.data, E.ctypes.data,
+                                         S.ctypes.data)
+        return S
 
     def matrix(self, values: np.ndarray) -> PETSc.Mat:
         """The matrix of rows ``values`` (from :meth:`values`, or a sum of them), assembled as CSR."""
-        rows = values.T                                                      # (n_owned, K), a view
+        rows = np.ascontiguousarray(values[self.csr_codes].T)                 # (n_owned, codes): one row per node
         if self.csr_order is not None:
             rows = np.take_along_axis(rows, self.csr_order.astype(np.intp), axis=1)
-        A = self.grid.da.createMat()
+        A = self.grid.matrix()
         A.setPreallocationCSR((self.csr_indptr, self.csr_indices,
                                rows[self.csr_valid].astype(PETSc.ScalarType, copy=False)))
+        del rows
         if not A.isAssembled():
             A.assemble()
         A.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, False)

@@ -18,7 +18,7 @@ from petsc4py import PETSc
 
 from .solvers.linear import (ELLIPTIC_DEFAULTS, PARABOLIC_DEFAULTS, LinearSolver, elliptic_pc_defaults,
                              gpu_elliptic_defaults, gpu_parabolic_defaults)
-from .operators import Assembler, lumped_mass, sync_host
+from .operators import Assembler, NodeConductivity, lumped_mass, sync_host
 
 
 # The elliptic matrix's diagonal at nodes outside the tissue, relative to its largest entry. Any positive value
@@ -29,27 +29,21 @@ OUTSIDE_DIAGONAL = 1e-6
 
 
 class Conductivities:
-    """Element-wise conductivity tensors of both domains, from the per-node fields of the ghosted range."""
+    """The conductivities of both domains and of the monodomain (their series combination) at the ghosted nodes,
+    as the assembler reads them (cardiosim.operators.NodeConductivity)."""
 
     def __init__(self, grid, tissue, assembler: Assembler):
         rng = grid.ghosted
         fib = grid.fibres(tissue, rng)
         si, se = grid.scale_factors(tissue, rng)
-        self.node_i = grid.tensors(tissue.sigma_il, tissue.sigma_it, fib, si)
-        self.node_e = grid.tensors(tissue.sigma_el, tissue.sigma_et, fib, se)
+        # An element with a corner outside the tissue conducts nothing (cardiosim.mask): a no-flux surface.
+        inside = grid.mask.ghosted_tissue() if grid.mask is not None else None
+        self.intra = NodeConductivity(tissue.sigma_il, tissue.sigma_it, si, fib, inside)
+        self.extra = NodeConductivity(tissue.sigma_el, tissue.sigma_et, se, fib, inside)
         # σ_m along each principal direction: the series combination of the two domains.
-        ml = _series(tissue.sigma_il * si, tissue.sigma_el * se)
-        mt = _series(tissue.sigma_it * si, tissue.sigma_et * se)
-        self.node_m = grid.tensors(ml, mt, fib, np.ones_like(si))
+        self.mono = NodeConductivity(_series(tissue.sigma_il * si, tissue.sigma_el * se),
+                                     _series(tissue.sigma_it * si, tissue.sigma_et * se), 1.0, fib, inside)
         self.fibres = fib
-        self.intra = assembler.element_tensors(self.node_i)
-        self.extra = assembler.element_tensors(self.node_e)
-        self.mono = assembler.element_tensors(self.node_m)
-        if grid.mask is not None:
-            # An element with a corner outside the tissue conducts nothing (cardiosim.mask): a no-flux surface.
-            outside = ~grid.mask.ghosted_tissue()[assembler.corners_local].all(axis=1)
-            for s in (self.intra, self.extra, self.mono):
-                s[outside] = 0.0
 
 
 def _series(a, b):

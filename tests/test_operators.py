@@ -20,13 +20,18 @@ SCRIPT = textwrap.dedent('''
     from mpi4py import MPI
     from cardiosim import config
     from cardiosim.grid import Grid
-    from cardiosim.operators import Assembler, _unit_element_matrices
+    from cardiosim.operators import Assembler, NodeConductivity, _unit_element_matrices
 
     def node_tensors(n, dim, seed=3):
-        """A symmetric positive definite tensor per node of the whole grid (natural order), mS/cm."""
+        """A transversely isotropic tensor per node of the whole grid (natural order), mS/cm: random unit fibres
+        f, σ_l, σ_t and scale s; σ = s (σ_t I + (σ_l − σ_t) f fᵀ). Returns σ and its NodeConductivity pieces."""
         rng = np.random.default_rng(seed)
-        B = rng.normal(size=(int(np.prod(n)), dim, dim))
-        return np.einsum("nij,nkj->nik", B, B) + 0.5 * np.eye(dim)
+        N = int(np.prod(n))
+        f = rng.normal(size=(N, dim))
+        f /= np.linalg.norm(f, axis=1)[:, None]
+        sl, st, s = rng.uniform(1.0, 3.0, N), rng.uniform(0.1, 0.9, N), rng.uniform(0.5, 1.5, N)
+        T = s[:, None, None] * (st[:, None, None] * np.eye(dim) + (sl - st)[:, None, None] * f[:, :, None] * f[:, None, :])
+        return T, (sl, st, s, f)
 
     def reference(n, h, dim, T, lumped):
         """K summed over every element of the whole grid, dense, natural order."""
@@ -57,12 +62,10 @@ SCRIPT = textwrap.dedent('''
     comm = MPI.COMM_WORLD
     grid = Grid(cfg, PETSc.COMM_WORLD)
     dim = grid.dim
-    T = node_tensors(grid.n, dim)
+    T, (sl, st, s, f) = node_tensors(grid.n, dim)
     a = Assembler(grid, stencil, compact=compact)
-    elem = a.element_tensors(T[grid.natural_index(grid.ghosted)])
-    if stencil == "star":
-        elem = elem * np.eye(dim)               # the star stencil takes diagonal tensors only
-    A = a.matrix(a.values(elem))
+    g = grid.natural_index(grid.ghosted)
+    A = a.matrix(a.values(NodeConductivity(sl[g], st[g], s[g], f[g])))
     # this rank's rows, dense, columns in natural order
     nat_of_petsc = np.concatenate(comm.allgather(grid.natural_index()))
     r0, r1 = A.getOwnershipRange()

@@ -42,6 +42,7 @@ def run_once(cfg: Path, ranks: int, sets: list[str], petsc: list[str], workdir: 
     header = next((ln for ln in proc.stdout.splitlines() if ln.startswith("cardiosim:")), "")
     return {"ranks": ranks, "nodes": summary["nodes"], "grid": summary["grid"], "steps": steps,
             "ms_per_step": 1e3 * loop / steps, "setup_s": summary["setup_s"],
+            "setup_phases_s": summary.get("setup_phases_s", {}),
             "phases_ms_per_step": {k: 1e3 * v["max"] / steps for k, v in t.items()
                                    if k in ("reaction", "parabolic", "elliptic", "exchange")},
             "iterations": {k: v["mean"] for k, v in summary["iterations"].items()},

@@ -66,6 +66,11 @@ class Boxes:
                       for d in range(3))
         return Boxes(n, P, sizes)
 
+    @staticmethod
+    def whole(n) -> "Boxes":
+        """One rank's box: the whole grid of sizes ``n`` (x, y, z)."""
+        return Boxes(tuple(int(v) for v in n), (1, 1, 1), tuple(np.array([int(v)], dtype=np.int64) for v in n))
+
     @property
     def nranks(self) -> int:
         return int(np.prod(self.P))

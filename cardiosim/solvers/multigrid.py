@@ -12,7 +12,7 @@ to its 3^d neighbours at most: the box and star stencils, microscopic per-face c
   coarse points   per dimension the even indices and the last one (any size coarsens; the last coarse interval
                   may be one fine interval), until at most ``coarse_max`` nodes are left or nothing coarsens;
   transfers       P = ⊗_d P_d (linear interpolation per dimension), R = Pᵀ;
-  coarse matrices Galerkin products PᵀAP, by PETSc (MatPtAP on host matrices);
+  coarse matrices Galerkin products PᵀAP, formed on the stencils dimension by dimension (cardiosim.solvers.galerkin);
   coarsest solve  the dense inverse — the pseudo-inverse where A has a null space (the elliptic system: its
                   constant null space is also PᵀAP's, since P reproduces constants).
 Smoother: multicolour SOR, one forward sweep before and one backward sweep after the coarse correction (``sweeps``
@@ -37,7 +37,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import importlib
-import itertools
 import os
 import subprocess
 import sys
@@ -49,7 +48,7 @@ from petsc4py import PETSc
 
 from ..compile import cache_dir, compile_once, kernel_dir
 from ..gpu import current_arch
-from . import comm
+from . import comm, galerkin
 from .comm import Boxes
 
 SOURCE = "stencil_mg.cpp"
@@ -91,72 +90,6 @@ def transfer_1d(n: int) -> dict[str, np.ndarray]:
             "pos": pos.astype(np.int32), "wl": wl, "wr": wr}
 
 
-def stencil(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, dims: tuple[int, int, int], dim: int) -> np.ndarray:
-    """S[s, node] from the matrix entries (row, col, value) of a grid with sizes ``dims`` (x, y, z; natural order),
-    s = (di+1) + 3(dj+1) + 9(dk+1) the neighbour's offset. Refuses entries beyond the 3^d neighbours."""
-    nx, ny, _ = dims
-    N = int(np.prod(dims))
-    if min(dims[:dim]) >= 3:
-        # Each neighbour's index offset col - row = di + nx (dj + ny dk) is distinct: decode it (no divisions)
-        codes = np.arange(27 if dim == 3 else 9)
-        di, dj, dk = codes % 3 - 1, (codes // 3) % 3 - 1, (codes // 9 - 1 if dim == 3 else 0 * codes)
-        offsets = di + nx * (dj + ny * dk)
-        order = np.argsort(offsets)
-        d = cols - rows
-        at = np.minimum(np.searchsorted(offsets[order], d), len(order) - 1)
-        if not np.array_equal(offsets[order][at], d):
-            raise ValueError("multigrid: the matrix couples nodes more than one grid step apart")
-        S = np.zeros((len(codes), N))
-        S[codes[order][at], rows] = vals
-        return S
-
-    def ijk(r):
-        return r % nx, (r // nx) % ny, r // (nx * ny)
-
-    ri, rj, rk = ijk(rows)
-    ci, cj, ck = ijk(cols)
-    di, dj, dk = ci - ri, cj - rj, ck - rk
-    if max(np.abs(di).max(initial=0), np.abs(dj).max(initial=0), np.abs(dk).max(initial=0)) > 1:
-        raise ValueError("multigrid: the matrix couples nodes more than one grid step apart")
-    s = (di + 1) + 3 * (dj + 1) + (9 * (dk + 1) if dim == 3 else 0)
-    S = np.zeros((27 if dim == 3 else 9, N))
-    S[s, rows] = vals             # a CSR matrix has one entry per (row, column): no sums needed (np.add.at is slow)
-    return S
-
-
-def _triplets(csr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row, column, value) of each entry of a CSR matrix (indptr, columns, values)."""
-    indptr, cols, vals = csr
-    rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-    return rows, cols.astype(np.int64), vals
-
-
-def _csr(A: PETSc.Mat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return _triplets(A.getValuesCSR())
-
-
-def prolongation(tables: list[dict], fine: tuple, coarse: tuple) -> PETSc.Mat:
-    """P = P_z ⊗ P_y ⊗ P_x as a host AIJ matrix (fine nodes × coarse nodes)."""
-    nf, nc = int(np.prod(fine)), int(np.prod(coarse))
-    rows, cols, vals = [], [], []
-    fine_index = np.arange(nf).reshape(fine[::-1])
-    for pick in itertools.product((0, 1), repeat=3):              # (x, y, z): c0/w0 or c1/w1 per dimension
-        c = [tables[d]["c1" if pick[d] else "c0"] for d in range(3)]
-        w = [tables[d]["w1" if pick[d] else "w0"] for d in range(3)]
-        W = w[2][:, None, None] * w[1][None, :, None] * w[0][None, None, :]
-        C = c[0][None, None, :] + coarse[0] * (c[1][None, :, None] + coarse[1] * c[2][:, None, None])
-        keep = W != 0
-        rows.append(fine_index[keep])
-        cols.append(C[keep])
-        vals.append(W[keep])
-    rows, cols, vals = (np.concatenate(a) for a in (rows, cols, vals))
-    order = np.lexsort((cols, rows))
-    rows, cols, vals = rows[order], cols[order], vals[order]
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=nf))]).astype(PETSc.IntType)
-    return PETSc.Mat().createAIJ(size=(nf, nc), csr=(indptr, cols.astype(PETSc.IntType), vals),
-                                 comm=PETSc.COMM_SELF)
-
-
 class Hierarchy:
     """Levels (sizes, stencils), per-level transfer tables and the coarsest dense (pseudo-)inverse of matrix A on a
     grid of sizes ``dims`` (x[, y[, z]]), all on the host."""
@@ -165,35 +98,36 @@ class Hierarchy:
 
     def __init__(self, A: PETSc.Mat, dims, coarse_max: int | None = 1024, singular: bool = False):
         """``coarse_max`` None: the fine level only (no coarse levels, no inverse: for Jacobi-preconditioned CG)."""
-        self.dim = len(dims)
         sizes = tuple(int(n) for n in dims) + (1,) * (3 - len(dims))
-        csr = A.getValuesCSR()
-        rows, cols, vals = _triplets(csr)
-        if len(rows) and rows.max() >= np.prod(sizes):
-            raise ValueError("multigrid: the matrix is larger than the grid")
+        whole = Boxes.whole(sizes)
+        self._build(galerkin.from_csr(A.getValuesCSR(), whole, 0), len(dims), sizes, coarse_max, singular)
+
+    @classmethod
+    def of_stencil(cls, S: np.ndarray, dims, coarse_max: int | None, singular: bool) -> "Hierarchy":
+        """The hierarchy of a level given as its 27-code stencil on the whole grid (cardiosim.solvers.galerkin):
+        the top level a RankHierarchy gathered onto rank 0."""
+        h = cls.__new__(cls)
+        h._build(S, len(dims), tuple(int(n) for n in dims) + (1,) * (3 - len(dims)), coarse_max, singular)
+        return h
+
+    def _build(self, S: np.ndarray, dim: int, sizes: tuple, coarse_max: int | None, singular: bool) -> None:
+        self.dim = dim
         self.sizes = [sizes]
-        self.stencils = [stencil(rows, cols, vals, sizes, self.dim)]
+        self.stencils = [galerkin.planar(S, dim)]
         self.transfers: list[list[dict]] = []
-        mats = [] if coarse_max is None else [
-            PETSc.Mat().createAIJ(size=A.getSize(), csr=csr, comm=PETSc.COMM_SELF)]
         while coarse_max is not None and np.prod(self.sizes[-1]) > coarse_max:
             fine = self.sizes[-1]
             tables = [transfer_1d(n) for n in fine]
             coarse = tuple(len(t["pos"]) for t in tables)
             if coarse == fine:
                 break
-            P = prolongation(tables, fine, coarse)
-            Ac = mats[-1].ptap(P)
-            P.destroy()
+            S = galerkin.coarsen(S, (0, 0, 0), fine, tables, (0, 0, 0), coarse)
             self.transfers.append(tables)
             self.sizes.append(coarse)
-            self.stencils.append(stencil(*_csr(Ac), coarse, self.dim))
-            mats.append(Ac)
+            self.stencils.append(galerkin.planar(S, dim))
         self.singular = singular
-        self.coarse_matrix = None if coarse_max is None else self._dense(mats[-1])
+        self.coarse_matrix = None if coarse_max is None else galerkin.dense(S, self.sizes[-1])
         self._inverse = None
-        for M in mats:
-            M.destroy()
 
     @property
     def starts(self) -> list[tuple[int, int, int]]:
@@ -207,14 +141,6 @@ class Hierarchy:
         if self._inverse is None and self.coarse_matrix is not None:
             self._inverse = self.eig_inverse(self.coarse_matrix, self.singular)
         return self._inverse
-
-    @staticmethod
-    def _dense(Ac: PETSc.Mat) -> np.ndarray:
-        rows, cols, vals = _csr(Ac)
-        n = Ac.getSize()[0]
-        dense = np.zeros((n, n))
-        dense[rows, cols] = vals
-        return np.ascontiguousarray(0.5 * (dense + dense.T))   # symmetric by construction, up to round-off
 
     @staticmethod
     def eig_inverse(dense: np.ndarray, singular: bool) -> np.ndarray:
@@ -235,82 +161,37 @@ AGGLOMERATE = 500_000   # nodes per rank below which a level goes to rank 0: its
                         # by IPC) would cost more than the half of its sweeps they save (docs/benchmarks.md)
 
 
-def local_stencil(rows_ijk: np.ndarray, cols_ijk: np.ndarray, vals: np.ndarray, start, size, dim: int) -> np.ndarray:
-    """S[s, t] for a rank's box (``start``, ``size``) from matrix entries given by the grid coordinates of their row
-    and column ([m, 3] each), t the row's index in the box (natural order), s the neighbour's code as in
-    :func:`stencil`."""
-    d = cols_ijk - rows_ijk
-    if len(d) and np.abs(d).max() > 1:
-        raise ValueError("multigrid: the matrix couples nodes more than one grid step apart")
-    local = rows_ijk - np.asarray(start)
-    t = local[:, 0] + size[0] * (local[:, 1] + size[1] * local[:, 2])
-    code = (d[:, 0] + 1) + 3 * (d[:, 1] + 1) + (9 * (d[:, 2] + 1) if dim == 3 else 0)
-    S = np.zeros((27 if dim == 3 else 9, int(np.prod(size))))
-    S[code, t] = vals
-    return S
-
-
-def rank_prolongation(fine: Boxes, coarse: Boxes, tables: list[dict], rank: int, comm) -> PETSc.Mat:
-    """P = P_z ⊗ P_y ⊗ P_x as a parallel AIJ matrix: this rank's rows are its fine box, its columns' layout its
-    coarse box (PETSc's numbering of both levels, cardiosim.solvers.comm)."""
-    fs, fn = fine.box(rank)
-    _, cn = coarse.box(rank)
-    nloc = int(np.prod(fn))
-    grid = [np.arange(fs[d], fs[d] + fn[d]) for d in range(3)]
-    rows, cols, vals = [], [], []
-    local = np.arange(nloc).reshape(tuple(fn[::-1]))
-    for pick in itertools.product((0, 1), repeat=3):
-        c = [tables[d]["c1" if pick[d] else "c0"][grid[d]] for d in range(3)]
-        w = [tables[d]["w1" if pick[d] else "w0"][grid[d]] for d in range(3)]
-        W = w[2][:, None, None] * w[1][None, :, None] * w[0][None, None, :]
-        keep = W != 0
-        K, J, I = np.broadcast_arrays(c[2][:, None, None], c[1][None, :, None], c[0][None, None, :])
-        ijk = np.stack([I[keep], J[keep], K[keep]], axis=1)
-        rows.append(local[keep])
-        cols.append(coarse.index(ijk))
-        vals.append(W[keep])
-    rows, cols, vals = (np.concatenate(a) for a in (rows, cols, vals))
-    order = np.lexsort((cols, rows))
-    rows, cols, vals = rows[order], cols[order], vals[order]
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=nloc))]).astype(PETSc.IntType)
-    nf, nc = int(np.prod(fine.n)), int(np.prod(coarse.n))
-    return PETSc.Mat().createAIJ(size=((nloc, nf), (int(np.prod(cn)), nc)),
-                                 csr=(indptr, cols.astype(PETSc.IntType), vals), comm=comm)
-
-
 class RankHierarchy:
     """The levels of a matrix on a DMDA split over several ranks: each rank's box of every level (the DMDA's boxes,
     coarsened with the grid: cardiosim.solvers.comm.Boxes), its stencil and transfer tables, down to the top level
     that is gathered onto rank 0, where a serial :class:`Hierarchy` of it (``tail``) continues the V-cycle.
 
-    Coarse operators are PETSc's parallel Galerkin products PᵀAP. A level becomes the top when a rank's box would
-    get thinner than 2 nodes, when it has fewer than ``agglomerate`` nodes per rank, or when it has at most
-    ``coarse_max`` nodes. ``root_only``: level 0 is the top (the whole solve on rank 0). ``coarse_max`` None:
-    level 0 only and no tail unless ``root_only`` (Jacobi-preconditioned CG). ``why``: the layout's reason, for the
-    run header (cardiosim.solvers.comm.layout)."""
+    Coarse operators are Galerkin products PᵀAP formed on each rank's stencils with one ghost layer of the
+    neighbours' rows (cardiosim.solvers.galerkin). A level becomes the top when a rank's box would get thinner than
+    2 nodes, when it has fewer than ``agglomerate`` nodes per rank, or when it has at most ``coarse_max`` nodes.
+    ``root_only``: level 0 is the top (the whole solve on rank 0). ``coarse_max`` None: level 0 only and no tail
+    unless ``root_only`` (Jacobi-preconditioned CG). ``why``: the layout's reason, for the run header
+    (cardiosim.solvers.comm.layout)."""
 
     def __init__(self, A: PETSc.Mat, da, coarse_max: int | None = 1024, singular: bool = False,
                  agglomerate: int = AGGLOMERATE, root_only: bool = False, why: str = ""):
         self.comm = A.getComm()
         self.why = why
-        mpi = self.comm.tompi4py()
-        rank = mpi.rank
+        rank = self.comm.getRank()
         self.dim = da.getDim()
         self.singular = singular
         self.root_only = root_only
         self.gathers = coarse_max is not None or root_only      # a top level that rank 0 solves
         self.coarse_matrix = None
         boxes = Boxes.of_dmda(da)
-        indptr, cols, vals = A.getValuesCSR()
+        S = galerkin.from_csr(A.getValuesCSR(), boxes, rank)
         self.boxes, self.sizes, self.starts, self.stencils, self.transfers = [], [], [], [], []
-        mat = PETSc.Mat().createAIJ(size=A.getSizes(), csr=(indptr, cols, vals), comm=self.comm)
         while True:
             start, size = boxes.box(rank)
-            row_ijk = boxes.coords(np.repeat(np.arange(len(indptr) - 1), np.diff(indptr)) + boxes.offsets()[rank])
             self.boxes.append(boxes)
             self.sizes.append(tuple(int(v) for v in size))
             self.starts.append(tuple(int(v) for v in start))
-            self.stencils.append(local_stencil(row_ijk, boxes.coords(cols), vals, start, size, self.dim))
+            self.stencils.append(galerkin.planar(S, self.dim))
             total = int(np.prod(boxes.n))
             if (root_only or coarse_max is None or total <= coarse_max or boxes.smallest(self.dim) < 2
                     or total < agglomerate * boxes.nranks):
@@ -319,18 +200,14 @@ class RankHierarchy:
             coarse = boxes.coarsen([t["pos"] for t in tables])
             if coarse.n == boxes.n:
                 break
-            P = rank_prolongation(boxes, coarse, tables, rank, self.comm)
-            Ac = mat.ptap(P)
-            P.destroy()
-            mat.destroy()
-            mat = Ac
             cstart, csize = coarse.box(rank)
+            Sg, gstart, gsize = galerkin.ghosted(S, boxes, rank, self.comm, self.dim)
+            S = galerkin.coarsen(Sg, gstart, gsize, tables, cstart, csize)
+            del Sg
             self.transfers.append([self._local_tables(tables[d], start[d], size[d], cstart[d], csize[d])
                                    for d in range(3)])
-            indptr, cols, vals = mat.getValuesCSR()
             boxes = coarse
-        self.tail = self._gather_top(mat, boxes, indptr, cols, vals, rank, mpi, coarse_max, singular, root_only)
-        mat.destroy()
+        self.tail = self._gather_top(S, boxes, rank, coarse_max, singular, root_only)
 
     @staticmethod
     def _local_tables(t: dict, fs: int, fn: int, cs: int, cn: int) -> dict:
@@ -340,24 +217,19 @@ class RankHierarchy:
                 "pos": (t["pos"][cs:cs + cn] - fs).astype(np.int32), "wl": t["wl"][cs:cs + cn],
                 "wr": t["wr"][cs:cs + cn]}
 
-    def _gather_top(self, mat, boxes, indptr, cols, vals, rank, mpi, coarse_max, singular, root_only):
-        """Rank 0: the serial hierarchy of the top level (its matrix gathered in natural order); elsewhere None."""
+    def _gather_top(self, S, boxes, rank, coarse_max, singular, root_only):
+        """Rank 0: the serial hierarchy of the top level (its stencil gathered in natural order); elsewhere None."""
         if coarse_max is None and not root_only:
             return None
-        rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr)) + boxes.offsets()[rank]
-        parts = mpi.gather((boxes.natural(boxes.coords(rows)), boxes.natural(boxes.coords(cols)), vals), root=0)
+        parts = self.comm.tompi4py().gather(S, root=0)
         if rank != 0:
             return None
-        r, c, v = (np.concatenate([p[i] for p in parts]) for i in range(3))
-        n = int(np.prod(boxes.n))
-        order = np.lexsort((c, r))
-        r, c, v = r[order], c[order], v[order]
-        ip = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=n))]).astype(PETSc.IntType)
-        A_top = PETSc.Mat().createAIJ(size=(n, n), csr=(ip, c.astype(PETSc.IntType), v), comm=PETSc.COMM_SELF)
-        try:
-            return Hierarchy(A_top, boxes.n[:self.dim], coarse_max, singular)
-        finally:
-            A_top.destroy()
+        whole = np.zeros((galerkin.NCODES, int(np.prod(boxes.n))))
+        nat = np.arange(int(np.prod(boxes.n))).reshape(tuple(boxes.n[::-1]))
+        for r, part in enumerate(parts):
+            (i0, j0, k0), (ni, nj, nk) = boxes.box(r)
+            whole[:, nat[k0:k0 + nk, j0:j0 + nj, i0:i0 + ni].ravel()] = part
+        return Hierarchy.of_stencil(whole, boxes.n[:self.dim], coarse_max, singular)
 
     @property
     def levels(self) -> int:

@@ -1,0 +1,164 @@
+"""The multigrid hierarchy's operators as stencils: a matrix's rows read into a stencil, and the Galerkin coarse
+operator PᵀAP computed on the stencils, one dimension at a time (kernels/stencil_setup.c), on one rank or on each
+rank's box of a split level.
+
+Why not PETSc's MatPtAP (which did this until 2026-11-26): P is the tensor product of 1D linear interpolations, so
+PᵀAP = P_zᵀ(P_yᵀ(P_xᵀ A P_x)P_y)P_z can be formed on the stencils with at most 27·4 multiply-adds per node and
+dimension, with no matrix of P and no sparse triple product: for the 216³ slab the set-up's hierarchies took most of
+a minute through MatPtAP (docs/benchmarks.md, "Set-up"). The results equal MatPtAP's to round-off
+(tests/test_galerkin.py).
+
+A stencil here is S[s, t]: node t of a box (x fastest), neighbour code s = (dx+1) + 3(dy+1) + 9(dz+1), always the 27
+codes of 3D (a 2D grid is one z layer; :func:`planar` gives the 9 codes of 2D that kernels/stencil_mg.cpp reads).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+
+import numpy as np
+from petsc4py import PETSc
+
+from ..compile import cache_dir, compile_once, kernel_dir
+from .comm import Boxes
+
+SOURCE = "stencil_setup.c"
+NCODES = 27
+
+_lib: list[ctypes.CDLL] = []
+
+
+def library() -> ctypes.CDLL:
+    """kernels/stencil_setup.c, compiled once per machine into the cache (the stiffness rows of
+    cardiosim.operators come from it too)."""
+    if not _lib:
+        cc = os.environ.get("CC", "cc")
+        src = kernel_dir() / SOURCE
+        flags = ["-O2", "-std=c99", "-shared", "-fPIC"]
+        try:
+            version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError) as e:
+            raise RuntimeError(f"multigrid: the C compiler '{cc}' does not run ({e}); set CC") from e
+        h = hashlib.sha256("\0".join([src.read_text(), cc, *flags, version]).encode()).hexdigest()[:20]
+        out = cache_dir("native") / f"stencil_setup_{h}.so"
+        lib = ctypes.CDLL(str(compile_once(out, lambda tmp: [cc, *flags, str(src), "-o", tmp],
+                                           f"multigrid: compiling {SOURCE}")))
+        p, i, l = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
+        lib.sst_from_csr.argtypes, lib.sst_from_csr.restype = [l, p, p, i, p, i, p, p, p, i, p], i
+        lib.sst_coarsen.argtypes, lib.sst_coarsen.restype = [i, p, p, i, p, p, l, l, l, p, p, p, p, p], i
+        lib.sst_stiffness.argtypes, lib.sst_stiffness.restype = [i, p, p, p, p, p, p, p, p, p, i, p, i, p, p, p], i
+        _lib.append(lib)
+    return _lib[0]
+
+
+def _int64(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def from_csr(csr, boxes: Boxes, rank: int) -> np.ndarray:
+    """S (27, rank's nodes) from the CSR rows (indptr, columns, values; PETSc's global numbering) of ``rank``'s box
+    of ``boxes``. ValueError where the matrix couples nodes more than one grid step apart or is larger than the
+    grid."""
+    indptr, cols, vals = csr
+    nrows = len(indptr) - 1
+    starts, sizes = boxes.all_boxes()
+    if nrows != int(np.prod(sizes[rank])):
+        raise ValueError("multigrid: the matrix is larger than the grid")
+    cols = np.ascontiguousarray(cols)
+    if cols.dtype not in (np.int32, np.int64):
+        cols = cols.astype(np.int64)
+    vals = np.ascontiguousarray(vals, dtype=float)
+    S = np.zeros((NCODES, nrows))
+    # every array bound to a name for the call's duration (a temporary's .ctypes.data outlives its memory)
+    indptr, offsets, starts, sizes = _int64(indptr), _int64(boxes.offsets()), _int64(starts), _int64(sizes)
+    err = library().sst_from_csr(nrows, indptr.ctypes.data, cols.ctypes.data, int(cols.dtype == np.int64),
+                                 vals.ctypes.data, boxes.nranks, offsets.ctypes.data, starts.ctypes.data,
+                                 sizes.ctypes.data, rank, S.ctypes.data)
+    if err == 1:
+        raise ValueError("multigrid: the matrix couples nodes more than one grid step apart")
+    if err:
+        raise ValueError("multigrid: the matrix is larger than the grid")
+    return S
+
+
+def coarsen(S: np.ndarray, start, size, tables: list[dict], cstart, csize) -> np.ndarray:
+    """PᵀAP on the box (cstart, csize) of the coarse level, from the fine stencil S on the box (start, size), which
+    must hold every fine node with a parent in the coarse box (a rank's box and one ghost layer). ``tables``: the
+    per-dimension interpolation of the whole grid (cardiosim.solvers.multigrid.transfer_1d)."""
+    lib = library()
+    start, size = _int64(start).copy(), _int64(size).copy()
+    for d in range(3):
+        if len(tables[d]["pos"]) == len(tables[d]["c0"]):
+            continue                                     # this dimension does not coarsen
+        codes = np.flatnonzero(np.any(S != 0, axis=1)).astype(np.int32)
+        Sin = np.ascontiguousarray(S[codes])
+        out_size = size.copy()
+        out_size[d] = csize[d]
+        out = np.zeros((NCODES, int(np.prod(out_size))))
+        t = {k: np.ascontiguousarray(tables[d][k]) for k in ("c0", "c1", "w0", "w1")}
+        if lib.sst_coarsen(d, start.ctypes.data, size.ctypes.data, len(codes), codes.ctypes.data, Sin.ctypes.data,
+                           int(cstart[d]), int(csize[d]), len(t["c0"]), *(t[k].ctypes.data
+                                                                          for k in ("c0", "c1", "w0", "w1")),
+                           out.ctypes.data):
+            raise ValueError("multigrid: coarse points more than one coarse step apart (a transfer table is wrong)")
+        S, size = out, out_size
+        start[d] = cstart[d]
+    return S
+
+
+def ghosted(S: np.ndarray, boxes: Boxes, rank: int, comm: PETSc.Comm, dim: int):
+    """(S on the rank's box with one ghost layer, its start, its size): the neighbours' rows by a DMDA of the level's
+    boxes (box stencil: edges and corners too), carrying only the codes some rank uses."""
+    used = np.any(S != 0, axis=1).astype(np.int32)
+    comm.tompi4py().Allreduce(_in_place(), used, op=_mpi_max())
+    codes = np.flatnonzero(used)
+    da = PETSc.DMDA().create(dim=dim, dof=len(codes), sizes=boxes.n[:dim], proc_sizes=boxes.P[:dim],
+                             ownership_ranges=[tuple(int(v) for v in boxes.sizes[d]) for d in range(dim)],
+                             stencil_type=PETSc.DMDA.StencilType.BOX, stencil_width=1, comm=comm)
+    try:
+        g, loc = da.createGlobalVec(), da.createLocalVec()
+        g.getArray()[:] = S[codes].T.ravel()
+        da.globalToLocal(g, loc)
+        gstart, gsize = da.getGhostCorners()
+        gstart = tuple(gstart) + (0,) * (3 - dim)
+        gsize = tuple(gsize) + (1,) * (3 - dim)
+        out = np.zeros((NCODES, int(np.prod(gsize))))
+        out[codes] = loc.getArray(readonly=True).reshape(-1, len(codes)).T
+        for v in (g, loc):
+            v.destroy()
+    finally:
+        da.destroy()
+    return out, gstart, gsize
+
+
+def _mpi_max():
+    from mpi4py import MPI
+    return MPI.MAX
+
+
+def _in_place():
+    from mpi4py import MPI
+    return MPI.IN_PLACE
+
+
+def planar(S: np.ndarray, dim: int) -> np.ndarray:
+    """The stencil in kernels/stencil_mg.cpp's codes: the 27 of 3D, or in 2D the 9 of the one z layer."""
+    return S if dim == 3 else np.ascontiguousarray(S[9:18])
+
+
+def dense(S: np.ndarray, sizes) -> np.ndarray:
+    """The matrix of a stencil on a whole (small) grid, natural order, symmetrised (symmetric by construction, up to
+    round-off)."""
+    nx, ny, nz = (int(v) for v in sizes)
+    n = nx * ny * nz
+    t = np.arange(n)
+    i, j, k = t % nx, (t // nx) % ny, t // (nx * ny)
+    A = np.zeros((n, n))
+    for s in np.flatnonzero(np.any(S != 0, axis=1)):
+        di, dj, dk = s % 3 - 1, (s // 3) % 3 - 1, s // 9 - 1
+        ok = (i + di >= 0) & (i + di < nx) & (j + dj >= 0) & (j + dj < ny) & (k + dk >= 0) & (k + dk < nz)
+        A[t[ok], (t + di + nx * (dj + ny * dk))[ok]] = S[s, ok]
+    return np.ascontiguousarray(0.5 * (A + A.T))

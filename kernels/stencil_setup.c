@@ -1,0 +1,174 @@
+/* The multigrid hierarchy's set-up on the host: a matrix's rows as stencils, and Galerkin coarse stencils PᵀAP
+ * computed on the stencils themselves (cardiosim/solvers/galerkin.py).
+ *
+ * Why here and not PETSc's MatPtAP: with P the tensor product of 1D linear interpolations, PᵀAP can be formed one
+ * dimension at a time on the stencils, at most 27 x 4 multiply-adds per node and dimension, where MatPtAP builds P
+ * as a matrix and forms a general sparse triple product (docs/benchmarks.md, "Set-up").
+ *
+ * A stencil S holds, for each node t of a box (x fastest) and each neighbour code s = (dx+1) + 3(dy+1) + 9(dz+1),
+ * the matrix entry coupling t to that neighbour: S[s * n + t] (a 2D grid is a 3D grid of one z layer). Every
+ * coordinate here is a global grid coordinate; a box is its start[3] and size[3].
+ *
+ * Built with the system C compiler under cardiosim.compile's cache rule; plain C99, no dependencies. */
+#include <stdint.h>
+
+#define NCODES 27
+
+/* S (27 x nrows, zeroed by the caller) from the CSR rows of rank ``own``'s box. Columns are PETSc global indices:
+ * the ranks' boxes in turn, each in natural order; offsets[nranks + 1] is each rank's first index, bstart and bsize
+ * [nranks][3] their boxes. Columns are int32 or int64 (idx64). Returns 0; 1 for an entry coupling nodes more than
+ * one grid step apart; 2 for a column outside the grid. */
+int sst_from_csr(long nrows, const int64_t *indptr, const void *cols, int idx64, const double *vals, int nranks,
+                 const int64_t *offsets, const int64_t *bstart, const int64_t *bsize, int own, double *S)
+{
+    const int64_t *os = bstart + 3 * own, *on = bsize + 3 * own;
+    for (long r = 0; r < nrows; ++r) {
+        long ri = os[0] + r % on[0], rj = os[1] + (r / on[0]) % on[1], rk = os[2] + r / (on[0] * on[1]);
+        for (int64_t e = indptr[r]; e < indptr[r + 1]; ++e) {
+            int64_t g = idx64 ? ((const int64_t *)cols)[e] : (int64_t)((const int32_t *)cols)[e];
+            int lo = 0, hi = nranks;                    /* the rank whose range holds g: offsets[lo] <= g < [lo+1] */
+            if (g < 0 || g >= offsets[nranks])
+                return 2;
+            while (hi - lo > 1) {
+                int mid = (lo + hi) / 2;
+                if (offsets[mid] <= g) lo = mid; else hi = mid;
+            }
+            int64_t loc = g - offsets[lo];
+            const int64_t *qs = bstart + 3 * lo, *qn = bsize + 3 * lo;
+            long di = qs[0] + loc % qn[0] - ri, dj = qs[1] + (loc / qn[0]) % qn[1] - rj,
+                 dk = qs[2] + loc / (qn[0] * qn[1]) - rk;
+            if (di < -1 || di > 1 || dj < -1 || dj > 1 || dk < -1 || dk > 1)
+                return 1;
+            S[((di + 1) + 3 * (dj + 1) + 9 * (dk + 1)) * nrows + r] = vals[e];
+        }
+    }
+    return 0;
+}
+
+/* One dimension of PᵀAP: the stencil Sin on box (in_start, in_size), whose rows are fine along dimension d, becomes
+ * Sout (27 x its nodes, zeroed by the caller) on the same box except along d, where it is the coarse range
+ * [cstart, cstart + csize). P_d interpolates fine index i from coarse c0[i] (weight w0[i]) and c1[i] (w1[i]; 0 on
+ * a coarse point); the tables cover the nf fine indices of the whole grid. Sin holds ``ncodes`` rows, the codes
+ * ``codes`` (the others are zero). Every fine row with a parent in the coarse range must be in the input box (one
+ * ghost layer around a rank's fine box). Returns 0, or 1 if two parents were more than one coarse step apart. */
+int sst_coarsen(int d, const int64_t *in_start, const int64_t *in_size, int ncodes, const int *codes,
+                const double *Sin, long cstart, long csize, long nf, const int *c0, const int *c1,
+                const double *w0, const double *w1, double *Sout)
+{
+    int64_t out_size[3] = {in_size[0], in_size[1], in_size[2]};
+    out_size[d] = csize;
+    long nin = (long)(in_size[0] * in_size[1] * in_size[2]);
+    long nout = (long)(out_size[0] * out_size[1] * out_size[2]);
+    for (long t = 0; t < nin; ++t) {
+        long loc[3] = {t % in_size[0], (t / in_size[0]) % in_size[1], t / (in_size[0] * in_size[1])};
+        long i = in_start[d] + loc[d];                  /* the row's fine index along d */
+        int pi[2] = {c0[i], c1[i]};
+        double wi[2] = {w0[i], w1[i]};
+        for (int a = 0; a < 2; ++a) {
+            long I = pi[a] - cstart;
+            if (wi[a] == 0.0 || I < 0 || I >= csize)
+                continue;
+            long o[3] = {loc[0], loc[1], loc[2]};
+            o[d] = I;
+            long row = o[0] + out_size[0] * (o[1] + out_size[1] * o[2]);
+            for (int q = 0; q < ncodes; ++q) {
+                double v = Sin[(long)q * nin + t];
+                if (v == 0.0)
+                    continue;
+                int s = codes[q];
+                int off[3] = {s % 3 - 1, (s / 3) % 3 - 1, s / 9 - 1};
+                long j = i + off[d];                    /* the column's fine index along d */
+                if (j < 0 || j >= nf)
+                    continue;
+                int pj[2] = {c0[j], c1[j]};
+                double wj[2] = {w0[j], w1[j]};
+                for (int b = 0; b < 2; ++b) {
+                    if (wj[b] == 0.0)
+                        continue;
+                    int step = pj[b] - pi[a];
+                    if (step < -1 || step > 1)
+                        return 1;
+                    off[d] = step;
+                    Sout[(long)((off[0] + 1) + 3 * (off[1] + 1) + 9 * (off[2] + 1)) * nout + row]
+                        += wi[a] * wj[b] * v;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* The rows of the stiffness matrix K = Σ_e Σ_pq σ_e[p,q] E[p,q,a,b] on Q1 elements (cardiosim/operators.py), as a
+ * stencil S (3^dim x owned nodes, zeroed by the caller; code Σ_d (o_d + 1) 3^d of the neighbour offset o, x first).
+ * Elements are given by their lowest corner, the box (el_start, el_size); node data cover the ghosted box
+ * (g_start, g_size), rows the owned box (o_start, o_size). An element's tensor is the mean of its corners' tensors
+ * σ = scale (σ_t I + (σ_l − σ_t) f fᵀ) (f the unit fibre, dim entries per node; sl and st per node, or one value
+ * when their stride is 0); an element with a corner outside the tissue (tissue[node] == 0; tissue NULL: all
+ * tissue) conducts nothing. E[((p * dim + q) * nb + a) * nb + b], corners a = ix + 2 iy + 4 iz. */
+int sst_stiffness(int dim, const int64_t *el_start, const int64_t *el_size, const int64_t *g_start,
+                  const int64_t *g_size, const int64_t *o_start, const int64_t *o_size, const double *fib,
+                  const double *scale, const double *sl, int sl_stride, const double *st, int st_stride,
+                  const unsigned char *tissue, const double *E, double *S)
+{
+    int nb = 1 << dim;
+    long n_owned = (long)(o_size[0] * o_size[1] * o_size[2]);
+    long corner_shift[8];                  /* ghosted-box index offset of each corner from the lowest one */
+    int corner_code[8][8];                 /* stencil code of corner b seen from corner a */
+    int pair_a[64], pair_b[64], npairs = 0;
+    for (int a = 0; a < nb; ++a) {
+        int oa[3] = {a & 1, (a >> 1) & 1, (a >> 2) & 1};
+        corner_shift[a] = oa[0] + g_size[0] * (oa[1] + g_size[1] * oa[2]);
+        for (int b = 0; b < nb; ++b) {
+            int ob[3] = {b & 1, (b >> 1) & 1, (b >> 2) & 1};
+            int k = 0, w = 1;
+            for (int d = 0; d < dim; ++d, w *= 3)
+                k += (ob[d] - oa[d] + 1) * w;
+            corner_code[a][b] = k;
+            int used = 0;
+            for (int pq = 0; pq < dim * dim; ++pq)
+                used |= E[(pq * nb + a) * nb + b] != 0.0;
+            if (used) {
+                pair_a[npairs] = a;
+                pair_b[npairs++] = b;
+            }
+        }
+    }
+    for (long ez = 0; ez < el_size[2]; ++ez)
+        for (long ey = 0; ey < el_size[1]; ++ey)
+            for (long ex = 0; ex < el_size[0]; ++ex) {
+                long e[3] = {el_start[0] + ex, el_start[1] + ey, el_start[2] + ez};
+                long base = (e[0] - g_start[0]) + g_size[0] * ((e[1] - g_start[1]) + g_size[1] * (e[2] - g_start[2]));
+                double sig[9] = {0};
+                int inside = 1;
+                for (int c = 0; c < nb; ++c) {
+                    long n = base + corner_shift[c];
+                    if (tissue && !tissue[n]) {
+                        inside = 0;
+                        break;
+                    }
+                    double s = scale[n], lt = st[n * st_stride], dl = sl[n * sl_stride] - lt;
+                    const double *f = fib + n * dim;
+                    for (int p = 0; p < dim; ++p)
+                        for (int q = 0; q < dim; ++q)
+                            sig[p * dim + q] += s * ((p == q ? lt : 0.0) + dl * f[p] * f[q]);
+                }
+                if (!inside)
+                    continue;
+                for (int pq = 0; pq < dim * dim; ++pq)
+                    sig[pq] /= nb;
+                for (int i = 0; i < npairs; ++i) {
+                    int a = pair_a[i], b = pair_b[i];
+                    long node[3] = {e[0] + (a & 1), e[1] + ((a >> 1) & 1), e[2] + ((a >> 2) & 1)};
+                    if (node[0] < o_start[0] || node[0] >= o_start[0] + o_size[0] || node[1] < o_start[1] ||
+                        node[1] >= o_start[1] + o_size[1] || node[2] < o_start[2] || node[2] >= o_start[2] + o_size[2])
+                        continue;
+                    long row = (node[0] - o_start[0]) + o_size[0] * ((node[1] - o_start[1]) +
+                                                                      o_size[1] * (node[2] - o_start[2]));
+                    double v = 0.0;
+                    for (int pq = 0; pq < dim * dim; ++pq)
+                        v += sig[pq] * E[(pq * nb + a) * nb + b];
+                    S[(long)corner_code[a][b] * n_owned + row] += v;
+                }
+            }
+    return 0;
+}
