@@ -80,6 +80,10 @@ def _parser() -> argparse.ArgumentParser:
                       help="drug block of a conductance: scaled by 1/(1 + (C/IC50)^HILL) with C = --concentration "
                            "(same unit as IC50; HILL default 1), repeatable")
     cell.add_argument("--concentration", type=float, default=None, help="drug concentration for --block")
+    cell.add_argument("--restitution", default=None, metavar="CI,CI,...",
+                      help="S1-S2 restitution instead of a paced trace: --prepace S1 beats every --period, then for "
+                           "each coupling interval CI (ms) an S1 and an S2; APD90 of S2 against the diastolic "
+                           "interval, to --output (/restitution) and --json")
     cell.add_argument("--trace", action="append", default=[], metavar="NAME",
                       help="also record this intermediate (a current, a flux: `cardiosim model info` lists them; "
                            "CellML models), repeatable")
@@ -183,7 +187,10 @@ def main(argv=None) -> int:
     ours, petsc_args = _split_petsc(argv)
     if ours[:1] == ["bench"]:
         # Benchmarks start their runs with mpirun; this process must not be an MPI process itself (an OpenMPI
-        # singleton's environment makes a nested mpirun fail without a word).
+        # singleton's environment makes a nested mpirun fail without a word). Their PETSc starts itself: a CUDA
+        # PETSc over an MPI not known to be CUDA-aware is told so through the environment (cardiosim.info).
+        from .info import export_gpu_aware_mpi_option
+        export_gpu_aware_mpi_option()
         return _bench(argv[1:])
     if ours[:1] == ["sweep"]:                  # the same: its runs are children, under mpirun with --np
         from .sweep import main as sweep_main
@@ -458,6 +465,8 @@ def _cell(args) -> int:
     except OSError as e:
         from .errors import io_reason
         raise UserError(f"cardiosim cell: --output {args.output}: cannot make its folder ({io_reason(e)})") from None
+    if args.restitution is not None:
+        return _restitution(args, overrides, scale)
     try:
         from .single_cell import scaled
         overrides = scaled(args.model, args.variant, overrides, scale)
@@ -467,6 +476,46 @@ def _cell(args) -> int:
     except ValueError as e:   # bad arguments, found before any file is written
         raise UserError(f"cardiosim cell: {e}") from None
     log.info(format_table(rows))
+    log.info(f"wrote {args.output}" + (f" and {args.json}" if args.json else ""))
+    return 0
+
+
+def _restitution(args, overrides, scale) -> int:
+    """``cardiosim cell --restitution CI,...``: the S1-S2 curve (cardiosim.single_cell.restitution) to HDF5/JSON."""
+    import json
+    import h5py
+    import numpy as np
+    from . import __version__, log
+    from .errors import UserError
+    from pathlib import Path
+    from .single_cell import restitution, scaled
+    try:
+        intervals = [float(x) for x in args.restitution.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"cardiosim cell --restitution {args.restitution}: expected coupling intervals in ms, "
+                        f"e.g. 600,400,300") from None
+    try:
+        overrides = scaled(args.model, args.variant, overrides, scale)
+        rows, t, v = restitution(args.model, args.variant, overrides, args.amplitude, args.duration, args.period,
+                                 args.prepace, intervals, args.dt, args.integrator, args.record_every)
+    except ValueError as e:
+        raise UserError(f"cardiosim cell: {e}") from None
+    cols = list(rows[0])
+    with h5py.File(args.output, "w") as f:
+        f.attrs.update({"model": str(args.model), "variant": args.variant or "", "overrides": json.dumps(overrides),
+                        "amplitude": args.amplitude, "duration": args.duration, "period": args.period,
+                        "prepace": args.prepace, "dt": args.dt, "integrator": args.integrator,
+                        "cardiosim_version": __version__, "protocol": "S1-S2 restitution"})
+        f.create_dataset("trace/t", data=t).attrs["unit"] = "ms"
+        f.create_dataset("trace/V", data=v).attrs["unit"] = "mV (one row per coupling interval)"
+        f.create_dataset("restitution", data=np.array([tuple(r[c] for c in cols) for r in rows],
+                                                      dtype=[(c, "f8") for c in cols])).attrs["unit"] = "ms, mV"
+    if args.json:
+        Path(args.json).write_text(json.dumps({"model": str(args.model), "units": "ms (V_peak_S2: mV)",
+                                               "restitution": rows}, indent=1) + "\n")
+    log.info("        CI (ms)        DI (ms)  APD90 S2 (ms)  APD90 S1 (ms)  V_peak S2 (mV)")
+    for r in rows:
+        log.info("".join(f"{r[c]:15.2f}" for c in cols))
     log.info(f"wrote {args.output}" + (f" and {args.json}" if args.json else ""))
     return 0
 

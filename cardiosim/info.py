@@ -160,6 +160,14 @@ def gpu_aware_mpi_options(given=()) -> list[str]:
     return ["-use_gpu_aware_mpi", "0"] if petsc_has_cuda() and not mpi_cuda_aware() else []
 
 
+def export_gpu_aware_mpi_option() -> None:
+    """:func:`gpu_aware_mpi_options` into PETSC_OPTIONS, for the processes that start PETSc themselves (the tests,
+    the benchmarks and their children), where MPI is not loaded yet: "not known to be aware"."""
+    extra = gpu_aware_mpi_options()
+    if extra:
+        os.environ["PETSC_OPTIONS"] = " ".join([os.environ.get("PETSC_OPTIONS", ""), *extra]).strip()
+
+
 # --- GPUs ----------------------------------------------------------------------------------------------------------
 
 def gpus_seen() -> tuple[list[str], str]:

@@ -224,3 +224,13 @@ def test_info_says_when_mpi4py_does_not_load(tmp_path):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert any(ln.startswith("problem") and "mpi4py does not load its MPI library" in ln
                for ln in proc.stdout.splitlines())
+
+
+def test_gpu_aware_option_exported_for_processes_that_start_petsc(tmp_path, monkeypatch):
+    monkeypatch.setenv("PETSC_OPTIONS", "-log_view")
+    _fake_petsc(tmp_path, monkeypatch, cuda=True)
+    monkeypatch.setattr(info, "mpi_cuda_aware", lambda: None)
+    info.export_gpu_aware_mpi_option()
+    assert os.environ["PETSC_OPTIONS"] == "-log_view -use_gpu_aware_mpi 0"
+    info.export_gpu_aware_mpi_option()                      # once only
+    assert os.environ["PETSC_OPTIONS"] == "-log_view -use_gpu_aware_mpi 0"
