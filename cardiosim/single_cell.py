@@ -455,3 +455,65 @@ def _ca_unit(model) -> str:
     if "Cai" in model.state_names:
         return model.states[model.state_index("Cai")].unit
     return "-"
+
+
+def restitution(model_name: str, variant: str | None, overrides: Mapping[str, float] | None, amplitude: float,
+                duration: float, period: float, prepace: int, intervals, dt: float, integrator: str = "rush-larsen",
+                record_every: float = 0.1) -> tuple[list[dict], np.ndarray, np.ndarray]:
+    """The S1–S2 restitution protocol: ``prepace`` S1 beats every ``period`` ms (not recorded), then, from that
+    paced state, for each coupling interval CI of ``intervals`` (ms): one more S1 at t = 0 and an S2 at t = CI.
+    Returns (rows, t, V): one row per CI with CI, APD90 of the S1 and of the S2 beat (from their stimulus onsets),
+    the diastolic interval DI = CI − APD90(S1) and V_peak of the S2 beat (an S2 that does not excite has a few ms of
+    APD90: refractory); t (ms) and V (mV, one row per CI) are the recorded traces, to CI + period."""
+    from .biomarkers import beat_biomarkers
+    overrides = dict(overrides or {})
+    cls = cells.model_class(model_name)
+    tissue = {k: float(overrides.pop(k, v)) for k, v in TISSUE_DEFAULTS.items() if k in cls.needs_tissue}
+    model = cells.make(model_name, variant, overrides, tissue=tissue)
+    intervals = [float(ci) for ci in intervals]
+    _check(intervals and all(math.isfinite(ci) and ci > duration for ci in intervals),
+           f"restitution: every coupling interval must exceed the pulse ({duration:g} ms); got {intervals}")
+    _check(isinstance(prepace, (int, np.integer)) and prepace >= 1, "restitution: --prepace N >= 1 S1 beats")
+    dt = _positive("dt", dt, "ms")
+    k = round(record_every / dt)
+    _check(k >= 1 and abs(k * dt - record_every) <= 1e-9 * record_every,
+           f"record_every ({record_every:g} ms) must be a whole multiple of dt ({dt:g} ms)")
+    y0 = np.ascontiguousarray(model.initial_state(1))
+    if integrator == "cvode":
+        import myokit
+        cv = _stepper(model, "cvode", amplitude, duration, period, record_every)
+        cv.prepace(prepace)
+    else:
+        step = _stepper(model, integrator, amplitude, duration, period, record_every)
+        s1 = step.stimulus([Protocol(0.0, duration, 0.0, 1)], [amplitude], 1)
+        for _ in range(prepace):
+            step.advance(y0, 0.0, dt, int(round(period / dt)), s1)
+    span = max(intervals) + period
+    n = int(round(span / record_every))
+    t = np.arange(n + 1) * record_every
+    rows, traces = [], []
+    for ci in intervals:
+        if integrator == "cvode":
+            p = myokit.Protocol()
+            p.schedule(amplitude, 0.0, duration)
+            p.schedule(amplitude, ci, duration)
+            cv.sim.reset()
+            cv.sim.set_protocol(p)
+            vname = cv.names[0]
+            d = cv.sim.run(span + 0.5 * record_every, log=[vname], log_times=t)
+            v = np.asarray(d[vname])
+        else:
+            y = y0.copy()
+            stim = step.stimulus([Protocol(0.0, duration, 0.0, 1), Protocol(ci, duration, 0.0, 1)],
+                                 [amplitude, amplitude], 1)
+            v = np.empty(n + 1)
+            v[0] = y[0, 0]
+            for i in range(n):
+                step.advance(y, i * k * dt, dt, k, stim)
+                v[i + 1] = y[0, 0]
+        b = beat_biomarkers(t, v, [0.0, ci], apd_origin="stimulus")
+        s1, s2 = b[0], b[1]
+        rows.append({"CI": ci, "DI": ci - s1["APD90"], "APD90_S2": s2["APD90"], "APD90_S1": s1["APD90"],
+                     "V_peak_S2": s2["V_peak"]})
+        traces.append(v)
+    return rows, t, np.array(traces)
