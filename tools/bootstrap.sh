@@ -159,7 +159,7 @@ if [ "$gpu" = 1 ] && ! "$vpy" -c 'import pycuda' 2>/dev/null; then
         mkdir -p "$pycuda_wheels"
         pycuda_tmp=$(mktemp -d "$cache/build.XXXXXX")
         # PyCUDA takes CUDA's root from the first nvcc on PATH (a wrapper in /usr/local/bin would give /usr/local).
-        ( PATH=$cuda_root/bin:$PATH pip wheel --no-deps --no-build-isolation -w "$pycuda_tmp" pycuda \
+        ( PATH=$cuda_root/bin:$PATH pip wheel --no-cache-dir --no-deps --no-build-isolation -w "$pycuda_tmp" pycuda \
               >"$pycuda_tmp/build.log" 2>&1 && mv "$pycuda_tmp"/pycuda-*.whl "$pycuda_wheels"/ ) &
         pycuda_job=$!
     fi
@@ -223,13 +223,16 @@ else
         if [ "$gpu" = 1 ]; then
             PETSC_CONFIGURE_OPTIONS="$PETSC_CONFIGURE_OPTIONS --with-cuda=1 --with-cuda-arch=$arch CUDAOPTFLAGS=-O2 --with-x=0"
         fi
-        pip wheel --no-deps -w "$tmp" "petsc==$petsc_version"
+        # --no-cache-dir: pip's own wheel cache keys a wheel built from an sdist by the sdist alone, so it would hand
+        # back a PETSc built earlier with other options (a CPU one for a GPU set-up, another MPI); ours has the key.
+        pip wheel --no-cache-dir --no-deps -w "$tmp" "petsc==$petsc_version"
         pip install --no-deps "$tmp"/petsc-*.whl
         say "petsc4py $petsc_version: building"
         # petsc4py is one generated C file of 35 MB compiled on one core, by default with Python's "-g ... -O3".
         # Its debug information (70 of the object's 80 MB) is not used and -O3 buys nothing measurable in wrapper
         # code: -g0 -O2 takes 41 % less compiler time (measured on 2 cores: 407 s against 695 s of CPU time).
-        CFLAGS="${CFLAGS:-} -g0 -O2" pip wheel --no-deps --no-build-isolation -w "$tmp" "petsc4py==$petsc_version"
+        CFLAGS="${CFLAGS:-} -g0 -O2" pip wheel --no-cache-dir --no-deps --no-build-isolation -w "$tmp" \
+            "petsc4py==$petsc_version"
         pip install --no-deps "$tmp"/petsc4py-*.whl
         petsc_ok || die "petsc4py was built but does not import$([ "$gpu" = 1 ] && echo " or has no CUDA"); see the messages above"
         mv "$tmp"/*.whl "$wheels"/ && rmdir "$tmp"
