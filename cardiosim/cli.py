@@ -97,7 +97,8 @@ def _parser() -> argparse.ArgumentParser:
                         usage="cardiosim model info MODEL")
     mo.add_argument("action", choices=("info",), help="info: states (initial values, units), the gates Rush-Larsen "
                                                       "updates, parameters (defaults, units), guarded singularities")
-    mo.add_argument("file", metavar="MODEL", help="a built-in model (cardiosim cell --list) or a CellML file (*.cellml)")
+    mo.add_argument("file", metavar="MODEL",
+                    help="a built-in model (cardiosim cell --list) or a CellML file (*.cellml)")
 
     k = sub.add_parser("kernels", help="compile every CUDA kernel variant fresh and print ptxas's registers, spills, "
                                        "local and constant memory (needs nvcc)")

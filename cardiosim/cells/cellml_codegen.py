@@ -248,7 +248,7 @@ def write(m, kname: str, origin: str, generator: str) -> dict:
           f"{{\n    {kname}_step_(y, y, i_stim, dt, 2, &CS_PARAM(0));\n}}", f"#endif /* CARDIOSIM_{up}_H */", ""]
 
     at = next(i for i, line in enumerate(c) if line.startswith(f"CS_FN void {kname}_step_("))
-    grl = [f"/* GRL1's update of a state y with dy/dt = f and a = ∂f/∂y: y + f·(e^(a·dt) − 1)/a, Forward Euler where",
+    grl = ["/* GRL1's update of a state y with dy/dt = f and a = ∂f/∂y: y + f·(e^(a·dt) − 1)/a, Forward Euler where",
            " * |a·dt| is below 1e-8 (the same to that order; no 0/0) */",
            f"CS_FN double {kname}_grl_(double y, double f, double a, double dt)",
            "{", "    const double h = a * dt;", "    return fabs(h) > 1e-8 ? y + f * (expm1(h) / a) : y + dt * f;",

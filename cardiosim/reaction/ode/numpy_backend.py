@@ -29,8 +29,8 @@ class NumpyBackend:
     upload = download
 
     def advance(self, t0: float, dt: float, k: int, stimuli) -> None:
-        """k substeps of dt ms from t0 (Forward Euler or Rush-Larsen), in place; the stimulus is evaluated at each substep.
-        NumPy never stops mid-step: the states are checked (finite, in range) at the end."""
+        """k substeps of dt ms from t0 (Forward Euler, Rush-Larsen or GRL1), in place; the stimulus is evaluated at
+        each substep. NumPy never stops mid-step: the states are checked (finite, in range) at the end."""
         if self.failure:
             return
         for s in range(k):
