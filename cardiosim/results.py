@@ -354,6 +354,16 @@ def describe(r: Results) -> str:
             if name == "activation_time":
                 line += f"; total activation time {v.max() - v.min():.4g} ms"
         lines.append(line)
+        if name == "activation_time" and n:
+            from .analysis import cv_map
+            cv = cv_map(r.map(name), r.spacing)
+            cv = cv[inside] if inside is not None else cv
+            # local velocities: where the front passes, not inside a stimulus (where |grad T| is 0: NaN)
+            ok = np.isfinite(cv)
+            if ok.any():
+                q = np.percentile(cv[ok], [10, 50, 90])
+                lines.append(f"conduction velocity (1/|grad T|, m/s): median {q[1]:.3g}, 10-90 % {q[0]:.3g} to "
+                             f"{q[2]:.3g}")
     if r.ecg and "activation_time" in r.maps:
         from .analysis import ecg_features
         feats = ecg_features(r)

@@ -359,3 +359,25 @@ def test_states_mistakes(tmp_path, states, extra, says):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and says in lines[0], proc.stderr
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.mpi
+def test_api_under_mpirun(tmp_path):
+    """`mpirun -n 2 python script.py`: every rank calls api.run, the run is spread over both, each gets the result."""
+    import subprocess
+    import sys
+    from conftest import require_mpirun
+    script = tmp_path / "script.py"
+    script.write_text("import sys\nfrom mpi4py import MPI\nfrom cardiosim import api\n"
+                      "done = api.run(api.config(sys.argv[1], {'simulation.duration': 4.0}), output=sys.argv[2])\n"
+                      "print(MPI.COMM_WORLD.rank, done.summary['layout']['mpi_ranks'], len(done.warnings), "
+                      "done.output, flush=True)\n")
+    out = tmp_path / "api2.h5"
+    proc = subprocess.run([require_mpirun(), "-n", "2", sys.executable, script, SHEET, out], capture_output=True,
+                          text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = sorted(proc.stdout.split("\n")[:2])
+    with h5py.File(out) as f:
+        n = len(json.loads(f.attrs["warnings"]))
+        assert json.loads(f.attrs["layout"])["mpi_ranks"] == 2
+    assert lines == [f"0 2 {n} {out}", f"1 2 {n} {out}"], proc.stdout
