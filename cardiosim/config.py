@@ -210,6 +210,9 @@ class Cell:
                                                "(*.cellml; generated with Myokit, docs/cell-models.md)")
     variant: str = key("", doc="model variant, e.g. bondarenko: apical | septal")
     parameters: dict[str, float] = key(factory=dict, doc="parameter overrides by name, in the model's units")
+    scale: dict[str, float] = key(factory=dict, doc="parameter scale factors by name (e.g. { GKr_b = 0.5 }: half "
+                                                    "I_Kr, drug block), applied to the value the variant, "
+                                                    "cell.parameters or a region gives, in every cell")
     initial: dict[str, float] = key(factory=dict, doc="initial-state overrides by state name")
     backend: str = key("auto", choices=("auto", "numpy", "native", "cuda"),
                        doc="which integrator: numpy (the reference), native (the model's C kernel compiled with "
@@ -761,6 +764,12 @@ def validate(cfg: Config) -> Config:
                 cls(variant=r.variant or c.variant or None, overrides={**c.parameters, **r.parameters}, tissue=tissue)
             except cells.CellModelError as e:
                 raise ConfigError(str(e).replace("cell.", f"cell.regions[{i}].", 1)) from None
+    for k, f in cfg.cell.scale.items():
+        if k not in cls.parameters:
+            raise ConfigError(f"cell.scale.{k}: {cfg.cell.model} has no parameter '{k}'; allowed: "
+                              f"{', '.join(sorted(cls.parameters))}")
+        if not (math.isfinite(f) and f >= 0.0):
+            raise ConfigError(f"cell.scale.{k}: a scale factor must be a finite number >= 0, got {f}")
     states = {st.name: st for st in cls.states}
     for i, name in enumerate(cfg.output.states):
         if name not in states or name == cls.states[0].name or name in cfg.output.states[:i]:

@@ -174,3 +174,45 @@ def test_s1s2_restitution_of_tt06_against_cvodes(tmp_path):
     assert apd[0] > apd[1] > apd[2] > 150.0 and dis[0] > dis[1] > dis[2] > 0.0
     with h5py.File(tmp_path / "hand.h5") as f:
         assert f["restitution"].shape == (3,) and f["trace/V"].shape[0] == 3
+
+
+CABLE = """
+[simulation]
+duration = 3.0
+dt = 0.01
+equations = "monodomain"
+progress_interval = 0
+[grid]
+size = [0.1]
+spacing = [0.01]
+[cell]
+model = "{model}"
+integrator = "grl1"
+{cell}
+[[stimulus]]
+shape = "box"
+lower = [0.0]
+upper = [0.02]
+duration = 1.0
+current_density = -80.0
+[output]
+interval = 0.5
+"""
+
+
+def test_cell_scale_in_a_tissue_run(tmp_path):
+    """cell.scale = {g_Na = 0.5} is the same run, bit for bit, as cell.parameters = {g_Na = half the default};
+    an unknown name or a negative factor is one line, exit 2."""
+    require_gcc()
+    g_na = cells.model_class(str(LR91)).parameters["g_Na"].value
+    runs = {}
+    for name, cell in (("scale", "scale = { g_Na = 0.5 }"), ("param", f"parameters = {{ g_Na = {0.5 * g_na!r} }}")):
+        (tmp_path / f"{name}.toml").write_text(CABLE.format(model=LR91, cell=cell))
+        run_cli(["run", tmp_path / f"{name}.toml", "--output", tmp_path / f"{name}.h5", "--quiet"], check=True)
+        with h5py.File(tmp_path / f"{name}.h5") as f:
+            runs[name] = f["fields/Vm"][:]
+    np.testing.assert_array_equal(runs["scale"], runs["param"])
+    for bad, words in (("scale = { g_Nope = 0.5 }", "cell.scale.g_Nope"), ("scale = { g_Na = -1.0 }", ">= 0")):
+        (tmp_path / "bad.toml").write_text(CABLE.format(model=LR91, cell=bad))
+        proc = run_cli(["config", "check", tmp_path / "bad.toml"])
+        assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -33,7 +33,11 @@ class Reaction:
         mode = MODE[self.placement.mode]
 
         def model(variant, parameters):
-            return cells.make(c.model, variant or None, parameters, tissue={"Cm": t.Cm, "chi": t.chi})
+            m = cells.make(c.model, variant or None, parameters, tissue={"Cm": t.Cm, "chi": t.chi})
+            if not c.scale:
+                return m
+            scaled = {**parameters, **{k: m.p[k] * f for k, f in c.scale.items()}}    # cell.scale: on top
+            return cells.make(c.model, variant or None, scaled, tissue={"Cm": t.Cm, "chi": t.chi})
 
         paced = {}
         if c.initial_state:                # a paced single cell's state (cardiosim cell), then cell.initial
