@@ -113,9 +113,11 @@ def test_sigint_is_a_checkpoint_and_exit_75(tmp_path):
     # MPICH's mpiexec says itself that it passes the Ctrl-C on (two lines of its own, "[mpiexec@host] ...").
     ours = [ln for ln in stdout.splitlines() if ln.strip() and not ln.startswith("[mpiexec@")]
     assert stderr.strip() == "" and len(ours) == 1 and "checkpoint written at t = " in ours[0], stdout
+    with h5py.File(out, "r") as f:      # a clean stop, said as such (inspect: "stopped cleanly at a checkpoint")
+        assert f.attrs["status"] == "stopped" and f.attrs["stopped_by"] == "checkpoint"
     run_cli([*args, "--restart", tmp_path / "out.ckpt.h5"], np=2, check=True, cwd=tmp_path)
     with h5py.File(out, "r") as f:
-        assert f.attrs["status"] == "finished" and f["fields/time"][-1] == 8.0
+        assert f.attrs["status"] == "finished" and f["fields/time"][-1] == 8.0 and "stopped_by" not in f.attrs
 
 
 @pytest.mark.mpi
