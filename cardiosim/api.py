@@ -104,8 +104,10 @@ def run(cfg, output: str | Path | None = None, overwrite: bool = False, restart:
         petsc_options=(), quiet: bool = True, strict: bool = False, write_output: bool = True, comm=None) -> Done:
     """Run ``cfg`` (a Config, or whatever :func:`config` takes) to its end. ``output``: the HDF5 file (default
     output.path, else out/<name>.h5); ``overwrite``: replace an earlier result there; ``restart``: a checkpoint to
-    go on from; ``petsc_options``: for PETSc, as after ``--``; ``quiet``: no progress lines (the timing table and
-    warnings are still printed); ``strict``: raise :class:`StrictError` where the checks warn."""
+    go on from; ``petsc_options``: for PETSc, as after ``--`` (only before PETSc has started in this process);
+    ``quiet``: no progress lines, no timing table (the checks' warnings still go to stderr); ``strict``: raise
+    :class:`StrictError` where the checks warn; ``write_output``: False runs without writing any file
+    (the summary and the checks' warnings are still returned)."""
     from . import config as cfgmod
     from . import log
     if not isinstance(cfg, cfgmod.Config):
