@@ -1253,8 +1253,10 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
         if (get_scalars(h, sc, 6)) return 1;
         *its = k + 1;
         if (h[0] <= 0.0) { *reason = DIVERGED_INDEFINITE_MAT; break; }
-        if (h[nxt] < 0.0) { *reason = DIVERGED_INDEFINITE_PC; break; }
         rn = sqrt(h[3]);
+        /* KSPCG's order: the convergence test first, then the sign of zᵀr (round-off once an exact coarse solve
+         * has converged) */
+        if (h[nxt] < 0.0 && rn > ttol) { *reason = DIVERGED_INDEFINITE_PC; break; }
     }
     to_owned(B, x, xo);
     return launch_error();

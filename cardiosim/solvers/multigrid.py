@@ -514,7 +514,12 @@ class StencilMG:
         from ..operators import sync_host
         sync_host(A)                                # host values of a COO-assembled cuSPARSE matrix (PETSc defect)
         ns = A.getNullSpace()
-        singular = bool(ns and ns.handle and ns.hasConstant())
+        # any null space (the constants, or one constant per piece of masked tissue) makes the coarsest operator
+        # singular or nearly so: its pseudo-inverse, not an inverse that divides by round-off
+        singular = bool(ns and ns.handle)
+        if singular and self.coarse == "gauss-jordan" and not ns.hasConstant():
+            raise ValueError("multigrid: smg_coarse_solve gauss-jordan handles the constant null space only; "
+                             "masked tissue (one constant per piece) needs eig")
         self.destroy(pc)
         comm.check(self.layout, self.transport)
         self.hierarchy = hierarchy_for(A, dm, self.coarse_max, singular, self.layout, self.agglomerate)
