@@ -19,7 +19,8 @@ its 99th percentile, maps over their values:
 * ``<stem>_layout.png``: the microscopic model's myocyte layout (/tissue): myocytes in alternating shades,
   non-conducting ones dark, and every face between two myocytes drawn in the colour of its junction type.
 
-An existing figure is replaced only with ``--overwrite`` (and only one that cardiosim plot drew); every name is checked before the first file is written.
+An existing figure is replaced only with ``--overwrite`` (and only one that cardiosim plot drew); every name is
+checked before the first file is written.
 """
 
 from __future__ import annotations

@@ -309,11 +309,12 @@ SLURM = """#!/bin/bash
 #SBATCH --output={out}/run-%a.slurm.log
 set -euo pipefail
 i=$(printf "%03d" "$SLURM_ARRAY_TASK_ID")
-mapfile -t sets < <(python3 -c 'import json,sys; [print(s) for s in json.load(open(sys.argv[1]))["runs"][int(sys.argv[2])]]' \\
-    {plan} "$SLURM_ARRAY_TASK_ID")
+# the run's --set options, one a line, from the plan written beside this script
+mapfile -t sets < <({python} -c 'import json, sys
+for s in json.load(open(sys.argv[1]))["runs"][int(sys.argv[2])]: print(s)' {plan} "$SLURM_ARRAY_TASK_ID")
 args=()
 for s in "${{sets[@]}}"; do args+=(--set "$s"); done
-srun cardiosim run {config} --quiet --output {out}/run-$i.h5 "${{args[@]}}"
+srun {python} -m cardiosim run {config} --quiet --output {out}/run-$i.h5 "${{args[@]}}"
 """
 
 
@@ -321,8 +322,10 @@ def write_slurm(config, runs, out: Path, ranks: int, command: str, collect_cmd: 
     plan = out / "sweep.json"
     script = out / "sweep.sbatch"
     plan.write_text(json.dumps({"config": config, "runs": runs}, indent=1) + "\n")
-    script.write_text(SLURM.format(out=out, n=len(runs), command=command, script=script, collect=collect_cmd,
-                                   last=len(runs) - 1, ranks=ranks, plan=plan, config=config))
+    # absolute paths: the job runs wherever SLURM starts it
+    script.write_text(SLURM.format(out=out.resolve(), n=len(runs), command=command, script=script, collect=collect_cmd,
+                                   last=len(runs) - 1, ranks=ranks, plan=plan.resolve(),
+                                   config=Path(config).resolve(), python=sys.executable))
     return script
 
 

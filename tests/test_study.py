@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-from pathlib import Path
 
 import h5py
 import numpy as np
@@ -312,11 +311,28 @@ def test_sweep_slurm_writes_a_job_array(tmp_path):
                     "--slurm", "--np", "4"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     script = (out / "sweep.sbatch").read_text()
-    assert "#SBATCH --array=0-3" in script and "#SBATCH --ntasks=4" in script and "srun cardiosim run" in script
+    assert "#SBATCH --array=0-3" in script and "#SBATCH --ntasks=4" in script and " -m cardiosim run " in script
     plan = json.loads((out / "sweep.json").read_text())
     assert plan["runs"][3] == ["simulation.duration=8", "tissue.sigma_il=2"]
     again = run_cli(["sweep", CABLE, "--vary", "simulation.duration=4,8", "--out", out, "--slurm"], cwd=tmp_path)
     assert again.returncode == 2 and "exists" in again.stderr
+    # the job script as SLURM would run task 3 of the array (srun: the command itself), then the table collected
+    import os
+    import subprocess
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "srun").write_text('#!/bin/sh\nexec "$@"\n')
+    (fake / "srun").chmod(0o755)
+    env = dict(os.environ, SLURM_ARRAY_TASK_ID="3", PATH=f"{fake}{os.pathsep}{os.environ['PATH']}")
+    job = subprocess.run(["bash", out / "sweep.sbatch"], env=env, capture_output=True, text=True, timeout=300)
+    assert job.returncode == 0, job.stderr
+    with h5py.File(out / "run-003.h5") as f:
+        assert json.loads(f.attrs["overrides"]) == ["simulation.duration=8", "tissue.sigma_il=2"]
+    collect = run_cli(["sweep", CABLE, "--vary", "simulation.duration=4,8", "--vary", "tissue.sigma_il=1,2", "--out",
+                       out, "--collect-only", "--collect", "simulated_ms"], cwd=tmp_path)
+    assert collect.returncode == 3, collect.stderr                  # three runs missing
+    rows = _table(out / "sweep.csv")
+    assert [r["status"] for r in rows] == ["missing"] * 3 + ["finished"] and rows[3]["simulated_ms"] == "8.0"
 
 
 def test_sweep_values():
