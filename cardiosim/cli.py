@@ -84,6 +84,17 @@ def _parser() -> argparse.ArgumentParser:
                       help="S1-S2 restitution instead of a paced trace: --prepace S1 beats every --period, then for "
                            "each coupling interval CI (ms) an S1 and an S2; APD90 of S2 against the diastolic "
                            "interval, to --output (/restitution) and --json")
+    cell.add_argument("--population", type=int, default=None, metavar="N",
+                      help="a population of N cells, each with its own scale factors (--sample or "
+                           "--population-table): biomarkers of the last beat per cell to --output and --csv")
+    cell.add_argument("--sample", action="append", default=[], metavar="NAME=uniform:LO:HI|NAME=lognormal:SIGMA",
+                      help="population: how a parameter's scale factor is drawn, repeatable")
+    cell.add_argument("--seed", type=int, default=1, help="population: random seed of --sample")
+    cell.add_argument("--population-table", default=None, metavar="CSV",
+                      help="population: the factors from a table (header: parameter names; a row per cell)")
+    cell.add_argument("--keep", action="append", default=[], metavar="BIOMARKER=LO:HI",
+                      help="population: calibration filter, e.g. APD90=200:300 (a cell is kept where all hold)")
+    cell.add_argument("--csv", default=None, help="population: also write the per-cell table here")
     cell.add_argument("--trace", action="append", default=[], metavar="NAME",
                       help="also record this intermediate (a current, a flux: `cardiosim model info` lists them; "
                            "CellML models), repeatable")
@@ -448,6 +459,8 @@ def _cell(args) -> int:
     targets = [Target("--output", Path(args.output), "cell")]
     if args.json:
         targets.append(Target("--json", Path(args.json), "cell-json"))
+    if args.csv:
+        targets.append(Target("--csv", Path(args.csv), "population-csv"))
     check_writes(targets, {"--model": args.model} if cellml.is_cellml(args.model) else {}, args.overwrite)
     from .single_cell import run_cell
     import time
@@ -468,6 +481,8 @@ def _cell(args) -> int:
         raise UserError(f"cardiosim cell: --output {args.output}: cannot make its folder ({io_reason(e)})") from None
     if args.restitution is not None:
         return _restitution(args, overrides, scale)
+    if args.population is not None or args.population_table:
+        return _population(args, overrides, scale)
     try:
         from .single_cell import scaled
         overrides = scaled(args.model, args.variant, overrides, scale)
@@ -478,6 +493,43 @@ def _cell(args) -> int:
         raise UserError(f"cardiosim cell: {e}") from None
     log.info(format_table(rows))
     log.info(f"wrote {args.output}" + (f" and {args.json}" if args.json else ""))
+    return 0
+
+
+def _population(args, overrides, scale) -> int:
+    """``cardiosim cell --population N``: cardiosim.population, its table and the kept share."""
+    import time
+    from . import log
+    from .errors import UserError
+    from .population import parse_sample, run_population, sample_factors, table_factors
+    from .single_cell import scaled
+    try:
+        if args.population_table:
+            factors = table_factors(args.population_table)
+        else:
+            if not args.population or args.population < 1 or not args.sample:
+                raise ValueError("--population N needs N >= 1 and at least one --sample (or --population-table)")
+            factors = sample_factors(dict(parse_sample(x) for x in args.sample), args.population, args.seed)
+        keep = {}
+        for item in args.keep:
+            name, _, rng = item.partition("=")
+            lo, _, hi = rng.partition(":")
+            try:
+                keep[name.strip()] = (float(lo), float(hi))
+            except ValueError:
+                raise ValueError(f"--keep {item}: expected BIOMARKER=LO:HI, e.g. APD90=200:300") from None
+        overrides = scaled(args.model, args.variant, overrides, scale)
+        t0 = time.perf_counter()
+        r = run_population(args.model, args.variant, overrides, factors, args.amplitude, args.duration, args.period,
+                           args.beats, args.prepace, args.dt, args.integrator, args.record_every, keep, args.output,
+                           args.csv)
+    except ValueError as e:
+        raise UserError(f"cardiosim cell: {e}") from None
+    wall = time.perf_counter() - t0
+    n, beats = r["n"], args.prepace + args.beats
+    log.info(f"population of {n} cells, {beats} beats each: {r['kept']} kept, {r['failed']} failed; "
+             f"{wall:.3g} s ({n * beats * args.period / args.dt / wall:.3g} cell-steps/s on one core)")
+    log.info(f"wrote {args.output}" + (f" and {args.csv}" if args.csv else ""))
     return 0
 
 
@@ -513,7 +565,8 @@ def _restitution(args, overrides, scale) -> int:
                                                       dtype=[(c, "f8") for c in cols])).attrs["unit"] = "ms, mV"
     if args.json:
         Path(args.json).write_text(json.dumps({"model": str(args.model), "units": "ms (V_peak_S2: mV)",
-                                               "restitution": rows}, indent=1) + "\n")
+                                               "restitution": rows, "cardiosim_version": __version__},
+                                              indent=1) + "\n")
     log.info("        CI (ms)        DI (ms)  APD90 S2 (ms)  APD90 S1 (ms)  V_peak S2 (mV)")
     for r in rows:
         log.info("".join(f"{r[c]:15.2f}" for c in cols))

@@ -66,6 +66,22 @@ SHEET = (0.0, 0.0)
 RTOL = 1e-10             # the Laplace solves' relative residual: coordinates to ~1e-8, far below what is asked of them
 
 
+# PETSc starts MPI, whose start-up writes shared-memory files: under a file-size limit (ulimit -f) smaller than
+# those it aborts the process with a page of MPI's errors. Measured with this project's MPICH (UCX): it fails at
+# 4 MB and starts at 4.5 MB; 16 MB leaves room for other MPI builds.
+MPI_FILE_LIMIT = 16 << 20
+
+
+def check_file_limit(out: Path) -> None:
+    """Refuse, before PETSc starts MPI, a file-size limit MPI's start-up could not live with (one line, exit 3)."""
+    import resource
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft != resource.RLIM_INFINITY and soft < MPI_FILE_LIMIT:
+        raise SimulationError(f"--out {out}: cannot write under a file-size limit of {soft / 1024:.0f} KB (ulimit -f): "
+                              f"the rule-based fibres' solver (PETSc, which starts MPI) needs files of up to "
+                              f"{MPI_FILE_LIMIT >> 20} MB for its shared memory; raise the limit; nothing written")
+
+
 # -- tissue nodes and the Q1 Laplacian on them ----------------------------------------------------------------------
 def tissue_nodes(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(elements, nodes) of a (nz, ny, nx) label image: an element (indexed by its lowest corner) is tissue where
@@ -245,6 +261,9 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
     outside the tissue). ``helix``, ``sheet``: (endo, epi) in degrees."""
     import time
     elements, nodes = tissue_nodes(labels)
+    if not elements.any():
+        raise UserError(f"spacing {h:g} cm: no grid element lies wholly in the tissue (its walls are too thin for "
+                        f"that spacing), so there is nothing to make fibres on; choose a finer --spacing")
     surf = np.where(nodes, surfaces, 0)[nodes].astype(np.int64)
     present = {k for k, bit in SURFACES.items() if np.any(surf & bit)}
     need = {"base", "lv_endo", "epi"}
@@ -338,6 +357,7 @@ def main(args: argparse.Namespace) -> int:
     helix, sheet = angles(args)
     check_input(None, src)
     geometry.check_out(out)
+    check_file_limit(out)
     try:
         with h5py.File(src, "r") as f:
             shape = f["labels"].shape if isinstance(f.get("labels"), h5py.Dataset) else ()

@@ -553,6 +553,7 @@ def main(args: argparse.Namespace) -> int:
     if is_built_in:
         from . import fibres
         rule = fibres.angles(args)
+        fibres.check_file_limit(out)
     check_writes([Target("--out", out, "geometry")], {} if is_built_in else mesh_files(Path(args.source)),
                  args.overwrite)
     if is_built_in:
