@@ -353,6 +353,9 @@ def main(args: argparse.Namespace) -> int:
     if not args.file:
         raise UserError("cardiosim geometry fibres: give the geometry file (cardiosim geometry fibres GEO.h5 "
                         "--out OUT.h5)")
+    for name in ("spacing", "units"):
+        if getattr(args, name) is not None:
+            raise UserError(f"--{name}: not used by cardiosim geometry fibres (the grid is the geometry file's)")
     src, out = Path(args.file), Path(args.out)
     helix, sheet = angles(args)
     check_input(None, src)

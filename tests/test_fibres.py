@@ -190,6 +190,9 @@ def test_geometry_fibres_command(tmp_path, lv_file):
      ["--helix-endo", "[-90, 90]"]),
     ("reads itself", ["geometry", "fibres", "{d}/lv.h5", "--out", "{d}/lv.h5", "--overwrite"], ["lv.h5", "reads"]),
     ("no spacing", ["geometry", "biv", "--out", "{d}/o.h5"], ["--spacing"]),
+    ("spacing for fibres", ["geometry", "fibres", "{d}/lv.h5", "--out", "{d}/o.h5", "--spacing", "0.1"],
+     ["--spacing", "not used by cardiosim geometry fibres"]),
+    ("coarse", ["geometry", "lv", "--spacing", "0.2", "--out", "{d}/o.h5"], ["spacing 0.2", "finer --spacing"]),
 ])
 def test_bad_fibres_input_is_one_line(tmp_path, lv_file, case, args, words):
     (tmp_path / "lv.h5").write_bytes(lv_file[0].read_bytes())
