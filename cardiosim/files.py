@@ -117,7 +117,12 @@ def _is_run_summary(p):
 
 def _is_cell_json(p):
     d = _json(p)
-    return isinstance(d, dict) and {"model", "beats", "cardiosim_version"} <= set(d)
+    return isinstance(d, dict) and {"model", "cardiosim_version"} <= set(d) and ("beats" in d or "restitution" in d)
+
+
+def _is_population_csv(p):
+    head = _head(p).split(b"\n", 1)[0]
+    return head.startswith(b"cell,") and head.rstrip(b"\r").endswith(b",failed,kept")
 
 
 def _is_kernels_json(p):
@@ -176,6 +181,7 @@ KINDS = {
     "summary": ("the JSON summary of a cardiosim run", _is_run_summary),
     "cell": ("the HDF5 file of a cardiosim cell run", _is_cell_output),
     "cell-json": ("the JSON file of a cardiosim cell run", _is_cell_json),
+    "population-csv": ("the table of a cardiosim cell population", _is_population_csv),
     "geometry": ("a cardiosim geometry file", _is_geometry),
     "png": ("a PNG drawn by cardiosim plot", _is_png),
     "kernels-json": ("the JSON file of cardiosim kernels", _is_kernels_json),

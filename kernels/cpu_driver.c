@@ -56,14 +56,17 @@ void cs_rhs(const double *y, double *dydt, double i_stim, const double *p)
  * (the time the bad value belongs to, ms) are set, and the function returns 1 (non-finite) or 2 (out of range);
  * cells after it are not advanced. Returns 0 on success.
  *
+ * p_all, p_stride: the parameter vector(s): cell c reads p_all[c*p_stride ...] (p_stride 0: all cells the same).
  * dvdt_max, t_dvdt_max (n_cells each, may be NULL): on return the largest dV/dt (mV/ms) seen at the substeps of
  * this call and the time it was evaluated at; for upstroke velocities at the resolution of dt.
  */
 int cs_advance(double *y, long n_cells, double t0, double dt, int k, int n_protocols, const double *proto,
-               const double *amp, const double *p, const double *lower, const double *upper, long *bad_cell,
-               int *bad_state, double *bad_t, double *dvdt_max, double *t_dvdt_max)
+               const double *amp, const double *p_all, long p_stride, const double *lower, const double *upper,
+               long *bad_cell, int *bad_state, double *bad_t, double *dvdt_max, double *t_dvdt_max)
 {
     for (long c = 0; c < n_cells; ++c) {
+        /* p_stride 0: one parameter vector for every cell; else cell c's own at p_all + c*p_stride (a population) */
+        const double *p = p_all + (size_t)c * (size_t)p_stride;
         double ys[NS], f[NS];
         for (int s = 0; s < NS; ++s)
             ys[s] = y[(size_t)s * n_cells + c];

@@ -436,16 +436,36 @@ class GeneratedCellModel(CellModel):
     kernel_header_dir: Path | None = None
 
     DERIVED_USES: tuple = ()
+    runtime: frozenset = frozenset()
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.kernel_header_dir = specialised(self)
 
+    def keep_at_run_time(self, names) -> None:
+        """Read these parameters at run time even where they have the file's value (a population varies them per
+        cell): the header is specialised again without folding them."""
+        self.runtime = frozenset(names)
+        self.kernel_header_dir = specialised(self)
+
+    def population_vectors(self, factors: dict) -> np.ndarray:
+        """(n_cells, n_params) parameter vectors, one per cell: this instance's, each parameter of ``factors`` (name
+        -> array of n_cells factors) scaled, the derived constants computed per cell (the generated ``derived``
+        works element-wise)."""
+        n = len(next(iter(factors.values())))
+        c = np.repeat(self.parameter_vector()[:, None], n, axis=1)
+        for name, f in factors.items():
+            c[self.PARAMETER_ORDER.index(name)] *= np.asarray(f, dtype=np.float64)
+        with np.errstate(all="ignore"):
+            self._derived_fn(c)
+        return np.ascontiguousarray(c.T)
+
     def kept_parameters(self) -> set[int]:
         """Indices into parameter_vector() that the kernels read at run time: the parameters this instance sets to
         another value than the file's, and the derived constants computed from them. The rest are folded into
         the C code as literals (:func:`specialised`)."""
-        keep = {i for i, k in enumerate(self.PARAMETER_ORDER) if self.p[k] != self.parameters[k].value}
+        keep = {i for i, k in enumerate(self.PARAMETER_ORDER)
+                if self.p[k] != self.parameters[k].value or k in self.runtime}
         n = len(self.PARAMETER_ORDER)
         keep |= {n + j for j, uses in enumerate(self.DERIVED_USES) if keep.intersection(uses)}
         return keep

@@ -102,8 +102,8 @@ def _load(path: Path) -> ctypes.CDLL:
         lib.cs_rhs.argtypes = [_dp, _dp, ctypes.c_double, _dp]
         lib.cs_rhs.restype = None
         lib.cs_advance.argtypes = [_dp, ctypes.c_long, ctypes.c_double, ctypes.c_double, ctypes.c_int,
-                                   ctypes.c_int, _dp, _dp, _dp, _dp, _dp, ctypes.POINTER(ctypes.c_long),
-                                   ctypes.POINTER(ctypes.c_int), _dp, _dp, _dp]
+                                   ctypes.c_int, _dp, _dp, _dp, ctypes.c_long, _dp, _dp,
+                                   ctypes.POINTER(ctypes.c_long), ctypes.POINTER(ctypes.c_int), _dp, _dp, _dp]
         lib.cs_advance.restype = ctypes.c_int
         _LIBS[path] = lib
     return _LIBS[path]
@@ -166,7 +166,7 @@ class NativeModel:
         return NativeStimulus(proto, a, n_p, n_cells)
 
     def advance(self, y: np.ndarray, t0: float, dt: float, k: int, protocols=(), amps=None,
-                check_range: bool = True, track_dvdt: bool = False):
+                check_range: bool = True, track_dvdt: bool = False, params: np.ndarray | None = None):
         """k Forward-Euler substeps of ``dt`` ms from ``t0`` ms, in place on ``y`` (n_states, n_cells), float64,
         C-contiguous. Substep s evaluates the rhs and the stimulus at t0 + s*dt.
 
@@ -174,7 +174,8 @@ class NativeModel:
         the conversion, ~10 µs, on every call). ``check_range``: also check the states' admissible ranges at the end
         (non-finite values are always checked, at every substep). With ``track_dvdt``, returns (dvdt_max,
         t_dvdt_max), the largest dV/dt (mV/ms) per cell over the substeps and the time it was evaluated at (ms);
-        else None.
+        else None. ``params``: every cell its own parameter vector, (n_cells, n_params) C-contiguous float64 (a
+        population, cardiosim.population); default: the model's, for every cell.
 
         Raises SimulationError naming the cell, the state, its value and the time when a state goes bad; the
         state of that cell is left as it was at that moment, the cells after it are not advanced.
@@ -194,8 +195,15 @@ class NativeModel:
         bad_state = ctypes.c_int(-1)
         bad_t = ctypes.c_double(np.nan)
         lo, hi = (self._lo, self._hi) if check_range else (None, None)
+        p, stride = self._p, 0
+        if params is not None:
+            if not (isinstance(params, np.ndarray) and params.dtype == np.float64 and params.flags.c_contiguous
+                    and params.shape == (n_cells, self.params.size)):
+                raise ValueError(f"params must be a C-contiguous float64 array of shape ({n_cells}, "
+                                 f"{self.params.size})")
+            p, stride = params.ctypes.data, self.params.size
         status = self.lib.cs_advance(y.ctypes.data, n_cells, float(t0), float(dt), int(k), stim.n_protocols,
-                                     stim.proto.ctypes.data, stim.amp.ctypes.data, self._p, lo, hi,
+                                     stim.proto.ctypes.data, stim.amp.ctypes.data, p, stride, lo, hi,
                                      ctypes.byref(bad_cell), ctypes.byref(bad_state), ctypes.byref(bad_t),
                                      _ptr(dmax), _ptr(tmax))
         if status:

@@ -1,0 +1,189 @@
+"""Populations of cells: one model, every cell its own parameter scale factors, paced together; biomarkers per cell
+and calibration filters (issue 26).
+
+    run_population("models/ohara_rudy_2011_endo.cellml", None, {}, {"GKr_b": ("lognormal", 0.2)}, n=1000, seed=1,
+                   amplitude=-80, duration=0.5, period=1000, beats=1, prepace=20, dt=0.01, integrator="grl1",
+                   record_every=0.5, keep={"APD90": (200, 350)}, h5_path="pop.h5", csv_path="pop.csv")
+
+Factors: ``uniform`` between two bounds, ``lognormal`` with median 1 and the given σ of ln(factor), or a table
+(CSV, one column per parameter, one row per cell). The cells are integrated together by the native C driver, each
+with its own parameter vector (kernels/cpu_driver.c, ``p_stride``); a CellML model's header is specialised with the
+varied parameters read at run time. The last beat is recorded (every ``record_every`` ms, V only) and measured per
+cell (cardiosim.biomarkers, APDs from the stimulus onset); a cell whose state goes bad is marked, not fatal.
+
+Not yet on the GPU: the fused kernel reads one parameter vector from constant memory (docs/cell-models.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from . import __version__, cells
+from .biomarkers import UNITS, beat_biomarkers
+from .errors import SimulationError
+from .stimulus import Protocol
+
+DISTRIBUTIONS = ("uniform", "lognormal")
+
+
+def parse_sample(text: str) -> tuple[str, tuple]:
+    """``NAME=uniform:LO:HI`` or ``NAME=lognormal:SIGMA`` -> (NAME, (kind, numbers...)); ValueError (one line)."""
+    name, sep, spec = text.partition("=")
+    kind, *nums = spec.split(":")
+    try:
+        values = tuple(float(x) for x in nums)
+    except ValueError:
+        values = ()
+    ok = (sep and name.strip() and ((kind == "uniform" and len(values) == 2 and 0 <= values[0] <= values[1])
+                                    or (kind == "lognormal" and len(values) == 1 and values[0] >= 0))
+          and all(math.isfinite(v) for v in values))
+    if not ok:
+        raise ValueError(f"--sample {text}: expected NAME=uniform:LO:HI (0 <= LO <= HI) or NAME=lognormal:SIGMA")
+    return name.strip(), (kind, *values)
+
+
+def sample_factors(spec: Mapping[str, tuple], n: int, seed: int) -> dict[str, np.ndarray]:
+    """Scale factors per cell, reproducible from ``seed`` (NumPy's default generator, parameters in sorted order)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in sorted(spec):
+        kind, *v = spec[name]
+        out[name] = rng.uniform(v[0], v[1], n) if kind == "uniform" else np.exp(rng.normal(0.0, v[0], n))
+    return out
+
+
+def table_factors(path) -> dict[str, np.ndarray]:
+    """Scale factors from a CSV table: a header of parameter names, one row of factors per cell."""
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if len(rows) < 2:
+        raise ValueError(f"--population-table {path}: needs a header of parameter names and at least one row")
+    try:
+        data = np.array([[float(x) for x in r] for r in rows[1:]], dtype=np.float64)
+    except ValueError:
+        raise ValueError(f"--population-table {path}: every row must be numbers (scale factors)") from None
+    if data.shape[1] != len(rows[0]) or not np.all(np.isfinite(data)) or np.any(data < 0):
+        raise ValueError(f"--population-table {path}: one finite factor >= 0 per column in every row")
+    return {name.strip(): data[:, i] for i, name in enumerate(rows[0])}
+
+
+def run_population(model_name: str, variant: str | None, overrides: Mapping[str, float] | None,
+                   factors: Mapping[str, np.ndarray], amplitude: float, duration: float, period: float, beats: int,
+                   prepace: int, dt: float, integrator: str, record_every: float, keep: Mapping[str, tuple],
+                   h5_path, csv_path=None, progress=None) -> dict:
+    """Pace the population; write /population to ``h5_path`` (factors, biomarkers of the last beat, kept) and the
+    same as CSV; return {"n", "kept", "failed", "biomarkers" (structured array)}. ``keep``: biomarker -> (lo, hi),
+    the calibration filter (a cell is kept where every listed biomarker lies in its range)."""
+    import h5py
+    from .reaction.ode.native import NativeModel
+    cls = cells.model_class(model_name)
+    model = cls(variant=variant, overrides=dict(overrides or {}))
+    unknown = [k for k in factors if k not in model.p]
+    if unknown:
+        raise ValueError(f"population: {model.name} has no parameter {', '.join(unknown)}; "
+                         f"allowed: {', '.join(sorted(model.p))}")
+    for k in keep:
+        if k not in UNITS:
+            raise ValueError(f"--keep {k}: not a biomarker; allowed: {', '.join(UNITS)}")
+    if not model.kernel_name:
+        raise ValueError(f"population: {model.name} has no C kernel (populations run in the native driver)")
+    n = len(next(iter(factors.values())))
+    if hasattr(model, "keep_at_run_time"):
+        model.keep_at_run_time(factors)
+        params = model.population_vectors(factors)
+    else:                                  # a hand-written model: its derived constants per cell, in Python
+        rows = []
+        for c in range(n):
+            m = cls(variant=variant, overrides={**(overrides or {}), **{k: model.p[k] * f[c]
+                                                                         for k, f in factors.items()}})
+            rows.append(m.parameter_vector())
+        params = np.ascontiguousarray(np.array(rows))
+    native = NativeModel(model, integrator=integrator)
+    k = int(round(record_every / dt))
+    if k < 1 or abs(k * dt - record_every) > 1e-9 * record_every:
+        raise ValueError(f"record_every ({record_every:g} ms) must be a whole multiple of dt ({dt:g} ms)")
+    steps = int(round(period / dt))
+    y = np.ascontiguousarray(model.initial_state(n))
+    pulse = [Protocol(0.0, duration, 0.0, 1)]
+    failed = np.zeros(n, dtype=bool)
+
+    def advance(t0, kk, track=False):
+        """Every cell kk steps from t0; a cell that goes bad is marked and left out from then on (the driver stops
+        at the first bad cell: the step is done again without it, from where every cell was)."""
+        alive = np.flatnonzero(~failed)
+        while alive.size:
+            ys = np.ascontiguousarray(y[:, alive])
+            try:
+                out = native.advance(ys, t0, dt, kk, native.stimulus(pulse, [amplitude], alive.size),
+                                     check_range=True, track_dvdt=track, params=np.ascontiguousarray(params[alive]))
+                y[:, alive] = ys
+                return out, alive
+            except SimulationError as e:
+                bad = re.search(r"cell (\d+),", str(e))                   # the driver names the cell
+                if bad is None:
+                    raise
+                failed[alive[int(bad.group(1))]] = True
+                alive = np.flatnonzero(~failed)
+        return None, alive
+
+    for b in range(prepace + beats - 1):
+        advance(0.0, steps)
+        if progress:
+            progress(b + 1, prepace + beats)
+    n_rec = int(round(period / record_every))
+    t = np.arange(n_rec + 1) * record_every
+    V = np.full((n_rec + 1, n), np.nan)
+    V[0] = y[0]
+    dvdt = np.full((n_rec, n), np.nan)
+    for i in range(n_rec):
+        out, alive = advance(i * k * dt, k, track=True)
+        if out is not None:
+            dvdt[i, alive] = out[0]
+        V[i + 1] = np.where(failed, np.nan, y[0])
+    cols = ["APD90", "APD50", "V_rest", "V_peak", "dVdt_max"]
+    bio = np.zeros(n, dtype=[("cell", "i8")] + [(c, "f8") for c in cols] + [("failed", "i1"), ("kept", "i1")])
+    bio["cell"] = np.arange(n)
+    for col in cols:
+        bio[col] = np.nan
+    bio["failed"] = failed
+    for c in range(n):
+        if failed[c]:
+            continue
+        r = beat_biomarkers(t, V[:, c], [0.0], apd_origin="stimulus", dvdt=dvdt[:, c], t_dvdt=t[:-1])
+        if r:
+            for col in cols:
+                bio[col][c] = r[0][col]
+    kept = ~failed
+    for name, (lo, hi) in keep.items():
+        col = bio[name] if name in cols else np.full(n, np.nan)
+        kept &= (col >= lo) & (col <= hi)
+    bio["kept"] = kept
+    with h5py.File(h5_path, "w") as f:
+        f.attrs.update({"model": model.name, "variant": model.variant or "", "overrides": json.dumps(dict(
+            overrides or {})), "amplitude": amplitude, "duration": duration, "period": period, "beats": beats,
+            "prepace": prepace, "dt": dt, "integrator": integrator, "record_every": record_every,
+            "keep": json.dumps({k: list(v) for k, v in keep.items()}), "cardiosim_version": __version__,
+            "protocol": "population"})
+        g = f.create_group("population")
+        for name, fac in factors.items():
+            g.create_dataset(f"factors/{name}", data=np.asarray(fac, dtype=np.float64)).attrs["unit"] = "1"
+        ds = g.create_dataset("biomarkers", data=bio)
+        ds.attrs["units"] = json.dumps({c: UNITS[c] for c in cols})
+        f.create_dataset("trace/t", data=t).attrs["unit"] = "ms"
+        f.create_dataset("trace/V", data=V.T, chunks=(min(n, 256), V.shape[0])).attrs["unit"] = \
+            "mV (one row per cell, the last beat)"
+    if csv_path is not None:
+        with open(Path(csv_path), "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["cell", *factors, *cols, "failed", "kept"])
+            for c in range(n):
+                w.writerow([c, *(f"{factors[k][c]:.10g}" for k in factors),
+                            *(f"{bio[col][c]:.10g}" for col in cols), int(failed[c]), int(kept[c])])
+    return {"n": n, "kept": int(kept.sum()), "failed": int(failed.sum()), "biomarkers": bio}
