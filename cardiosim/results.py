@@ -312,6 +312,11 @@ def describe(r: Results) -> str:
             if "Vm" in p and len(p["Vm"]):
                 at = activation_time(r.probe_times, p["Vm"], thr)
                 parts.append(f"activation {at:.4g} ms" if np.isfinite(at) else "not activated")
+                b = r.beats(name)
+                if b["count"] > 1:     # every beat: activation and APD (cardiosim.analysis.beats)
+                    level = r._levels()[1]
+                    parts.append(f"{b['count']} beats at " + ", ".join(f"{a:.4g}" for a in b["activation"])
+                                 + f" ms, APD{level:g} " + ", ".join(f"{a:.4g}" for a in b["apd"]) + " ms")
             lines.append(f"  {name:<12} at ({', '.join(coordinate(x) for x in p['node_position'])}) cm: "
                          + ", ".join(parts))
     if r.ecg:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 
 import h5py
 import numpy as np
@@ -287,6 +288,11 @@ def test_s1s2_restitution_sweep_cli_and_api_give_the_same_table(tmp_path, petsc)
     apd2 = [float(r["probe.centre.apd.2"]) for r in cli]
     di2 = [float(r["probe.centre.di.2"]) for r in cli]
     assert math.isnan(apd2[0]) and di2[1] < di2[2] and apd2[1] < apd2[2]   # restitution: shorter DI, shorter APD
+    shown = run_cli(["inspect", tmp_path / "cli" / "run-002.h5"]).stdout    # inspect names every beat at a probe
+    m = re.search(r"centre .* 2 beats at [0-9.]+, ([0-9.]+) ms, APD90 [0-9.]+, ([0-9.]+) ms", shown)
+    assert m, shown
+    assert float(m[1]) == pytest.approx(float(cli[2]["probe.centre.activation.2"]), rel=1e-3)
+    assert float(m[2]) == pytest.approx(apd2[2], rel=1e-3)
     for row in cli:
         with h5py.File(tmp_path / "cli" / f"run-{int(row['run']):03d}.h5") as f:
             assert json.loads(f.attrs["overrides"]) == ["simulation.duration=300",
