@@ -377,6 +377,7 @@ def main(argv) -> int:
 
 def _main(argv) -> int:
     from .files import Target, check_writes
+    started = time.perf_counter()
     args = parser().parse_args(argv)
     vary, runs, out, table_path = plan_of(args)
     vary = [(k, v) for k, v in vary]
@@ -400,7 +401,8 @@ def _main(argv) -> int:
         statuses = {}
     rows = table(out, [r[fixed:] for r in runs], vary, args.collect, statuses)
     write_table(table_path, rows)
-    print(f"wrote {table_path} ({len(rows)} runs, {sum(r['status'] == 'finished' for r in rows)} finished)")
+    print(f"wrote {table_path} ({len(rows)} runs, {sum(r['status'] == 'finished' for r in rows)} finished; "
+          f"{time.perf_counter() - started:.1f} s wall)")
     return 3 if any(r["status"] != "finished" for r in rows) else 0
 
 
