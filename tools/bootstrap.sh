@@ -159,9 +159,11 @@ if [ "$gpu" = 1 ] && ! "$vpy" -c 'import pycuda' 2>/dev/null; then
         mkdir -p "$pycuda_wheels"
         pycuda_tmp=$(mktemp -d "$cache/build.XXXXXX")
         # PyCUDA takes CUDA's root from the first nvcc on PATH (a wrapper in /usr/local/bin would give /usr/local).
-        ( PATH=$cuda_root/bin:$PATH pip wheel --no-cache-dir --no-deps --no-build-isolation -w "$pycuda_tmp" pycuda \
-              >"$pycuda_tmp/build.log" 2>&1 && mv "$pycuda_tmp"/pycuda-*.whl "$pycuda_wheels"/ ) &
+        # In a process group of its own, so that a set-up that stops early (a failed PETSc build) ends it too.
+        PATH=$cuda_root/bin:$PATH setsid "$vpy" -m pip --disable-pip-version-check -q wheel --no-cache-dir --no-deps \
+            --no-build-isolation -w "$pycuda_tmp" pycuda >"$pycuda_tmp/build.log" 2>&1 &
         pycuda_job=$!
+        trap '[ -z "$pycuda_job" ] || kill -- "-$pycuda_job" 2>/dev/null || true' EXIT
     fi
 fi
 
@@ -221,7 +223,9 @@ else
         # With CUDA: one architecture only (each more is another nvcc pass over every CUDA source).
         export PETSC_CONFIGURE_OPTIONS="${PETSC_CONFIGURE_OPTIONS:---with-fc=0 --with-debugging=0 COPTFLAGS=-O2 CXXOPTFLAGS=-O2}"
         if [ "$gpu" = 1 ]; then
-            PETSC_CONFIGURE_OPTIONS="$PETSC_CONFIGURE_OPTIONS --with-cuda=1 --with-cuda-arch=$arch CUDAOPTFLAGS=-O2 --with-x=0"
+            # The toolkit of the nvcc found (PETSc's own search misses one whose nvcc is a wrapper elsewhere on PATH).
+            PETSC_CONFIGURE_OPTIONS="$PETSC_CONFIGURE_OPTIONS --with-cuda=1 --with-cuda-dir=$cuda_root --with-cuda-arch=$arch"
+            PETSC_CONFIGURE_OPTIONS="$PETSC_CONFIGURE_OPTIONS CUDAOPTFLAGS=-O2 --with-x=0"
         fi
         # --no-cache-dir: pip's own wheel cache keys a wheel built from an sdist by the sdist alone, so it would hand
         # back a PETSc built earlier with other options (a CPU one for a GPU set-up, another MPI); ours has the key.
@@ -242,10 +246,12 @@ fi
 if [ -n "$pycuda_job" ]; then
     say "PyCUDA: waiting for its build"
     if ! wait "$pycuda_job"; then
+        pycuda_job=""
         tail -n 30 "$pycuda_tmp/build.log" >&2
         die "PyCUDA did not build (the end of its log is above; all of it: $pycuda_tmp/build.log)"
     fi
-    rm -rf "$pycuda_tmp"
+    pycuda_job=""
+    mv "$pycuda_tmp"/pycuda-*.whl "$pycuda_wheels"/ && rm -rf "$pycuda_tmp"
 fi
 if [ "$gpu" = 1 ] && ! "$vpy" -c 'import pycuda' 2>/dev/null; then
     pip install "$pycuda_wheels"/pycuda-*.whl
