@@ -48,7 +48,8 @@ def _tools(tmp_path: Path) -> Path:
 def plan(tmp_path, bin_, **env):
     """`bootstrap.sh --plan` with only ``bin_`` and a few system tools on PATH; (exit status, stdout, stderr)."""
     full = {"PATH": f"{bin_}:{_tools(tmp_path)}", "HOME": str(tmp_path), "PYTHON": sys.executable, **env}
-    proc = subprocess.run([shutil.which("bash"), str(BOOTSTRAP), "--plan"], env=full, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([shutil.which("bash"), str(BOOTSTRAP), "--plan"], env=full, capture_output=True, text=True,
+                          timeout=60)
     return proc.returncode, proc.stdout, proc.stderr
 
 

@@ -131,7 +131,7 @@ def test_requeue_script_resumes(tmp_path):
             assert np.array_equal(a[name][()], b[name][()], equal_nan=True), name
 
 
-# --- dry runs: sbatch, srun, module and scontrol stood in for, each recording its command line -------------------------
+# --- dry runs: sbatch, srun, module and scontrol stood in for, each recording its command line ---------------------
 
 def _stand_ins(tmp_path: Path) -> tuple[Path, Path]:
     """A bin/ of recording stand-ins and a venv whose activate records that it was sourced; (bin, venv)."""

