@@ -590,6 +590,9 @@ class Output:
             f.attrs.pop(a, None)
         f.attrs["status"] = "running"
         f.attrs.pop("stopped_by", None)
+        # the config as this (last) segment runs it: a restart may change the free keys (simulation.duration, ...)
+        f.attrs["config_effective"] = cfg.effective_text or cfg.source_text
+        f.attrs["overrides"] = json.dumps(cfg.overrides)
         restarts = json.loads(f.attrs.get("restarts", "[]"))
         restarts.append({"snapshots": n, "probe_samples": m, "layout": layout})
         f.attrs["restarts"] = json.dumps(restarts)
