@@ -1,14 +1,17 @@
 """``cardiosim`` command line.
 
     cardiosim run CONFIG [--set section.key=value ...] [--output FILE] [--overwrite | --restart CHECKPOINT]
-                  [-- PETSc options]
+                  [--strict] [-- PETSc options]      (the run itself: cardiosim.api)
+    cardiosim sweep CONFIG --vary KEY=v1,v2 ... --out DIR [--collect Q ...] [--jobs N] [--np R] [--slurm]
+                                               many runs and one table (cardiosim/sweep.py)
     cardiosim config --doc | cardiosim config check CONFIG
     cardiosim cell ...        single-cell runs and biomarkers (see ``cardiosim cell --help``)
     cardiosim model info FILE                  a CellML model as cardiosim generates it: states, gates, parameters
     cardiosim bench kernels | niederer | pde | table41 | cellml | microscopic | mask ...   benchmarks, to docs/
                                                (see ``cardiosim bench NAME --help``)
     cardiosim inspect FILE [--config]          what a result file holds (docs/output-format.md)
-    cardiosim plot FILE [--times T ...] [--field Vm|phi_e] [--out DIR] [--overwrite]   PNGs of a result file
+    cardiosim plot FILE [--times T ...] [--field NAME] [--view z y x] [--format png|svg|pdf] [--vtu] [--out DIR]
+                                               figures of a result file (and VTU files)
     cardiosim info                             what this installation can do (PETSc, CUDA, GPUs, MPI, ranks)
 
 Everything after ``--`` goes to PETSc (``-elliptic_pc_type gamg``, ``-log_view``, ...). Every command has one
