@@ -36,7 +36,7 @@ def _checkout(tmp_path: Path, core=True) -> Path:
     (repo / "tools" / "gpu").mkdir(parents=True)
     shutil.copy(SCRIPT, repo / "tools" / "gpu" / SCRIPT.name)
     (repo / "tests").mkdir()
-    for name in ("test_a_gpu.py", "test_b_gpu.py", "test_c.py"):
+    for name in ("test_a_gpu.py", "test_b_gpu.py", "test_c.py", "test_d_gpu.py", "test_e_gpu.py", "test_f_gpu.py"):
         marked = "pytestmark = pytest.mark.gpu\n" if "gpu" in name else ""
         (repo / "tests" / name).write_text(f"import pytest\n{marked}")
     if core:
@@ -74,9 +74,9 @@ def test_whole_pipeline(tmp_path):
     calls = (tmp_path / "calls.log").read_text().splitlines()
     src = tmp_path / "work" / "src"
     assert calls[0] == f"make -C {src} setup"
-    tests = sorted(c for c in calls if " test-gpu " in c)
-    assert len(tests) == 2 and {c.split("TESTS=")[1].strip() for c in tests} == {"tests/test_a_gpu.py",
-                                                                               "tests/test_b_gpu.py"}
+    tests = [c.split("TESTS=")[1].split() for c in calls if " test-gpu " in c]
+    assert len(tests) == 4                                      # TEST_RUNS: four runs side by side
+    assert sorted(f for t in tests for f in t) == [f"tests/test_{x}_gpu.py" for x in "abdef"]    # each file once
     assert calls[-1] == f"make -C {src} run CONFIG=run/gpu-resident.toml NP=1"
     assert not (src / ".dev").exists()                  # the copy holds nothing carried or built
     assert (tmp_path / "work" / "wheelhouse" / "petsc-3.26.1.tar.gz").exists()

@@ -4,7 +4,7 @@
 #
 #   make setup                                    PETSc with CUDA and PyCUDA built from their PyPI sources
 #   cardiosim info                                what the new venv can do (exit 0 expected)
-#   make test-gpu                                 every GPU test, in three runs side by side (TESTS=, files split)
+#   make test-gpu                                 every GPU test, in four runs side by side (TESTS=, files split)
 #   make run CONFIG=run/gpu-resident.toml NP=1    the resident placement on the GPU
 #
 # with the packages `pip download` fetched elsewhere (tools/gpu/wheelhouse.sh: .dev/gpu-wheelhouse/core, carried
@@ -21,6 +21,8 @@
 #
 # Work goes to $WORK (default /tmp/cardiosim-fresh): src/ (the copy), cache/ (CARDIOSIM_CACHE), pip-cache/, logs/.
 # On every call the summary and seven logs are copied to $OUT (the files a device call brings back: 8 at most).
+# Timing (estimated, not yet measured): set-up 12-16 min, GPU tests 6-10 min, the run 1 min: three calls, within
+# the 30 minutes a machine is held.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 work=${WORK:-/tmp/cardiosim-fresh}
@@ -57,14 +59,14 @@ pipeline() {
         PIP_CACHE_DIR=$work/pip-cache EXTRAS=test
     if step setup make -C "$src" setup; then
         step info "$src/.venv/bin/cardiosim" info
-        # The GPU tests in three runs side by side on the one GPU (as the GPU sessions ran them), the files dealt
+        # The GPU tests in TEST_RUNS (4) runs side by side on the one GPU (the GPU sessions ran three), the files dealt
         # out largest first; each run is `make test-gpu`, which fails on a skip for a missing GPU or mpirun.
         mapfile -t files < <(cd "$src" && grep -l "mark.gpu" tests/test_*.py | xargs ls -S)
-        local groups=("" "" "") i=0 pids=() g
-        for f in "${files[@]}"; do groups[i % 3]+="$f "; i=$((i + 1)); done
-        echo "== $(date -u +%H:%M:%S) test-gpu: ${#files[@]} files in 3 runs"
-        for g in 0 1 2; do
-            [ -n "${groups[g]}" ] || continue
+        local runs=${TEST_RUNS:-4} groups=() i=0 pids=() g
+        for f in "${files[@]}"; do groups[i % runs]+="$f "; i=$((i + 1)); done
+        echo "== $(date -u +%H:%M:%S) test-gpu: ${#files[@]} files in $runs runs"
+        for ((g = 0; g < runs; g++)); do
+            [ -n "${groups[g]-}" ] || continue
             # each its own pytest temporary folder (pytest prunes the older ones of a shared one)
             PYTEST_ADDOPTS="--basetemp=$work/pytest-$g" \
                 step "test-gpu-$g" make -C "$src" test-gpu TESTS="${groups[g]}" &
@@ -110,8 +112,9 @@ if [ ! -f "$work/started" ]; then
         python3 -c "import $m" 2>/dev/null || ls "$work/wheelhouse/" | grep -qi "^$m-" || missing+=("$m")
     done
     if [ ${#missing[@]} -gt 0 ]; then
-        echo "not started: python3 here lacks ${missing[*]} and the wheelhouse has none of them: carry" \
-             ".dev/gpu-wheelhouse/extra in a call of its own (this command again), then core"
+        echo "not started: python3 here lacks ${missing[*]} and the wheelhouse has none of them: carry their" \
+             "wheels from .dev/gpu-wheelhouse/extra first, in calls of their own (this command again; 64 MiB a call" \
+             "with the tree), then core"
         exit 4
     fi
     touch "$work/started"
@@ -138,8 +141,8 @@ while :; do
     sleep 5
 done
 if [ -n "${OUT:-}" ]; then     # a device call brings back 8 files at most
-    for f in summary.txt logs/pipeline.log logs/setup.log logs/info.log logs/test-gpu-0.log logs/test-gpu-1.log \
-             logs/test-gpu-2.log logs/run.log; do
+    for f in summary.txt logs/pipeline.log logs/setup.log logs/test-gpu-0.log logs/test-gpu-1.log \
+             logs/test-gpu-2.log logs/test-gpu-3.log logs/run.log; do      # cardiosim info is in the summary
         [ -f "$work/$f" ] && cp "$work/$f" "$OUT/"
     done
 fi

