@@ -299,10 +299,10 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
     grad_psi = gradient(_grid(psi, nodes), elements, nodes, h)
     # where ∇ψ vanishes (at the apex node), the long axis
     grad_psi = _unit(grad_psi, axis)
-    degrees = np.deg2rad
+    rad = np.deg2rad
     gu = gradient(_grid(u, nodes), elements, nodes, h)
-    f, s, _ = oriented(grad_psi, gu, degrees(helix[0] + u * (helix[1] - helix[0])),
-                       degrees(sheet[0] + u * (sheet[1] - sheet[0])))
+    f, s, _ = oriented(grad_psi, gu, rad(helix[0] + u * (helix[1] - helix[0])),
+                       rad(sheet[0] + u * (sheet[1] - sheet[0])))
     out = {"transmural": u, "apex_base": np.clip((points - apex) @ axis / length, 0.0, 1.0)}
     if biv:
         v = solve(["epi", "lv_endo"], ["rv_endo"], "the RV wall's depth")
@@ -310,8 +310,8 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
         gv = gradient(_grid(v, nodes), elements, nodes, h)
         gv2 = np.sum(gv ** 2, axis=1)
         w = np.where(gu2 + gv2 > 0, gv2 / np.maximum(gu2 + gv2, 1e-300), 0.5)
-        f_rv, s_rv, _ = oriented(grad_psi, gv, degrees(helix[0] + v * (helix[1] - helix[0])),
-                                 degrees(sheet[0] + v * (sheet[1] - sheet[0])))
+        f_rv, s_rv, _ = oriented(grad_psi, gv, rad(helix[0] + v * (helix[1] - helix[0])),
+                                 rad(sheet[0] + v * (sheet[1] - sheet[0])))
         f = _unit(_mix(f, f_rv, w), f)
         s = _mix(s, s_rv, w)
         s = _unit(s - np.sum(s * f, axis=1, keepdims=True) * f, _perpendicular(f))
