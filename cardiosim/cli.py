@@ -165,7 +165,7 @@ def _parser() -> argparse.ArgumentParser:
                                 ("helix-epi", -60.0, "fibres' helix angle at the epicardium"),
                                 ("sheet-endo", 0.0, "sheets' angle at the endocardium"),
                                 ("sheet-epi", 0.0, "sheets' angle at the epicardium")):
-        g.add_argument(f"--{name}", type=float, default=default,
+        g.add_argument(f"--{name}", type=float, default=None,
                        help=f"lv, biv, fibres: the {what}, degrees, linear in the wall's depth (default {default:g})")
     g.add_argument("--out", required=True, help="the HDF5 file to write")
     g.add_argument("--units", choices=("um", "mm", "cm"), default=None,

@@ -336,12 +336,19 @@ def _grid(values: np.ndarray, nodes: np.ndarray, outside=0.0) -> np.ndarray:
 
 
 # -- the command -------------------------------------------------------------------------------------------------------
+ANGLE_OPTIONS = {"helix_endo": HELIX[0], "helix_epi": HELIX[1], "sheet_endo": SHEET[0], "sheet_epi": SHEET[1]}
+
+
 def angles(args: argparse.Namespace) -> tuple[tuple, tuple]:
-    for name in ("helix_endo", "helix_epi", "sheet_endo", "sheet_epi"):
-        v = getattr(args, name)
+    """(helix, sheet) from the command line's options (None: the default), each (endo, epi) degrees."""
+    got = {}
+    for name, default in ANGLE_OPTIONS.items():
+        v = getattr(args, name, None)
+        v = default if v is None else v
         if not (math.isfinite(v) and -90.0 <= v <= 90.0):
             raise UserError(f"--{name.replace('_', '-')}: must be an angle in degrees in [-90, 90]; got {v}")
-    return (args.helix_endo, args.helix_epi), (args.sheet_endo, args.sheet_epi)
+        got[name] = v
+    return (got["helix_endo"], got["helix_epi"]), (got["sheet_endo"], got["sheet_epi"])
 
 
 def main(args: argparse.Namespace) -> int:

@@ -561,6 +561,11 @@ def main(args: argparse.Namespace) -> int:
         box, fields = built_in(args.source, args.spacing, args.margin, rule)
     else:
         rule = None
+        from .fibres import ANGLE_OPTIONS
+        given = [n for n in ANGLE_OPTIONS if getattr(args, n, None) is not None]
+        if given:
+            raise UserError(f"--{given[0].replace('_', '-')}: for lv, biv and geometry fibres; a mesh keeps its own "
+                            f"fibres (cardiosim geometry fibres OUT.h5 makes rule-based ones from its surfaces)")
         mesh = read_mesh(Path(args.source), args.units)
         box, fields = voxelise(mesh, args.spacing, args.margin)
         source = str(args.source)

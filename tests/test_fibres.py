@@ -193,6 +193,8 @@ def test_geometry_fibres_command(tmp_path, lv_file):
     ("spacing for fibres", ["geometry", "fibres", "{d}/lv.h5", "--out", "{d}/o.h5", "--spacing", "0.1"],
      ["--spacing", "not used by cardiosim geometry fibres"]),
     ("coarse", ["geometry", "lv", "--spacing", "0.2", "--out", "{d}/o.h5"], ["spacing 0.2", "finer --spacing"]),
+    ("angles for a mesh", ["geometry", "{d}/heart.vtu", "--spacing", "0.1", "--out", "{d}/o.h5", "--helix-endo", "50"],
+     ["--helix-endo", "a mesh keeps its own"]),
 ])
 def test_bad_fibres_input_is_one_line(tmp_path, lv_file, case, args, words):
     (tmp_path / "lv.h5").write_bytes(lv_file[0].read_bytes())

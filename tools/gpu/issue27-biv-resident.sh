@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Issue 27 on one GPU: the idealised BiV at 0.25 mm (1.7 million grid nodes, 464,000 in tissue), bidomain,
+# O'Hara-Rudy 2011 (CellML, Rush-Larsen) with endo-, mid- and epicardial cells chosen by the transmural coordinate,
+# both endocardia stimulated, the pseudo-ECG, resident on the GPU. Needs a set-up venv with PyCUDA and Myokit
+# (EXTRAS=test,plot,gpu make setup) and nvcc. About 5-10 minutes (the geometry ~1 min on the CPU, the first
+# kernel compile, 200 steps). Everything it prints goes to $OUT/issue27.txt too.
+#
+#   device call:  command "bash tools/gpu/issue27-biv-resident.sh"
+#
+# What it should show:
+#   1. geometry: "rule-based fibres: 463702 tissue nodes, both ventricles", "121 x 137 x 105 nodes" and the [grid]
+#      lines (size [3, 3.4, 2.6], spacing 0.025; the grid padded to multiples of 8 cells).
+#   2. the run's header: resident placement, the solvers it chose; then progress lines and, at the end, the timing
+#      table (reaction, parabolic, elliptic, I/O, other; mean and max) and iterations per step: the issue's "ms per
+#      step and per phase" are total / 200 and each phase / 200. Not a number to compare with the whole box: the
+#      tissue-only solves (issue 27, item 1) are not in this tree.
+#   3. inspect: the activation map (within 2 ms the endocardial layer; nodes activated by t = 2 ms) and the ECG
+#      traces' ranges. 2 ms is too short for the wave to cross the wall: this measures cost, not the QRS.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+py=${PYTHON:-.venv/bin/python}
+dir=${OUT:-/tmp}
+out=$dir/issue27.txt
+export CARDIOSIM_CACHE=${CARDIOSIM_CACHE:-/tmp/cardiosim-issue27-cache}
+{
+  nvidia-smi --query-gpu=name --format=csv,noheader
+  "$py" -m cardiosim geometry biv --spacing 0.025 --out "$dir/biv25.h5" --overwrite | tee "$dir/geometry.txt"
+  grid=$(sed -n '/^\[grid\]/,$p' "$dir/geometry.txt")
+  cat > "$dir/biv-ohara.toml" <<TOML
+[simulation]
+equations = "bidomain"
+duration = 2.0                  # ms: 200 steps
+dt = 0.01                       # ms
+progress_interval = 10.0
+$grid
+sigma_il = 1.74                 # mS/cm (Clerc 1976)
+sigma_it = 0.19
+sigma_el = 6.25
+sigma_et = 2.36
+[cell]
+model = "$PWD/models/ohara_rudy_2011_endo.cellml"
+integrator = "rush-larsen"
+backend = "cuda"
+placement = "resident"
+parameters = { celltype = 0.0 }   # endocardial
+[[cell.regions]]                  # mid-myocardial (M) cells
+shape = "coordinate"
+coordinate = "transmural"
+range = [0.3, 0.7]
+parameters = { celltype = 2.0 }
+[[cell.regions]]                  # epicardial cells
+shape = "coordinate"
+coordinate = "transmural"
+range = [0.7, 1.0]
+parameters = { celltype = 1.0 }
+[[stimulus]]
+name = "endocardia"
+shape = "coordinate"
+coordinate = "transmural"
+range = [0.0, 0.05]
+duration = 1.0
+current_density = -80.0
+[ecg]
+bath_conductivity = 2.0
+[[ecg.electrodes]]
+name = "apex"
+position = [0.0, 0.0, -4.5]
+[[ecg.electrodes]]
+name = "base"
+position = [0.0, 0.0, 3.0]
+[[ecg.electrodes]]
+name = "left"
+position = [-4.0, 0.0, -0.5]
+[[ecg.electrodes]]
+name = "right"
+position = [5.0, 0.0, -0.5]
+[[ecg.leads]]
+name = "long"
+plus = "base"
+minus = "apex"
+[[ecg.leads]]
+name = "lv_rv"
+plus = "left"
+minus = "right"
+[output]
+interval = 1.0
+fields = ["Vm"]
+TOML
+  "$py" -m cardiosim run "$dir/biv-ohara.toml" --output "$dir/biv-ohara.h5" --overwrite
+  "$py" -m cardiosim inspect "$dir/biv-ohara.h5"
+} 2>&1 | tee "$out"
+rm -f "$dir/biv25.h5" "$dir/biv-ohara.h5"      # large; the text above is what is wanted
