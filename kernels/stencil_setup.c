@@ -11,8 +11,22 @@
  *
  * Built with the system C compiler under cardiosim.compile's cache rule; plain C99, no dependencies. */
 #include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define NCODES 27
+
+/* Threads for the loops below (OpenMP where the compiler has it: the set-up runs while the GPUs wait, on a host
+ * whose other cores idle). Each loop writes disjoint rows, so the results do not depend on the thread count. */
+void sst_threads(int n)
+{
+#ifdef _OPENMP
+    omp_set_num_threads(n > 0 ? n : 1);
+#else
+    (void)n;
+#endif
+}
 
 /* S (27 x nrows, zeroed by the caller) from the CSR rows of rank ``own``'s box. Columns are PETSc global indices:
  * the ranks' boxes in turn, each in natural order; offsets[nranks + 1] is each rank's first index, bstart and bsize
@@ -22,13 +36,17 @@ int sst_from_csr(long nrows, const int64_t *indptr, const void *cols, int idx64,
                  const int64_t *offsets, const int64_t *bstart, const int64_t *bsize, int own, double *S)
 {
     const int64_t *os = bstart + 3 * own, *on = bsize + 3 * own;
+    int err = 0;
+#pragma omp parallel for schedule(static) reduction(max : err)
     for (long r = 0; r < nrows; ++r) {
         long ri = os[0] + r % on[0], rj = os[1] + (r / on[0]) % on[1], rk = os[2] + r / (on[0] * on[1]);
         for (int64_t e = indptr[r]; e < indptr[r + 1]; ++e) {
             int64_t g = idx64 ? ((const int64_t *)cols)[e] : (int64_t)((const int32_t *)cols)[e];
             int lo = 0, hi = nranks;                    /* the rank whose range holds g: offsets[lo] <= g < [lo+1] */
-            if (g < 0 || g >= offsets[nranks])
-                return 2;
+            if (g < 0 || g >= offsets[nranks]) {
+                err = err > 2 ? err : 2;
+                continue;
+            }
             while (hi - lo > 1) {
                 int mid = (lo + hi) / 2;
                 if (offsets[mid] <= g) lo = mid; else hi = mid;
@@ -37,47 +55,64 @@ int sst_from_csr(long nrows, const int64_t *indptr, const void *cols, int idx64,
             const int64_t *qs = bstart + 3 * lo, *qn = bsize + 3 * lo;
             long di = qs[0] + loc % qn[0] - ri, dj = qs[1] + (loc / qn[0]) % qn[1] - rj,
                  dk = qs[2] + loc / (qn[0] * qn[1]) - rk;
-            if (di < -1 || di > 1 || dj < -1 || dj > 1 || dk < -1 || dk > 1)
-                return 1;
+            if (di < -1 || di > 1 || dj < -1 || dj > 1 || dk < -1 || dk > 1) {
+                err = err > 1 ? err : 1;
+                continue;
+            }
             S[((di + 1) + 3 * (dj + 1) + 9 * (dk + 1)) * nrows + r] = vals[e];
         }
     }
-    return 0;
+    return err;
 }
 
 /* One dimension of PᵀAP: the stencil Sin on box (in_start, in_size), whose rows are fine along dimension d, becomes
- * Sout (27 x its nodes, zeroed by the caller) on the same box except along d, where it is the coarse range
- * [cstart, cstart + csize). P_d interpolates fine index i from coarse c0[i] (weight w0[i]) and c1[i] (w1[i]; 0 on
- * a coarse point); the tables cover the nf fine indices of the whole grid. Sin holds ``ncodes`` rows, the codes
- * ``codes`` (the others are zero). Every fine row with a parent in the coarse range must be in the input box (one
- * ghost layer around a rank's fine box). Returns 0, or 1 if two parents were more than one coarse step apart. */
+ * Sout (27 x its nodes) on the same box except along d, where it is the coarse range [cstart, cstart + csize).
+ * P_d interpolates fine index i from coarse c0[i] (weight w0[i]) and c1[i] (w1[i]; 0 on a coarse point); its
+ * transpose takes coarse index I from fine pos[I] (weight 1) and its neighbours pos[I] -1 and +1 (wl[I], wr[I]; 0
+ * where that neighbour is a coarse point too). The tables cover the nf fine indices of the whole grid. Sin holds
+ * ``ncodes`` rows, the codes ``codes`` (the others are zero). Every fine row with a parent in the coarse range must
+ * be in the input box (one ghost layer around a rank's fine box). Each output row is summed whole, then stored
+ * once (a gather: the scattered form wrote 27 rows apart for every term). Returns 0, or 1 if two parents were more
+ * than one coarse step apart or a needed fine row is outside the input box. */
 int sst_coarsen(int d, const int64_t *in_start, const int64_t *in_size, int ncodes, const int *codes,
                 const double *Sin, long cstart, long csize, long nf, const int *c0, const int *c1,
-                const double *w0, const double *w1, double *Sout)
+                const double *w0, const double *w1, const int *pos, const double *wl, const double *wr,
+                double *Sout)
 {
     int64_t out_size[3] = {in_size[0], in_size[1], in_size[2]};
     out_size[d] = csize;
     long nin = (long)(in_size[0] * in_size[1] * in_size[2]);
     long nout = (long)(out_size[0] * out_size[1] * out_size[2]);
-    for (long t = 0; t < nin; ++t) {
-        long loc[3] = {t % in_size[0], (t / in_size[0]) % in_size[1], t / (in_size[0] * in_size[1])};
-        long i = in_start[d] + loc[d];                  /* the row's fine index along d */
-        int pi[2] = {c0[i], c1[i]};
-        double wi[2] = {w0[i], w1[i]};
-        for (int a = 0; a < 2; ++a) {
-            long I = pi[a] - cstart;
-            if (wi[a] == 0.0 || I < 0 || I >= csize)
+    int off[NCODES][3];
+    for (int q = 0; q < ncodes; ++q) {
+        off[q][0] = codes[q] % 3 - 1;
+        off[q][1] = (codes[q] / 3) % 3 - 1;
+        off[q][2] = codes[q] / 9 - 1;
+    }
+    int err = 0;
+#pragma omp parallel for schedule(static) reduction(max : err)
+    for (long o = 0; o < nout; ++o) {
+        long loc[3] = {o % out_size[0], (o / out_size[0]) % out_size[1], o / (out_size[0] * out_size[1])};
+        long I = cstart + loc[d];
+        long fine[3] = {pos[I] - 1, pos[I], pos[I] + 1};
+        double wf[3] = {wl[I], 1.0, wr[I]};
+        double acc[NCODES] = {0};
+        for (int f = 0; f < 3; ++f) {
+            if (wf[f] == 0.0)
                 continue;
-            long o[3] = {loc[0], loc[1], loc[2]};
-            o[d] = I;
-            long row = o[0] + out_size[0] * (o[1] + out_size[1] * o[2]);
+            long i = fine[f], li = i - in_start[d];
+            if (li < 0 || li >= in_size[d]) {
+                err = 1;
+                continue;
+            }
+            long c3[3] = {loc[0], loc[1], loc[2]};        /* the input row: the output's, fine index li along d */
+            c3[d] = li;
+            long t = c3[0] + in_size[0] * (c3[1] + in_size[1] * c3[2]);
             for (int q = 0; q < ncodes; ++q) {
                 double v = Sin[(long)q * nin + t];
                 if (v == 0.0)
                     continue;
-                int s = codes[q];
-                int off[3] = {s % 3 - 1, (s / 3) % 3 - 1, s / 9 - 1};
-                long j = i + off[d];                    /* the column's fine index along d */
+                long j = i + off[q][d];
                 if (j < 0 || j >= nf)
                     continue;
                 int pj[2] = {c0[j], c1[j]};
@@ -85,17 +120,21 @@ int sst_coarsen(int d, const int64_t *in_start, const int64_t *in_size, int ncod
                 for (int b = 0; b < 2; ++b) {
                     if (wj[b] == 0.0)
                         continue;
-                    int step = pj[b] - pi[a];
-                    if (step < -1 || step > 1)
-                        return 1;
-                    off[d] = step;
-                    Sout[(long)((off[0] + 1) + 3 * (off[1] + 1) + 9 * (off[2] + 1)) * nout + row]
-                        += wi[a] * wj[b] * v;
+                    long step = pj[b] - I;
+                    if (step < -1 || step > 1) {
+                        err = 1;
+                        continue;
+                    }
+                    int o3[3] = {off[q][0], off[q][1], off[q][2]};
+                    o3[d] = (int)step;
+                    acc[(o3[0] + 1) + 3 * (o3[1] + 1) + 9 * (o3[2] + 1)] += wf[f] * wj[b] * v;
                 }
             }
         }
+        for (int c = 0; c < NCODES; ++c)
+            Sout[(long)c * nout + o] = acc[c];
     }
-    return 0;
+    return err;
 }
 
 /* The rows of the stiffness matrix K = Σ_e Σ_pq σ_e[p,q] E[p,q,a,b] on Q1 elements (cardiosim/operators.py), as a
@@ -133,42 +172,49 @@ int sst_stiffness(int dim, const int64_t *el_start, const int64_t *el_size, cons
             }
         }
     }
-    for (long ez = 0; ez < el_size[2]; ++ez)
-        for (long ey = 0; ey < el_size[1]; ++ey)
-            for (long ex = 0; ex < el_size[0]; ++ex) {
-                long e[3] = {el_start[0] + ex, el_start[1] + ey, el_start[2] + ez};
-                long base = (e[0] - g_start[0]) + g_size[0] * ((e[1] - g_start[1]) + g_size[1] * (e[2] - g_start[2]));
-                double sig[9] = {0};
-                int inside = 1;
-                for (int c = 0; c < nb; ++c) {
-                    long n = base + corner_shift[c];
-                    if (tissue && !tissue[n]) {
-                        inside = 0;
-                        break;
+    /* Elements of neighbouring planes share nodes: even planes first, then odd ones, each plane's elements by one
+     * thread (the outermost dimension the grid has). */
+    int od = el_size[2] > 1 ? 2 : 1;
+    for (int parity = 0; parity < 2; ++parity) {
+#pragma omp parallel for schedule(static)
+        for (long plane = parity; plane < el_size[od]; plane += 2)
+            for (long ey = (od == 1 ? plane : 0); ey < (od == 1 ? plane + 1 : el_size[1]); ++ey)
+                for (long ex = 0; ex < el_size[0]; ++ex) {
+                    long ez = od == 2 ? plane : 0;
+                    long e[3] = {el_start[0] + ex, el_start[1] + ey, el_start[2] + ez};
+                    long base = (e[0] - g_start[0]) + g_size[0] * ((e[1] - g_start[1]) + g_size[1] * (e[2] - g_start[2]));
+                    double sig[9] = {0};
+                    int inside = 1;
+                    for (int c = 0; c < nb; ++c) {
+                        long n = base + corner_shift[c];
+                        if (tissue && !tissue[n]) {
+                            inside = 0;
+                            break;
+                        }
+                        double s = scale[n], lt = st[n * st_stride], dl = sl[n * sl_stride] - lt;
+                        const double *f = fib + n * dim;
+                        for (int p = 0; p < dim; ++p)
+                            for (int q = 0; q < dim; ++q)
+                                sig[p * dim + q] += s * ((p == q ? lt : 0.0) + dl * f[p] * f[q]);
                     }
-                    double s = scale[n], lt = st[n * st_stride], dl = sl[n * sl_stride] - lt;
-                    const double *f = fib + n * dim;
-                    for (int p = 0; p < dim; ++p)
-                        for (int q = 0; q < dim; ++q)
-                            sig[p * dim + q] += s * ((p == q ? lt : 0.0) + dl * f[p] * f[q]);
-                }
-                if (!inside)
-                    continue;
-                for (int pq = 0; pq < dim * dim; ++pq)
-                    sig[pq] /= nb;
-                for (int i = 0; i < npairs; ++i) {
-                    int a = pair_a[i], b = pair_b[i];
-                    long node[3] = {e[0] + (a & 1), e[1] + ((a >> 1) & 1), e[2] + ((a >> 2) & 1)};
-                    if (node[0] < o_start[0] || node[0] >= o_start[0] + o_size[0] || node[1] < o_start[1] ||
-                        node[1] >= o_start[1] + o_size[1] || node[2] < o_start[2] || node[2] >= o_start[2] + o_size[2])
+                    if (!inside)
                         continue;
-                    long row = (node[0] - o_start[0]) + o_size[0] * ((node[1] - o_start[1]) +
-                                                                      o_size[1] * (node[2] - o_start[2]));
-                    double v = 0.0;
                     for (int pq = 0; pq < dim * dim; ++pq)
-                        v += sig[pq] * E[(pq * nb + a) * nb + b];
-                    S[(long)corner_code[a][b] * n_owned + row] += v;
+                        sig[pq] /= nb;
+                    for (int i = 0; i < npairs; ++i) {
+                        int a = pair_a[i], b = pair_b[i];
+                        long node[3] = {e[0] + (a & 1), e[1] + ((a >> 1) & 1), e[2] + ((a >> 2) & 1)};
+                        if (node[0] < o_start[0] || node[0] >= o_start[0] + o_size[0] || node[1] < o_start[1] ||
+                            node[1] >= o_start[1] + o_size[1] || node[2] < o_start[2] || node[2] >= o_start[2] + o_size[2])
+                            continue;
+                        long row = (node[0] - o_start[0]) + o_size[0] * ((node[1] - o_start[1]) +
+                                                                          o_size[1] * (node[2] - o_start[2]));
+                        double v = 0.0;
+                        for (int pq = 0; pq < dim * dim; ++pq)
+                            v += sig[pq] * E[(pq * nb + a) * nb + b];
+                        S[(long)corner_code[a][b] * n_owned + row] += v;
+                    }
                 }
-            }
+    }
     return 0;
 }
