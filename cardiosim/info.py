@@ -188,9 +188,9 @@ def gpus_seen() -> tuple[list[str], str]:
         name, _, cap = line.rpartition(",")
         gpus.append(f"{name.strip()} (sm_{cap.strip().replace('.', '')})")
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        keep = [v.strip() for v in visible.split(",") if v.strip().isdigit()]
-        gpus = [g for i, g in enumerate(gpus) if str(i) in keep]
+    entries = [v.strip() for v in (visible or "").split(",") if v.strip()]
+    if visible is not None and all(e.isdigit() for e in entries):    # by index (UUIDs: left as nvidia-smi lists)
+        gpus = [g for i, g in enumerate(gpus) if str(i) in entries]
         if not gpus:
             return [], f"CUDA_VISIBLE_DEVICES={visible!r} hides them"
     return gpus, "" if gpus else "nvidia-smi lists none"
