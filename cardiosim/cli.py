@@ -145,6 +145,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="the field's colour range (mV; default: Vm -90 to 40, phi_e symmetric)")
     pl.add_argument("--format", choices=("png", "svg", "pdf"), default="png", help="file format (default png)")
     pl.add_argument("--dpi", type=int, default=150, help="resolution of PNGs (default 150)")
+    pl.add_argument("--beats", action="store_true", help="also draw the activation and APD maps of every beat (up "
+                                                         "to four), from the snapshots (as fine as output.interval)")
     pl.add_argument("--vtu", action="store_true", help="also write the snapshots at --times as VTU files (meshio): "
                                                        "fields and maps as point data, for ParaView/VTK pipelines")
     pl.add_argument("--overwrite", action="store_true", help="replace existing figures")

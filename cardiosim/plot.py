@@ -14,6 +14,7 @@ its 99th percentile, maps over their values:
 * ``<stem>_activation.png``: the activation-time map with isochrones (contour lines every N ms); 3D: a panel per
   view; 1D: activation time against x.
 * ``<stem>_apd.png``: the APD map, where some node repolarised (otherwise a line says why there is none).
+* ``<stem>_beats.png`` (``--beats``): activation and APD of every beat (up to four), from the snapshots.
 * ``<stem>_NNNN.vtu`` (``--vtu``): snapshot NNNN at each chosen time as a VTK unstructured grid (meshio), its fields
   and the maps as point data, for pipelines that read VTU rather than the XDMF sidecar.
 * ``<stem>_layout.png``: the microscopic model's myocyte layout (/tissue): myocytes in alternating shades,
@@ -369,6 +370,41 @@ def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = 
     return path
 
 
+def plot_beats(plt, r: Results, path: Path, style: Style = Style(), most: int = 4) -> Path | None:
+    """Activation (top row) and APD (bottom row) of every beat, from the snapshots (Results.beat_maps: as fine as
+    output.interval), a column per beat (the first ``most``); 3D: the first view. None where no node beat."""
+    b = r.beat_maps(max_beats=most)
+    n = b["activation"].shape[0]
+    if n == 0:
+        return None
+    thr, level = r._levels()
+    every = float(np.diff(r.times[:2])[0]) if r.n_snapshots > 1 else 0.0
+    if r.dim == 1:
+        fig, axes = plt.subplots(2, 1, figsize=(7, 6), sharex=True, squeeze=False, constrained_layout=True)
+        for k in range(n):
+            axes[0, 0].plot(r.axes[0], b["activation"][k], ".-", label=f"beat {k + 1}")
+            axes[1, 0].plot(r.axes[0], b["apd"][k], ".-", label=f"beat {k + 1}")
+        axes[0, 0].set_ylabel("activation (ms)")
+        axes[1, 0].set_ylabel(f"APD{level:g} (ms)")
+        axes[1, 0].set_xlabel("x (cm)")
+        axes[0, 0].legend(fontsize=8)
+    else:
+        fig, axes = plt.subplots(2, n, figsize=(4.2 * n + 1.2, 7.0), squeeze=False, constrained_layout=True)
+        for row, (name, cmap, what) in enumerate((("activation", "plasma", "activation (ms)"),
+                                                  ("apd", "magma", f"APD{level:g} (ms)"))):
+            for k in range(n):
+                p = planes(r, b[name][k], style.views[:1])[0]
+                im = axes[row, k].imshow(p.values, origin="lower", extent=p.extent, cmap=cmap,
+                                         interpolation="nearest")
+                _map_axes(axes[row, k], p, f"beat {k + 1}: {what}{p.note}")
+                fig.colorbar(im, ax=axes[row, k], shrink=0.8)
+    fig.suptitle(f"{name_of(r)}: every beat, from the snapshots (every {every:g} ms; threshold {thr:g} mV)",
+                 fontsize=11)
+    _save(fig, path, style)
+    plt.close(fig)
+    return path
+
+
 def write_vtu(r: Results, i: int, path: Path) -> Path:
     """Snapshot ``i`` as a VTK unstructured grid (meshio), for pipelines that read VTU rather than XDMF: every node
     a point (cm; x, y, z), the elements (lines, quads, hexahedra) whose corners are all tissue, and as point data
@@ -519,6 +555,8 @@ def plot_main(args) -> int:
             plan.append(("ecg", None, out / f"{stem}_ecg.{ext}"))
         if "tissue" in r.f:
             plan.append(("layout", None, out / f"{stem}_layout.{ext}"))
+        if args.beats:
+            plan.append(("beats", None, out / f"{stem}_beats.{ext}"))
         if args.vtu:
             plan += [("vtu", i, out / f"{stem}_{i:04d}.vtu") for i in idx]
         skipped = []
@@ -546,6 +584,8 @@ def plot_main(args) -> int:
                     written.append(plot_layout(plt, r, p, style))
                 elif kind == "vtu":
                     written.append(write_vtu(r, name, p))
+                elif kind == "beats":
+                    written.append(plot_beats(plt, r, p, style))
                 else:
                     written.append(plot_map(plt, r, name, p, args.isochrones, style))
         except OSError as e:
