@@ -228,3 +228,47 @@ def _one_tet(path, size, fibre=(1, 0, 0), tag=1):
     meshio.write(path, meshio.Mesh(pts, [("tetra", np.array([[0, 1, 2, 3]]))],
                                    cell_data={"fibres": [np.array([fibre], dtype=float)], "tag": [np.array([tag])]}))
     return path
+
+
+def analytic_lv_fibres(x, y, z):
+    """The idealised LV's analytic rule (what `geometry lv` wrote before its fibres came from cardiosim.fibres):
+    the shell coordinate s (the point lies on the ellipsoid whose semi-axes are the endocardium's and the
+    epicardium's interpolated by s; bisection) and the helix +60° → −60° linear in s, in the plane tangent to that
+    ellipsoid. Returns (s, fibres)."""
+    (a0, c0), (a1, c1) = (0.7, 1.7), (1.0, 2.0)
+    rho2 = x ** 2 + y ** 2
+    lo, hi = np.zeros_like(z), np.ones_like(z)
+    for _ in range(50):
+        s = 0.5 * (lo + hi)
+        outside = rho2 / (a0 + s * (a1 - a0)) ** 2 + z ** 2 / (c0 + s * (c1 - c0)) ** 2 > 1.0
+        lo, hi = np.where(outside, s, lo), np.where(outside, hi, s)
+    s = 0.5 * (lo + hi)
+    a, c = a0 + s * (a1 - a0), c0 + s * (c1 - c0)
+    rho = np.maximum(np.sqrt(rho2), 1e-12)
+    circ = np.stack([-y / rho, x / rho, np.zeros_like(x)], axis=-1)
+    normal = np.stack([x / a ** 2, y / a ** 2, z / c ** 2], axis=-1)
+    up = np.cross(normal, circ)
+    up /= np.maximum(np.linalg.norm(up, axis=-1, keepdims=True), 1e-300)        # 0 on the axis
+    up *= np.where(up[..., 2:3] < 0, -1.0, 1.0)
+    helix = np.deg2rad(60.0 - 120.0 * s)
+    return s, np.cos(helix)[..., None] * circ + np.sin(helix)[..., None] * up
+
+
+def test_lv_rule_based_fibres_against_the_analytic_rule(tmp_path):
+    """The issue's check: the rule-based (LDRB-type) fibres of the idealised LV against the analytical ±60° rule, in
+    the wall's middle (analytic depth 0.4-0.6, away from the apex and the base), at 0.5 mm: 6.2° apart in the
+    median (5.9° at 0.25 mm). Nearly all of it is the two depth coordinates differing: the Laplace solution's and
+    the interpolated ellipsoids' are 0.05 apart in the median there, which at 120° across the wall is 6°."""
+    h = 0.05
+    g, attrs, _ = geometry(tmp_path, "lv", "lv", spacing=h)
+    z, y, x = np.meshgrid(*(attrs["origin"][d] + np.arange(attrs["shape"][d]) * h for d in (2, 1, 0)),
+                          indexing="ij")
+    tissue = np.isfinite(g["transmural"])
+    s, want = analytic_lv_fibres(x[tissue], y[tissue], z[tissue])
+    got = g["fibres"][tissue]
+    apart = np.degrees(np.arccos(np.clip(np.abs(np.sum(got * want, axis=1)), 0, 1)))
+    mid = (s >= 0.4) & (s <= 0.6) & (z[tissue] > -1.5) & (z[tissue] < 0.3)
+    depth = np.abs(g["transmural"][tissue] - s)[mid]
+    print(f"\nLV mid-wall: rule-based fibres {np.median(apart[mid]):.2f}° from the analytic rule (median, {mid.sum()} "
+          f"nodes); depth coordinates {np.median(depth):.3f} apart")
+    assert mid.sum() > 1000 and np.median(apart[mid]) < 8.0 and np.median(depth) < 0.07
