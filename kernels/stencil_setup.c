@@ -11,22 +11,8 @@
  *
  * Built with the system C compiler under cardiosim.compile's cache rule; plain C99, no dependencies. */
 #include <stdint.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define NCODES 27
-
-/* Threads for the loops below (OpenMP where the compiler has it: the set-up runs while the GPUs wait, on a host
- * whose other cores idle). Each loop writes disjoint rows, so the results do not depend on the thread count. */
-void sst_threads(int n)
-{
-#ifdef _OPENMP
-    omp_set_num_threads(n > 0 ? n : 1);
-#else
-    (void)n;
-#endif
-}
 
 /* S (27 x nrows, zeroed by the caller) from the CSR rows of rank ``own``'s box. Columns are PETSc global indices:
  * the ranks' boxes in turn, each in natural order; offsets[nranks + 1] is each rank's first index, bstart and bsize
@@ -37,7 +23,6 @@ int sst_from_csr(long nrows, const int64_t *indptr, const void *cols, int idx64,
 {
     const int64_t *os = bstart + 3 * own, *on = bsize + 3 * own;
     int err = 0;
-#pragma omp parallel for schedule(static) reduction(max : err)
     for (long r = 0; r < nrows; ++r) {
         long ri = os[0] + r % on[0], rj = os[1] + (r / on[0]) % on[1], rk = os[2] + r / (on[0] * on[1]);
         for (int64_t e = indptr[r]; e < indptr[r + 1]; ++e) {
@@ -90,7 +75,6 @@ int sst_coarsen(int d, const int64_t *in_start, const int64_t *in_size, int ncod
         off[q][2] = codes[q] / 9 - 1;
     }
     int err = 0;
-#pragma omp parallel for schedule(static) reduction(max : err)
     for (long o = 0; o < nout; ++o) {
         long loc[3] = {o % out_size[0], (o / out_size[0]) % out_size[1], o / (out_size[0] * out_size[1])};
         long I = cstart + loc[d];
@@ -172,49 +156,42 @@ int sst_stiffness(int dim, const int64_t *el_start, const int64_t *el_size, cons
             }
         }
     }
-    /* Elements of neighbouring planes share nodes: even planes first, then odd ones, each plane's elements by one
-     * thread (the outermost dimension the grid has). */
-    int od = el_size[2] > 1 ? 2 : 1;
-    for (int parity = 0; parity < 2; ++parity) {
-#pragma omp parallel for schedule(static)
-        for (long plane = parity; plane < el_size[od]; plane += 2)
-            for (long ey = (od == 1 ? plane : 0); ey < (od == 1 ? plane + 1 : el_size[1]); ++ey)
-                for (long ex = 0; ex < el_size[0]; ++ex) {
-                    long ez = od == 2 ? plane : 0;
-                    long e[3] = {el_start[0] + ex, el_start[1] + ey, el_start[2] + ez};
-                    long base = (e[0] - g_start[0]) + g_size[0] * ((e[1] - g_start[1]) + g_size[1] * (e[2] - g_start[2]));
-                    double sig[9] = {0};
-                    int inside = 1;
-                    for (int c = 0; c < nb; ++c) {
-                        long n = base + corner_shift[c];
-                        if (tissue && !tissue[n]) {
-                            inside = 0;
-                            break;
-                        }
-                        double s = scale[n], lt = st[n * st_stride], dl = sl[n * sl_stride] - lt;
-                        const double *f = fib + n * dim;
-                        for (int p = 0; p < dim; ++p)
-                            for (int q = 0; q < dim; ++q)
-                                sig[p * dim + q] += s * ((p == q ? lt : 0.0) + dl * f[p] * f[q]);
+    for (long ez = 0; ez < el_size[2]; ++ez)
+        for (long ey = 0; ey < el_size[1]; ++ey)
+            for (long ex = 0; ex < el_size[0]; ++ex) {
+                long e[3] = {el_start[0] + ex, el_start[1] + ey, el_start[2] + ez};
+                long base = (e[0] - g_start[0]) + g_size[0] * ((e[1] - g_start[1]) + g_size[1] * (e[2] - g_start[2]));
+                double sig[9] = {0};
+                int inside = 1;
+                for (int c = 0; c < nb; ++c) {
+                    long n = base + corner_shift[c];
+                    if (tissue && !tissue[n]) {
+                        inside = 0;
+                        break;
                     }
-                    if (!inside)
-                        continue;
-                    for (int pq = 0; pq < dim * dim; ++pq)
-                        sig[pq] /= nb;
-                    for (int i = 0; i < npairs; ++i) {
-                        int a = pair_a[i], b = pair_b[i];
-                        long node[3] = {e[0] + (a & 1), e[1] + ((a >> 1) & 1), e[2] + ((a >> 2) & 1)};
-                        if (node[0] < o_start[0] || node[0] >= o_start[0] + o_size[0] || node[1] < o_start[1] ||
-                            node[1] >= o_start[1] + o_size[1] || node[2] < o_start[2] || node[2] >= o_start[2] + o_size[2])
-                            continue;
-                        long row = (node[0] - o_start[0]) + o_size[0] * ((node[1] - o_start[1]) +
-                                                                          o_size[1] * (node[2] - o_start[2]));
-                        double v = 0.0;
-                        for (int pq = 0; pq < dim * dim; ++pq)
-                            v += sig[pq] * E[(pq * nb + a) * nb + b];
-                        S[(long)corner_code[a][b] * n_owned + row] += v;
-                    }
+                    double s = scale[n], lt = st[n * st_stride], dl = sl[n * sl_stride] - lt;
+                    const double *f = fib + n * dim;
+                    for (int p = 0; p < dim; ++p)
+                        for (int q = 0; q < dim; ++q)
+                            sig[p * dim + q] += s * ((p == q ? lt : 0.0) + dl * f[p] * f[q]);
                 }
-    }
+                if (!inside)
+                    continue;
+                for (int pq = 0; pq < dim * dim; ++pq)
+                    sig[pq] /= nb;
+                for (int i = 0; i < npairs; ++i) {
+                    int a = pair_a[i], b = pair_b[i];
+                    long node[3] = {e[0] + (a & 1), e[1] + ((a >> 1) & 1), e[2] + ((a >> 2) & 1)};
+                    if (node[0] < o_start[0] || node[0] >= o_start[0] + o_size[0] || node[1] < o_start[1] ||
+                        node[1] >= o_start[1] + o_size[1] || node[2] < o_start[2] || node[2] >= o_start[2] + o_size[2])
+                        continue;
+                    long row = (node[0] - o_start[0]) + o_size[0] * ((node[1] - o_start[1]) +
+                                                                      o_size[1] * (node[2] - o_start[2]));
+                    double v = 0.0;
+                    for (int pq = 0; pq < dim * dim; ++pq)
+                        v += sig[pq] * E[(pq * nb + a) * nb + b];
+                    S[(long)corner_code[a][b] * n_owned + row] += v;
+                }
+            }
     return 0;
 }
