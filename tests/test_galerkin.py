@@ -20,17 +20,10 @@ def _compiler():
 
 
 def random_matrix(sizes, seed=0):
-    """A random matrix coupling each node to its 3^d in-grid neighbours (natural order), as CSR and dense."""
+    """A random matrix coupling each node to its 3^d in-grid neighbours (natural order), as PETSc AIJ and dense."""
     rng = np.random.default_rng(seed)
-    nx, ny, nz = sizes
-    n = nx * ny * nz
-    t = np.arange(n)
-    i, j, k = t % nx, (t // nx) % ny, t // (nx * ny)
-    A = np.zeros((n, n))
-    for s in range(27):
-        di, dj, dk = s % 3 - 1, (s // 3) % 3 - 1, s // 9 - 1
-        ok = (i + di >= 0) & (i + di < nx) & (j + dj >= 0) & (j + dj < ny) & (k + dk >= 0) & (k + dk < nz)
-        A[t[ok], (t + di + nx * (dj + ny * dk))[ok]] = rng.standard_normal(ok.sum())
+    n = int(np.prod(sizes))
+    A = stencil_matrix(rng.standard_normal((27, n)), sizes)
     M = PETSc.Mat().createAIJ(size=(n, n), comm=PETSc.COMM_SELF)
     M.setUp()
     rows, cols = np.nonzero(A)
@@ -54,7 +47,7 @@ def prolongation(tables, sizes):
 
 
 def stencil_matrix(S, sizes):
-    """The matrix of a stencil (not symmetrised)."""
+    """The matrix of a stencil (not symmetrised; entries towards nodes outside the grid left out)."""
     nx, ny, nz = sizes
     n = nx * ny * nz
     t = np.arange(n)
