@@ -191,6 +191,7 @@ def test_lv_paced_at_the_apex_activates_the_base_last(tmp_path, capsys):
     ("triangles only", lambda d: _triangles(d / "tri.vtu"), [], ["tri.vtu", "no tetrahedra", "triangle"]),
     ("hexahedra (openCARP)", lambda d: _carp_hex(d / "hex"), [], ["hex.elem", "only tetrahedra", "Hx"]),
     ("no node inside", lambda d: _one_tet(d / "tiny.vtu", 1e-3), [], ["tiny.vtu", "no grid node"]),
+    ("a mesh in mm read as cm", lambda d: _one_tet(d / "mm.vtu", 80.0), [], ["mm.vtu", "80 cm across", "--units mm"]),
     ("zero fibre", lambda d: _one_tet(d / "zero.vtu", 1.0, fibre=(0, 0, 0)), [], ["zero.vtu", "zero length"]),
     ("tag 0", lambda d: _one_tet(d / "tag0.vtu", 1.0, tag=0), [], ["tag0.vtu", "tags must be >= 1"]),
     ("spacing", lambda d: _one_tet(d / "s.vtu", 1.0), ["--spacing", "-1"], ["--spacing", "positive"]),
