@@ -439,7 +439,7 @@ def test_cell_region_over_all_tissue_equals_cell_parameters(petsc, tmp_path):
 @pytest.mark.parametrize("case,region,words", [
     ("unknown parameter", "label = 2\nparameters = {g_nope = 1.0}",
      ["cell.regions[0].parameters.g_nope", "no parameter"]),
-    ("variant of a model without", 'label = 2\nvariant = "septal"', ["cell.regions[0].variant", "no variants"]),
+    ("unknown variant", 'label = 2\nvariant = "septal"', ["cell.regions[0].variant", "not a variant", "endo"]),
     ("label absent", "label = 7", ["cell.regions[0].label", "no tissue node has label 7"]),
 ])
 def test_bad_cell_region_is_one_line(tmp_path, case, region, words):
