@@ -4,9 +4,9 @@ rank's box of a split level.
 
 Why not PETSc's MatPtAP (which did this until 2026-11-26): P is the tensor product of 1D linear interpolations, so
 PᵀAP = P_zᵀ(P_yᵀ(P_xᵀ A P_x)P_y)P_z can be formed on the stencils with at most 27·4 multiply-adds per node and
-dimension, with no matrix of P and no sparse triple product: for the 216³ slab the set-up's hierarchies took most of
-a minute through MatPtAP (docs/benchmarks.md, "Set-up"). The results equal MatPtAP's to round-off
-(tests/test_galerkin.py).
+dimension, with no matrix of P and no sparse triple product. With this and the stiffness rows in C
+(cardiosim.operators) the 216³ slab's set-up went from 97.6 s to 39.1 s on an H200 host (docs/benchmarks.md, "1, 2
+and 4 GPUs"). The results equal MatPtAP's to round-off (tests/test_galerkin.py).
 
 A stencil here is S[s, t]: node t of a box (x fastest), neighbour code s = (dx+1) + 3(dy+1) + 9(dz+1), always the 27
 codes of 3D (a 2D grid is one z layer; :func:`planar` gives the 9 codes of 2D that kernels/stencil_mg.cpp reads).
@@ -60,13 +60,14 @@ def _int64(a) -> np.ndarray:
 
 def from_csr(csr, boxes: Boxes, rank: int) -> np.ndarray:
     """S (27, rank's nodes) from the CSR rows (indptr, columns, values; PETSc's global numbering) of ``rank``'s box
-    of ``boxes``. ValueError where the matrix couples nodes more than one grid step apart or is larger than the
+    of ``boxes``. ValueError where the matrix couples nodes more than one grid step apart or does not fit the
     grid."""
     indptr, cols, vals = csr
     nrows = len(indptr) - 1
     starts, sizes = boxes.all_boxes()
     if nrows != int(np.prod(sizes[rank])):
-        raise ValueError("multigrid: the matrix is larger than the grid")
+        raise ValueError(f"multigrid: the matrix has {nrows} rows here for a box of {int(np.prod(sizes[rank]))} "
+                         f"grid nodes")
     cols = np.ascontiguousarray(cols)
     if cols.dtype not in (np.int32, np.int64):
         cols = cols.astype(np.int64)
@@ -80,7 +81,7 @@ def from_csr(csr, boxes: Boxes, rank: int) -> np.ndarray:
     if err == 1:
         raise ValueError("multigrid: the matrix couples nodes more than one grid step apart")
     if err:
-        raise ValueError("multigrid: the matrix is larger than the grid")
+        raise ValueError("multigrid: the matrix has a column outside the grid")
     return S
 
 
@@ -112,8 +113,9 @@ def coarsen(S: np.ndarray, start, size, tables: list[dict], cstart, csize) -> np
 def ghosted(S: np.ndarray, boxes: Boxes, rank: int, comm: PETSc.Comm, dim: int):
     """(S on the rank's box with one ghost layer, its start, its size): the neighbours' rows by a DMDA of the level's
     boxes (box stencil: edges and corners too), carrying only the codes some rank uses."""
+    from mpi4py import MPI
     used = np.any(S != 0, axis=1).astype(np.int32)
-    comm.tompi4py().Allreduce(_in_place(), used, op=_mpi_max())
+    comm.tompi4py().Allreduce(MPI.IN_PLACE, used, op=MPI.MAX)
     codes = np.flatnonzero(used)
     da = PETSc.DMDA().create(dim=dim, dof=len(codes), sizes=boxes.n[:dim], proc_sizes=boxes.P[:dim],
                              ownership_ranges=[tuple(int(v) for v in boxes.sizes[d]) for d in range(dim)],
@@ -132,16 +134,6 @@ def ghosted(S: np.ndarray, boxes: Boxes, rank: int, comm: PETSc.Comm, dim: int):
     finally:
         da.destroy()
     return out, gstart, gsize
-
-
-def _mpi_max():
-    from mpi4py import MPI
-    return MPI.MAX
-
-
-def _in_place():
-    from mpi4py import MPI
-    return MPI.IN_PLACE
 
 
 def planar(S: np.ndarray, dim: int) -> np.ndarray:
