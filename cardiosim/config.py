@@ -321,10 +321,12 @@ class Output:
                                                        "simulation.dt")
     fields: list[str] = key(factory=lambda: ["Vm", "phi_e"], choices=("Vm", "phi_e"),
                             doc="fields stored in snapshots (phi_e only with bidomain)")
-    states: list[str] = key(factory=list, doc="cell-model states stored like a field, in snapshots (/fields/<name>) "
+    states: list[str] = key(factory=list, doc="cell-model states, and intermediates of CellML models (currents, "
+                                              "fluxes: computed from the states at the recorded Vm, without the "
+                                              "stimulus), stored like a field, in snapshots (/fields/<name>) "
                                               "and at every probe (/probes/<probe>/<name>), in the model's units, "
-                                              "e.g. [\"Cai\"] (cardiosim cell --list, cardiosim model info); "
-                                              "cell.placement = 'cpu' only")
+                                              "e.g. [\"Cai\", \"i_Na\"] (cardiosim cell --list, cardiosim model "
+                                              "info); cell.placement = 'cpu' only")
     activation_threshold: float = key(0.0, unit="mV",
                                       doc="activation time map (/maps/activation_time): first upward crossing of "
                                           "this potential, interpolated within the step")
@@ -771,12 +773,18 @@ def validate(cfg: Config) -> Config:
         if not (math.isfinite(f) and f >= 0.0):
             raise ConfigError(f"cell.scale.{k}: a scale factor must be a finite number >= 0, got {f}")
     states = {st.name: st for st in cls.states}
+    # intermediates (currents, fluxes) of CellML models may be recorded too (computed from the states)
+    inter = cls.intermediates() if hasattr(cls, "intermediates") else {}
     for i, name in enumerate(cfg.output.states):
-        if name not in states or name == cls.states[0].name or name in cfg.output.states[:i]:
+        if (name not in states and name not in inter) or name == cls.states[0].name or name in cfg.output.states[:i]:
             why = ("is the membrane potential: it is the field Vm" if name == cls.states[0].name else
-                   "is listed twice" if name in states else f"is not a state of {cfg.cell.model}")
+                   "is listed twice" if name in states or name in inter else
+                   f"is neither a state nor an intermediate of {cfg.cell.model}" if inter else
+                   f"is not a state of {cfg.cell.model}")
             raise ConfigError(f"output.states[{i}]: '{name}' {why}; states: "
-                              f"{', '.join(st.name for st in cls.states[1:])}")
+                              f"{', '.join(st.name for st in cls.states[1:])}"
+                              + (f"; intermediates: see cardiosim model info {cfg.cell.model}" if inter else
+                                 " (intermediates can be recorded for CellML models)"))
     if cfg.cell.initial_state:
         from .cells import paced_state
         files.check_input("cell.initial_state", cfg.cell.initial_state, "cell file",

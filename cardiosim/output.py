@@ -12,7 +12,8 @@ Layout (docs/output-format.md has the full description)::
     /fields/phi_e        (same) mV                               bidomain only
     /probes/time         (n_steps + 1,) ms                        every PDE step
     /probes/<name>/Vm    (n_steps + 1,) mV   (and phi_e)          attrs: position, node_position (cm)
-    /fields/<state>, /probes/<name>/<state>                        output.states: cell states, in the model's units
+    /fields/<state>, /probes/<name>/<state>                        output.states: cell states (and CellML models'
+                                                                   intermediates), in the model's units
     /ecg/<name>          (n_steps + 1,) mV                        pseudo-ECG electrode or lead, at /probes/time
     /solver/<name>_iterations  (n_steps [+ 1],)                    Krylov iterations per step
     /maps/activation_time      ([nz,] [ny,] nx) ms                 first upward crossing of the threshold; NaN: none

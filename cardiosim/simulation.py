@@ -114,8 +114,7 @@ class Simulation:
         self.state_vecs = self._state_vecs()
         self.output = (output.Output(cfg, self.grid, self.path, self.stencil, self.layout, self.comm,
                                      resume=ckpt.output if ckpt else None,
-                                     units={n: self.reaction.model.states[i].unit for n, (i, _) in
-                                            self.state_vecs.items()})
+                                     units=self._state_units())
                        if write_output else None)
         if self.output and not ckpt and cfg.tissue.model == "microscopic":
             from . import microscopic
@@ -248,20 +247,34 @@ class Simulation:
         if not self.state_vecs:
             return {"Vm": self.V, "phi_e": self.phi}
         states = self.reaction.host_states()      # a copy per piece only where the cells are in pieces
-        for i, v in self.state_vecs.values():
-            v.getArray()[:] = states[i]
+        derived = [n for n, (i, _) in self.state_vecs.items() if i is None]
+        values = {}
+        if derived:              # at the Vm recorded beside them (the cells' own copy is from before the PDE step)
+            current = states.copy()
+            current[0] = self.V.getArray(readonly=True)
+            values = self.reaction.intermediates(derived, current)
+        for n, (i, v) in self.state_vecs.items():
+            v.getArray()[:] = states[i] if i is not None else values[n]
         return {"Vm": self.V, "phi_e": self.phi, **{n: v for n, (_, v) in self.state_vecs.items()}}
 
+    def _state_units(self) -> dict:
+        model = self.reaction.model
+        inter = model.intermediate_units() if hasattr(model, "intermediate_units") else {}
+        return {n: model.states[i].unit if i is not None else inter.get(n, "")
+                for n, (i, _) in self.state_vecs.items()}
+
     def _state_vecs(self) -> dict:
-        """{state: (its row in the cells' array, a Vec)} for output.states; only where this rank's states are on its
-        host and current every step (cell.placement = cpu): grouped placements keep them with the group's owner,
-        GPU ones on the device."""
+        """{name: (its row in the cells' array, or None for an intermediate, a Vec)} for output.states; only where this
+        rank's states are on its host and current every step (cell.placement = cpu): grouped placements keep them
+        with the group's owner, GPU ones on the device."""
         names = self.cfg.output.states
         if names and self.reaction.placement.mode != "cpu":
             raise UserError(f"output.states: needs cell.placement = 'cpu' (this run's is "
                             f"'{self.reaction.placement.mode}', whose cell states are not on each rank's host every "
                             f"step); record states on the CPU, or leave output.states out")
-        return {n: (self.reaction.model.state_index(n), self.grid.vec()) for n in names}
+        model = self.reaction.model
+        index = {st.name: i for i, st in enumerate(model.states)}
+        return {n: (index.get(n), self.grid.vec()) for n in names}    # None: an intermediate, computed
 
     def run(self, on_step=None) -> dict:
         """Run to the end: progress on rank 0, snapshots, probes; returns the summary (also written as JSON)."""

@@ -369,6 +369,33 @@ def test_states_in_snapshots_and_probes(tmp_path):
         assert r.fields == ["Vm", "h"] and r.probe("mid")["h"].shape == pt.shape
 
 
+def test_intermediates_of_a_cellml_model_in_snapshots_and_probes(tmp_path):
+    """output.states takes a CellML model's intermediates too (currents: computed from the recorded states by the
+    model's own equations, in the model's units, at every node). Checked against TT06's sodium current written out,
+    i_Na = g_Na m³ h j (V − E_Na), E_Na = RT/F ln(Na_o/Na_i), from the states recorded beside it, and at rest
+    against the model's value at its initial state."""
+    from cardiosim import cells
+    model = ROOT / "models" / "ten_tusscher_model_2006_epi.cellml"
+    out = tmp_path / "currents.h5"
+    run_cli(["run", CABLE, "--quiet", "--output", out, "--set", f'cell.model="{model}"', "--set",
+             'cell.backend="numpy"', "--set", 'cell.integrator="rush-larsen"', "--set",
+             'output.states=["i_Na", "i_K1", "m", "h", "j", "Na_i"]', "--set", "simulation.duration=3", "--set",
+             "simulation.dt=0.02", "--set", "output.interval=0.5", "--set", "stimulus.0.current_density=-52"],
+            cwd=tmp_path, check=True)
+    m = cells.make(str(model))
+    p = {k: v.value for k, v in m.parameters.items()}
+    rest = m.values(np.array([[st.initial for st in m.states]]).T, 0.0)
+    with h5py.File(out) as f:
+        d = {k: f[f"fields/{k}"][:] for k in ("Vm", "i_Na", "i_K1", "m", "h", "j", "Na_i")}
+        assert f["fields/i_Na"].attrs["units"] == m.intermediate_units()["i_Na"]
+        assert np.isfinite(f["probes/mid/i_Na"][:]).all()
+    e_na = p["R"] * p["T"] / p["F"] * np.log(p["Na_o"] / d["Na_i"])
+    want = p["g_Na"] * d["m"] ** 3 * d["h"] * d["j"] * (d["Vm"] - e_na)
+    np.testing.assert_allclose(d["i_Na"], want, rtol=1e-10, atol=1e-12)
+    assert d["i_Na"].min() < -1.0                                         # an upstroke is in the record
+    np.testing.assert_allclose(d["i_K1"][0], rest["i_K1"][0], rtol=1e-12)  # t = 0: every node at rest
+
+
 @pytest.mark.parametrize("states, extra, says", [
     ('["V"]', [], "output.states[0]: 'V' is the membrane potential: it is the field Vm; states: h"),
     ('["Cai"]', [], "output.states[0]: 'Cai' is not a state of mitchell-schaeffer; states: h"),

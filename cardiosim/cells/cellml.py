@@ -507,7 +507,13 @@ class GeneratedCellModel(CellModel):
         return {k: np.broadcast_to(v, y.shape[1:]) for k, v in out.items()}
 
     def intermediate_units(self) -> dict:
-        meta = json.loads((Path(type(self).kernel_header_dir) / "model.json").read_text())
+        return type(self).intermediates()
+
+    @classmethod
+    def intermediates(cls) -> dict:
+        """{name: unit} of the model's intermediates (currents, fluxes, ...: what :meth:`values` gives besides the
+        states)."""
+        meta = json.loads((Path(cls.kernel_header_dir) / "model.json").read_text())
         return meta.get("intermediate_units", {})
 
     def grl1(self, y, t, dt, i_stim, work=None):

@@ -56,9 +56,11 @@ class Reaction:
         # another variant or with other parameters (cell.regions), and a masked grid (tissue.label_file, cells at
         # the tissue nodes only), make pieces, each with its own backend. Every rank builds every piece, in the
         # same order, so that the grouped placement's collectives match (a piece may have no cell on a rank).
+        self.models = [(self.model, slice(None))]      # each piece's model and its nodes (intermediates)
         if not c.regions and grid.mask is None:
             self.backend = mode.backend(self, self.model, states, self.stimuli, coords, timers)
         else:
+            self.models = []
             which = np.zeros(grid.n_local, dtype=np.int64)           # 0: the base model; i + 1: cell.regions[i]
             for i, r in enumerate(c.regions):
                 which[grid.in_region(r, coords)] = i + 1
@@ -72,6 +74,7 @@ class Reaction:
                     states[:, at] = initial(m, len(at), coords[at])
                 sub = np.ascontiguousarray(states[:, at])
                 pieces.append((mode.backend(self, m, sub, self.stimuli.subset(at), coords[at], timers, at=at), at))
+                self.models.append((m, at))
             self.backend = Pieces(pieces, states)
         self.states = self.backend.y      # the backend's host copy (page-locked with CUDA)
 
@@ -101,6 +104,18 @@ class Reaction:
         them on the device)."""
         self.backend.download()
         return self.states
+
+    def intermediates(self, names: list[str], states: np.ndarray) -> dict[str, np.ndarray]:
+        """{name: its value at each of this rank's nodes} for intermediates of a CellML model (currents, fluxes, ...),
+        from the states given (host_states), each piece by its own model (regions' parameters). Computed without the
+        stimulus (i_stim = 0): the recorded currents are the ionic ones. Nodes in no piece (outside masked tissue):
+        NaN."""
+        out = {n: np.full(states.shape[1], np.nan) for n in names}
+        for model, at in self.models:
+            vals = model.values(states[:, at], 0.0)
+            for n in names:
+                out[n][at] = vals[n]
+        return out
 
     def load_states(self, states: np.ndarray) -> None:
         """Replace every cell state of this rank (a restart), wherever the backend keeps them (collective in grouped
