@@ -129,15 +129,15 @@ class Grid:
             if arr.size != self.n_nodes:
                 raise UserError(f"tissue.label_file: {self.mask_file}'s {name} has shape {arr.shape}; expected one "
                                 f"value per grid node, {tuple(int(v) for v in reversed(self.n))}")
-            cache[name] = arr.reshape(-1)
+            cache[name] = arr.reshape(tuple(int(v) for v in reversed(self.n)))
+        return cache[name][self.nearest_nodes(pts)]
+
+    def nearest_nodes(self, pts: np.ndarray) -> tuple:
+        """:meth:`nearest_node` of each point of ``pts`` (n, dim) cm, as index arrays in z, y, x order (for
+        natural-order arrays of the whole grid)."""
         idx = [np.clip(np.rint((pts[:, d] - self.offset[d]) / self.h[d]).astype(np.int64), 0, int(self.n[d]) - 1)
                for d in range(self.dim)]
-        nat = np.zeros(len(pts), dtype=np.int64)
-        stride = 1
-        for d in range(self.dim):
-            nat += idx[d] * stride
-            stride *= int(self.n[d])
-        return cache[name][nat]
+        return tuple(reversed(idx))
 
     # -- per-node fields ---------------------------------------------------------------------------------------
     def _point_file(self, path: str, key: str, trailing: tuple, ranges) -> np.ndarray:
@@ -204,14 +204,6 @@ class Grid:
             si[m] *= r.scale_intra
             se[m] *= r.scale_extra
         return si, se
-
-    def tensors(self, sigma_l, sigma_t, fibres, scale) -> np.ndarray:
-        """σ = scale·(σ_t I + (σ_l − σ_t) f fᵀ), shape (n, dim, dim). σ_l, σ_t scalars or per-node arrays."""
-        sl = np.broadcast_to(np.asarray(sigma_l, dtype=float), scale.shape)
-        st = np.broadcast_to(np.asarray(sigma_t, dtype=float), scale.shape)
-        eye = np.eye(self.dim)[None]
-        ff = fibres[:, :, None] * fibres[:, None, :]
-        return scale[:, None, None] * (st[:, None, None] * eye + (sl - st)[:, None, None] * ff)
 
     def has_cross_terms(self, fibres) -> bool:
         """True if some fibre is not along an axis (then σ has off-diagonal entries)."""

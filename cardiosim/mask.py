@@ -92,10 +92,7 @@ class TissueMask:
 
     def label_at(self, pts: np.ndarray) -> np.ndarray:
         """The label of the nodes at ``pts`` (n, dim) cm (grid nodes: the region rule of cardiosim.grid)."""
-        g = self.grid
-        idx = [np.clip(np.rint((pts[:, d] - g.offset[d]) / g.h[d]).astype(np.int64), 0, int(g.n[d]) - 1)
-               for d in range(g.dim)]
-        return self.labels[tuple(reversed(idx))]
+        return self.labels[self.grid.nearest_nodes(pts)]
 
     def describe(self) -> str:
         out = f"{self.n_tissue} of {self.grid.n_nodes} nodes tissue, {self.n_pieces} connected piece(s)"

@@ -32,7 +32,7 @@ class Conductivities:
     """The conductivities of both domains and of the monodomain (their series combination) at the ghosted nodes,
     as the assembler reads them (cardiosim.operators.NodeConductivity)."""
 
-    def __init__(self, grid, tissue, assembler: Assembler):
+    def __init__(self, grid, tissue):
         rng = grid.ghosted
         fib = grid.fibres(tissue, rng)
         si, se = grid.scale_factors(tissue, rng)
@@ -56,7 +56,7 @@ class TissueModel:
 
     def __init__(self, grid, cfg, stencil: str):
         self.assembler = Assembler(grid, stencil)
-        self.sigma = Conductivities(grid, cfg.tissue, self.assembler)
+        self.sigma = Conductivities(grid, cfg.tissue)
         self.common(grid, cfg, lumped_mass(grid) if grid.mask is None else grid.mask.mass())
 
     def common(self, grid, cfg, M) -> None:
