@@ -82,6 +82,7 @@ class Done:
 def start_petsc(petsc_options=(), comm=None) -> None:
     """Start PETSc with these options (``-elliptic_pc_type gamg`` ...) where it is not running yet; the CLI does the
     same with what follows ``--``. Options given once PETSc runs cannot be taken (one line saying so)."""
+    from . import info
     from . import petsc_options as po
     from .reaction.placement import petsc_device_options
     if comm is None:
@@ -92,7 +93,11 @@ def start_petsc(petsc_options=(), comm=None) -> None:
             raise UserError("petsc_options: PETSc is running already in this process; give the options to the first "
                             "run (or start the process with them)")
         return
-    po.init(list(petsc_options), ["-no_signal_handler", *petsc_device_options(comm, list(petsc_options))])
+    # -no_signal_handler: PETSc's handler would turn a SIGTERM during set-up into a stack dump and an abort
+    # (cardiosim.signals has its own); the device choice; -use_gpu_aware_mpi 0 for a CUDA PETSc over an MPI that is
+    # not CUDA-aware (cardiosim.info)
+    given = list(petsc_options)
+    po.init(given, ["-no_signal_handler", *petsc_device_options(comm, given), *info.gpu_aware_mpi_options(given)])
 
 
 def _petsc_started() -> bool:

@@ -303,14 +303,10 @@ def _mpi_command(ours, petsc_args, comm) -> int:
     from . import info
     if args.command == "run":
         info.check_rank_count(comm.size)    # N single-rank copies would write the same files: before anything
-    from . import petsc_options
-    from .reaction.placement import petsc_device_options   # PETSc on this rank's GPU (resident), before it starts
-    # Before anything imports PETSc; a PETSc option of the user's that nothing reads is an error. Ours:
-    # -no_signal_handler (PETSc's handler would turn a SIGTERM during set-up into a stack dump and an abort;
-    # cardiosim's own, cardiosim.signals, is in place already), the device choice, and -use_gpu_aware_mpi 0 for a
-    # CUDA PETSc over an MPI that is not CUDA-aware (cardiosim.info).
-    petsc_options.init(petsc_args, ["-no_signal_handler", *petsc_device_options(comm, petsc_args),
-                                    *info.gpu_aware_mpi_options(petsc_args)])
+    # Before anything imports PETSc (cardiosim.api.start_petsc: our options, the user's after --); a PETSc option of
+    # the user's that nothing reads is an error.
+    from . import api
+    api.start_petsc(petsc_args, comm)
     if args.command == "run":
         return _run(args, comm)
     if args.command == "config":
@@ -438,9 +434,9 @@ def _cell(args) -> int:
         if not math.isfinite(overrides[name.strip()]):
             raise UserError(f"cardiosim cell --param {item}: must be a finite number")
     scale = {}
-    for item in args.scale + args.block:
+    for opt, item in [("--scale", x) for x in args.scale] + [("--block", x) for x in args.block]:
         name, sep, value = item.partition("=")
-        name, opt = name.strip(), ("--scale" if item in args.scale else "--block")
+        name = name.strip()
         try:
             if opt == "--scale":
                 f = float(value)
@@ -484,13 +480,16 @@ def _cell(args) -> int:
     except OSError as e:
         from .errors import io_reason
         raise UserError(f"cardiosim cell: --output {args.output}: cannot make its folder ({io_reason(e)})") from None
-    if args.restitution is not None:
-        return _restitution(args, overrides, scale)
-    if args.population is not None or args.population_table:
-        return _population(args, overrides, scale)
     try:
         from .single_cell import scaled
-        overrides = scaled(args.model, args.variant, overrides, scale)
+        overrides = scaled(args.model, args.variant, overrides, scale)     # --scale and --block, once for all
+    except ValueError as e:
+        raise UserError(f"cardiosim cell: {e}") from None
+    if args.restitution is not None:
+        return _restitution(args, overrides)
+    if args.population is not None or args.population_table:
+        return _population(args, overrides)
+    try:
         rows = run_cell(args.model, args.variant, overrides, args.amplitude, args.duration, args.period, args.beats,
                         args.dt, args.record_every, args.output, args.json, progress=progress,
                         integrator=args.integrator, prepace=args.prepace, trace=tuple(args.trace))
@@ -501,13 +500,12 @@ def _cell(args) -> int:
     return 0
 
 
-def _population(args, overrides, scale) -> int:
+def _population(args, overrides) -> int:
     """``cardiosim cell --population N``: cardiosim.population, its table and the kept share."""
     import time
     from . import log
     from .errors import UserError
     from .population import parse_sample, run_population, sample_factors, table_factors
-    from .single_cell import scaled
     try:
         if args.population_table:
             factors = table_factors(args.population_table)
@@ -523,7 +521,6 @@ def _population(args, overrides, scale) -> int:
                 keep[name.strip()] = (float(lo), float(hi))
             except ValueError:
                 raise ValueError(f"--keep {item}: expected BIOMARKER=LO:HI, e.g. APD90=200:300") from None
-        overrides = scaled(args.model, args.variant, overrides, scale)
         t0 = time.perf_counter()
         r = run_population(args.model, args.variant, overrides, factors, args.amplitude, args.duration, args.period,
                            args.beats, args.prepace, args.dt, args.integrator, args.record_every, keep, args.output,
@@ -538,7 +535,7 @@ def _population(args, overrides, scale) -> int:
     return 0
 
 
-def _restitution(args, overrides, scale) -> int:
+def _restitution(args, overrides) -> int:
     """``cardiosim cell --restitution CI,...``: the S1-S2 curve (cardiosim.single_cell.restitution) to HDF5/JSON."""
     import json
     import h5py
@@ -546,14 +543,13 @@ def _restitution(args, overrides, scale) -> int:
     from . import __version__, log
     from .errors import UserError
     from pathlib import Path
-    from .single_cell import restitution, scaled
+    from .single_cell import restitution
     try:
         intervals = [float(x) for x in args.restitution.split(",") if x.strip()]
     except ValueError:
         raise UserError(f"cardiosim cell --restitution {args.restitution}: expected coupling intervals in ms, "
                         f"e.g. 600,400,300") from None
     try:
-        overrides = scaled(args.model, args.variant, overrides, scale)
         rows, t, v = restitution(args.model, args.variant, overrides, args.amplitude, args.duration, args.period,
                                  args.prepace, intervals, args.dt, args.integrator, args.record_every)
     except ValueError as e:

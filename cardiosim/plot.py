@@ -90,12 +90,6 @@ def planes(r: Results, a: np.ndarray, views=DEFAULT_VIEWS) -> list[Plane]:
     return out
 
 
-def plane(r: Results, a: np.ndarray) -> tuple[np.ndarray, str]:
-    """The first picture of :func:`planes` and its title note (the mid-z slice in 3D)."""
-    p = planes(r, a, ("z",))[0]
-    return p.values, p.note
-
-
 def colour_range(name: str, values: list[np.ndarray], given=None) -> tuple[float, float, str]:
     """(vmin, vmax, colour map) of a field: ``given`` where the user gave one; Vm a fixed physiological range
     (-90 to 40 mV, widened where the data leave it), so that a resting tissue is one colour and not noise stretched

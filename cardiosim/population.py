@@ -113,16 +113,24 @@ def run_population(model_name: str, variant: str | None, overrides: Mapping[str,
     y = np.ascontiguousarray(model.initial_state(n))
     pulse = [Protocol(0.0, duration, 0.0, 1)]
     failed = np.zeros(n, dtype=bool)
+    made = {}            # the living cells' stimulus and parameters, made again only when a cell has failed
+
+    def inputs(alive):
+        if made.get("n") != alive.size:                          # cells only ever leave: the count says it
+            made.update(n=alive.size, stimulus=native.stimulus(pulse, [amplitude], alive.size),
+                        params=np.ascontiguousarray(params[alive]))
+        return made["stimulus"], made["params"]
 
     def advance(t0, kk, track=False):
         """Every cell kk steps from t0; a cell that goes bad is marked and left out from then on (the driver stops
         at the first bad cell: the step is done again without it, from where every cell was)."""
         alive = np.flatnonzero(~failed)
         while alive.size:
-            ys = np.ascontiguousarray(y[:, alive])
+            ys = np.ascontiguousarray(y[:, alive])     # a copy: a failed try is done again from these states
+            stimulus, cell_params = inputs(alive)
             try:
-                out = native.advance(ys, t0, dt, kk, native.stimulus(pulse, [amplitude], alive.size),
-                                     check_range=True, track_dvdt=track, params=np.ascontiguousarray(params[alive]))
+                out = native.advance(ys, t0, dt, kk, stimulus, check_range=True, track_dvdt=track,
+                                     params=cell_params)
                 y[:, alive] = ys
                 return out, alive
             except SimulationError as e:

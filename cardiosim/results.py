@@ -121,15 +121,11 @@ class Results:
 
     def checks_limits(self):
         """The run's [checks] limits (cardiosim.checks.Limits), the defaults where the file has none."""
-        try:
-            import tomllib
-        except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-            import tomli as tomllib
         from .checks import DEFAULTS, Limits
         try:
-            given = tomllib.loads(self.config_text()).get("checks", {})
+            given = self.config_data().get("checks", {})
             return Limits(**{k: float(v) for k, v in given.items() if k in DEFAULTS})
-        except (tomllib.TOMLDecodeError, TypeError, ValueError, AttributeError):
+        except (TypeError, ValueError, AttributeError):
             return Limits()
 
     @property

@@ -112,6 +112,7 @@ class Simulation:
         elif write_output and self.comm.rank == 0:
             self.checkpoint_path.unlink(missing_ok=True)   # an earlier run's, replaced by --overwrite
         self.state_vecs = self._state_vecs()
+        self._states_filled_at = None             # the step whose cell states the state Vecs hold (vecs())
         self.output = (output.Output(cfg, self.grid, self.path, self.stencil, self.layout, self.comm,
                                      resume=ckpt.output if ckpt else None,
                                      units=self._state_units())
@@ -246,6 +247,9 @@ class Simulation:
         host array: the CPU placement's states are current there)."""
         if not self.state_vecs:
             return {"Vm": self.V, "phi_e": self.phi}
+        if self._states_filled_at == self.step_index:     # a step's probes and snapshot: filled once
+            return {"Vm": self.V, "phi_e": self.phi, **{n: v for n, (_, v) in self.state_vecs.items()}}
+        self._states_filled_at = self.step_index
         states = self.reaction.host_states()      # a copy per piece only where the cells are in pieces
         derived = [n for n, (i, _) in self.state_vecs.items() if i is None]
         values = {}

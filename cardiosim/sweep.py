@@ -380,7 +380,6 @@ def _main(argv) -> int:
     started = time.perf_counter()
     args = parser().parse_args(argv)
     vary, runs, out, table_path = plan_of(args)
-    vary = [(k, v) for k, v in vary]
     fixed = len(args.set)
     if not args.collect_only:
         check_configs(args.config, runs)

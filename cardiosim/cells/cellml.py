@@ -391,6 +391,7 @@ def _make_class(meta, d, derived_fn, step_fn, path):
     attrs = {
         "name": path.stem, "source": str(path), "states": tuple(states), "parameters": params,
         "DERIVED_USES": tuple(tuple(u) for u in meta.get("derived_uses", [])),
+        "INTERMEDIATE_UNITS": dict(meta.get("intermediate_units", {})),
         "kernel_name": meta["kernel_name"], "kernel_header_dir": d,
         "PARAMETER_ORDER": tuple(params), "DERIVED_ORDER": tuple(meta["derived"]),
         "gates": tuple(i for i, s in enumerate(meta["states"]) if s["gate"]),
@@ -513,8 +514,7 @@ class GeneratedCellModel(CellModel):
     def intermediates(cls) -> dict:
         """{name: unit} of the model's intermediates (currents, fluxes, ...: what :meth:`values` gives besides the
         states)."""
-        meta = json.loads((Path(cls.kernel_header_dir) / "model.json").read_text())
-        return meta.get("intermediate_units", {})
+        return dict(cls.INTERMEDIATE_UNITS)
 
     def grl1(self, y, t, dt, i_stim, work=None):
         """One GRL1 step of ``dt`` ms in place (Sundnes et al. 2009): the gates as in :meth:`rush_larsen`, every other
