@@ -51,6 +51,17 @@ FREE_KEYS = ("simulation.duration", "simulation.progress_interval", "output.path
              "cell.share_gpu")
 
 
+def state_datasets(cfg) -> list[str]:
+    """The datasets of the cell states, one per population (cardiosim.reaction.populations): ``states`` for
+    cell.model's cells (as in a one-model run), ``populations/<i>`` for the i-th other model of cell.models()."""
+    return ["states", *(f"populations/{i}" for i in range(1, len(cfg.cell.models())))]
+
+
+def region_models(cfg) -> list[str]:
+    """The model of the cells outside every region, then of each cell.regions entry's (what a restart must keep)."""
+    return [cfg.cell.model_of(r) for r in [None, *cfg.cell.regions]]
+
+
 def resolve_path(cfg, output_path: Path) -> Path:
     """checkpoint.path, or beside the output: out/demo.h5 -> out/demo.ckpt.h5."""
     return Path(cfg.checkpoint.path) if cfg.checkpoint.path else output_path.with_suffix(".ckpt.h5")
@@ -196,6 +207,7 @@ def save(sim, path: Path) -> None:
         a["dt"] = sim.dt
         a["equations"] = sim.cfg.simulation.equations
         a["cell_model"] = model.name
+        a["region_models"] = json.dumps(region_models(sim.cfg))
         a["grid_shape"] = np.array(sim.grid.n)
         a["mpi_ranks"] = comm.size
         a["physics"] = json.dumps(physics(sim.cfg))
@@ -210,8 +222,9 @@ def save(sim, path: Path) -> None:
     attempt(open_tmp)
     put("fields/Vm", sim.V.getArray(readonly=True), units="mV")
     put("fields/phi_e", sim.phi.getArray(readonly=True), units="mV")
-    put("states", sim.reaction.host_states(), names=[s.name for s in model.states],
-        units=[s.unit for s in model.states])
+    for name, pop, states in zip(state_datasets(sim.cfg), sim.reaction.populations, sim.reaction.host_states()):
+        put(name, states, names=[s.name for s in pop.model.states], units=[s.unit for s in pop.model.states],
+            model=pop.name)
     for acc_name, acc in sim.accumulators.items():
         for key, value in acc.state().items():
             if np.ndim(value) == 0:
@@ -435,11 +448,14 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
                     "dt": float(a["dt"]), "legacy": legacy,
                     "iterations": {k[: -len("_iterations")]: [int(i) for i in ds[:]]
                                    for k, ds in f["solver"].items()},
-                    "shapes": {k: f[k].shape for k in ("fields/Vm", "fields/phi_e", "states")}}
+                    "shapes": {k: f[k].shape if k in f else None
+                               for k in ("fields/Vm", "fields/phi_e", *state_datasets(cfg))},
+                    "region_models": json.loads(a["region_models"]) if "region_models" in a else None}
     except UserError:
         raise
     except (OSError, KeyError, ValueError, TypeError) as e:
         raise UserError(f"{where}: not a readable cardiosim checkpoint ({e})") from None
+    _same_models(meta["region_models"], region_models(cfg), where)
     now = physics(cfg)
     # keys this version has and the checkpoint's does not: the run that wrote it used their defaults. A key of a
     # [[table]] item counts so only where the checkpoint has that table (a new field of a stimulus, say); a whole
@@ -452,11 +468,13 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
                         f"only {', '.join(k + '*' if k.endswith('.') else k for k in FREE_KEYS)})")
     # The config fits; the arrays must fit it too, or the file is damaged.
     from . import cells
-    n_states = len(cells.model_class(cfg.cell.model).states)
     from .grid import node_counts
     shape = tuple(int(n) for n in reversed(node_counts(cfg)))
-    want = {"fields/Vm": shape, "fields/phi_e": shape, "states": (n_states, *shape)}
+    want = {"fields/Vm": shape, "fields/phi_e": shape,
+            **{k: (len(cells.model_class(m).states), *shape) for k, m in zip(state_datasets(cfg), cfg.cell.models())}}
     for k, s in want.items():
+        if meta["shapes"][k] is None:
+            raise UserError(f"{where}: has no dataset {k}, which the config needs; the file is damaged")
         if tuple(meta["shapes"][k]) != s:
             raise UserError(f"{where}: {k} has shape {meta['shapes'][k]}, the config needs {s}; the file is damaged")
     _cross_check(meta, cfg, where)
@@ -464,6 +482,20 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
         raise UserError(f"{where}: the checkpoint is at t = {meta['t']:g} ms, not before the end of the run "
                         f"(simulation.duration = {cfg.simulation.duration:g} ms); lengthen the duration to go on")
     return meta
+
+
+def _same_models(then: list | None, now: list[str], where: str) -> None:
+    """A restart keeps the model of every region's cells (each population's states are that model's); one line
+    naming the first that differs. ``then`` None: written before several models per run, all cell.model's."""
+    if then is None or then == now:
+        return
+    names = ["the cells outside every cell.regions entry", *(f"cell.regions[{i}]" for i in range(len(now) - 1))]
+    if len(then) != len(now):
+        raise UserError(f"{where}: written for {len(then) - 1} cell.regions, this config has {len(now) - 1}; a restart "
+                        f"keeps the regions and their cell models")
+    i = next(i for i, (a, b) in enumerate(zip(then, now)) if a != b)
+    raise UserError(f"{where}: {names[i]} held cell model {then[i]} there, {now[i]} here; a restart keeps the cell "
+                    f"model of every region (its cells' states are that model's)")
 
 
 def _cross_check(meta: dict, cfg, where: str) -> None:

@@ -199,6 +199,9 @@ class Tissue:
 
 @dataclass(kw_only=True)
 class CellRegion(Region):
+    model: str = key("", doc="another cell model in the region (a name or a CellML file; empty: cell.model); its "
+                             "cells take this region's variant and parameters only (cell.variant, parameters, "
+                             "scale, initial and initial_state are cell.model's)")
     variant: str = key("", doc="the model's variant in the region (empty: cell.variant)")
     parameters: dict[str, float] = key(factory=dict, doc="parameter overrides in the region, by name in the model's "
                                                          "units, applied over cell.parameters")
@@ -242,14 +245,28 @@ class Cell:
                                      "of this model (its last sample; e.g. after --prepace); cell.initial overrides "
                                      "single states of it")
     regions: list[CellRegion] = key(factory=list,
-                                    doc="[[cell.regions]]: another variant or other parameters of the model in boxes, "
-                                        "spheres or labels of tissue.label_file (e.g. endo-, mid- and epicardial "
-                                        "cells); a node takes the last region that holds it, else cell.variant and "
+                                    doc="[[cell.regions]]: another variant or other parameters of the model, or "
+                                        "another model, in boxes, spheres, labels or coordinate ranges of "
+                                        "tissue.label_file (e.g. endo-, mid- and epicardial cells); a node takes the "
+                                        "last region that holds it, else cell.model, cell.variant and "
                                         "cell.parameters")
     kernel: str = key("fused", choices=tuple(kernel_variants.VARIANTS),
                       doc="CUDA kernel variant (backend = cuda): fused (k substeps per launch), or one of the seed's "
                           "study (original, lean-registers, no-aux, constant-memory, all; one substep per launch; "
                           "bondarenko only). Same results; see docs/benchmarks.md")
+
+    def model_of(self, region: CellRegion | None) -> str:
+        """The cell model of a region's cells (None: the cells in no region)."""
+        return (region.model if region is not None and region.model else self.model)
+
+    def models(self) -> list[str]:
+        """The run's cell models: cell.model first, then the regions' other models in the order they first appear
+        (one cell population each: cardiosim.reaction.populations)."""
+        out = [self.model]
+        for r in self.regions:
+            if self.model_of(r) not in out:
+                out.append(self.model_of(r))
+        return out
 
 
 @dataclass(kw_only=True)
@@ -740,12 +757,17 @@ def validate(cfg: Config) -> Config:
             msg = f"cell.model: {msg}" + (" (a relative path in a config file is relative to the config file's "
                                           "folder)" if "cell.model" in cfg.resolved and "no such" in msg else "")
         raise ConfigError(msg) from None
-    if cfg.cell.integrator == "rush-larsen" and not hasattr(cls, "rush_larsen"):
-        raise ConfigError(f"cell.integrator: 'rush-larsen' needs a model with Hodgkin-Huxley gates written for it "
-                          f"(tt06); {cfg.cell.model} has none, use 'forward-euler'")
-    if cfg.cell.integrator == "grl1" and not hasattr(cls, "grl1"):
-        raise ConfigError(f"cell.integrator: 'grl1' is generated for CellML models; {cfg.cell.model} is built in, "
-                          f"use 'forward-euler'{' or rush-larsen' if hasattr(cls, 'rush_larsen') else ''}")
+    classes = {cfg.cell.model: cls}           # every model of the run (cell.regions may name others)
+    for i, r in enumerate(cfg.cell.regions):
+        if cfg.cell.model_of(r) not in classes:
+            classes[cfg.cell.model_of(r)] = _region_model_class(cfg, i)
+    for name, model_cls in classes.items():
+        if cfg.cell.integrator == "rush-larsen" and not hasattr(model_cls, "rush_larsen"):
+            raise ConfigError(f"cell.integrator: 'rush-larsen' needs a model with Hodgkin-Huxley gates written for it "
+                              f"(tt06, CellML models); {name} has none, use 'forward-euler'")
+        if cfg.cell.integrator == "grl1" and not hasattr(model_cls, "grl1"):
+            raise ConfigError(f"cell.integrator: 'grl1' is generated for CellML models; {name} is built in, "
+                              f"use 'forward-euler'{' or rush-larsen' if hasattr(model_cls, 'rush_larsen') else ''}")
     if cfg.cell.kernel != kernel_variants.DEFAULT:
         try:
             kernel_variants.get(cfg.cell.kernel, cls.kernel_name)
@@ -762,8 +784,11 @@ def validate(cfg: Config) -> Config:
         except cells.CellModelError as e:
             raise ConfigError(str(e)) from None
         for i, r in enumerate(c.regions):
+            own = c.model_of(r) != c.model        # another model: the region's variant and parameters only
             try:
-                cls(variant=r.variant or c.variant or None, overrides={**c.parameters, **r.parameters}, tissue=tissue)
+                region_cls = _region_model_class(cfg, i) if own else cls
+                region_cls(variant=r.variant or (None if own else c.variant or None),
+                           overrides=r.parameters if own else {**c.parameters, **r.parameters}, tissue=tissue)
             except cells.CellModelError as e:
                 raise ConfigError(str(e).replace("cell.", f"cell.regions[{i}].", 1)) from None
     for k, f in cfg.cell.scale.items():
@@ -775,7 +800,9 @@ def validate(cfg: Config) -> Config:
     states = {st.name: st for st in cls.states}
     # intermediates (currents, fluxes) of CellML models may be recorded too (computed from the states)
     inter = cls.intermediates() if hasattr(cls, "intermediates") else {}
-    for i, name in enumerate(cfg.output.states):
+    if len(classes) > 1:
+        _check_states_of_models(cfg, classes)
+    for i, name in enumerate(cfg.output.states if len(classes) == 1 else ()):
         if (name not in states and name not in inter) or name == cls.states[0].name or name in cfg.output.states[:i]:
             why = ("is the membrane potential: it is the field Vm" if name == cls.states[0].name else
                    "is listed twice" if name in states or name in inter else
@@ -808,6 +835,42 @@ def validate(cfg: Config) -> Config:
             raise ConfigError(f"cell.initial.{k}: {v:g} {st.unit} is outside the range of the state "
                               f"[{st.lower:g}, {st.upper:g}] {st.unit} that {cfg.cell.model} allows")
     return cfg
+
+
+def _check_states_of_models(cfg, classes: dict) -> None:
+    """output.states in a run of several cell models: each name a state or intermediate of at least one of them
+    (recorded at that model's cells, NaN at the others), in one unit wherever it occurs, not Vm, not twice."""
+    units = {}
+    for model, c in classes.items():
+        inter = c.intermediates() if hasattr(c, "intermediates") else {}
+        for st in c.states[1:]:
+            units.setdefault(st.name, {})[model] = st.unit
+        for n, u in inter.items():
+            units.setdefault(n, {}).setdefault(model, u)
+    vm = {c.states[0].name for c in classes.values()}
+    for i, name in enumerate(cfg.output.states):
+        if name in vm or name in cfg.output.states[:i] or name not in units:
+            why = ("is the membrane potential: it is the field Vm" if name in vm else
+                   "is listed twice" if name in units else
+                   f"is neither a state nor an intermediate of any of this run's models ({', '.join(classes)})")
+            raise ConfigError(f"output.states[{i}]: '{name}' {why}; see cardiosim model info MODEL for each "
+                              f"model's states and intermediates")
+        if len(set(units[name].values())) > 1:
+            raise ConfigError(f"output.states[{i}]: '{name}' has different units in this run's models ("
+                              + ", ".join(f"{u} in {m}" for m, u in units[name].items())
+                              + "); one field holds one unit: leave it out")
+
+
+def _region_model_class(cfg, i: int):
+    """The class of cell.regions[i].model; ConfigError naming the key where it is no model."""
+    from . import cells
+    name = cfg.cell.regions[i].model
+    try:
+        return cells.model_class(name)
+    except cells.CellModelError as e:
+        msg = str(e).replace("cell.model: ", "")
+        raise ConfigError(f"cell.regions[{i}].model: {msg}"
+                          + _relative_hint(cfg, f"cell.regions[{i}].model") * ("no such" in msg)) from None
 
 
 def _relative_hint(cfg, key: str) -> str:
@@ -921,6 +984,11 @@ def loads(text: str, overrides: list[str] = (), name: str = "config", path: Path
         if m.lower().endswith(".cellml") and ("cell", "model") not in overridden and not Path(m).is_absolute():
             cfg.cell.model = str(path.parent / m)
             cfg.resolved.append("cell.model")
+        for i, r in enumerate(cfg.cell.regions):      # a region's own model, as cell.model
+            given = ("cell", "regions", str(i), "model") in overridden or ("cell", "regions") in overridden
+            if r.model.lower().endswith(".cellml") and not given and not Path(r.model).is_absolute():
+                r.model = str(path.parent / r.model)
+                cfg.resolved.append(f"cell.regions[{i}].model")
     return validate(cfg)
 
 

@@ -313,10 +313,12 @@ class Output:
     FINAL_ATTRS = ("simulated_ms", "wall_s", "warnings")
 
     def __init__(self, cfg, grid, path: Path, stencil: str, layout: dict, comm, resume: dict | None = None,
-                 units: dict | None = None):
+                 units: dict | None = None, models: dict | None = None):
         """Create the file, or with ``resume`` (a checkpoint's :meth:`position`) continue the existing one.
-        ``units``: of the cell states in output.states (mV for Vm and phi_e)."""
+        ``units``: of the cell states in output.states (mV for Vm and phi_e); ``models``: for each of them, the
+        cell models whose cells it is recorded at (attribute ``cell_models`` of its datasets; NaN at others')."""
         self.cfg = cfg
+        self.state_models = models or {}
         self.comm = comm
         self.rank = comm.rank
         self.path = path
@@ -396,7 +398,8 @@ class Output:
         f.attrs["overrides"] = json.dumps(cfg.overrides)
         f.attrs["config_name"] = cfg.source_name
         f.attrs["equations"] = cfg.simulation.equations
-        f.attrs["cell_model"] = cfg.cell.model + (f" ({cfg.cell.variant})" if cfg.cell.variant else "")
+        f.attrs["cell_model"] = " + ".join([cfg.cell.model + (f" ({cfg.cell.variant})" if cfg.cell.variant else ""),
+                                            *cfg.cell.models()[1:]])    # several: cell.regions name the others
         f.attrs["units"] = json.dumps(UNITS)
         f.attrs["layout"] = json.dumps(layout)
         f.attrs["run_id"] = uuid.uuid4().hex   # ties checkpoints to this file
@@ -415,6 +418,8 @@ class Output:
         shape = tuple(int(n) for n in reversed(grid.n))
         self.data = {name: _planned(fl, name, (n_snap, *shape), self.units[name], chunks=(1, *shape), fill=False)
                      for name in self.fields}
+        for name, models in self.state_models.items():       # which model a recorded cell state belongs to
+            self.data[name].attrs["cell_models"] = json.dumps(models)
         pr = f.create_group("probes", track_order=True)    # the config's order
         self.probe_time = _planned(pr, "time", (n_steps + 1,), "ms")
         self.traces = {}
@@ -424,6 +429,8 @@ class Output:
             pg.attrs["node_position"] = grid.node_position(node)
             for fld in self.probes.fields:
                 self.traces[i, fld] = _planned(pg, fld, (n_steps + 1,), self.units[fld])
+                if fld in self.state_models:
+                    self.traces[i, fld].attrs["cell_models"] = json.dumps(self.state_models[fld])
         if self.probes.ecg_names:
             from .ecg import sheet_thickness
             e = cfg.ecg

@@ -115,7 +115,7 @@ class Simulation:
         self._states_filled_at = None             # the step whose cell states the state Vecs hold (vecs())
         self.output = (output.Output(cfg, self.grid, self.path, self.stencil, self.layout, self.comm,
                                      resume=ckpt.output if ckpt else None,
-                                     units=self._state_units())
+                                     units=self._state_units(), models=self._state_models())
                        if write_output else None)
         if self.output and not ckpt and cfg.tissue.model == "microscopic":
             from . import microscopic
@@ -145,7 +145,7 @@ class Simulation:
         gather, v = output.Gatherer(self.grid), self.grid.vec()
         self.V.getArray()[:] = ckpt.read("fields/Vm", gather, v)
         self.phi.getArray()[:] = ckpt.read("fields/phi_e", gather, v)
-        self.reaction.load_states(ckpt.read("states", gather, v))
+        self.reaction.load_states([ckpt.read(name, gather, v) for name in checkpoint.state_datasets(self.cfg)])
         for name, acc in self.accumulators.items():
             acc.load_state(ckpt.accumulator(name, gather, v))
         for s in self.tissue.solvers():
@@ -223,7 +223,8 @@ class Simulation:
     def _state_copy(self):
         """What a step changes, so that an interrupted one can be undone (only with chunked reactions)."""
         return (self.V.getArray(readonly=True).copy(), self.phi.getArray(readonly=True).copy(),
-                self.reaction.host_states().copy(), {s.name: len(s.iterations) for s in self.tissue.solvers()})
+                [a.copy() for a in self.reaction.host_states()],
+                {s.name: len(s.iterations) for s in self.tissue.solvers()})
 
     def _restore_copy(self, start) -> None:
         V, phi, states, n_its = start
@@ -254,18 +255,40 @@ class Simulation:
         derived = [n for n, (i, _) in self.state_vecs.items() if i is None]
         values = {}
         if derived:              # at the Vm recorded beside them (the cells' own copy is from before the PDE step)
-            current = states.copy()
-            current[0] = self.V.getArray(readonly=True)
+            current = [a.copy() for a in states]
+            for a in current:
+                a[0] = self.V.getArray(readonly=True)
             values = self.reaction.intermediates(derived, current)
+        pops = self.reaction.populations
         for n, (i, v) in self.state_vecs.items():
-            v.getArray()[:] = states[i] if i is not None else values[n]
+            if i is None:
+                v.getArray()[:] = values[n]
+            elif len(pops) == 1:
+                v.getArray()[:] = states[0][i]
+            else:                # several models: each population's row at its own cells, NaN where none has it
+                out = v.getArray()
+                out[:] = np.nan
+                for p, row in zip(pops, i):
+                    if row is not None:
+                        out[p.owns] = p.states[row][p.owns]
         return {"Vm": self.V, "phi_e": self.phi, **{n: v for n, (_, v) in self.state_vecs.items()}}
 
     def _state_units(self) -> dict:
-        model = self.reaction.model
-        inter = model.intermediate_units() if hasattr(model, "intermediate_units") else {}
-        return {n: model.states[i].unit if i is not None else inter.get(n, "")
-                for n, (i, _) in self.state_vecs.items()}
+        units = {}
+        for p in reversed(self.reaction.populations):      # the config checked that every model gives one unit
+            inter = p.model.intermediate_units() if hasattr(p.model, "intermediate_units") else {}
+            units.update({st.name: st.unit for st in p.model.states}, **inter)
+        return {n: units.get(n, "") for n in self.state_vecs}
+
+    def _state_models(self) -> dict:
+        """{name: the models (config names) whose cells it is recorded at} for output.states (the output says it)."""
+        out = {}
+        for p in self.reaction.populations:
+            inter = p.model.intermediate_units() if hasattr(p.model, "intermediate_units") else {}
+            for n in self.state_vecs:
+                if n in inter or any(st.name == n for st in p.model.states):
+                    out.setdefault(n, []).append(p.name)
+        return out
 
     def _state_vecs(self) -> dict:
         """{name: (its row in the cells' array, or None for an intermediate, a Vec)} for output.states; only where this
@@ -276,9 +299,13 @@ class Simulation:
             raise UserError(f"output.states: needs cell.placement = 'cpu' (this run's is "
                             f"'{self.reaction.placement.mode}', whose cell states are not on each rank's host every "
                             f"step); record states on the CPU, or leave output.states out")
-        model = self.reaction.model
-        index = {st.name: i for i, st in enumerate(model.states)}
-        return {n: (index.get(n), self.grid.vec()) for n in names}    # None: an intermediate, computed
+        pops = self.reaction.populations
+        index = [{st.name: i for i, st in enumerate(p.model.states)} for p in pops]
+        if len(pops) == 1:
+            return {n: (index[0].get(n), self.grid.vec()) for n in names}    # None: an intermediate, computed
+        # several models: a state's row in each population (None where that model lacks it); an intermediate: None
+        return {n: (None if not any(n in ix for ix in index) else tuple(ix.get(n) for ix in index), self.grid.vec())
+                for n in names}
 
     def run(self, on_step=None) -> dict:
         """Run to the end: progress on rank 0, snapshots, probes; returns the summary (also written as JSON)."""

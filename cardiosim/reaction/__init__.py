@@ -17,6 +17,7 @@ from ..errors import SimulationError
 from .ode.numpy_backend import NumpyBackend
 from .ode.protocol import Pieces
 from .placement import MODE, place
+from .populations import Population, Populations
 from ..stimulus import TissueStimuli
 
 
@@ -56,9 +57,13 @@ class Reaction:
         # another variant or with other parameters (cell.regions), and a masked grid (tissue.label_file, cells at
         # the tissue nodes only), make pieces, each with its own backend. Every rank builds every piece, in the
         # same order, so that the grouped placement's collectives match (a piece may have no cell on a rank).
-        self.models = [(self.model, slice(None))]      # each piece's model and its nodes (intermediates)
+        # Regions of another model (cell.regions[].model) make a population of their own: its own state array,
+        # pieces and backends (cardiosim.reaction.populations).
+        self.models = [(self.model, slice(None), 0)]   # each piece's model, its nodes, its population (intermediates)
+        names = c.models()
         if not c.regions and grid.mask is None:
             self.backend = mode.backend(self, self.model, states, self.stimuli, coords, timers)
+            self.populations = [Population(c.model, self.model, self.backend, np.ones(grid.n_local, bool))]
         else:
             self.models = []
             which = np.zeros(grid.n_local, dtype=np.int64)           # 0: the base model; i + 1: cell.regions[i]
@@ -66,17 +71,30 @@ class Reaction:
                 which[grid.in_region(r, coords)] = i + 1
             if grid.mask is not None:
                 which[grid.mask.outside()] = -1                      # no cell outside the tissue
-            pieces = []
+            tissue = {"Cm": t.Cm, "chi": t.chi}
+            bases = [self.model, *(cells.make(n, None, {}, tissue=tissue) for n in names[1:])]
+            arrays = [states, *(b.initial_state(grid.n_local, coords) for b in bases[1:])]
+            pieces = [[] for _ in names]
             for i, r in enumerate([None, *c.regions]):
-                m = self.model if r is None else model(r.variant or c.variant, {**c.parameters, **r.parameters})
+                p = names.index(c.model_of(r))
+                if p == 0:
+                    m = self.model if r is None else model(r.variant or c.variant, {**c.parameters, **r.parameters})
+                else:                  # another model: the region's own variant and parameters, its initial state
+                    m = cells.make(names[p], r.variant or None, r.parameters, tissue=tissue)
                 at = np.flatnonzero(which == i)
                 if r is not None:
-                    states[:, at] = initial(m, len(at), coords[at])
-                sub = np.ascontiguousarray(states[:, at])
-                pieces.append((mode.backend(self, m, sub, self.stimuli.subset(at), coords[at], timers, at=at), at))
-                self.models.append((m, at))
-            self.backend = Pieces(pieces, states)
-        self.states = self.backend.y      # the backend's host copy (page-locked with CUDA)
+                    arrays[p][:, at] = initial(m, len(at), coords[at]) if p == 0 else m.initial_state(len(at),
+                                                                                                      coords[at])
+                sub = np.ascontiguousarray(arrays[p][:, at])
+                pieces[p].append((mode.backend(self, m, sub, self.stimuli.subset(at), coords[at], timers, at=at), at))
+                self.models.append((m, at, p))
+            owned = [np.isin(which, [i for i, r in enumerate([None, *c.regions]) if c.model_of(r) == n])
+                     for n in names]
+            self.populations = [Population(n, b, Pieces(ps, a), o)
+                                for n, b, ps, a, o in zip(names, bases, pieces, arrays, owned)]
+            self.backend = (self.populations[0].backend if len(names) == 1
+                            else Populations(self.populations))
+        self.states = self.backend.y      # the backend's host copy (page-locked with CUDA); cell.model's cells
 
     def integrator(self, model, states, stimuli, coords, rows):
         """The backend that integrates ``states`` of ``model`` on this rank; ``rows`` cross between the host copy and
@@ -93,34 +111,45 @@ class Reaction:
 
     @property
     def vm(self) -> np.ndarray:
-        return self.states[0]
+        """Vm at this rank's nodes, each from the population that owns it (the one-model run's: its states' row 0)."""
+        if len(self.populations) == 1:
+            return self.states[0]
+        v = self.states[0].copy()
+        for p in self.populations[1:]:
+            v[p.owns] = p.states[0][p.owns]
+        return v
 
     def advance(self, V, t: float, dt: float, k: int) -> None:
         """Integrate all cells from t to t + dt (ms) in k substeps; V (a PETSc Vec) in and out."""
         self.backend.advance_vec(V, t, dt / k, k)
 
-    def host_states(self) -> np.ndarray:
-        """Every cell state of this rank, current on the host (collective in grouped placement; the GPU backends keep
-        them on the device)."""
+    def host_states(self) -> list[np.ndarray]:
+        """Every cell state of this rank, current on the host: one array (n_states, n_local) per population
+        (cell.model's first; cardiosim.reaction.populations), the arrays themselves, not copies (collective in
+        grouped placement; the GPU backends keep them on the device)."""
         self.backend.download()
-        return self.states
+        return [p.states for p in self.populations]
 
     def intermediates(self, names: list[str], states: np.ndarray) -> dict[str, np.ndarray]:
         """{name: its value at each of this rank's nodes} for intermediates of a CellML model (currents, fluxes, ...),
         from the states given (host_states), each piece by its own model (regions' parameters). Computed without the
         stimulus (i_stim = 0): the recorded currents are the ionic ones. Nodes in no piece (outside masked tissue):
         NaN."""
-        out = {n: np.full(states.shape[1], np.nan) for n in names}
-        for model, at in self.models:
-            vals = model.values(states[:, at], 0.0)
+        out = {n: np.full(states[0].shape[1], np.nan) for n in names}
+        for model, at, p in self.models:
+            if not hasattr(model, "values"):          # a built-in model of another population
+                continue
+            vals = model.values(states[p][:, at], 0.0)
             for n in names:
-                out[n][at] = vals[n]
+                if n in vals:                         # several models: each gives its own (config checked)
+                    out[n][at] = vals[n]
         return out
 
-    def load_states(self, states: np.ndarray) -> None:
-        """Replace every cell state of this rank (a restart), wherever the backend keeps them (collective in grouped
-        placement)."""
-        self.states[:] = states
+    def load_states(self, states: list[np.ndarray]) -> None:
+        """Replace every cell state of this rank (a restart): one array per population, as host_states gives them,
+        wherever the backends keep them (collective in grouped placement)."""
+        for p, s in zip(self.populations, states, strict=True):
+            p.states[:] = s
         self.backend.upload()
 
     def check(self, t: float, requests: int = 0) -> int:

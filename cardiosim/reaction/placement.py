@@ -353,8 +353,9 @@ def place(cell, comm) -> Placement:
     from mpi4py import MPI
 
     from .. import cells
-    has_kernel = cells.model_class(cell.model).kernel_name is not None
-    mode, integrator = resolve(cell.placement, cell.backend, has_kernel, cell.model)
+    # every population of the run is integrated the same way (cell.regions may name other models)
+    without = [m for m in cell.models() if cells.model_class(m).kernel_name is None]
+    mode, integrator = resolve(cell.placement, cell.backend, not without, without[0] if without else cell.model)
     node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
     leaders = comm.Split(0 if node.rank == 0 else MPI.UNDEFINED, comm.rank)
     node_index = node.bcast(leaders.rank if node.rank == 0 else None, root=0)
