@@ -328,6 +328,12 @@ class Ecg:
     electrodes: list[Electrode] = key(factory=list, doc="[[ecg.electrodes]]: pseudo-ECG potentials, every PDE step")
     leads: list[Lead] = key(factory=list, doc="[[ecg.leads]]: differences of two electrodes (or weighted sums of "
                                                "electrodes), every PDE step")
+    twelve_lead: str = key("", choices=("", "lv", "biv", "electrodes"),
+                           doc="the standard 12 leads (I, II, III, aVR, aVL, aVF, V1-V6) and Wilson's terminal (WCT) "
+                               "added to ecg.leads: lv, biv: with electrodes RA, LA, LL, C1-C6 added at positions "
+                               "round the anatomy of cardiosim geometry lv or biv (its frame; an adult torso's, "
+                               "scaled: cardiosim/twelve_lead.py); electrodes: at the config's own electrodes of "
+                               "those names")
 
 
 @dataclass(kw_only=True)
@@ -622,6 +628,8 @@ def _check_microscopic(cfg) -> None:
 
 def _check_ecg(cfg) -> None:
     e = cfg.ecg
+    if e.twelve_lead:
+        _add_twelve_leads(cfg)
     if e.leads and not e.electrodes:
         raise ConfigError("ecg.leads: a lead is a difference of two electrodes; give [[ecg.electrodes]] too")
     names = set()
@@ -645,6 +653,37 @@ def _check_ecg(cfg) -> None:
         for key_, name in named:
             if name not in electrodes:
                 raise ConfigError(f"{key_}: no electrode '{name}'; electrodes: {', '.join(sorted(electrodes))}")
+
+
+def _add_twelve_leads(cfg) -> None:
+    """ecg.twelve_lead: the standard electrodes (lv, biv) and leads added to the config's (cardiosim.twelve_lead).
+    Idempotent: a config validated again finds them already there."""
+    from . import twelve_lead
+    e, mode = cfg.ecg, cfg.ecg.twelve_lead
+    electrodes = {x.name: x for x in e.electrodes}
+    if mode in twelve_lead.FRAMES:
+        if cfg.dim != 3:
+            raise ConfigError(f"ecg.twelve_lead: '{mode}' places electrodes round the 3D anatomy of cardiosim "
+                              f"geometry {mode}; this grid is {cfg.dim}D (use 'electrodes' with your own)")
+        for name, pos in twelve_lead.positions(mode).items():
+            if name not in electrodes:
+                e.electrodes.append(Electrode(name=name, position=pos))
+            elif list(electrodes[name].position) != pos:
+                raise ConfigError(f"ecg.twelve_lead: '{mode}' places the electrode {name}, and [[ecg.electrodes]] "
+                                  f"has one of that name; rename yours or use twelve_lead = 'electrodes'")
+    else:
+        missing = [n for n in twelve_lead.ELECTRODES if n not in electrodes]
+        if missing:
+            raise ConfigError(f"ecg.twelve_lead: 'electrodes' needs [[ecg.electrodes]] named "
+                              f"{', '.join(twelve_lead.ELECTRODES)}; missing: {', '.join(missing)}")
+    leads = {x.name: x for x in e.leads}
+    for name, w in twelve_lead.weights().items():
+        if name not in leads:
+            pair = sorted(w, key=lambda k: -w[k]) if sorted(w.values()) == [-1.0, 1.0] else None   # I, II, III
+            e.leads.append(Lead(name=name, plus=pair[0], minus=pair[1]) if pair else Lead(name=name, weights=w))
+        elif leads[name].combination() != w:
+            raise ConfigError(f"ecg.twelve_lead: adds the lead {name}, and [[ecg.leads]] has one of that name; "
+                              f"rename yours")
 
 
 PROBE_NAME = re.compile(r"[A-Za-z0-9_.-]+")

@@ -10,6 +10,8 @@ its 99th percentile, maps over their values:
   ``cardiosim geometry lv`` makes it, a short-axis and a long-axis section; a row per view), 1D as curves over x.
 * ``<stem>_probes.png``: Vm (and φe) of every probe against time, every PDE step.
 * ``<stem>_ecg.png``: the pseudo-ECG (/ecg): electrode potentials, and the leads in a panel of their own.
+* ``<stem>_ecg12.png``: where the run has the standard 12 leads (ecg.twelve_lead), them in the printed layout
+  (I aVR V1 V4 / II aVL V2 V5 / III aVF V3 V6), one scale for all; they are left out of ``<stem>_ecg.png``.
 * ``<stem>_tissue.png``: with tissue.label_file, which nodes are tissue (the /maps/tissue map).
 * ``<stem>_activation.png``: the activation-time map with isochrones (contour lines every N ms); 3D: a panel per
   view; 1D: activation time against x.
@@ -280,10 +282,18 @@ def plot_probes(plt, r: Results, path: Path, style: Style = Style()) -> Path | N
     return path
 
 
+def has_twelve_leads(r: Results) -> bool:
+    from .twelve_lead import TRACES
+    return all(n in r.ecg and "lead" in r.f["ecg"][n].attrs for n in TRACES)
+
+
 def plot_ecg(plt, r: Results, path: Path, style: Style = Style()) -> Path:
-    """The pseudo-ECG: electrodes in one panel, leads (if any) in another."""
-    leads = [n for n in r.ecg if "lead" in r.f["ecg"][n].attrs]
-    groups = [g for g in ([n for n in r.ecg if n not in leads], leads) if g]
+    """The pseudo-ECG: electrodes in one panel, leads (if any) in another (the standard 12 and Wilson's terminal
+    not: plot_ecg12)."""
+    from .twelve_lead import TRACES
+    twelve = set(TRACES) if has_twelve_leads(r) else set()
+    leads = [n for n in r.ecg if "lead" in r.f["ecg"][n].attrs and n not in twelve]
+    groups = [g for g in ([n for n in r.ecg if n not in leads and n not in twelve], leads) if g]
     fig, axes = plt.subplots(len(groups), 1, figsize=(7, 2.8 * len(groups) + 0.6), sharex=True, squeeze=False,
                              constrained_layout=True)
     for ax, names in zip(axes[:, 0], groups):
@@ -297,6 +307,30 @@ def plot_ecg(plt, r: Results, path: Path, style: Style = Style()) -> Path:
         ax.legend(fontsize=8)
     axes[-1, 0].set_xlabel("t (ms)")
     axes[0, 0].set_title(f"{name_of(r)}: pseudo-ECG, every PDE step", fontsize=10)
+    _save(fig, path, style)
+    plt.close(fig)
+    return path
+
+
+def plot_ecg12(plt, r: Results, path: Path, style: Style = Style()) -> Path:
+    """The standard 12 leads in the printed layout (three rows of four), one voltage scale for all, as on paper."""
+    from .twelve_lead import LAYOUT
+    traces = {n: r.ecg_trace(n) for row in LAYOUT for n in row}
+    top = max(float(np.nanmax(np.abs(t))) if len(t) and np.isfinite(t).any() else 0.0 for t in traces.values())
+    top = 1.1 * top or 1.0
+    fig, axes = plt.subplots(len(LAYOUT), len(LAYOUT[0]), figsize=(11, 6.5), sharex=True, sharey=True,
+                             squeeze=False, constrained_layout=True)
+    for row, names in zip(axes, LAYOUT):
+        for ax, name in zip(row, names):
+            ax.plot(r.probe_times, traces[name], lw=1.0, color="k")
+            ax.set_ylim(-top, top)
+            ax.grid(alpha=0.3)
+            ax.text(0.02, 0.9, name, transform=ax.transAxes, fontsize=10, fontweight="bold", va="top")
+    for ax in axes[-1]:
+        ax.set_xlabel("t (ms)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("mV")
+    fig.suptitle(f"{name_of(r)}: 12-lead pseudo-ECG (infinite bath, electrodes of ecg.twelve_lead)", fontsize=10)
     _save(fig, path, style)
     plt.close(fig)
     return path
@@ -547,6 +581,8 @@ def plot_main(args) -> int:
             plan.append(("probes", None, out / f"{stem}_probes.{ext}"))
         if r.ecg and r.n_samples:
             plan.append(("ecg", None, out / f"{stem}_ecg.{ext}"))
+            if has_twelve_leads(r):
+                plan.append(("ecg12", None, out / f"{stem}_ecg12.{ext}"))
         if "tissue" in r.f:
             plan.append(("layout", None, out / f"{stem}_layout.{ext}"))
         if args.beats:
@@ -574,6 +610,8 @@ def plot_main(args) -> int:
                     written.append(plot_probes(plt, r, p, style))
                 elif kind == "ecg":
                     written.append(plot_ecg(plt, r, p, style))
+                elif kind == "ecg12":
+                    written.append(plot_ecg12(plt, r, p, style))
                 elif kind == "layout":
                     written.append(plot_layout(plt, r, p, style))
                 elif kind == "vtu":
