@@ -7,8 +7,8 @@ Checked against what is known:
 - a sheet of TT06 on the left and Mitchell-Schaeffer on the right, stimulated at both ends: at a probe far inside
   each half, the first 2 ms equal the one-model run of that half's model (the other half is too far to be felt yet);
 - a restart from a checkpoint equals the uninterrupted run bit for bit, and a checkpoint of other region models is
-  refused in one line; on 2 ranks the run equals 1 rank's to round-off and the grouped placement the cpu one's bit
-  for bit;
+  refused in one line; on 2 ranks the run equals 1 rank's to round-off (and so does a 2-rank checkpoint restarted on
+  1 rank), the grouped placement the cpu one's bit for bit;
 - output.states records a state at the cells of every model that has it (NaN at the others) and says which.
 """
 
@@ -174,16 +174,22 @@ def test_output_states_of_several_models(tmp_path):
 @pytest.mark.mpi
 def test_two_models_on_two_ranks(tmp_path):
     """Both populations cut over 2 ranks: equal to 1 rank's run to round-off; the grouped placement (the group's
-    owner integrates both ranks' cells of each model) equals the cpu placement's bit for bit."""
+    owner integrates both ranks' cells of each model) equals the cpu placement's bit for bit; a checkpoint written
+    on 2 ranks, restarted on 1, gives the 1-rank run to round-off."""
     cfg = sheet(tmp_path, "two", regions=RIGHT.format(model="mitchell-schaeffer"), duration=1.0)
     tight = ["--", "-parabolic_ksp_rtol", "1e-13"]
     one = run(cfg, tmp_path / "one.h5", *tight)
     cpu = run(cfg, tmp_path / "cpu.h5", *tight, np_=2)
     grouped = run(cfg, tmp_path / "grouped.h5", "--set", 'cell.placement="grouped"', *tight, np_=2)
-    a, b, c = datasets(one), datasets(cpu), datasets(grouped)
+    # a checkpoint of both populations written on 2 ranks, the run finished on 1
+    part = run(cfg, tmp_path / "part.h5", "--set", "simulation.duration=0.6", "--set", "checkpoint.interval=0.5",
+               *tight, np_=2)
+    run(cfg, part, "--restart", tmp_path / "part.ckpt.h5", *tight)
+    a, b, c, d = datasets(one), datasets(cpu), datasets(grouped), datasets(part)
     for name in ("fields/Vm", "probes/left/Vm", "probes/right/Vm"):
         assert np.array_equal(b[name], c[name]), name
         assert np.max(np.abs(a[name] - b[name])) < 1e-8, name
+        assert np.max(np.abs(a[name] - d[name])) < 1e-8, name
 
 
 @pytest.mark.parametrize("regions,extra,words", [
