@@ -487,15 +487,14 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
 def _same_models(then: list | None, now: list[str], where: str) -> None:
     """A restart keeps the model of every region's cells (each population's states are that model's); one line
     naming the first that differs. ``then`` None: written before several models per run, all cell.model's."""
-    if then is None or then == now:
+    if then is None or then == now or then[0] != now[0]:    # another cell.model: the config's check names it
         return
-    names = ["the cells outside every cell.regions entry", *(f"cell.regions[{i}]" for i in range(len(now) - 1))]
     if len(then) != len(now):
         raise UserError(f"{where}: written for {len(then) - 1} cell.regions, this config has {len(now) - 1}; a restart "
                         f"keeps the regions and their cell models")
     i = next(i for i, (a, b) in enumerate(zip(then, now)) if a != b)
-    raise UserError(f"{where}: {names[i]} held cell model {then[i]} there, {now[i]} here; a restart keeps the cell "
-                    f"model of every region (its cells' states are that model's)")
+    raise UserError(f"{where}: cell.regions[{i - 1}] held cell model {then[i]} there, {now[i]} here; a restart keeps "
+                    f"the cell model of every region (its cells' states are that model's)")
 
 
 def _cross_check(meta: dict, cfg, where: str) -> None:
