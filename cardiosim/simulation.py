@@ -379,7 +379,7 @@ class Simulation:
     def _announce(self) -> None:
         g, c = self.grid, self.cfg
         solvers = ", ".join(f"{s.name} {s.describe()}" for s in self.tissue.solvers())
-        log.info(f"cardiosim: {c.simulation.equations}, {c.cell.model}, grid {' x '.join(map(str, g.n))} "
+        log.info(f"cardiosim: {c.simulation.equations}, {' + '.join(c.cell.models())}, grid {' x '.join(map(str, g.n))} "
                  f"= {g.n_nodes} nodes (h = {', '.join(f'{h:g}' for h in g.h)} cm, {self.stencil} stencil), "
                  f"{self.n_steps} steps of {self.dt:g} ms (k = {c.simulation.ode_substeps}), "
                  f"{self.comm.size} rank(s); {solvers}")
