@@ -400,3 +400,8 @@ def test_biv_example_config_is_valid(tmp_path):
         assert line in lines and line in text, line
     cfg = config.load(example, [f'tissue.label_file="{geo}"', f'tissue.fibre_file="{geo}"'])
     assert [r.shape for r in cfg.cell.regions] == ["coordinate", "coordinate"]
+    # endo (cell.parameters), M and epi O'Hara-Rudy cells, and the 12 leads round the BiV
+    assert cfg.cell.model.endswith("ohara_rudy_2011_endo.cellml")
+    assert [cfg.cell.parameters["celltype"], *(r.parameters["celltype"] for r in cfg.cell.regions)] == [0, 2, 1]
+    assert [x.name for x in cfg.ecg.leads] == ["I", "II", "III", "aVR", "aVL", "aVF", *(f"V{i}" for i in range(1, 7)),
+                                               "WCT"]
