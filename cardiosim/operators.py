@@ -137,10 +137,13 @@ class Assembler:
         base = ghosted_local(owned, [0] * dim)
         n_owned, K = len(base), 3 ** dim
         big = np.iinfo(np.int32).max
-        cols = np.empty((K, n_owned), dtype=np.int32)                      # neighbour-major: contiguous columns
-        valid = np.empty((K, n_owned), dtype=bool)
-        for k, oz_first in enumerate(itertools.product((-1, 0, 1), repeat=dim)):
-            off = tuple(reversed(oz_first))                                 # x first
+        # the neighbours some row couples to: all 3^d, or the compact star's 2d + 1 (no diagonal neighbours)
+        offsets = [tuple(reversed(oz)) for oz in itertools.product((-1, 0, 1), repeat=dim)]      # x first
+        codes = np.array([k for k, off in enumerate(offsets) if not compact or sum(o != 0 for o in off) <= 1])
+        cols = np.empty((len(codes), n_owned), dtype=np.int32)            # neighbour-major: contiguous columns
+        valid = np.empty((len(codes), n_owned), dtype=bool)
+        for j, k in enumerate(codes):
+            off = offsets[k]
             ok = np.ones(self.owned_shape, dtype=bool)
             shift = 0
             for d in range(dim):
@@ -149,38 +152,46 @@ class Assembler:
                 shape[dim - 1 - d] = len(i)
                 ok &= ((i >= 0) & (i < n[d])).reshape(shape)
                 shift += off[d] * int(np.prod(gshape[:d]))
-            # the star stencil couples no diagonal neighbours: a compact pattern leaves them out
-            valid[k] = ok.ravel() & (not compact or sum(o != 0 for o in off) <= 1)
+            valid[j] = ok.ravel()
             li = base + shift
-            li[~valid[k]] = 0                                               # a valid index, masked out below
-            cols[k] = np.where(valid[k], g2g[li], big)
+            li[~valid[j]] = 0                                               # a valid index, masked out below
+            cols[j] = np.where(valid[j], g2g[li], big)
+        used = valid.any(axis=1)                                            # (a grid one node thick: not all)
+        if not used.all():
+            codes, cols, valid = codes[used], cols[used], valid[used]
         # PETSc wants each row's columns sorted: true of the neighbour order on one rank (natural numbering), not
         # across rank boundaries, where PETSc numbers each rank's nodes in turn
         unsorted, last = False, np.full(n_owned, -1, dtype=np.int32)      # last valid column of each row so far
-        for k in range(K):
+        for k in range(len(codes)):
             unsorted = unsorted or bool((valid[k] & (cols[k] < last)).any())
             last = np.where(valid[k], cols[k], last)
-        # only the neighbours some row couples to (the compact star: 2d + 1 of 3^d) travel on to PETSc
-        self.csr_codes = np.flatnonzero(valid.any(axis=1))
-        cols, valid = cols[self.csr_codes], valid[self.csr_codes]
-        self.csr_order = None
+        # the entries that exist, row by row (positions in the (n_owned, codes) table; contiguous copies: NumPy's
+        # boolean indexing of a transposed view is ten times slower)
+        ncodes = len(codes)
         if unsorted:
             order = np.argsort(cols.T, axis=1, kind="stable")
-            self.csr_order = order.astype(np.int8)
-            cols = np.take_along_axis(cols.T, order, axis=1).T
-            valid = np.take_along_axis(valid.T, order, axis=1).T
+            cols = np.take_along_axis(cols.T, order, axis=1)
+            keep = np.take_along_axis(valid.T, order, axis=1)
+            code_at = codes[order.ravel()]
             del order
-        self.csr_valid = np.ascontiguousarray(valid.T)                     # (n_owned, codes): which entries exist
-        self.csr_indices = cols.T[self.csr_valid].astype(PETSc.IntType)
-        self.csr_indptr = np.concatenate([[0], np.cumsum(self.csr_valid.sum(axis=1))]).astype(PETSc.IntType)
+        else:
+            cols, keep = np.ascontiguousarray(cols.T), np.ascontiguousarray(valid.T)
+            code_at = np.tile(codes, n_owned)
+        sel = np.flatnonzero(keep)
+        # entry (row i, place j) is values[code, i] for the code in place j: its index in values' flat (3^d, n_owned)
+        # array (np.take's own index type), so that :meth:`matrix` gathers a whole matrix's CSR values in one pass
+        self.csr_take = code_at[sel].astype(np.intp) * n_owned + sel // ncodes
+        self.csr_indices = cols.ravel()[sel].astype(PETSc.IntType)
+        self.csr_indptr = np.concatenate([[0], np.cumsum(keep.sum(axis=1))]).astype(PETSc.IntType)
+        self.codes = codes                                                 # the neighbour codes any row has
 
-    def values(self, sigma: "NodeConductivity") -> np.ndarray:
+    def values(self, sigma: "NodeConductivity", add_to: np.ndarray | None = None) -> np.ndarray:
         """The rows of K = Σ_e Σ_pq σ_e[p,q] E[p,q] for the conductivity given at the ghosted nodes, σ_e the mean of
         element e's corner tensors (zero where a corner is outside the tissue): (3^d, n_owned), entry [k, i] the
         coupling of owned node i to its neighbour k = Σ_d (o_d + 1) 3^d (zero where that is outside the grid).
-        Computed element by element in kernels/stencil_setup.c: NumPy's shifted-array form of the same sum made
-        the node tensors, element tensors and rows 2.1 s of CPU time at 80³ on the 2-core development machine, 0.43 s
-        here (2026-11-26)."""
+        ``add_to``: an earlier call's rows, which this call adds its own to and returns (K_i + K_e without a third
+        array of 3^d rows). Computed element by element in kernels/stencil_setup.c, with only the terms the element
+        matrices have (the star stencil: 48 of 576 per element)."""
         from .solvers import galerkin
         dim = self.grid.dim
 
@@ -195,7 +206,9 @@ class Assembler:
         sl, st = (np.ascontiguousarray(np.atleast_1d(np.asarray(v, dtype=float))) for v in (sigma.sl, sigma.st))
         tissue = None if sigma.tissue is None else np.ascontiguousarray(sigma.tissue, dtype=np.uint8)
         E = np.ascontiguousarray(self.E)
-        S = np.zeros((3 ** dim, int(np.prod(on))))
+        S = np.zeros((3 ** dim, int(np.prod(on)))) if add_to is None else add_to      # the C code adds to S
+        if S.shape != (3 ** dim, int(np.prod(on))) or S.dtype != float or not S.flags["C_CONTIGUOUS"]:
+            raise ValueError("Assembler.values: add_to is not a C-contiguous (3^d, owned nodes) float array")
         galerkin.library().sst_stiffness(dim, es.ctypes.data, en.ctypes.data, gs.ctypes.data, gn.ctypes.data,
                                          os_.ctypes.data, on.ctypes.data, fib.ctypes.data, scale.ctypes.data,
                                          sl.ctypes.data, int(sl.size > 1), st.ctypes.data, int(st.size > 1),
@@ -205,13 +218,10 @@ class Assembler:
 
     def matrix(self, values: np.ndarray) -> PETSc.Mat:
         """The matrix of rows ``values`` (from :meth:`values`, or a sum of them), assembled as CSR."""
-        rows = np.ascontiguousarray(values[self.csr_codes].T)                 # (n_owned, codes): one row per node
-        if self.csr_order is not None:
-            rows = np.take_along_axis(rows, self.csr_order.astype(np.intp), axis=1)
+        vals = np.take(values.reshape(-1), self.csr_take).astype(PETSc.ScalarType, copy=False)
         A = self.grid.matrix()
-        A.setPreallocationCSR((self.csr_indptr, self.csr_indices,
-                               rows[self.csr_valid].astype(PETSc.ScalarType, copy=False)))
-        del rows
+        A.setPreallocationCSR((self.csr_indptr, self.csr_indices, vals))
+        del vals
         if not A.isAssembled():
             A.assemble()
         A.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, False)

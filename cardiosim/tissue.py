@@ -173,12 +173,12 @@ class Bidomain(TissueModel):
     def __init__(self, grid, cfg, stencil):
         super().__init__(grid, cfg, stencil)
         a = self.assembler
-        vi, ve = a.values(self.sigma.intra), a.values(self.sigma.extra)
+        vi = a.values(self.sigma.intra)
         self.Ki = a.matrix(vi)
         self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.Ki), grid=grid,
                                       defaults=self._parabolic_defaults(self.Ki))
         pc = gpu_elliptic_defaults(grid) if grid.gpu else elliptic_pc_defaults(grid)
-        A = a.matrix(vi + ve)
+        A = a.matrix(a.values(self.sigma.extra, add_to=vi))     # K_i + K_e: vi's rows are in Ki already
         if self.outside is not None:
             # φe = 0 outside the tissue (a row of its own: a diagonal, right-hand side 0); one constant per
             # connected piece of tissue is free

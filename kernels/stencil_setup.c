@@ -15,12 +15,13 @@
 
 #define NCODES 27
 
-/* S (27 x nrows, zeroed by the caller) from the CSR rows of rank ``own``'s box. Columns are PETSc global indices:
+/* S (27 x nrows, zeroed by the caller) from the CSR rows of rank ``own``'s box, and used[27] (zeroed by the caller)
+ * set where a code has a non-zero entry. Columns are PETSc global indices:
  * the ranks' boxes in turn, each in natural order; offsets[nranks + 1] is each rank's first index, bstart and bsize
  * [nranks][3] their boxes. Columns are int32 or int64 (idx64). Returns 0; 1 for an entry coupling nodes more than
  * one grid step apart; 2 for a column outside the grid. */
 int sst_from_csr(long nrows, const int64_t *indptr, const void *cols, int idx64, const double *vals, int nranks,
-                 const int64_t *offsets, const int64_t *bstart, const int64_t *bsize, int own, double *S)
+                 const int64_t *offsets, const int64_t *bstart, const int64_t *bsize, int own, double *S, int *used)
 {
     const int64_t *os = bstart + 3 * own, *on = bsize + 3 * own;
     int err = 0;
@@ -45,7 +46,9 @@ int sst_from_csr(long nrows, const int64_t *indptr, const void *cols, int idx64,
                 err = err > 1 ? err : 1;
                 continue;
             }
-            S[((di + 1) + 3 * (dj + 1) + 9 * (dk + 1)) * nrows + r] = vals[e];
+            int code = (di + 1) + 3 * (dj + 1) + 9 * (dk + 1);
+            S[code * nrows + r] = vals[e];
+            used[code] |= vals[e] != 0.0;
         }
     }
     return err;
@@ -55,69 +58,63 @@ int sst_from_csr(long nrows, const int64_t *indptr, const void *cols, int idx64,
  * Sout (27 x its nodes) on the same box except along d, where it is the coarse range [cstart, cstart + csize).
  * P_d interpolates fine index i from coarse c0[i] (weight w0[i]) and c1[i] (w1[i]; 0 on a coarse point); its
  * transpose takes coarse index I from fine pos[I] (weight 1) and its neighbours pos[I] -1 and +1 (wl[I], wr[I]; 0
- * where that neighbour is a coarse point too). The tables cover the nf fine indices of the whole grid. Sin holds
- * ``ncodes`` rows, the codes ``codes`` (the others are zero). Every fine row with a parent in the coarse range must
- * be in the input box (one ghost layer around a rank's fine box). Each output row is summed whole, then stored
- * once (a gather: the scattered form wrote 27 rows apart for every term). Returns 0, or 1 if two parents were more
- * than one coarse step apart or a needed fine row is outside the input box. */
+ * where that neighbour is a coarse point too). The tables cover the nf fine indices of the whole grid. Only Sin's
+ * rows ``codes`` (ncodes) are read (the others are zero) and only Sout's rows ``ocodes`` (nocodes: the input codes
+ * with every offset along d) are written (the others stay as the caller left them: zero). Every fine row with a
+ * parent in the coarse range must be in the input box (one ghost layer around a rank's fine box). Each output row
+ * is summed whole, then stored once (a gather: the scattered form wrote 27 rows apart for every term). Returns 0,
+ * or 1 if two parents were more than one coarse step apart or a needed fine row is outside the input box. */
 int sst_coarsen(int d, const int64_t *in_start, const int64_t *in_size, int ncodes, const int *codes,
                 const double *Sin, long cstart, long csize, long nf, const int *c0, const int *c1,
                 const double *w0, const double *w1, const int *pos, const double *wl, const double *wr,
-                double *Sout)
+                int nocodes, const int *ocodes, double *Sout)
 {
     int64_t out_size[3] = {in_size[0], in_size[1], in_size[2]};
     out_size[d] = csize;
     long nin = (long)(in_size[0] * in_size[1] * in_size[2]);
     long nout = (long)(out_size[0] * out_size[1] * out_size[2]);
-    int off[NCODES][3];
+    const int stride_d = d == 0 ? 1 : (d == 1 ? 3 : 9);       /* a code's step per offset along d */
+    int off_d[NCODES], base[NCODES];                           /* offset along d; the code with offset -1 along d */
+    const double *row[NCODES];
     for (int q = 0; q < ncodes; ++q) {
-        off[q][0] = codes[q] % 3 - 1;
-        off[q][1] = (codes[q] / 3) % 3 - 1;
-        off[q][2] = codes[q] / 9 - 1;
+        off_d[q] = (codes[q] / stride_d) % 3 - 1;
+        base[q] = codes[q] - (off_d[q] + 1) * stride_d;
+        row[q] = Sin + (long)codes[q] * nin;
     }
+    const long in_stride = d == 0 ? 1 : (d == 1 ? in_size[0] : in_size[0] * in_size[1]);
     int err = 0;
     for (long o = 0; o < nout; ++o) {
         long loc[3] = {o % out_size[0], (o / out_size[0]) % out_size[1], o / (out_size[0] * out_size[1])};
         long I = cstart + loc[d];
-        long fine[3] = {pos[I] - 1, pos[I], pos[I] + 1};
-        double wf[3] = {wl[I], 1.0, wr[I]};
         double acc[NCODES] = {0};
-        for (int f = 0; f < 3; ++f) {
-            if (wf[f] == 0.0)
+        loc[d] = 0;
+        long t0 = loc[0] + in_size[0] * (loc[1] + in_size[1] * loc[2]);   /* the input row at fine index 0 + in_start */
+        for (int f = -1; f <= 1; ++f) {
+            double wf = f == 0 ? 1.0 : (f < 0 ? wl[I] : wr[I]);
+            if (wf == 0.0)
                 continue;
-            long i = fine[f], li = i - in_start[d];
+            long i = pos[I] + f, li = i - in_start[d];
             if (li < 0 || li >= in_size[d]) {
                 err = 1;
                 continue;
             }
-            long c3[3] = {loc[0], loc[1], loc[2]};        /* the input row: the output's, fine index li along d */
-            c3[d] = li;
-            long t = c3[0] + in_size[0] * (c3[1] + in_size[1] * c3[2]);
+            long t = t0 + li * in_stride;
             for (int q = 0; q < ncodes; ++q) {
-                double v = Sin[(long)q * nin + t];
-                if (v == 0.0)
-                    continue;
-                long j = i + off[q][d];
+                long j = i + off_d[q];
                 if (j < 0 || j >= nf)
                     continue;
-                int pj[2] = {c0[j], c1[j]};
-                double wj[2] = {w0[j], w1[j]};
-                for (int b = 0; b < 2; ++b) {
-                    if (wj[b] == 0.0)
-                        continue;
-                    long step = pj[b] - I;
-                    if (step < -1 || step > 1) {
-                        err = 1;
-                        continue;
-                    }
-                    int o3[3] = {off[q][0], off[q][1], off[q][2]};
-                    o3[d] = (int)step;
-                    acc[(o3[0] + 1) + 3 * (o3[1] + 1) + 9 * (o3[2] + 1)] += wf[f] * wj[b] * v;
+                double v = row[q][t];
+                long s0 = c0[j] - I, s1 = c1[j] - I;
+                if (s0 < -1 || s0 > 1 || s1 < -1 || s1 > 1) {
+                    err = 1;
+                    continue;
                 }
+                acc[base[q] + (s0 + 1) * stride_d] += wf * w0[j] * v;
+                acc[base[q] + (s1 + 1) * stride_d] += wf * w1[j] * v;     /* w1 = 0 on a coarse point */
             }
         }
-        for (int c = 0; c < NCODES; ++c)
-            Sout[(long)c * nout + o] = acc[c];
+        for (int c = 0; c < nocodes; ++c)
+            Sout[(long)ocodes[c] * nout + o] = acc[ocodes[c]];
     }
     return err;
 }
@@ -137,26 +134,38 @@ int sst_stiffness(int dim, const int64_t *el_start, const int64_t *el_size, cons
     int nb = 1 << dim;
     long n_owned = (long)(o_size[0] * o_size[1] * o_size[2]);
     long corner_shift[8];                  /* ghosted-box index offset of each corner from the lowest one */
-    int corner_code[8][8];                 /* stencil code of corner b seen from corner a */
-    int pair_a[64], pair_b[64], npairs = 0;
+    long corner_row[8];                    /* owned-box row offset of each corner from the lowest one */
+    /* Only the (pair of corners, tensor entry) terms whose E is non-zero, and only the tensor entries some term
+     * reads: the star stencil (lumped, no cross terms) has 48 terms of 3 entries where the box pattern of all
+     * 64 pairs and 9 entries would be 576 (the stiffness rows were 10 s of the 216³ slab's set-up that way). */
+    int term_pq[64 * 9], term_code[64 * 9], term_a[64 * 9], nterms = 0;
+    double term_E[64 * 9];
+    int need[9] = {0};
     for (int a = 0; a < nb; ++a) {
         int oa[3] = {a & 1, (a >> 1) & 1, (a >> 2) & 1};
         corner_shift[a] = oa[0] + g_size[0] * (oa[1] + g_size[1] * oa[2]);
+        corner_row[a] = oa[0] + o_size[0] * (oa[1] + o_size[1] * oa[2]);
         for (int b = 0; b < nb; ++b) {
             int ob[3] = {b & 1, (b >> 1) & 1, (b >> 2) & 1};
             int k = 0, w = 1;
             for (int d = 0; d < dim; ++d, w *= 3)
                 k += (ob[d] - oa[d] + 1) * w;
-            corner_code[a][b] = k;
-            int used = 0;
-            for (int pq = 0; pq < dim * dim; ++pq)
-                used |= E[(pq * nb + a) * nb + b] != 0.0;
-            if (used) {
-                pair_a[npairs] = a;
-                pair_b[npairs++] = b;
+            for (int pq = 0; pq < dim * dim; ++pq) {
+                double v = E[(pq * nb + a) * nb + b];
+                if (v == 0.0)
+                    continue;
+                term_pq[nterms] = pq;
+                term_code[nterms] = k;
+                term_a[nterms] = a;
+                term_E[nterms++] = v / nb;        /* the element's tensor: the mean of its corners' */
+                need[pq] = 1;
             }
         }
     }
+    int npq = 0, pqs[9];
+    for (int pq = 0; pq < dim * dim; ++pq)
+        if (need[pq])
+            pqs[npq++] = pq;
     for (long ez = 0; ez < el_size[2]; ++ez)
         for (long ey = 0; ey < el_size[1]; ++ey)
             for (long ex = 0; ex < el_size[0]; ++ex) {
@@ -172,26 +181,28 @@ int sst_stiffness(int dim, const int64_t *el_start, const int64_t *el_size, cons
                     }
                     double s = scale[n], lt = st[n * st_stride], dl = sl[n * sl_stride] - lt;
                     const double *f = fib + n * dim;
-                    for (int p = 0; p < dim; ++p)
-                        for (int q = 0; q < dim; ++q)
-                            sig[p * dim + q] += s * ((p == q ? lt : 0.0) + dl * f[p] * f[q]);
+                    for (int i = 0; i < npq; ++i) {
+                        int p = pqs[i] / dim, q = pqs[i] % dim;
+                        sig[pqs[i]] += s * ((p == q ? lt : 0.0) + dl * f[p] * f[q]);
+                    }
                 }
                 if (!inside)
                     continue;
-                for (int pq = 0; pq < dim * dim; ++pq)
-                    sig[pq] /= nb;
-                for (int i = 0; i < npairs; ++i) {
-                    int a = pair_a[i], b = pair_b[i];
-                    long node[3] = {e[0] + (a & 1), e[1] + ((a >> 1) & 1), e[2] + ((a >> 2) & 1)};
-                    if (node[0] < o_start[0] || node[0] >= o_start[0] + o_size[0] || node[1] < o_start[1] ||
-                        node[1] >= o_start[1] + o_size[1] || node[2] < o_start[2] || node[2] >= o_start[2] + o_size[2])
+                /* which corners are owned rows (all of them inside a rank's box) */
+                int owned = 0;
+                for (int c = 0; c < nb; ++c) {
+                    long node[3] = {e[0] + (c & 1), e[1] + ((c >> 1) & 1), e[2] + ((c >> 2) & 1)};
+                    int in = 1;
+                    for (int d = 0; d < 3; ++d)
+                        in &= node[d] >= o_start[d] && node[d] < o_start[d] + o_size[d];
+                    owned |= in << c;
+                }
+                long row0 = (e[0] - o_start[0]) + o_size[0] * ((e[1] - o_start[1]) + o_size[1] * (e[2] - o_start[2]));
+                for (int i = 0; i < nterms; ++i) {
+                    int a = term_a[i];
+                    if (!((owned >> a) & 1))
                         continue;
-                    long row = (node[0] - o_start[0]) + o_size[0] * ((node[1] - o_start[1]) +
-                                                                      o_size[1] * (node[2] - o_start[2]));
-                    double v = 0.0;
-                    for (int pq = 0; pq < dim * dim; ++pq)
-                        v += sig[pq] * E[(pq * nb + a) * nb + b];
-                    S[(long)corner_code[a][b] * n_owned + row] += v;
+                    S[(long)term_code[i] * n_owned + row0 + corner_row[a]] += sig[term_pq[i]] * term_E[i];
                 }
             }
     return 0;

@@ -9,12 +9,15 @@ dimension, with no matrix of P and no sparse triple product. With this and the s
 and 4 GPUs"). The results equal MatPtAP's to round-off (tests/test_galerkin.py).
 
 A stencil here is S[s, t]: node t of a box (x fastest), neighbour code s = (dx+1) + 3(dy+1) + 9(dz+1), always the 27
-codes of 3D (a 2D grid is one z layer; :func:`planar` gives the 9 codes of 2D that kernels/stencil_mg.cpp reads).
+codes of 3D (a 2D grid is one z layer; :func:`planar` gives the 9 codes of 2D that kernels/stencil_mg.cpp reads),
+with the codes whose rows may be non-zero (:class:`Stencil`): a fine star stencil uses 7 of the 27 rows, and the
+others are never read, written or scanned (at 10^7 nodes each row is 80 MB).
 """
 
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 import hashlib
 import os
 import subprocess
@@ -47,8 +50,9 @@ def library() -> ctypes.CDLL:
         lib = ctypes.CDLL(str(compile_once(out, lambda tmp: [cc, *flags, str(src), "-o", tmp],
                                            f"multigrid: compiling {SOURCE}")))
         p, i, l = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
-        lib.sst_from_csr.argtypes, lib.sst_from_csr.restype = [l, p, p, i, p, i, p, p, p, i, p], i
-        lib.sst_coarsen.argtypes, lib.sst_coarsen.restype = [i, p, p, i, p, p, l, l, l, p, p, p, p, p, p, p, p], i
+        lib.sst_from_csr.argtypes, lib.sst_from_csr.restype = [l, p, p, i, p, i, p, p, p, i, p, p], i
+        lib.sst_coarsen.argtypes, lib.sst_coarsen.restype = [i, p, p, i, p, p, l, l, l, p, p, p, p, p, p, p, i, p,
+                                                             p], i
         lib.sst_stiffness.argtypes, lib.sst_stiffness.restype = [i, p, p, p, p, p, p, p, p, p, i, p, i, p, p, p], i
         _lib.append(lib)
     return _lib[0]
@@ -58,9 +62,22 @@ def _int64(a) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
-def from_csr(csr, boxes: Boxes, rank: int) -> np.ndarray:
-    """S (27, rank's nodes) from the CSR rows (indptr, columns, values; PETSc's global numbering) of ``rank``'s box
-    of ``boxes``. ValueError where the matrix couples nodes more than one grid step apart or does not fit the
+@dataclass
+class Stencil:
+    """S (27, nodes of a box; rows not in ``codes`` are zero) and ``codes``, the sorted codes whose rows may be
+    non-zero."""
+    S: np.ndarray
+    codes: np.ndarray
+
+    @classmethod
+    def of(cls, S: np.ndarray) -> "Stencil":
+        """A stencil given whole (its codes found by a scan)."""
+        return cls(S, np.flatnonzero(np.any(S != 0, axis=1)).astype(np.int32))
+
+
+def from_csr(csr, boxes: Boxes, rank: int) -> Stencil:
+    """The stencil of the CSR rows (indptr, columns, values; PETSc's global numbering) of ``rank``'s box of
+    ``boxes``. ValueError where the matrix couples nodes more than one grid step apart or does not fit the
     grid."""
     indptr, cols, vals = csr
     nrows = len(indptr) - 1
@@ -73,56 +90,66 @@ def from_csr(csr, boxes: Boxes, rank: int) -> np.ndarray:
         cols = cols.astype(np.int64)
     vals = np.ascontiguousarray(vals, dtype=float)
     S = np.zeros((NCODES, nrows))
+    used = np.zeros(NCODES, dtype=np.int32)
     # every array bound to a name for the call's duration (a temporary's .ctypes.data outlives its memory)
     indptr, offsets, starts, sizes = _int64(indptr), _int64(boxes.offsets()), _int64(starts), _int64(sizes)
     err = library().sst_from_csr(nrows, indptr.ctypes.data, cols.ctypes.data, int(cols.dtype == np.int64),
                                  vals.ctypes.data, boxes.nranks, offsets.ctypes.data, starts.ctypes.data,
-                                 sizes.ctypes.data, rank, S.ctypes.data)
+                                 sizes.ctypes.data, rank, S.ctypes.data, used.ctypes.data)
     if err == 1:
         raise ValueError("multigrid: the matrix couples nodes more than one grid step apart")
     if err:
         raise ValueError("multigrid: the matrix has a column outside the grid")
-    return S
+    return Stencil(S, np.flatnonzero(used).astype(np.int32))
 
 
-def coarsen(S: np.ndarray, start, size, tables: list[dict], cstart, csize) -> np.ndarray:
-    """PᵀAP on the box (cstart, csize) of the coarse level, from the fine stencil S on the box (start, size), which
+def spread(codes: np.ndarray, d: int) -> np.ndarray:
+    """The codes a coarsening along dimension d can give from ``codes``: each with every offset along d."""
+    stride = 3 ** d
+    base = codes - ((codes // stride) % 3) * stride
+    return np.unique((base[:, None] + stride * np.arange(3)[None, :]).ravel()).astype(np.int32)
+
+
+def coarsen(st: Stencil, start, size, tables: list[dict], cstart, csize) -> Stencil:
+    """PᵀAP on the box (cstart, csize) of the coarse level, from the fine stencil on the box (start, size), which
     must hold every fine node with a parent in the coarse box (a rank's box and one ghost layer). ``tables``: the
     per-dimension interpolation of the whole grid (cardiosim.solvers.multigrid.transfer_1d)."""
     lib = library()
     start, size = _int64(start).copy(), _int64(size).copy()
+    S, codes = st.S, st.codes
     for d in range(3):
         if len(tables[d]["pos"]) == len(tables[d]["c0"]):
             continue                                     # this dimension does not coarsen
-        codes = np.flatnonzero(np.any(S != 0, axis=1)).astype(np.int32)
-        Sin = np.ascontiguousarray(S[codes])
+        ocodes = spread(codes, d)
         out_size = size.copy()
         out_size[d] = csize[d]
-        out = np.empty((NCODES, int(np.prod(out_size))))      # every entry written
+        out = np.zeros((NCODES, int(np.prod(out_size))))     # rows ocodes written, the others left zero
         keys = ("c0", "c1", "w0", "w1", "pos", "wl", "wr")
         t = {k: np.ascontiguousarray(tables[d][k]) for k in keys}
-        if lib.sst_coarsen(d, start.ctypes.data, size.ctypes.data, len(codes), codes.ctypes.data, Sin.ctypes.data,
+        if lib.sst_coarsen(d, start.ctypes.data, size.ctypes.data, len(codes), codes.ctypes.data, S.ctypes.data,
                            int(cstart[d]), int(csize[d]), len(t["c0"]), *(t[k].ctypes.data for k in keys),
-                           out.ctypes.data):
+                           len(ocodes), ocodes.ctypes.data, out.ctypes.data):
             raise ValueError("multigrid: a transfer table is wrong, or the fine box lacks a ghost layer")
-        S, size = out, out_size
+        S, codes, size = out, ocodes, out_size
         start[d] = cstart[d]
-    return S
+    # the codes that came out non-zero (a scan of the coarse box only): the V-cycle reads no more than these
+    return Stencil(S, np.array([c for c in codes if S[c].any()], dtype=np.int32))
 
 
-def ghosted(S: np.ndarray, boxes: Boxes, rank: int, comm: PETSc.Comm, dim: int):
-    """(S on the rank's box with one ghost layer, its start, its size): the neighbours' rows by a DMDA of the level's
-    boxes (box stencil: edges and corners too), carrying only the codes some rank uses."""
+def ghosted(st: Stencil, boxes: Boxes, rank: int, comm: PETSc.Comm, dim: int):
+    """(the stencil on the rank's box with one ghost layer, its start, its size): the neighbours' rows by a DMDA of
+    the level's boxes (box stencil: edges and corners too), carrying only the codes some rank uses."""
     from mpi4py import MPI
-    used = np.any(S != 0, axis=1).astype(np.int32)
+    used = np.zeros(NCODES, dtype=np.int32)
+    used[st.codes] = 1
     comm.tompi4py().Allreduce(MPI.IN_PLACE, used, op=MPI.MAX)
-    codes = np.flatnonzero(used)
+    codes = np.flatnonzero(used).astype(np.int32)
     da = PETSc.DMDA().create(dim=dim, dof=len(codes), sizes=boxes.n[:dim], proc_sizes=boxes.P[:dim],
                              ownership_ranges=[tuple(int(v) for v in boxes.sizes[d]) for d in range(dim)],
                              stencil_type=PETSc.DMDA.StencilType.BOX, stencil_width=1, comm=comm)
     try:
         g, loc = da.createGlobalVec(), da.createLocalVec()
-        g.getArray()[:] = S[codes].T.ravel()
+        g.getArray()[:] = st.S[codes].T.ravel()
         da.globalToLocal(g, loc)
         gstart, gsize = da.getGhostCorners()
         gstart = tuple(gstart) + (0,) * (3 - dim)
@@ -133,15 +160,18 @@ def ghosted(S: np.ndarray, boxes: Boxes, rank: int, comm: PETSc.Comm, dim: int):
             v.destroy()
     finally:
         da.destroy()
-    return out, gstart, gsize
+    return Stencil(out, codes), gstart, gsize
 
 
-def planar(S: np.ndarray, dim: int) -> np.ndarray:
-    """The stencil in kernels/stencil_mg.cpp's codes: the 27 of 3D, or in 2D the 9 of the one z layer."""
-    return S if dim == 3 else np.ascontiguousarray(S[9:18])
+def planar(st: Stencil, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """The stencil in kernels/stencil_mg.cpp's codes (the 27 of 3D, or in 2D the 9 of the one z layer): its rows
+    and its codes there."""
+    if dim == 3:
+        return st.S, st.codes
+    return np.ascontiguousarray(st.S[9:18]), (st.codes[(st.codes >= 9) & (st.codes < 18)] - 9).astype(np.int32)
 
 
-def dense(S: np.ndarray, sizes) -> np.ndarray:
+def dense(st: Stencil, sizes) -> np.ndarray:
     """The matrix of a stencil on a whole (small) grid, natural order, symmetrised (symmetric by construction, up to
     round-off)."""
     nx, ny, nz = (int(v) for v in sizes)
@@ -149,7 +179,8 @@ def dense(S: np.ndarray, sizes) -> np.ndarray:
     t = np.arange(n)
     i, j, k = t % nx, (t // nx) % ny, t // (nx * ny)
     A = np.zeros((n, n))
-    for s in np.flatnonzero(np.any(S != 0, axis=1)):
+    S = st.S
+    for s in st.codes:
         di, dj, dk = s % 3 - 1, (s // 3) % 3 - 1, s // 9 - 1
         ok = (i + di >= 0) & (i + di < nx) & (j + dj >= 0) & (j + dj < ny) & (k + dk >= 0) & (k + dk < nz)
         A[t[ok], (t + di + nx * (dj + ny * dk))[ok]] = S[s, ok]

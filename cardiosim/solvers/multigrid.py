@@ -103,17 +103,18 @@ class Hierarchy:
         self._build(galerkin.from_csr(A.getValuesCSR(), whole, 0), len(dims), sizes, coarse_max, singular)
 
     @classmethod
-    def of_stencil(cls, S: np.ndarray, dims, coarse_max: int | None, singular: bool) -> "Hierarchy":
-        """The hierarchy of a level given as its 27-code stencil on the whole grid (cardiosim.solvers.galerkin):
-        the top level a RankHierarchy gathered onto rank 0."""
+    def of_stencil(cls, S: galerkin.Stencil, dims, coarse_max: int | None, singular: bool) -> "Hierarchy":
+        """The hierarchy of a level given as its stencil on the whole grid (cardiosim.solvers.galerkin): the top
+        level a RankHierarchy gathered onto rank 0."""
         h = cls.__new__(cls)
         h._build(S, len(dims), tuple(int(n) for n in dims) + (1,) * (3 - len(dims)), coarse_max, singular)
         return h
 
-    def _build(self, S: np.ndarray, dim: int, sizes: tuple, coarse_max: int | None, singular: bool) -> None:
+    def _build(self, S: galerkin.Stencil, dim: int, sizes: tuple, coarse_max: int | None, singular: bool) -> None:
         self.dim = dim
         self.sizes = [sizes]
-        self.stencils = [galerkin.planar(S, dim)]
+        self.stencils, self.codes = [], []      # per level: the rows in the V-cycle's codes, the codes it reads
+        self._add(S)
         self.transfers: list[list[dict]] = []
         while coarse_max is not None and np.prod(self.sizes[-1]) > coarse_max:
             fine = self.sizes[-1]
@@ -124,10 +125,15 @@ class Hierarchy:
             S = galerkin.coarsen(S, (0, 0, 0), fine, tables, (0, 0, 0), coarse)
             self.transfers.append(tables)
             self.sizes.append(coarse)
-            self.stencils.append(galerkin.planar(S, dim))
+            self._add(S)
         self.singular = singular
         self.coarse_matrix = None if coarse_max is None else galerkin.dense(S, self.sizes[-1])
         self._inverse = None
+
+    def _add(self, S: galerkin.Stencil) -> None:
+        rows, codes = galerkin.planar(S, self.dim)
+        self.stencils.append(rows)
+        self.codes.append(codes)
 
     @property
     def starts(self) -> list[tuple[int, int, int]]:
@@ -185,13 +191,15 @@ class RankHierarchy:
         self.coarse_matrix = None
         boxes = Boxes.of_dmda(da)
         S = galerkin.from_csr(A.getValuesCSR(), boxes, rank)
-        self.boxes, self.sizes, self.starts, self.stencils, self.transfers = [], [], [], [], []
+        self.boxes, self.sizes, self.starts, self.stencils, self.codes, self.transfers = [], [], [], [], [], []
         while True:
             start, size = boxes.box(rank)
             self.boxes.append(boxes)
             self.sizes.append(tuple(int(v) for v in size))
             self.starts.append(tuple(int(v) for v in start))
-            self.stencils.append(galerkin.planar(S, self.dim))
+            rows, codes = galerkin.planar(S, self.dim)
+            self.stencils.append(rows)
+            self.codes.append(codes)
             total = int(np.prod(boxes.n))
             if (root_only or coarse_max is None or total <= coarse_max or boxes.smallest(self.dim) < 2
                     or total < agglomerate * boxes.nranks):
@@ -221,7 +229,7 @@ class RankHierarchy:
         """Rank 0: the serial hierarchy of the top level (its stencil gathered in natural order); elsewhere None."""
         if coarse_max is None and not root_only:
             return None
-        parts = self.comm.tompi4py().gather(S, root=0)
+        parts = self.comm.tompi4py().gather(S.S, root=0)
         if rank != 0:
             return None
         whole = np.zeros((galerkin.NCODES, int(np.prod(boxes.n))))
@@ -229,7 +237,7 @@ class RankHierarchy:
         for r, part in enumerate(parts):
             (i0, j0, k0), (ni, nj, nk) = boxes.box(r)
             whole[:, nat[k0:k0 + nk, j0:j0 + nj, i0:i0 + ni].ravel()] = part
-        return Hierarchy.of_stencil(whole, boxes.n[:self.dim], coarse_max, singular)
+        return Hierarchy.of_stencil(galerkin.Stencil.of(whole), boxes.n[:self.dim], coarse_max, singular)
 
     @property
     def levels(self) -> int:
@@ -365,10 +373,9 @@ class VCycle:
             raise RuntimeError("multigrid: smg_create failed")
         self.lib.smg_use_graphs(self.handle, int(graphs))
         err = 0
-        for l, (sizes, start, S) in enumerate(zip(h.sizes, h.starts, h.stencils)):
+        for l, (sizes, start, S, codes) in enumerate(zip(h.sizes, h.starts, h.stencils, h.codes)):
             # only the stencil points the matrix uses (a star stencil: 5 of 9, 7 of 27): fewer bytes per sweep
-            centre = S.shape[0] // 2
-            codes = np.flatnonzero(np.any(S != 0, axis=1) | (np.arange(S.shape[0]) == centre)).astype(np.int32)
+            codes = np.union1d(codes, [S.shape[0] // 2]).astype(np.int32)          # and the centre, always
             S = np.ascontiguousarray(S[codes])
             n, o = np.array(sizes, dtype=np.int32), np.array(start, dtype=np.int32)
             err |= self.lib.smg_level(self.handle, l, n.ctypes.data, o.ctypes.data, len(codes), codes.ctypes.data,
