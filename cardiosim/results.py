@@ -294,7 +294,9 @@ def describe(r: Results) -> str:
         unit = r.f["fields"][name].attrs.get("units", "")
         if r.n_snapshots:
             lo, hi = r.field_range(name)
-            lines.append(f"  {name:<8} {lo:10.4g} to {hi:10.4g} {unit}")
+            models = r.f["fields"][name].attrs.get("cell_models")      # a cell state of a run of several models
+            whose = f" (of {', '.join(Path(m).name for m in json.loads(models))})" if models else ""
+            lines.append(f"  {name:<8} {lo:10.4g} to {hi:10.4g} {unit}{whose}")
     if r.probes:
         pt = r.probe_times
         span = f", t = {pt[0]:g} to {pt[-1]:g} ms{_spacing_of(pt[:3])}" if len(pt) else ""

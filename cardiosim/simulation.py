@@ -281,8 +281,11 @@ class Simulation:
         return {n: units.get(n, "") for n in self.state_vecs}
 
     def _state_models(self) -> dict:
-        """{name: the models (config names) whose cells it is recorded at} for output.states (the output says it)."""
+        """{name: the models (config names) whose cells it is recorded at} for output.states, where the run has
+        several (the output says whose; a one-model run's are all cell.model's)."""
         out = {}
+        if len(self.reaction.populations) == 1:
+            return out
         for p in self.reaction.populations:
             inter = p.model.intermediate_units() if hasattr(p.model, "intermediate_units") else {}
             for n in self.state_vecs:

@@ -169,6 +169,8 @@ def test_output_states_of_several_models(tmp_path):
         assert np.all(np.isfinite(h))
         assert np.all(np.isfinite(ca[:, :25])) and np.all(np.isnan(ca[:, 25:]))
         assert np.all(np.isnan(f["probes/right/Ca_i"][:])) and np.all(np.isfinite(f["probes/left/Ca_i"][:]))
+    lines = run_cli(["inspect", out], check=True).stdout
+    assert "(of tt06, mitchell-schaeffer)" in lines and "(of tt06)" in lines
 
 
 @pytest.mark.mpi
