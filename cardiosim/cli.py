@@ -98,6 +98,9 @@ def _parser() -> argparse.ArgumentParser:
     cell.add_argument("--keep", action="append", default=[], metavar="BIOMARKER=LO:HI",
                       help="population: calibration filter, e.g. APD90=200:300 (a cell is kept where all hold)")
     cell.add_argument("--csv", default=None, help="population: also write the per-cell table here")
+    cell.add_argument("--backend", choices=("native", "cuda"), default="native",
+                      help="population: where the cells run: native (the C driver, one core) or cuda (one GPU, "
+                           "CellML models: the varied parameters per cell in device memory)")
     cell.add_argument("--trace", action="append", default=[], metavar="NAME",
                       help="also record this intermediate (a current, a flux: `cardiosim model info` lists them; "
                            "CellML models), repeatable")
@@ -355,7 +358,8 @@ BENCHMARKS = {"kernels": "cardiosim.bench.kernels", "niederer": "cardiosim.bench
               "pde": "cardiosim.bench.pde", "table41": "cardiosim.bench.table41",
               "cellml": "cardiosim.bench.cellml", "microscopic": "cardiosim.bench.microscopic",
               "mask": "cardiosim.bench.mask", "scaling": "cardiosim.bench.scaling",
-              "halo": "cardiosim.bench.halo"}
+              "halo": "cardiosim.bench.halo", "cell-steps": "cardiosim.bench.cell_steps",
+              "pacing": "cardiosim.bench.pacing"}
 
 
 def _bench(argv) -> int:
@@ -485,6 +489,9 @@ def _cell(args) -> int:
         overrides = scaled(args.model, args.variant, overrides, scale)     # --scale and --block, once for all
     except ValueError as e:
         raise UserError(f"cardiosim cell: {e}") from None
+    if args.backend != "native" and args.population is None and not args.population_table:
+        raise UserError(f"cardiosim cell: --backend {args.backend} is for populations (--population N); one cell "
+                        f"runs on the CPU")
     if args.restitution is not None:
         return _restitution(args, overrides)
     if args.population is not None or args.population_table:
@@ -524,13 +531,14 @@ def _population(args, overrides) -> int:
         t0 = time.perf_counter()
         r = run_population(args.model, args.variant, overrides, factors, args.amplitude, args.duration, args.period,
                            args.beats, args.prepace, args.dt, args.integrator, args.record_every, keep, args.output,
-                           args.csv)
+                           args.csv, backend=args.backend)
     except ValueError as e:
         raise UserError(f"cardiosim cell: {e}") from None
     wall = time.perf_counter() - t0
     n, beats = r["n"], args.prepace + args.beats
     log.info(f"population of {n} cells, {beats} beats each: {r['kept']} kept, {r['failed']} failed; "
-             f"{wall:.3g} s ({n * beats * args.period / args.dt / wall:.3g} cell-steps/s on one core)")
+             f"{wall:.3g} s ({n * beats * args.period / args.dt / wall:.3g} cell-steps/s "
+             f"{'on one GPU' if args.backend == 'cuda' else 'on one core'})")
     log.info(f"wrote {args.output}" + (f" and {args.csv}" if args.csv else ""))
     return 0
 

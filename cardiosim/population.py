@@ -74,15 +74,22 @@ def table_factors(path) -> dict[str, np.ndarray]:
     return {name.strip(): data[:, i] for i, name in enumerate(rows[0])}
 
 
+BACKENDS = ("native", "native-cells", "cuda")
+
+
 def run_population(model_name: str, variant: str | None, overrides: Mapping[str, float] | None,
                    factors: Mapping[str, np.ndarray], amplitude: float, duration: float, period: float, beats: int,
                    prepace: int, dt: float, integrator: str, record_every: float, keep: Mapping[str, tuple],
-                   h5_path, csv_path=None, progress=None) -> dict:
+                   h5_path, csv_path=None, progress=None, backend: str = "native", fmad: bool = True) -> dict:
     """Pace the population; write /population to ``h5_path`` (factors, biomarkers of the last beat, kept) and the
-    same as CSV; return {"n", "kept", "failed", "biomarkers" (structured array)}. ``keep``: biomarker -> (lo, hi),
-    the calibration filter (a cell is kept where every listed biomarker lies in its range)."""
+    same as CSV; return {"n", "kept", "failed", "biomarkers" (structured array), "backend"}. ``keep``: biomarker ->
+    (lo, hi), the calibration filter (a cell is kept where every listed biomarker lies in its range).
+
+    ``backend``: "native" (the C driver, every cell its whole parameter vector; any model with a C kernel),
+    "cuda" (one GPU: the fused kernel with the varied parameters per cell in device memory, generated models),
+    "native-cells" (the GPU's per-cell header compiled as C: its host twin, for the tests). ``fmad``: the GPU's
+    fused multiply-adds (False: closer to the CPU, for the tests)."""
     import h5py
-    from .reaction.ode.native import NativeModel
     cls = cells.model_class(model_name)
     model = cls(variant=variant, overrides=dict(overrides or {}))
     unknown = [k for k in factors if k not in model.p]
@@ -92,8 +99,15 @@ def run_population(model_name: str, variant: str | None, overrides: Mapping[str,
     for k in keep:
         if k not in UNITS:
             raise ValueError(f"--keep {k}: not a biomarker; allowed: {', '.join(UNITS)}")
+    if backend not in BACKENDS:
+        raise ValueError(f"population: backend {backend!r}; allowed: {', '.join(BACKENDS)}")
     if not model.kernel_name:
         raise ValueError(f"population: {model.name} has no C kernel (populations run in the native driver)")
+    if backend != "native" and not hasattr(model, "keep_at_run_time"):
+        raise ValueError(f"population: {model.name} is hand-written; populations on the GPU need a generated model "
+                         f"(a CellML file, e.g. models/ten_tusscher_model_2006_epi.cellml)")
+    if backend == "cuda":
+        _gpu_visible()
     n = len(next(iter(factors.values())))
     if hasattr(model, "keep_at_run_time"):
         model.keep_at_run_time(factors)
@@ -105,56 +119,29 @@ def run_population(model_name: str, variant: str | None, overrides: Mapping[str,
                                                                          for k, f in factors.items()}})
             rows.append(m.parameter_vector())
         params = np.ascontiguousarray(np.array(rows))
-    native = NativeModel(model, integrator=integrator)
     k = int(round(record_every / dt))
     if k < 1 or abs(k * dt - record_every) > 1e-9 * record_every:
         raise ValueError(f"record_every ({record_every:g} ms) must be a whole multiple of dt ({dt:g} ms)")
     steps = int(round(period / dt))
-    y = np.ascontiguousarray(model.initial_state(n))
     pulse = [Protocol(0.0, duration, 0.0, 1)]
-    failed = np.zeros(n, dtype=bool)
-    made = {}            # the living cells' stimulus and parameters, made again only when a cell has failed
-
-    def inputs(alive):
-        if made.get("n") != alive.size:                          # cells only ever leave: the count says it
-            made.update(n=alive.size, stimulus=native.stimulus(pulse, [amplitude], alive.size),
-                        params=np.ascontiguousarray(params[alive]))
-        return made["stimulus"], made["params"]
-
-    def advance(t0, kk, track=False):
-        """Every cell kk steps from t0; a cell that goes bad is marked and left out from then on (the driver stops
-        at the first bad cell: the step is done again without it, from where every cell was)."""
-        alive = np.flatnonzero(~failed)
-        while alive.size:
-            ys = np.ascontiguousarray(y[:, alive])     # a copy: a failed try is done again from these states
-            stimulus, cell_params = inputs(alive)
-            try:
-                out = native.advance(ys, t0, dt, kk, stimulus, check_range=True, track_dvdt=track,
-                                     params=cell_params)
-                y[:, alive] = ys
-                return out, alive
-            except SimulationError as e:
-                bad = re.search(r"cell (\d+),", str(e))                   # the driver names the cell
-                if bad is None:
-                    raise
-                failed[alive[int(bad.group(1))]] = True
-                alive = np.flatnonzero(~failed)
-        return None, alive
+    if backend == "cuda":
+        cells_ = _GpuCells(model, params, pulse, amplitude, dt, integrator, fmad)
+    else:
+        cells_ = _CpuCells(model, params, pulse, amplitude, dt, integrator, per_cell=backend == "native-cells")
 
     for b in range(prepace + beats - 1):
-        advance(0.0, steps)
+        cells_.advance(0.0, steps)
         if progress:
             progress(b + 1, prepace + beats)
     n_rec = int(round(period / record_every))
     t = np.arange(n_rec + 1) * record_every
     V = np.full((n_rec + 1, n), np.nan)
-    V[0] = y[0]
+    V[0] = cells_.voltage()
     dvdt = np.full((n_rec, n), np.nan)
     for i in range(n_rec):
-        out, alive = advance(i * k * dt, k, track=True)
-        if out is not None:
-            dvdt[i, alive] = out[0]
-        V[i + 1] = np.where(failed, np.nan, y[0])
+        dvdt[i] = cells_.advance(i * k * dt, k, track=True)
+        V[i + 1] = cells_.voltage()
+    failed = cells_.failed
     cols = ["APD90", "APD50", "V_rest", "V_peak", "dVdt_max"]
     bio = np.zeros(n, dtype=[("cell", "i8")] + [(c, "f8") for c in cols] + [("failed", "i1"), ("kept", "i1")])
     bio["cell"] = np.arange(n)
@@ -194,4 +181,109 @@ def run_population(model_name: str, variant: str | None, overrides: Mapping[str,
             for c in range(n):
                 w.writerow([c, *(f"{factors[k][c]:.10g}" for k in factors),
                             *(f"{bio[col][c]:.10g}" for col in cols), int(failed[c]), int(kept[c])])
-    return {"n": n, "kept": int(kept.sum()), "failed": int(failed.sum()), "biomarkers": bio}
+    return {"n": n, "kept": int(kept.sum()), "failed": int(failed.sum()), "biomarkers": bio, "backend": backend}
+
+
+def _gpu_visible() -> None:
+    """ValueError (one line) where this process cannot use a GPU: before anything is computed or written."""
+    from .gpu import import_pycuda
+    try:
+        cuda = import_pycuda()
+        cuda.init()
+        n = cuda.Device.count()
+    except Exception as e:                       # RuntimeError (no PyCUDA), pycuda's own (no driver)
+        raise ValueError(f"--backend cuda: no GPU to run on: {str(e).splitlines()[0][:200]}") from None
+    if n == 0:
+        raise ValueError("--backend cuda: no GPU visible (CUDA sees 0 devices)")
+
+
+class _CpuCells:
+    """The population in the native C driver, one core: every cell its whole parameter vector, or (``per_cell``)
+    the GPU's per-cell header compiled as C with the varied parameters' slots per cell. A cell that goes bad is
+    marked failed and left out from then on (the driver stops at the first bad cell: the call is done again
+    without it, from where every cell was)."""
+
+    def __init__(self, model, params, pulse, amplitude, dt, integrator, per_cell=False):
+        from .reaction.ode.native import NativeModel
+        self.native = NativeModel(model, integrator=integrator, per_cell=per_cell)
+        # per cell: a row per cell (the driver's p_stride), or the (n_slots, n_cells) slots of the per-cell header
+        self.params = params if not per_cell else np.ascontiguousarray(params[:, self.native.slots].T)
+        self.per_cell = per_cell
+        self.pulse, self.amplitude, self.dt = pulse, amplitude, dt
+        self.y = np.ascontiguousarray(model.initial_state(params.shape[0]))
+        self.failed = np.zeros(params.shape[0], dtype=bool)
+        self.made: dict = {}       # the living cells' stimulus and parameters, made again only when a cell fails
+
+    def _inputs(self, alive):
+        if self.made.get("n") != alive.size:                       # cells only ever leave: the count says it
+            p = self.params[:, alive] if self.per_cell else self.params[alive]
+            self.made.update(n=alive.size, stimulus=self.native.stimulus(self.pulse, [self.amplitude], alive.size),
+                             params=np.ascontiguousarray(p))
+        return self.made["stimulus"], self.made["params"]
+
+    def advance(self, t0, kk, track=False):
+        """Every living cell kk steps from t0; with ``track``, the largest dV/dt per cell (NaN where failed)."""
+        out = np.full(self.failed.size, np.nan)
+        alive = np.flatnonzero(~self.failed)
+        while alive.size:
+            ys = np.ascontiguousarray(self.y[:, alive])     # a copy: a failed try is done again from these states
+            stimulus, cell_params = self._inputs(alive)
+            try:
+                r = self.native.advance(ys, t0, self.dt, kk, stimulus, check_range=True, track_dvdt=track,
+                                        params=cell_params)
+            except SimulationError as e:
+                bad = re.search(r"cell (\d+),", str(e))                  # the driver names the cell
+                if bad is None:
+                    raise
+                self.failed[alive[int(bad.group(1))]] = True
+                alive = np.flatnonzero(~self.failed)
+                continue
+            self.y[:, alive] = ys
+            if track:
+                out[alive] = r[0]
+            break
+        return out
+
+    def voltage(self):
+        return np.where(self.failed, np.nan, self.y[0])
+
+
+class _GpuCells:
+    """The population on one GPU (cardiosim.reaction.ode.cuda_backend with per-cell parameters): the states stay
+    on the device; one launch per call. A cell that goes bad stops there (the kernel flags it; the other cells go
+    on, as on the CPU): after a flagged launch every cell's state is checked on the host, the bad ones are marked
+    failed and set back to the initial state, so that they trip no later check."""
+
+    def __init__(self, model, params, pulse, amplitude, dt, integrator, fmad):
+        from .cells.cellml import per_cell_header
+        from .reaction.ode.cuda_backend import CudaBackend
+        slots = per_cell_header(model)[1]
+        n = params.shape[0]
+        self.y0 = np.ascontiguousarray(model.initial_state(n))
+        self.gpu = CudaBackend(model, self.y0, integrator=integrator, fmad=fmad,
+                               cell_params=np.ascontiguousarray(params[:, slots].T))
+        self.stim = self.gpu.stimulus(pulse, [amplitude])
+        self.lower = np.array([s.lower for s in model.states])[:, None]
+        self.upper = np.array([s.upper for s in model.states])[:, None]
+        self.dt = dt
+        self.failed = np.zeros(n, dtype=bool)
+        self.v = np.empty(n)
+
+    def advance(self, t0, kk, track=False):
+        r = self.gpu.advance(t0, self.dt, kk, self.stim, check_range=True, track_dvdt=track, check=False)
+        try:
+            self.gpu.check(t0, self.dt)
+        except SimulationError:
+            y = self.gpu.from_device()
+            with np.errstate(invalid="ignore"):
+                bad = ~np.all(np.isfinite(y) & (y >= self.lower) & (y <= self.upper), axis=0) & ~self.failed
+            self.failed |= bad
+            y[:, bad] = self.y0[:, bad]
+            self.gpu.to_device(y)
+        if not track:
+            return None
+        return np.where(self.failed, np.nan, r[0])
+
+    def voltage(self):
+        self.gpu.get_row(0, self.v)
+        return np.where(self.failed, np.nan, self.v)

@@ -20,6 +20,16 @@
 #define CS_PARAM(i) (p[i])
 #define CS_PARAM_ARG , const double *p
 
+#ifdef CS_CELL_PARAMS
+/* A population's per-cell parameters (-DCS_CELL_PARAMS, with the header of cardiosim.cells.cellml.per_cell_header,
+ * the one the GPU compiles too): the header reads slot j of its cell as CS_CELL_PARAM(j); cs_advance is called with
+ * p_all = a (n_slots, n_cells) array and p_stride = 1, so a cell's p points at its column, and
+ * cs_set_cell_pitch(n_cells) has said how far apart the slots are. */
+static long cs_cell_pitch;
+void cs_set_cell_pitch(long n) { cs_cell_pitch = n; }
+#define CS_CELL_PARAM(j) (p[(size_t)(j) * (size_t)cs_cell_pitch])
+#endif
+
 #ifndef MODEL_HEADER
 #error "define MODEL_HEADER, MODEL_RHS, MODEL_N_STATES and MODEL_N_PARAMS"
 #endif

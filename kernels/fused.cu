@@ -11,6 +11,11 @@
  *   -DCS_MAX_PROTOCOLS=16     optional: room for pulse trains in constant memory
  *   -DCS_AUX=0|1, -DCS_PARAMS_INITIALISED=0|1   the seed's kernel variants (cardiosim/ode/kernel_variants.py, which
  *                             also swaps the model header for its one-local-per-intermediate form where asked)
+ *   -DCS_CELL_PARAMS=1        a population (cardiosim/population.py): the header is a generated model's per-cell
+ *                             form (cardiosim.cells.cellml.per_cell_header), reading slot j of its cell as
+ *                             CS_CELL_PARAM(j) from cell_params[j*c_cell_pitch + c], the kernel's last argument;
+ *                             every other parameter is a literal in the header. kernels/cpu_driver.c compiles the
+ *                             same header as C with the same macro: the host twin.
  *
  * Constant memory, uploaded by the host (module.get_global + memcpy_htod): c_params (model.parameter_vector(),
  * once per context), c_lower/c_upper (admissible ranges, once), c_proto (start, duration, period, count per
@@ -57,7 +62,19 @@ __constant__ double c_lower[CS_N_STATES];
 __constant__ double c_upper[CS_N_STATES];
 __constant__ double c_proto[4 * CS_MAX_PROTOCOLS];
 
-#if CS_PARAMS_INITIALISED
+#ifndef CS_CELL_PARAMS
+#define CS_CELL_PARAMS 0
+#endif
+
+#if CS_CELL_PARAMS
+/* Per-cell parameters: the header's entry points take the cell's column of cell_params as their p (the host's
+ * convention), and its kept parameters are CS_CELL_PARAM(j); no parameter is left in constant memory. */
+__constant__ long long c_cell_pitch;
+#define CS_PARAM(i) (p[i])
+#define CS_PARAM_ARG , const double *p
+#define CS_CELL_PARAM(j) (p[(long long)(j) * c_cell_pitch])
+#define CS_CELL_ARG , cell_params + c
+#elif CS_PARAMS_INITIALISED
 /* The seed's original form: one initialised __constant__ double c_<index name> per parameter, generated from the
  * parameter vector and prepended to this file (constant_declarations in cardiosim/ode/kernel_variants.py). */
 #define CS_PARAM(i) (c_##i)
@@ -78,7 +95,10 @@ struct cs_aux_row {
 #endif
 
 #define CS_FN __device__ __forceinline__
+#if !CS_CELL_PARAMS
 #define CS_PARAM_ARG
+#define CS_CELL_ARG
+#endif
 #include CS_STR(CS_MODEL.h)
 
 #define CS_RHS CS_CAT(CS_MODEL, _rhs)
@@ -103,11 +123,16 @@ __device__ __forceinline__ bool cs_active(int q, double t)
 /* k Forward-Euler substeps of dt ms from t0 for every cell, in place: y <- y + dt*f(t0 + j*dt, y), j = 0..k-1
  * (or k Rush-Larsen steps, CS_RUSH_LARSEN). dvdt_max / t_dvdt_max (n_cells each) may be null: else the largest
  * dV/dt over the substeps and its time.
- * aux: the auxiliary derivative array (pitched like y) of the CS_AUX variants; unused otherwise (may be null). */
+ * aux: the auxiliary derivative array (pitched like y) of the CS_AUX variants; unused otherwise (may be null).
+ * cell_params (CS_CELL_PARAMS only): the population's per-cell parameters, slot j of cell c at j*c_cell_pitch + c. */
 extern "C" __global__ void cs_fused_euler(double *__restrict__ y, long long pitch, int n_cells, double t0, double dt,
                                           int k, int n_protocols, const double *__restrict__ amp, int check_range,
                                           int *bad, double *__restrict__ dvdt_max, double *__restrict__ t_dvdt_max,
-                                          double *aux)
+                                          double *aux
+#if CS_CELL_PARAMS
+                                          , const double *__restrict__ cell_params
+#endif
+                                          )
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= n_cells)
@@ -135,14 +160,14 @@ extern "C" __global__ void cs_fused_euler(double *__restrict__ y, long long pitc
 #if CS_RUSH_LARSEN
         /* the model's own step: gates exactly for frozen V, the rest by Forward Euler (kernels/<model>.h) */
         const double v_old = ys[0];
-        CS_CAT(CS_MODEL, CS_STEP)(ys, dt, i_stim);
+        CS_CAT(CS_MODEL, CS_STEP)(ys, dt, i_stim CS_CELL_ARG);
         const double dvdt = (ys[0] - v_old) / dt;
         double sum = 0.0;
 #pragma unroll
         for (int s = 0; s < NS; ++s)
             sum += ys[s];
 #else
-        CS_RHS(ys, f, i_stim);
+        CS_RHS(ys, f, i_stim CS_CELL_ARG);
         const double dvdt = f[0];
         double sum = 0.0;
 #pragma unroll

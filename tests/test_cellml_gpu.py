@@ -77,7 +77,7 @@ def test_generated_kernel_equals_numpy_twin(gpu, name):
     assert rl < 1e-10 and fe < 1e-10 and grl < 1e-10
 
 
-def test_cell_steps_per_second(gpu):
+def test_cell_steps_per_second(gpu, tmp_path):
     """Throughput of the fused Forward-Euler kernel, 2^20 cells at rest, 100 substeps per launch (fmad on, as in
     production); printed for docs/benchmarks.md."""
     from cardiosim.reaction.ode.cuda_backend import CudaBackend
@@ -91,6 +91,16 @@ def test_cell_steps_per_second(gpu):
     general = cells.model_class(str(GENERATED["tt06-generated"]))()
     general.kernel_header_dir = type(general).kernel_header_dir
     models["tt06-generated, constants not folded"] = general
+    # the equations as Myokit has them: constants folded, no common subexpressions or reciprocals (cse.py)
+    from cardiosim.cells import cellml
+    for key in ("tt06-generated", "ord2011-generated"):
+        m = cells.model_class(str(GENERATED[key]))()
+        folder = tmp_path / key
+        folder.mkdir()
+        (folder / f"{m.kernel_name}.h").write_text(cellml.fold_constants(m, cellml.generate(GENERATED[key],
+                                                                                              cse=False)["c_header"]))
+        m.kernel_header_dir = folder
+        models[f"{key}, without common subexpressions"] = m
     for name, model in models.items():
         dt = 1e-4 if "bondarenko" in name else 1e-3
         with CudaBackend(model, model.initial_state(n)) as be:

@@ -38,10 +38,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cellml_codegen, singularities
+from . import cellml_codegen, cse, singularities
 from .base import CellModel, CellModelError, Parameter, State
 
-GENERATOR_VERSION = "2"      # shown in the outputs; the cache key also has the generator's sources (_digest)
+GENERATOR_VERSION = "3"      # shown in the outputs; the cache key also has the generator's sources (_digest)
 _GATE_TOL = 1e-9                 # as tt06.py: a gate may land a few ulp outside [0, 1]
 _STIM_NAMES = ("i_stim", "I_stim", "i_Stim", "I_Stim", "istim", "Istim", "IStim", "i_st", "I_st")
 _V_NAMES = ("V", "Vm", "v", "vm", "E", "V_m")
@@ -272,9 +272,10 @@ def _remove_unused(m):
             x.parent().remove_variable(x)
 
 
-def generate(path, patches=None) -> dict:
+def generate(path, patches=None, cse: bool = True) -> dict:
     """Everything the model classes and kernels need, as plain data (JSON-able) and source texts:
-    {"states", "parameters", "derived", "gates", "singularities", "c_header", "numpy_source", ...}."""
+    {"states", "parameters", "derived", "gates", "singularities", "c_header", "numpy_source", ...}. ``cse``: as
+    for cellml_codegen.write (False only to compare the forms: ``cardiosim bench cell-steps``)."""
     myokit = _myokit()
     path = Path(path)
     m = load_myokit(path, patches)
@@ -283,7 +284,7 @@ def generate(path, patches=None) -> dict:
         warnings.simplefilter("ignore")
         singular = singularities.guard(m, v)
     kname = "cellml_" + _digest(path, patches)[:16]
-    g = cellml_codegen.write(m, kname, path.name, GENERATOR_VERSION)
+    g = cellml_codegen.write(m, kname, path.name, GENERATOR_VERSION, cse=cse)
     names, gates = g["names"], g["gates"]
     i_stim = m.binding("pace")
 
@@ -331,7 +332,7 @@ def _digest(path: Path, patches=None) -> str:
     h = hashlib.sha256(path.read_bytes())
     if patches:
         h.update(json.dumps(sorted(patches.items())).encode())
-    for src in (__file__, cellml_codegen.__file__, singularities.__file__):
+    for src in (__file__, cellml_codegen.__file__, singularities.__file__, cse.__file__):
         h.update(Path(src).read_bytes())
     h.update(f"\0generator {GENERATOR_VERSION}\0myokit {myokit.__version__}".encode())
     return h.hexdigest()
@@ -539,19 +540,51 @@ def specialised(model) -> Path:
     from ..compile import cached_folder
     base = Path(type(model).kernel_header_dir)
     keep = model.kept_parameters()
-    c = model.parameter_vector()
     names = list(model.PARAMETER_ORDER)
     key = hashlib.sha256((model.kernel_name + "\0" + json.dumps([names[i] for i in sorted(keep) if i < len(names)])
                           + "\0" + (base / f"{model.kernel_name}.h").read_text()).encode()).hexdigest()[:32]
 
-    def literal(m) -> str:
+    def build(tmp: Path) -> None:
+        text = (base / f"{model.kernel_name}.h").read_text()
+        (tmp / f"{model.kernel_name}.h").write_text(fold_constants(model, text))
+    return cached_folder("spec_" + key, "cellml", build)
+
+
+def per_cell_header(model) -> tuple[Path, list[int]]:
+    """(folder, slots): ``model``'s C header for a population whose cells each have their own values of the
+    parameters the model keeps at run time (:meth:`GeneratedCellModel.keep_at_run_time`), and the indices into
+    parameter_vector() of those values. Everything else is folded as in :func:`specialised`; the kept parameter
+    ``slots[j]`` is read as ``CS_CELL_PARAM(j)``, which the includer defines: slot j of this cell, from a
+    per-cell array (kernels/cpu_driver.c and kernels/fused.cu with CS_CELL_PARAMS). The same text is compiled as C
+    on the host and as CUDA on the GPU, so a CPU population through it is the GPU population's host twin."""
+    from ..compile import cached_folder
+    base = Path(type(model).kernel_header_dir)
+    c = model.parameter_vector()
+    slots = sorted(model.kept_parameters() | {i for i, v in enumerate(c) if not math.isfinite(v)})
+    slot = {i: j for j, i in enumerate(slots)}
+    key = hashlib.sha256((model.kernel_name + "\0cells\0" + json.dumps(slots) + "\0"
+                          + (base / f"{model.kernel_name}.h").read_text()).encode()).hexdigest()[:32]
+
+    def value(m) -> str:
         i = int(m.group(1))
-        return m.group(0) if i in keep or not math.isfinite(c[i]) else f"({float(c[i])!r})"
+        return f"CS_CELL_PARAM({slot[i]})" if i in slot else f"({float(c[i])!r})"
 
     def build(tmp: Path) -> None:
         text = (base / f"{model.kernel_name}.h").read_text()
-        (tmp / f"{model.kernel_name}.h").write_text(_PARAM.sub(literal, text))
-    return cached_folder("spec_" + key, "cellml", build)
+        (tmp / f"{model.kernel_name}.h").write_text(_PARAM.sub(value, text))
+    return cached_folder("cells_" + key, "cellml", build), slots
+
+
+def fold_constants(model, text: str) -> str:
+    """The generated header ``text`` with every parameter that ``model`` does not keep at run time
+    (:meth:`GeneratedCellModel.kept_parameters`) written as its value."""
+    keep = model.kept_parameters()
+    c = model.parameter_vector()
+
+    def literal(m) -> str:
+        i = int(m.group(1))
+        return m.group(0) if i in keep or not math.isfinite(c[i]) else f"({float(c[i])!r})"
+    return _PARAM.sub(literal, text)
 
 
 def cached() -> list[dict]:

@@ -137,6 +137,61 @@ def diagonal_jacobian(m, states, body, gates) -> dict:
     return out
 
 
+def _common_subexpressions(body, states, jac, names, sidx, reciprocals=True):
+    """The body's equations and GRL1's diagonal Jacobian with their common subexpressions computed once and one
+    reciprocal per repeated divisor (cardiosim/cells/cse.py): (body_code, grl_code). body_code: [(name,
+    expression)] in order, the body's own names (d_<i> for a state's derivative, identifiers for intermediates)
+    and temporaries cse_<n> between them. grl_code: {"temps": [(name, expression)] at the start of GRL1's block,
+    "states": [(state, [(j_<ident>, ∂x/∂s expression)], a = ∂f/∂s expression)] per state that is not a gate}.
+    The Jacobian reuses the body's values: a subexpression equal to an intermediate's equation is that
+    intermediate. ``reciprocals``: also one reciprocal per repeated divisor (which changes the rounding of those
+    quotients by up to an ulp)."""
+    import myokit
+    from . import cse
+    keys = cse.Keys()
+    counter = iter(range(1 << 30))
+
+    def new_name():
+        return f"cse_{next(counter)}"
+
+    lhs = [f"d_{sidx[x]}" if x.is_state() else names.ident[x] for x in body]
+    rhs = cse.reciprocals([x.rhs() for x in body], keys) if reciprocals else [x.rhs() for x in body]
+    grl_states = [s for s in states if s in jac]
+    labelled, flat = [], []
+    for s in grl_states:
+        partials, top = jac[s]
+        for x, e in partials:
+            labelled.append((s, "j_" + names.ident[x]))
+            flat.append(e)
+        labelled.append((s, None))
+        flat.append(top)
+    # the intermediates by their equations first: the Jacobian's copies of them are those names, not temporaries
+    whole = {}
+    for name, original, rewritten in zip(lhs, (x.rhs() for x in body), rhs):
+        if not isinstance(original, (myokit.Name, myokit.Number, myokit.Derivative)):
+            whole.setdefault(keys(original), myokit.Name(name))
+            whole.setdefault(keys(rewritten), myokit.Name(name))
+    divisors = {keys(q[1]) for e in rhs for q in e.walk(myokit.Divide)       # those the body inverts already
+                if isinstance(q[0], myokit.Number) and q[0].eval() == 1.0}
+    if reciprocals:
+        flat = cse.reciprocals(flat, keys, extra_divisors=divisors)
+    flat = [cse.substitute(e, keys, whole) for e in flat]
+    prologue = cse.eliminate(list(zip(lhs, rhs)), keys, new_name, later=flat)
+    known = {**whole, **prologue.defined}
+    grl = cse.eliminate(list(zip(labelled, flat)), keys, new_name, known=known, hoist_to_top=True,
+                        private=(myokit.PartialDerivative,))
+    temps = [(name, e) for name, e in grl.assignments if isinstance(name, str)]
+    per_state = {s: ([], None) for s in grl_states}
+    for label, e in grl.assignments:
+        if isinstance(label, tuple):
+            s, name = label
+            if name is None:
+                per_state[s] = (per_state[s][0], e)
+            else:
+                per_state[s][0].append((name, e))
+    return prologue.assignments, {"temps": temps, "states": [(s, *per_state[s]) for s in grl_states]}
+
+
 def _pow_helpers(kname: str, used) -> list[str]:
     """``<kname>_pow<n>(x)`` for each n in ``used``: x^n by repeated squaring (x^8 = ((x²)²)², 3 products)."""
     out = []
@@ -155,10 +210,12 @@ def _pow_helpers(kname: str, used) -> list[str]:
     return out
 
 
-def write(m, kname: str, origin: str, generator: str) -> dict:
+def write(m, kname: str, origin: str, generator: str, cse: bool = True) -> dict:
     """{"c_header", "numpy_source", "names" (Names), "states", "literals", "derived", "gates"} for the prepared
     model ``m`` (V first, the stimulus bound to ``pace``). ``kname``: the C name prefix; ``origin``, ``generator``:
-    for the files' first line. Parameter vector: the literals, then the derived constants."""
+    for the files' first line. Parameter vector: the literals, then the derived constants. ``cse``: common
+    subexpressions once and one reciprocal per repeated divisor (:func:`_common_subexpressions`); False writes the
+    equations as Myokit has them (for comparison)."""
     import myokit
     v = m.label("membrane_potential")
     names = Names(m)
@@ -181,6 +238,8 @@ def write(m, kname: str, origin: str, generator: str) -> dict:
             if isinstance(lhs, myokit.PartialDerivative):        # ∂x/∂s in GRL1's diagonal Jacobian
                 return "j_" + names.ident[lhs.dependent_expression().var()]
             var = lhs.var()
+            if isinstance(var, str):                             # a temporary of cardiosim/cells/cse.py, d_<i>
+                return var
             if isinstance(lhs, myokit.Derivative):
                 return f"d_{sidx[var]}"
             if var is i_stim:
@@ -205,13 +264,23 @@ def write(m, kname: str, origin: str, generator: str) -> dict:
 
     up = kname.upper()
     n_s, n_p = len(states), len(literals) + len(derived)
+    # C: common subexpressions and reciprocals; NumPy: common subexpressions only, so that the NumPy twin stays
+    # bit for bit Myokit's own evaluation of the equations (tests/test_cellml.py)
+    if cse:
+        code = {cw: _common_subexpressions(body, states, jac, names, sidx, reciprocals=True),
+                pw: _common_subexpressions(body, states, jac, names, sidx, reciprocals=False)}
+    else:                     # the equations as Myokit wrote them (cardiosim bench cell-steps compares the two forms)
+        plain = ([(f"d_{sidx[x]}" if x.is_state() else names.ident[x], x.rhs()) for x in body],
+                 {"temps": [], "states": [(s, [("j_" + names.ident[x], e) for x, e in jac[s][0]], jac[s][1])
+                                          for s in states if s in jac]})
+        code = {cw: plain, pw: plain}
 
     def prologue(writer, line):
         """The states read from y, then the body's equations (d_<i> for a state's derivative, intermediates by
-        name), each as ``line`` formats a name and its expression: the same in every function generated."""
+        name) with their common subexpressions (cse_<n>), each as ``line`` formats a name and its expression: the
+        same in every function generated."""
         out = [line.format(names.ident[s_], f"y[{sidx[s_]}]") for s_ in states]
-        return out + [line.format(f"d_{sidx[x]}" if x.is_state() else names.ident[x], writer.ex(x.rhs()))
-                      for x in body]
+        return out + [line.format(name, writer.ex(e)) for name, e in code[writer][0]]
 
     c = [f"/* {kname}.h: generated by cardiosim/cells/cellml.py (generator {generator}, Myokit "
          f"{myokit.__version__}) from {origin}; do not edit.",
@@ -235,12 +304,17 @@ def write(m, kname: str, origin: str, generator: str) -> dict:
             inf, rate = gate_parts(cw, s)
             c.append(f"        {{ const double inf_ = {inf}; out[{i}] = inf_ + ({names.ident[s]} - inf_) * "
                      f"exp(-dt * {rate}); }}")
-        else:
-            partials, top = jac[s]
-            c.append("        if (rl == 2) {")
-            c += [f"            const double j_{names.ident[x]} = {cw.ex(e)};" for x, e in partials]
-            c.append(f"            out[{i}] = {kname}_grl_({names.ident[s]}, d_{i}, {cw.ex(top)}, dt);")
-            c.append(f"        }} else out[{i}] = {names.ident[s]} + dt * d_{i};")
+    c.append("        if (rl == 2) {")
+    c += [f"            const double {name} = {cw.ex(e)};" for name, e in code[cw][1]["temps"]]
+    for s, partials, top in code[cw][1]["states"]:
+        i = sidx[s]
+        c.append("            {")
+        c += [f"                const double {name} = {cw.ex(e)};" for name, e in partials]
+        c.append(f"                out[{i}] = {kname}_grl_({names.ident[s]}, d_{i}, {cw.ex(top)}, dt);")
+        c.append("            }")
+    c.append("        } else {")
+    c += [f"            out[{sidx[s]}] = {names.ident[s]} + dt * d_{sidx[s]};" for s in states if s not in gates]
+    c.append("        }")
     c.append("    } else {")
     c += [f"        out[{i}] = d_{i};" for i in range(n_s)]
     c += ["    }", "}", "",
@@ -277,13 +351,14 @@ def write(m, kname: str, origin: str, generator: str) -> dict:
             inf, rate = gate_parts(pw, s)
             py.append(f"        inf_ = {inf}")
             py.append(f"        out[{i}] = inf_ + ({names.ident[s]} - inf_) * numpy.exp(-dt * {rate})")
-        else:
-            partials, top = jac[s]
-            py.append("        if rl == 2:")
-            py += [f"            j_{names.ident[x]} = {pw.ex(e)}" for x, e in partials]
-            py.append(f"            out[{i}] = _grl({names.ident[s]}, d_{i}, {pw.ex(top)}, dt)")
-            py.append("        else:")
-            py.append(f"            out[{i}] = {names.ident[s]} + dt * d_{i}")
+    py.append("        if rl == 2:")
+    py += [f"            {name} = {pw.ex(e)}" for name, e in code[pw][1]["temps"]]
+    for s, partials, top in code[pw][1]["states"]:
+        py += [f"            {name} = {pw.ex(e)}" for name, e in partials]
+        py.append(f"            out[{sidx[s]}] = _grl({names.ident[s]}, d_{sidx[s]}, {pw.ex(top)}, dt)")
+    py.append("        else:")
+    py += [f"            out[{sidx[s]}] = {names.ident[s]} + dt * d_{sidx[s]}" for s in states if s not in gates]
+    py += ["            pass"] if all(s in gates for s in states) else []
     py.append("    else:")
     py += [f"        out[{i}] = d_{i}" for i in range(n_s)]
     # every intermediate by its user-facing name, vectorised over cells (or over the samples of a trace): what

@@ -32,13 +32,19 @@ FUNCTION = "cs_fused_euler"
 MAX_PROTOCOLS = 16
 
 
-def kernel_source(model, params: np.ndarray, variant, integrator: str = "forward-euler") -> tuple[str, list[str]]:
+def kernel_source(model, params: np.ndarray, variant, integrator: str = "forward-euler",
+                  per_cell: bool = False) -> tuple[str, list[str]]:
     """The CUDA source and nvcc -D options of ``variant`` (a kernel_variants.Variant) for ``model``; also what
     ``cardiosim kernels`` compiles. ``integrator``: "forward-euler", "rush-larsen" (the header's
-    <kernel_name>_rush_larsen) or "grl1" (<kernel_name>_grl1, generated models); the last two fused kernel only."""
+    <kernel_name>_rush_larsen) or "grl1" (<kernel_name>_grl1, generated models); the last two fused kernel only.
+    ``per_cell``: a population's kernel (fused only, generated models): the header of
+    cardiosim.cells.cellml.per_cell_header, its kept parameters read per cell (-DCS_CELL_PARAMS=1)."""
     kdir = kernel_dir()
     name = model.kernel_name
-    header = (header_dir(model) / f"{name}.h").read_text()
+    folder = per_cell_folder(model) if per_cell else header_dir(model)
+    if per_cell and not variant.fused:
+        raise ValueError("per-cell parameters need the fused kernel variant")
+    header = (folder / f"{name}.h").read_text()
     from .native import STEP_SUFFIX
     step = STEP_SUFFIX.get(integrator)
     if step and (f"{name}{step}(" not in header or not variant.fused):
@@ -52,8 +58,19 @@ def kernel_source(model, params: np.ndarray, variant, integrator: str = "forward
     src = f"// headers: {h.hexdigest()[:20]}\n" + src
     opts = [f"-DCS_MODEL={name}", f"-DCS_MODEL_UP={name.upper()}", f"-DCS_N_STATES={model.n_states}",
             f"-DCS_N_PARAMS={params.size}", f"-DCS_MAX_PROTOCOLS={MAX_PROTOCOLS}",
-            f"-DCS_RUSH_LARSEN={int(step is not None)}", *([f"-DCS_STEP={step}"] if step else []), *defines]
+            f"-DCS_RUSH_LARSEN={int(step is not None)}", *([f"-DCS_STEP={step}"] if step else []), *defines,
+            *(["-DCS_CELL_PARAMS=1"] if per_cell else [])]
     return src, opts
+
+
+def per_cell_folder(model):
+    """The folder of ``model``'s per-cell header (a generated model whose population parameters it keeps at run
+    time); ValueError for a hand-written model."""
+    if not hasattr(model, "keep_at_run_time"):
+        raise ValueError(f"{model.name}: per-cell parameters on the GPU need a generated (CellML) model; the "
+                         f"hand-written headers read every parameter from constant memory")
+    from ...cells.cellml import per_cell_header
+    return per_cell_header(model)[0]
 
 
 @dataclass(frozen=True)
@@ -76,11 +93,14 @@ class CudaBackend:
     ``block``: threads per block. ``options``: extra nvcc options. ``variant``: the kernel variant
     (cardiosim.reaction.ode.kernel_variants: the seed's ``original`` ... ``all``, one substep per launch, or ``fused``).
     ``integrator``: "forward-euler", or "rush-larsen" where the model's header has one (TT06).
+    ``cell_params``: a population (cardiosim.population, generated models): every cell its own values of the
+    parameters the model keeps at run time, (n_slots, n_cells) in the order of
+    cardiosim.cells.cellml.per_cell_header's slots; they live in device memory, the rest are literals.
     """
 
     def __init__(self, model, states: np.ndarray, device: int = 0, fmad: bool = True, block: int = 128,
                  options: Sequence[str] = (), variant: str = kernel_variants.DEFAULT,
-                 integrator: str = "forward-euler"):
+                 integrator: str = "forward-euler", cell_params: np.ndarray | None = None):
         cuda = import_pycuda()
         self.cuda = cuda
         name = model.kernel_name
@@ -99,6 +119,14 @@ class CudaBackend:
         self.variant = kernel_variants.get(variant, name)
         self.integrator = integrator
         self._last_k = 1
+        self.per_cell = cell_params is not None
+        if self.per_cell:
+            from ...cells.cellml import per_cell_header
+            slots = per_cell_header(model)[1]
+            cell_params = np.ascontiguousarray(cell_params, dtype=np.float64)
+            if cell_params.shape != (len(slots), self.n_cells):
+                raise ValueError(f"cell_params must have shape ({len(slots)}, {self.n_cells}) (the per-cell slots), "
+                                 f"got {cell_params.shape}")
 
         cuda.init()
         self.device = cuda.Device(device)
@@ -106,20 +134,25 @@ class CudaBackend:
         self.ctx.push()
         try:
             kdir = kernel_dir()
-            src, opts = kernel_source(model, self.params, self.variant, integrator)
+            src, opts = kernel_source(model, self.params, self.variant, integrator, self.per_cell)
             opts += [f"--fmad={'true' if fmad else 'false'}", *options]
             self.options = opts
             # what was compiled, for the ranks of a node to compare (placement.first_then_others)
             self.source_digest = hashlib.sha256("\0".join([src, *opts]).encode()).hexdigest()
             try:
-                dirs = [str(header_dir(model)), str(kdir)]
+                dirs = [str(per_cell_folder(model) if self.per_cell else header_dir(model)), str(kdir)]
                 mod = cuda.module_from_buffer(compile_cached(src, opts, arch_of(self.device), dirs))
             except RuntimeError as e:
                 raise RuntimeError(f"CUDA backend: compiling {KERNEL} ({self.variant.name}) for {name} failed:\n{e}")
             self.module = mod
             self.func = mod.get_function(FUNCTION)
-            self.func.prepare("PqiddiiPiPPPP")
-            if not self.variant.initialised_params:
+            self.func.prepare("PqiddiiPiPPPP" + ("P" if self.per_cell else ""))
+            self.cell_params = None
+            if self.per_cell:
+                self.cell_params = cuda.to_device(cell_params) if self.n_cells else None
+                ptr, _ = self.module.get_global("c_cell_pitch")
+                cuda.memcpy_htod(ptr, np.array([self.n_cells], dtype=np.int64))
+            elif not self.variant.initialised_params:
                 self._upload("c_params", self.params)
             self._upload("c_lower", np.array([s.lower for s in model.states], dtype=np.float64))
             self._upload("c_upper", np.array([s.upper for s in model.states], dtype=np.float64))
@@ -157,7 +190,7 @@ class CudaBackend:
             return
         self.ctx.push()
         try:
-            for a in (self.y, self.bad, self.aux):
+            for a in (self.y, self.bad, self.aux, getattr(self, "cell_params", None)):
                 if a is not None:
                     a.free()
             if self._dvdt is not None:
@@ -290,6 +323,7 @@ class CudaBackend:
             grid = ((self.n_cells + self.block - 1) // self.block, 1)
             amp = stim.amp if stim.amp is not None else np.intp(0)
             aux = self.aux if self.aux is not None else np.intp(0)
+            extra = (self.cell_params,) if self.per_cell else ()
             # The seed's variants launch once per substep, at t0 + j*dt: the time the fused kernel computes for
             # substep j (both round the product and the sum once), so the pulse edges fall on the same substeps.
             launches = [(t0, k)] if self.variant.fused else [(t0 + j * dt, 1) for j in range(k)]
@@ -299,7 +333,7 @@ class CudaBackend:
                 self.func.prepared_call(grid, (self.block, 1, 1), self.y, np.int64(self.pitch),
                                         np.int32(self.n_cells), float(t), float(dt), np.int32(kk),
                                         np.int32(stim.n_protocols), amp, np.int32(bool(check_range) and last),
-                                        self.bad, d1, d2, aux)
+                                        self.bad, d1, d2, aux, *extra)
             out = None
             if track_dvdt:
                 out = (self.cuda.from_device(self._dvdt[0], (self.n_cells,), np.float64),

@@ -43,12 +43,13 @@ def _compiler_version(cc: str) -> str:
 
 
 def build(kernel_name: str, header_text: str | None = None, integrator: str = "forward-euler",
-          model_dir: Path | None = None) -> Path:
+          model_dir: Path | None = None, per_cell: bool = False) -> Path:
     """Path of the compiled driver for model ``kernel_name``, compiling it if it is not in the cache yet.
     ``header_text``: a replacement for kernels/<kernel_name>.h (the kernel variants' generated forms, to test them
     on the CPU). ``integrator``: "forward-euler", "rush-larsen" (the header's <kernel_name>_rush_larsen) or "grl1"
     (<kernel_name>_grl1, generated models).
-    ``model_dir``: where the model's header is when it is not in kernels/ (a generated model, :func:`header_dir`)."""
+    ``model_dir``: where the model's header is when it is not in kernels/ (a generated model, :func:`header_dir`).
+    ``per_cell``: the header reads its per-cell parameters as CS_CELL_PARAM(j) (cardiosim.cells.cellml.per_cell_header)."""
     kdir = kernel_dir()
     header = (model_dir or kdir) / f"{kernel_name}.h"
     if not header.is_file():
@@ -64,6 +65,8 @@ def build(kernel_name: str, header_text: str | None = None, integrator: str = "f
         defines += (f"-DMODEL_STEP_RL={step}",)
     elif integrator != "forward-euler":
         raise ValueError(f"unknown integrator '{integrator}'")
+    if per_cell:
+        defines += ("-DCS_CELL_PARAMS",)
     include = (f"-I{kdir}",)
     # Key: every source the driver could include (all headers of the folder, cheap and safe), flags, compiler.
     h = hashlib.sha256()
@@ -105,6 +108,9 @@ def _load(path: Path) -> ctypes.CDLL:
                                    ctypes.c_int, _dp, _dp, _dp, ctypes.c_long, _dp, _dp,
                                    ctypes.POINTER(ctypes.c_long), ctypes.POINTER(ctypes.c_int), _dp, _dp, _dp]
         lib.cs_advance.restype = ctypes.c_int
+        if hasattr(lib, "cs_set_cell_pitch"):
+            lib.cs_set_cell_pitch.argtypes = [ctypes.c_long]
+            lib.cs_set_cell_pitch.restype = None
         _LIBS[path] = lib
     return _LIBS[path]
 
@@ -122,17 +128,27 @@ class NativeModel:
     """A cell model's C right-hand side in the CPU Forward-Euler driver.
 
     ``model`` is a :class:`~cardiosim.cells.base.CellModel` with ``kernel_name`` and ``parameter_vector()``; its
-    parameters (variant, overrides) are taken at construction.
+    parameters (variant, overrides) are taken at construction. ``per_cell``: a generated model's population header
+    (cardiosim.cells.cellml.per_cell_header: the parameters it keeps at run time read per cell, ``self.slots``
+    their indices into parameter_vector()), the host twin of the GPU population kernel; :meth:`advance` then takes
+    ``params`` of shape (n_slots, n_cells).
     """
 
-    def __init__(self, model, header_text: str | None = None, integrator: str = "forward-euler"):
+    def __init__(self, model, header_text: str | None = None, integrator: str = "forward-euler",
+                 per_cell: bool = False):
         name = model.kernel_name
         if not name or not hasattr(model, "parameter_vector"):
             raise RuntimeError(f"cell model {model.name} has no native (C) kernel")
         self.model = model
         self.integrator = integrator
-        self.lib = _load(build(name, header_text, integrator,
-                               Path(model.kernel_header_dir) if getattr(model, "kernel_header_dir", None) else None))
+        self.slots = None
+        folder = Path(model.kernel_header_dir) if getattr(model, "kernel_header_dir", None) else None
+        if per_cell:
+            if not hasattr(model, "keep_at_run_time"):
+                raise RuntimeError(f"cell model {model.name}: per-cell parameters need a generated (CellML) model")
+            from ...cells.cellml import per_cell_header
+            folder, self.slots = per_cell_header(model)
+        self.lib = _load(build(name, header_text, integrator, folder, per_cell))
         self.params = np.ascontiguousarray(model.parameter_vector(), dtype=np.float64)
         if self.lib.cs_n_states() != model.n_states or self.lib.cs_n_params() != self.params.size:
             raise RuntimeError(
@@ -175,7 +191,8 @@ class NativeModel:
         (non-finite values are always checked, at every substep). With ``track_dvdt``, returns (dvdt_max,
         t_dvdt_max), the largest dV/dt (mV/ms) per cell over the substeps and the time it was evaluated at (ms);
         else None. ``params``: every cell its own parameter vector, (n_cells, n_params) C-contiguous float64 (a
-        population, cardiosim.population); default: the model's, for every cell.
+        population, cardiosim.population), or with ``per_cell`` its own values of the slots, (n_slots, n_cells);
+        default: the model's, for every cell.
 
         Raises SimulationError naming the cell, the state, its value and the time when a state goes bad; the
         state of that cell is left as it was at that moment, the cells after it are not advanced.
@@ -196,7 +213,14 @@ class NativeModel:
         bad_t = ctypes.c_double(np.nan)
         lo, hi = (self._lo, self._hi) if check_range else (None, None)
         p, stride = self._p, 0
-        if params is not None:
+        if self.slots is not None:
+            if not (isinstance(params, np.ndarray) and params.dtype == np.float64 and params.flags.c_contiguous
+                    and params.shape == (len(self.slots), n_cells)):
+                raise ValueError(f"params must be a C-contiguous float64 array of shape ({len(self.slots)}, "
+                                 f"{n_cells}): the per-cell slots")
+            self.lib.cs_set_cell_pitch(n_cells)
+            p, stride = params.ctypes.data, 1
+        elif params is not None:
             if not (isinstance(params, np.ndarray) and params.dtype == np.float64 and params.flags.c_contiguous
                     and params.shape == (n_cells, self.params.size)):
                 raise ValueError(f"params must be a C-contiguous float64 array of shape ({n_cells}, "

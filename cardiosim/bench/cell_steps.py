@@ -1,0 +1,104 @@
+"""Cell-steps per second of the native C backend (one CPU core) for the generated CellML models, with and without
+the generator's common subexpressions and reciprocals (cardiosim/cells/cse.py), beside the hand-written twins.
+
+    cardiosim bench cell-steps [--models NAME ...] [--cells 1000] [--steps 200] [--repeats 5] [--write PAGE]
+
+Both forms of a model are compiled from the same generator (``cellml.generate(cse=False)`` writes the equations as
+Myokit has them), specialised to the same run (constants folded) and timed in turns, best of ``--repeats`` each, so
+that a shared machine's load falls on both alike. Cells at rest, no stimulus, dt = 1 µs; the rate is cells × steps /
+wall time of one ``cs_advance`` call (the driver's per-substep finiteness check included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+import time
+
+import numpy as np
+
+from .cellml import MODELS
+from .launch import machine, publish
+
+DEFAULT = ("ten_tusscher_model_2006_epi", "ohara_rudy_2011_endo", "courtemanche_ramirez_nattel_1998",
+           "bondarenko_szigeti_bett_kim_rasmusson_2004_apical")
+HAND = {"ten_tusscher_model_2006_epi": "tt06", "bondarenko_szigeti_bett_kim_rasmusson_2004_apical": "bondarenko"}
+INTEGRATORS = ("forward-euler", "rush-larsen", "grl1")
+
+
+def _rate(nat, model, n: int, k: int) -> float:
+    y = np.ascontiguousarray(model.initial_state(n))
+    t = time.perf_counter()
+    nat.advance(y, 0.0, 1e-3, k, check_range=False)
+    return n * k / (time.perf_counter() - t)
+
+
+def measure(names, n: int, k: int, repeats: int) -> list[dict]:
+    from .. import cells
+    from ..cells import cellml
+    from ..compile import kernel_dir
+    from ..reaction.ode.native import STEP_SUFFIX as STEP, NativeModel
+    rows = []
+    for name in names:
+        path = MODELS / f"{name}.cellml"
+        model = cells.model_class(str(path))()
+        plain = cellml.fold_constants(model, cellml.generate(path, cse=False)["c_header"])
+        hand = cells.make(HAND[name]) if name in HAND else None
+        for integrator in INTEGRATORS:
+            forms = {"cse": NativeModel(model, integrator=integrator),
+                     "plain": NativeModel(model, header_text=plain, integrator=integrator)}
+            if hand is not None and f"{hand.kernel_name}{STEP.get(integrator, '_rhs')}(" in \
+                    (kernel_dir() / f"{hand.kernel_name}.h").read_text():
+                forms["hand"] = NativeModel(hand, integrator=integrator)
+            best = dict.fromkeys(forms, 0.0)
+            for f, nat in forms.items():                       # warm-up: page faults, first calls
+                _rate(nat, model if f != "hand" else hand, n, 5)
+            for _ in range(repeats):
+                for f, nat in forms.items():
+                    best[f] = max(best[f], _rate(nat, model if f != "hand" else hand, n, k))
+            row = {"model": name, "integrator": integrator, **{f"{f}_steps_per_s": v for f, v in best.items()},
+                   "speed-up": best["cse"] / best["plain"]}
+            rows.append(row)
+            print(f"{name:52s} {integrator:14s} plain {best['plain']:.3e}  cse {best['cse']:.3e}  "
+                  f"x{row['speed-up']:.2f}" + (f"  hand {best['hand']:.3e}" if "hand" in best else ""),
+                  file=sys.stderr, flush=True)
+    return rows
+
+
+def markdown(rows, meta) -> str:
+    out = ["### Generated cell models on one CPU core: common subexpressions and reciprocals (issue 26)", "",
+           f"{meta['date']} · {meta['cpu']} ({meta['cores']} cores, shared) · native C backend (gcc -O2), one process"
+           f" · {meta['cells']} cells × {meta['steps']} steps of 1 µs at rest, best of {meta['repeats']}, the forms"
+           f" timed in turns · `{meta['command']}`", "",
+           "| model | integrator | Myokit's form (cell-steps/s) | with CSE + reciprocals | speed-up | hand twin |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        hand = f"{r['hand_steps_per_s']:.3g}" if "hand_steps_per_s" in r else "—"
+        out.append(f"| {r['model']} | {r['integrator']} | {r['plain_steps_per_s']:.3g} | {r['cse_steps_per_s']:.3g}"
+                   f" | {r['speed-up']:.2f}× | {hand} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="cardiosim bench cell-steps", description=__doc__.split("\n")[0])
+    p.add_argument("--models", nargs="+", default=list(DEFAULT), help="model file names in models/, without .cellml")
+    p.add_argument("--cells", type=int, default=1000)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--write", help="markdown page to update (docs/benchmarks.md)")
+    p.add_argument("--json", help="write the rows here too")
+    a = p.parse_args(argv)
+    for name in a.models:
+        if not (MODELS / f"{name}.cellml").is_file():
+            print(f"cardiosim bench cell-steps: no model {MODELS / name}.cellml", file=sys.stderr)
+            return 2
+    rows = measure(a.models, a.cells, a.steps, a.repeats)
+    meta = {**machine(), "date": datetime.date.today().isoformat(), "cells": a.cells, "steps": a.steps,
+            "repeats": a.repeats, "command": "cardiosim bench cell-steps " + " ".join(argv or sys.argv[1:])}
+    publish(markdown(rows, meta), meta, rows, a.json, a.write, "cell-steps")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
