@@ -8,10 +8,11 @@ and calibration filters (issue 26).
 Factors: ``uniform`` between two bounds, ``lognormal`` with median 1 and the given σ of ln(factor), or a table
 (CSV, one column per parameter, one row per cell). The cells are integrated together by the native C driver, each
 with its own parameter vector (kernels/cpu_driver.c, ``p_stride``); a CellML model's header is specialised with the
-varied parameters read at run time. The last beat is recorded (every ``record_every`` ms, V only) and measured per
-cell (cardiosim.biomarkers, APDs from the stimulus onset); a cell whose state goes bad is marked, not fatal.
-
-Not yet on the GPU: the fused kernel reads one parameter vector from constant memory (docs/cell-models.md).
+varied parameters read at run time. On a GPU (``backend="cuda"``, CellML models) the fused kernel reads the varied
+parameters, and the constants computed from them, per cell from device memory; every other one is a literal
+(cardiosim.cells.cellml.per_cell_header; ``backend="native-cells"`` runs that same header on the CPU, the host twin
+the tests compare). The last beat is recorded (every ``record_every`` ms, V only) and measured per cell
+(cardiosim.biomarkers, APDs from the stimulus onset); a cell whose state goes bad is marked, not fatal.
 """
 
 from __future__ import annotations

@@ -13,9 +13,14 @@
 #      (fmad off) for TT06, O'Hara-Rudy, Courtemanche (3 passed).
 #   2. test_cell_steps_per_second: a table with the column "x hand twin"; issue 26's targets: generated TT06 and
 #      generated Bondarenko >= 0.9, O'Hara-Rudy >= 3e9; the row "tt06-generated, constants not folded" is the old
-#      form (powers already products) and shows what the folding alone bought.
+#      form (powers already products) and shows what the folding alone bought; the rows "tt06-generated, without
+#      common subexpressions" and "ord2011-generated, without common subexpressions" are the equations as Myokit
+#      has them (constants folded, no CSE, no reciprocals: cardiosim/cells/cse.py), beside the default rows with
+#      both: the GPU's gain from the CSE pass (on the CPU: docs/benchmarks.md, "Generated cell models on one CPU
+#      core"; nvcc's PTX has 10-43 % fewer div.rn.f64 with it, the same registers).
 #   3. cardiosim kernels for the generated models: registers and spills (0 spills expected; O'Hara-Rudy had 255
 #      registers before).
+# Populations on the GPU (item 4) are in tools/gpu/issue26-population.sh (a device call of their own: 5-9 minutes).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 py=${PYTHON:-.venv/bin/python}
