@@ -155,7 +155,13 @@ def _common_subexpressions(body, states, jac, names, sidx, reciprocals=True):
         return f"cse_{next(counter)}"
 
     lhs = [f"d_{sidx[x]}" if x.is_state() else names.ident[x] for x in body]
-    rhs = cse.reciprocals([x.rhs() for x in body], keys) if reciprocals else [x.rhs() for x in body]
+    def constant(e) -> bool:
+        """Numbers and parameters only: the specialised header makes 1/e a literal."""
+        return all(isinstance(n.var(), myokit.Variable) and n.var().is_constant() for n in e.walk(myokit.Name)) \
+            and not any(isinstance(n, (myokit.Derivative, myokit.PartialDerivative)) for n in e.walk())
+
+    rhs = cse.reciprocals([x.rhs() for x in body], keys, constant=constant) if reciprocals else \
+        [x.rhs() for x in body]
     grl_states = [s for s in states if s in jac]
     labelled, flat = [], []
     for s in grl_states:
@@ -174,7 +180,7 @@ def _common_subexpressions(body, states, jac, names, sidx, reciprocals=True):
     divisors = {keys(q[1]) for e in rhs for q in e.walk(myokit.Divide)       # those the body inverts already
                 if isinstance(q[0], myokit.Number) and q[0].eval() == 1.0}
     if reciprocals:
-        flat = cse.reciprocals(flat, keys, extra_divisors=divisors)
+        flat = cse.reciprocals(flat, keys, extra_divisors=divisors, constant=constant)
     flat = [cse.substitute(e, keys, whole) for e in flat]
     prologue = cse.eliminate(list(zip(lhs, rhs)), keys, new_name, later=flat)
     known = {**whole, **prologue.defined}

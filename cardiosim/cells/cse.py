@@ -13,8 +13,10 @@ each expression as Myokit wrote it and only
 * **reuses what the prologue computed**: a subexpression of GRL1's Jacobian equal to an intermediate's right-hand
   side is that intermediate (Myokit's derivative of exp(u) writes exp(u) again);
 * **divides by a repeated divisor once**: x/b and y/b become x·r and y·r with r = 1/b, one division instead of
-  several (a division costs a Newton–Raphson sequence on a GPU, several products' latency on a CPU). This changes
-  the rounding of those quotients by up to an ulp, within the twins' round-off tolerance (tests/test_cellml.py).
+  several (a division costs a Newton–Raphson sequence on a GPU, several products' latency on a CPU), and x/c by a
+  constant c (numbers and parameters, literals once the header is specialised) becomes x·(1/c), 1/c computed by
+  the compiler. This changes the rounding of those quotients by up to an ulp, within the twins' round-off
+  tolerance (tests/test_cellml.py); the NumPy twin does not do it.
 
 The pass works on a *scope*: an ordered list of assignments (name, expression). Temporaries are defined just before
 the first assignment that needs them (:func:`eliminate`), or all at the scope's start (``hoist_to_top``: GRL1's block,
@@ -31,14 +33,9 @@ def _myokit():
     return myokit
 
 
-def _costly(e) -> bool:
-    m = _myokit()
-    return isinstance(e, (m.Divide, m.Power, m.Log, m.UnaryNumericalFunction))
-
-
 class Keys:
-    """A structural key per node (type and operands, numbers by their exact bits), memoised by node identity; the
-    same text of Myokit's code() but without its cost on deep trees."""
+    """A structural key per node (type and operands, numbers by their exact bits), memoised by node identity: what
+    Myokit's code() says, without its cost on deep trees."""
 
     def __init__(self):
         self._memo: dict[int, tuple] = {}
@@ -96,19 +93,21 @@ def _contains(e, kinds) -> bool:
 
 @dataclass
 class Scope:
-    """The outcome of :func:`eliminate`: ``assignments`` in order, temporaries included (names from ``names``);
+    """The outcome of :func:`eliminate`: ``assignments`` in order, its temporaries (named by ``new_name``) included;
     ``defined``: key of an original subexpression -> the Name that holds its value (for a later scope's ``known``)."""
 
     assignments: list = field(default_factory=list)
     defined: dict = field(default_factory=dict)
-    temps: set = field(default_factory=set)
 
 
-def reciprocals(exprs, keys: Keys, extra_divisors=()) -> list:
+def reciprocals(exprs, keys: Keys, extra_divisors=(), constant=None) -> list:
     """``exprs`` with x/b written x·(1/b) wherever the divisor b occurs in two or more quotients of ``exprs`` (or is
     in ``extra_divisors``, keys of divisors a previous scope already inverted); the 1/b are then common
-    subexpressions that :func:`eliminate` computes once."""
+    subexpressions that :func:`eliminate` computes once. Where ``constant(b)`` says b is made of constants only
+    (numbers and parameters, folded into literals when the header is specialised), x/b is x·(1/b) even once: the
+    compiler computes 1/b, and a product replaces a division."""
     m = _myokit()
+    constant = constant or (lambda e: False)
     count: dict = {}
 
     def scan(e):
@@ -126,8 +125,7 @@ def reciprocals(exprs, keys: Keys, extra_divisors=()) -> list:
             return e
         always = _always(e)
         kids = [rewrite(x) if i in always else x for i, x in enumerate(e)]
-        if isinstance(e, m.Divide) and not _is_one(e[0]) and keys(e[1]) in repeated \
-                and not isinstance(e[1], m.Number):
+        if isinstance(e, m.Divide) and not _is_one(e[0]) and (keys(e[1]) in repeated or constant(e[1])):
             return m.Multiply(kids[0], m.Divide(m.Number(1.0), kids[1]))
         return _rebuild(e, kids)
     return [rewrite(e) for e in exprs]
@@ -229,4 +227,4 @@ def eliminate(assignments, keys: Keys, new_name, known=None, hoist_to_top=False,
             return e if _leaf(e) else _rebuild(e, [inline(x) for x in e])
         out = [(lhs, inline(e)) for lhs, e in out if lhs not in single]
         defined = {k: v for k, v in defined.items() if v.var() not in single}
-    return Scope(out, defined, {name for name, _ in temps if name not in single})
+    return Scope(out, defined)

@@ -17,7 +17,7 @@
 #      common subexpressions" and "ord2011-generated, without common subexpressions" are the equations as Myokit
 #      has them (constants folded, no CSE, no reciprocals: cardiosim/cells/cse.py), beside the default rows with
 #      both: the GPU's gain from the CSE pass (on the CPU: docs/benchmarks.md, "Generated cell models on one CPU
-#      core"; nvcc's PTX has 11-43 % fewer div.rn.f64 with it, the same registers).
+#      core"; nvcc's PTX has 36-68 % fewer div.rn.f64 with it, registers within 8).
 #   3. cardiosim kernels for the generated models: registers and spills (0 spills expected; O'Hara-Rudy had 255
 #      registers before).
 # Populations on the GPU (item 4) are in tools/gpu/issue26-population.sh (a device call of their own: 5-9 minutes).
