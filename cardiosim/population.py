@@ -130,18 +130,21 @@ def run_population(model_name: str, variant: str | None, overrides: Mapping[str,
     else:
         cells_ = _CpuCells(model, params, pulse, amplitude, dt, integrator, per_cell=backend == "native-cells")
 
-    for b in range(prepace + beats - 1):
-        cells_.advance(0.0, steps)
-        if progress:
-            progress(b + 1, prepace + beats)
     n_rec = int(round(period / record_every))
     t = np.arange(n_rec + 1) * record_every
     V = np.full((n_rec + 1, n), np.nan)
-    V[0] = cells_.voltage()
     dvdt = np.full((n_rec, n), np.nan)
-    for i in range(n_rec):
-        dvdt[i] = cells_.advance(i * k * dt, k, track=True)
-        V[i + 1] = cells_.voltage()
+    try:
+        for b in range(prepace + beats - 1):
+            cells_.advance(0.0, steps)
+            if progress:
+                progress(b + 1, prepace + beats)
+        V[0] = cells_.voltage()
+        for i in range(n_rec):
+            dvdt[i] = cells_.advance(i * k * dt, k, track=True)
+            V[i + 1] = cells_.voltage()
+    finally:
+        cells_.close()
     failed = cells_.failed
     cols = ["APD90", "APD50", "V_rest", "V_peak", "dVdt_max"]
     bio = np.zeros(n, dtype=[("cell", "i8")] + [(c, "f8") for c in cols] + [("failed", "i1"), ("kept", "i1")])
@@ -166,7 +169,7 @@ def run_population(model_name: str, variant: str | None, overrides: Mapping[str,
             overrides or {})), "amplitude": amplitude, "duration": duration, "period": period, "beats": beats,
             "prepace": prepace, "dt": dt, "integrator": integrator, "record_every": record_every,
             "keep": json.dumps({k: list(v) for k, v in keep.items()}), "cardiosim_version": __version__,
-            "protocol": "population"})
+            "protocol": "population", "backend": backend})
         g = f.create_group("population")
         for name, fac in factors.items():
             g.create_dataset(f"factors/{name}", data=np.asarray(fac, dtype=np.float64)).attrs["unit"] = "1"
@@ -248,6 +251,9 @@ class _CpuCells:
     def voltage(self):
         return np.where(self.failed, np.nan, self.y[0])
 
+    def close(self):
+        pass
+
 
 class _GpuCells:
     """The population on one GPU (cardiosim.reaction.ode.cuda_backend with per-cell parameters): the states stay
@@ -288,3 +294,7 @@ class _GpuCells:
     def voltage(self):
         self.gpu.get_row(0, self.v)
         return np.where(self.failed, np.nan, self.v)
+
+    def close(self):
+        """Free the device memory and release the context."""
+        self.gpu.close()
