@@ -303,7 +303,10 @@ def test_conformance_every_file(tmp_path):
             assert r["generates"].startswith(reasons), r
             continue
         assert r["compiles"] == "yes", r
-        assert r["c_vs_numpy"] < 1e-8 or not np.isfinite(r["c_vs_numpy"]), r
+        # round-off, relative to each state's own derivative: up to 4.3e-7 where a derivative is the difference of
+        # nearly equal terms and the C's products by reciprocals move it (tests/test_cellml_speed.py: the NumPy
+        # twin with the same products gives the C's numbers)
+        assert r["c_vs_numpy"] < 1e-6 or not np.isfinite(r["c_vs_numpy"]), r
         _singular_points_are_finite(cells.model_class(str(MODELS / f"{r['model']}.cellml")), continuous=False)
 
 

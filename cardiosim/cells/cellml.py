@@ -272,10 +272,11 @@ def _remove_unused(m):
             x.parent().remove_variable(x)
 
 
-def generate(path, patches=None, cse: bool = True) -> dict:
+def generate(path, patches=None, cse: bool = True, numpy_like_c: bool = False) -> dict:
     """Everything the model classes and kernels need, as plain data (JSON-able) and source texts:
-    {"states", "parameters", "derived", "gates", "singularities", "c_header", "numpy_source", ...}. ``cse``: as
-    for cellml_codegen.write (False only to compare the forms: ``cardiosim bench cell-steps``)."""
+    {"states", "parameters", "derived", "gates", "singularities", "c_header", "numpy_source", ...}. ``cse``,
+    ``numpy_like_c``: as for cellml_codegen.write (other than the defaults only to compare forms: ``cardiosim bench
+    cell-steps``, the tests)."""
     myokit = _myokit()
     path = Path(path)
     m = load_myokit(path, patches)
@@ -284,7 +285,7 @@ def generate(path, patches=None, cse: bool = True) -> dict:
         warnings.simplefilter("ignore")
         singular = singularities.guard(m, v)
     kname = "cellml_" + _digest(path, patches)[:16]
-    g = cellml_codegen.write(m, kname, path.name, GENERATOR_VERSION, cse=cse)
+    g = cellml_codegen.write(m, kname, path.name, GENERATOR_VERSION, cse=cse, numpy_like_c=numpy_like_c)
     names, gates = g["names"], g["gates"]
     i_stim = m.binding("pace")
 

@@ -216,12 +216,13 @@ def _pow_helpers(kname: str, used) -> list[str]:
     return out
 
 
-def write(m, kname: str, origin: str, generator: str, cse: bool = True) -> dict:
+def write(m, kname: str, origin: str, generator: str, cse: bool = True, numpy_like_c: bool = False) -> dict:
     """{"c_header", "numpy_source", "names" (Names), "states", "literals", "derived", "gates"} for the prepared
     model ``m`` (V first, the stimulus bound to ``pace``). ``kname``: the C name prefix; ``origin``, ``generator``:
     for the files' first line. Parameter vector: the literals, then the derived constants. ``cse``: common
     subexpressions once and one reciprocal per repeated divisor (:func:`_common_subexpressions`); False writes the
-    equations as Myokit has them (for comparison)."""
+    equations as Myokit has them (for comparison). ``numpy_like_c``: the NumPy twin with the C's reciprocals too
+    (for the tests: the C's arithmetic on the host, where its round-off against the twin is amplified)."""
     import myokit
     v = m.label("membrane_potential")
     names = Names(m)
@@ -274,7 +275,7 @@ def write(m, kname: str, origin: str, generator: str, cse: bool = True) -> dict:
     # bit for bit Myokit's own evaluation of the equations (tests/test_cellml.py)
     if cse:
         code = {cw: _common_subexpressions(body, states, jac, names, sidx, reciprocals=True),
-                pw: _common_subexpressions(body, states, jac, names, sidx, reciprocals=False)}
+                pw: _common_subexpressions(body, states, jac, names, sidx, reciprocals=numpy_like_c)}
     else:                     # the equations as Myokit wrote them (cardiosim bench cell-steps compares the two forms)
         plain = ([(f"d_{sidx[x]}" if x.is_state() else names.ident[x], x.rhs()) for x in body],
                  {"temps": [], "states": [(s, [("j_" + names.ident[x], e) for x, e in jac[s][0]], jac[s][1])
