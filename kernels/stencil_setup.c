@@ -12,23 +12,8 @@
  *
  * Built with the system C compiler under cardiosim.compile's cache rule; plain C99, no dependencies. */
 #include <stdint.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define NCODES 27
-
-/* Threads for the loops below (OpenMP where the compiler has it: the set-up runs while the GPUs wait, on a host
- * whose other cores idle). Each loop writes disjoint rows, each row by one thread in a fixed order, so the results
- * do not depend on the thread count. */
-void sst_threads(int n)
-{
-#ifdef _OPENMP
-    omp_set_num_threads(n > 0 ? n : 1);
-#else
-    (void)n;
-#endif
-}
 
 /* S (27 x nrows, zeroed by the caller) from the CSR rows of rank ``own``'s box, and used[27] (zeroed by the caller)
  * set where a code has a non-zero entry. Columns are PETSc global indices:
@@ -40,7 +25,6 @@ int sst_from_csr(long nrows, const int64_t *indptr, const void *cols, int idx64,
 {
     const int64_t *os = bstart + 3 * own, *on = bsize + 3 * own;
     int err = 0;
-#pragma omp parallel for schedule(static) reduction(max : err) reduction(| : used[:NCODES])
     for (long r = 0; r < nrows; ++r) {
         long ri = os[0] + r % on[0], rj = os[1] + (r / on[0]) % on[1], rk = os[2] + r / (on[0] * on[1]);
         for (int64_t e = indptr[r]; e < indptr[r + 1]; ++e) {
@@ -99,7 +83,6 @@ int sst_coarsen(int d, const int64_t *in_start, const int64_t *in_size, int ncod
     }
     const long in_stride = d == 0 ? 1 : (d == 1 ? in_size[0] : in_size[0] * in_size[1]);
     int err = 0;
-#pragma omp parallel for schedule(static) reduction(max : err)
     for (long o = 0; o < nout; ++o) {
         long loc[3] = {o % out_size[0], (o / out_size[0]) % out_size[1], o / (out_size[0] * out_size[1])};
         long I = cstart + loc[d];
@@ -183,53 +166,44 @@ int sst_stiffness(int dim, const int64_t *el_start, const int64_t *el_size, cons
     for (int pq = 0; pq < dim * dim; ++pq)
         if (need[pq])
             pqs[npq++] = pq;
-    /* An element adds to the rows of its corners, in its own plane and the next along the outermost dimension the
-     * grid has: the even planes in parallel, then the odd ones, so that no two threads add to the same row. */
-    int od = el_size[2] > 1 ? 2 : 1;
-    for (int parity = 0; parity < 2; ++parity) {
-#pragma omp parallel for schedule(static)
-        for (long plane = parity; plane < el_size[od]; plane += 2)
-            for (long ey = (od == 1 ? plane : 0); ey < (od == 1 ? plane + 1 : el_size[1]); ++ey)
-                for (long ex = 0; ex < el_size[0]; ++ex) {
-                    long ez = od == 2 ? plane : 0;
-                    long e[3] = {el_start[0] + ex, el_start[1] + ey, el_start[2] + ez};
-                    long base = (e[0] - g_start[0]) +
-                                g_size[0] * ((e[1] - g_start[1]) + g_size[1] * (e[2] - g_start[2]));
-                    double sig[9] = {0};
-                    int inside = 1;
-                    for (int c = 0; c < nb; ++c) {
-                        long n = base + corner_shift[c];
-                        if (tissue && !tissue[n]) {
-                            inside = 0;
-                            break;
-                        }
-                        double s = scale[n], lt = st[n * st_stride], dl = sl[n * sl_stride] - lt;
-                        const double *f = fib + n * dim;
-                        for (int i = 0; i < npq; ++i) {
-                            int p = pqs[i] / dim, q = pqs[i] % dim;
-                            sig[pqs[i]] += s * ((p == q ? lt : 0.0) + dl * f[p] * f[q]);
-                        }
+    for (long ez = 0; ez < el_size[2]; ++ez)
+        for (long ey = 0; ey < el_size[1]; ++ey)
+            for (long ex = 0; ex < el_size[0]; ++ex) {
+                long e[3] = {el_start[0] + ex, el_start[1] + ey, el_start[2] + ez};
+                long base = (e[0] - g_start[0]) + g_size[0] * ((e[1] - g_start[1]) + g_size[1] * (e[2] - g_start[2]));
+                double sig[9] = {0};
+                int inside = 1;
+                for (int c = 0; c < nb; ++c) {
+                    long n = base + corner_shift[c];
+                    if (tissue && !tissue[n]) {
+                        inside = 0;
+                        break;
                     }
-                    if (!inside)
-                        continue;
-                    /* which corners are owned rows (all of them inside a rank's box) */
-                    int owned = 0;
-                    for (int c = 0; c < nb; ++c) {
-                        long node[3] = {e[0] + (c & 1), e[1] + ((c >> 1) & 1), e[2] + ((c >> 2) & 1)};
-                        int in = 1;
-                        for (int d = 0; d < 3; ++d)
-                            in &= node[d] >= o_start[d] && node[d] < o_start[d] + o_size[d];
-                        owned |= in << c;
-                    }
-                    long row0 = (e[0] - o_start[0]) +
-                                o_size[0] * ((e[1] - o_start[1]) + o_size[1] * (e[2] - o_start[2]));
-                    for (int i = 0; i < nterms; ++i) {
-                        int a = term_a[i];
-                        if (!((owned >> a) & 1))
-                            continue;
-                        S[(long)term_code[i] * n_owned + row0 + corner_row[a]] += sig[term_pq[i]] * term_E[i];
+                    double s = scale[n], lt = st[n * st_stride], dl = sl[n * sl_stride] - lt;
+                    const double *f = fib + n * dim;
+                    for (int i = 0; i < npq; ++i) {
+                        int p = pqs[i] / dim, q = pqs[i] % dim;
+                        sig[pqs[i]] += s * ((p == q ? lt : 0.0) + dl * f[p] * f[q]);
                     }
                 }
-    }
+                if (!inside)
+                    continue;
+                /* which corners are owned rows (all of them inside a rank's box) */
+                int owned = 0;
+                for (int c = 0; c < nb; ++c) {
+                    long node[3] = {e[0] + (c & 1), e[1] + ((c >> 1) & 1), e[2] + ((c >> 2) & 1)};
+                    int in = 1;
+                    for (int d = 0; d < 3; ++d)
+                        in &= node[d] >= o_start[d] && node[d] < o_start[d] + o_size[d];
+                    owned |= in << c;
+                }
+                long row0 = (e[0] - o_start[0]) + o_size[0] * ((e[1] - o_start[1]) + o_size[1] * (e[2] - o_start[2]));
+                for (int i = 0; i < nterms; ++i) {
+                    int a = term_a[i];
+                    if (!((owned >> a) & 1))
+                        continue;
+                    S[(long)term_code[i] * n_owned + row0 + corner_row[a]] += sig[term_pq[i]] * term_E[i];
+                }
+            }
     return 0;
 }

@@ -26,10 +26,7 @@ from .launch import machine, mpirun_command, publish
 
 def run_once(cfg: Path, ranks: int, sets: list[str], petsc: list[str], workdir: Path, placement: str) -> dict:
     out = workdir / f"r{ranks}_{abs(hash((tuple(sets), tuple(petsc)))) % 10**8}.h5"
-    # Open MPI binds each of up to 2 ranks to one core; the set-up's threads (cardiosim.solvers.galerkin.threads)
-    # want the rank's share of the node, as a batch job with --cpus-per-task gives it
-    unbind = ["--bind-to", "none"] if _open_mpi() else []
-    cmd = (mpirun_command(ranks) + unbind
+    cmd = (mpirun_command(ranks)
            + [sys.executable, "-m", "cardiosim", "run", str(cfg), "--quiet", "--overwrite", "--output", str(out),
               "--set", f'cell.placement="{placement}"', "--set", "output.interval=1e9"]
            + (["--set", 'cell.backend="cuda"'] if placement == "resident" else [])
@@ -50,14 +47,6 @@ def run_once(cfg: Path, ranks: int, sets: list[str], petsc: list[str], workdir: 
                                    if k in ("reaction", "parabolic", "elliptic", "exchange")},
             "iterations": {k: v["mean"] for k, v in summary["iterations"].items()},
             "solvers": header.split("; ", 1)[-1] if header else "", "petsc": petsc, "placement": placement}
-
-
-def _open_mpi() -> bool:
-    try:
-        out = subprocess.run([mpirun_command(1)[0], "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return "Open MPI" in out or "OpenRTE" in out
 
 
 def stretched(cfg: Path, ranks: int, sets: list[str]) -> list[str]:

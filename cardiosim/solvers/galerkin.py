@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import hashlib
 import os
 import subprocess
-import sys
 
 import numpy as np
 from petsc4py import PETSc
@@ -37,7 +36,7 @@ _lib: list[ctypes.CDLL] = []
 
 def library() -> ctypes.CDLL:
     """kernels/stencil_setup.c, compiled once per machine into the cache (the stiffness rows of
-    cardiosim.operators come from it too), with OpenMP where the compiler has it."""
+    cardiosim.operators come from it too)."""
     if not _lib:
         cc = os.environ.get("CC", "cc")
         src = kernel_dir() / SOURCE
@@ -45,45 +44,18 @@ def library() -> ctypes.CDLL:
             version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
         except (OSError, subprocess.CalledProcessError) as e:
             raise RuntimeError(f"multigrid: the C compiler '{cc}' does not run ({e}); set CC") from e
-        lib = None
-        for flags in (["-O2", "-std=c99", "-shared", "-fPIC", "-fopenmp"], ["-O2", "-std=c99", "-shared", "-fPIC"]):
-            h = hashlib.sha256("\0".join([src.read_text(), cc, *flags, version]).encode()).hexdigest()[:20]
-            out = cache_dir("native") / f"stencil_setup_{h}.so"
-            try:
-                lib = ctypes.CDLL(str(compile_once(out, lambda tmp: [cc, *flags, str(src), "-o", tmp],
-                                                   f"multigrid: compiling {SOURCE}")))
-                break
-            except (RuntimeError, OSError):
-                if "-fopenmp" not in flags:
-                    raise
+        flags = ["-O2", "-std=c99", "-shared", "-fPIC"]
+        h = hashlib.sha256("\0".join([src.read_text(), cc, *flags, version]).encode()).hexdigest()[:20]
+        out = cache_dir("native") / f"stencil_setup_{h}.so"
+        lib = ctypes.CDLL(str(compile_once(out, lambda tmp: [cc, *flags, str(src), "-o", tmp],
+                                           f"multigrid: compiling {SOURCE}")))
         p, i, l = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
         lib.sst_from_csr.argtypes, lib.sst_from_csr.restype = [l, p, p, i, p, i, p, p, p, i, p, p], i
         lib.sst_coarsen.argtypes, lib.sst_coarsen.restype = [i, p, p, i, p, p, l, l, l, p, p, p, p, p, p, p, i, p,
                                                              p], i
         lib.sst_stiffness.argtypes, lib.sst_stiffness.restype = [i, p, p, p, p, p, p, p, p, p, i, p, i, p, p, p], i
-        lib.sst_threads.argtypes, lib.sst_threads.restype = [i], None
-        if "OMP_NUM_THREADS" not in os.environ:
-            lib.sst_threads(threads())
         _lib.append(lib)
     return _lib[0]
-
-
-def threads() -> int:
-    """Threads for the set-up's loops: this process's cores (its affinity: a rank bound to one core gets one), at
-    most its share of the node's cores among the ranks on the node (OMP_NUM_THREADS, where set, decides instead).
-    On one GPU host they took the 216³ slab's stiffness rows, stencils and Galerkin products from ~10 s to ~? s
-    (docs/benchmarks.md)."""
-    try:
-        mine = len(os.sched_getaffinity(0))
-    except AttributeError:                                  # no affinity on this platform
-        mine = os.cpu_count() or 1
-    local = 1
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized():
-        node = mpi.COMM_WORLD.Split_type(mpi.COMM_TYPE_SHARED)
-        local = node.Get_size()
-        node.Free()
-    return max(1, min(mine, (os.cpu_count() or 1) // local))
 
 
 def _int64(a) -> np.ndarray:
