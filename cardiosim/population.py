@@ -102,6 +102,9 @@ def run_population(model_name: str, variant: str | None, overrides: Mapping[str,
             raise ValueError(f"--keep {k}: not a biomarker; allowed: {', '.join(UNITS)}")
     if backend not in BACKENDS:
         raise ValueError(f"population: backend {backend!r}; allowed: {', '.join(BACKENDS)}")
+    if integrator not in ("forward-euler", "rush-larsen", "grl1"):
+        raise ValueError(f"population: --integrator {integrator}; a population runs forward-euler, rush-larsen or "
+                         f"grl1 (cvode paces one cell at a time)")
     if not model.kernel_name:
         raise ValueError(f"population: {model.name} has no C kernel (populations run in the native driver)")
     if backend != "native" and not hasattr(model, "keep_at_run_time"):

@@ -267,8 +267,9 @@ def test_conformance_subset(tmp_path):
         assert r["numpy_vs_myokit"] < 1e-12, name                # bit for bit but Shannon 2004: 7e-15
         # round-off: the C divides by constants as products by their reciprocals and the NumPy twin does not; where a
         # derivative nearly cancels (a gate at its steady state, (x_inf - x)/tau ~ 1e-11) the relative difference
-        # of that state reaches 1.4e-9 (Bondarenko; 6e-22 of the largest derivative)
-        assert r["c_vs_numpy"] < 1e-8, name
+        # of that state reaches 6.8e-8 (Shannon 2004's m; 1e-12 of the largest derivative), as in
+        # test_conformance_every_file
+        assert r["c_vs_numpy"] < 1e-6, name
         assert r["v_rms"] < 0.5, name
         assert abs(r["apd90"] - r["apd90_cvodes"]) < 0.01 * r["apd90_cvodes"], name
         assert r["fe_max_dt"] is not None, name

@@ -76,6 +76,7 @@ def test_population_from_a_table_by_the_cli(tmp_path):
     (["--population", "4", "--sample", "g_Nope=uniform:0.5:1.5"], ["g_Nope", "allowed"]),
     (["--population", "4", "--sample", "g_Na=uniform:0.5:1.5", "--keep", "APD90"], ["--keep", "LO:HI"]),
     (["--population", "4", "--sample", "g_Na=uniform:0.5:1.5", "--keep", "QT=1:2"], ["--keep QT", "biomarker"]),
+    (["--population", "4", "--sample", "g_Na=uniform:0.5:1.5", "--integrator", "cvode"], ["cvode", "grl1"]),
 ])
 def test_bad_input(tmp_path, args, words):
     out = tmp_path / "p.h5"
