@@ -216,6 +216,26 @@ class Assembler:
                                          S.ctypes.data)
         return S
 
+    def as_stencil(self, values: np.ndarray, scale: float = 1.0, diagonal: np.ndarray | None = None):
+        """The rows of scale·K + diag(``diagonal``) (K's rows ``values``, from :meth:`values`) as the multigrid's
+        stencil (cardiosim.solvers.galerkin.Stencil: the 27 codes of 3D, a 2D grid's 9 being its middle z layer),
+        with the codes that have a non-zero entry here: what the solvers would otherwise read back from the
+        assembled matrix (galerkin.attach). The same arithmetic as PETSc's scale and diagonal add, so equal to it."""
+        from .solvers import galerkin
+        dim, n = self.grid.dim, values.shape[1]
+        centre = (3 ** dim) // 2
+        shift = 0 if dim == 3 else 9                                       # a 2D code's place among the 27
+        if dim == 3 and scale == 1.0 and diagonal is None:
+            S = values
+        else:
+            S = np.zeros((galerkin.NCODES, n))
+            for c in self.codes:
+                S[c + shift] = values[c] * scale if scale != 1.0 else values[c]
+        if diagonal is not None:
+            S[centre + shift] += diagonal
+        codes = [c + shift for c in self.codes if S[c + shift].any()]
+        return galerkin.Stencil(S, np.array(codes, dtype=np.int32))
+
     def matrix(self, values: np.ndarray) -> PETSc.Mat:
         """The matrix of rows ``values`` (from :meth:`values`, or a sum of them), assembled as CSR."""
         vals = np.take(values.reshape(-1), self.csr_take).astype(PETSc.ScalarType, copy=False)

@@ -19,6 +19,7 @@ from petsc4py import PETSc
 from .solvers.linear import (ELLIPTIC_DEFAULTS, PARABOLIC_DEFAULTS, LinearSolver, elliptic_pc_defaults,
                              gpu_elliptic_defaults, gpu_parabolic_defaults)
 from .operators import Assembler, NodeConductivity, lumped_mass, sync_host
+from .solvers import galerkin
 
 
 # The elliptic matrix's diagonal at nodes outside the tissue, relative to its largest entry. Any positive value
@@ -80,13 +81,17 @@ class TissueModel:
         self.rhs = grid.vec()
         self.work = grid.vec()
 
-    def _parabolic_matrix(self, K):
+    def _parabolic_matrix(self, K, rows=None):
+        """θK + αM; with K's assembler rows ``rows``, its stencil attached for the multigrid (galerkin.attach)."""
         A = K.copy()
         A.scale(self.theta)
         diag = self.M_step.copy()
         diag.scale(self.alpha)
         A.setDiagonal(diag, addv=True)
         sync_host(A)
+        if rows is not None:
+            m = self.M_step.getArray(readonly=True)
+            galerkin.attach(A, self.assembler.as_stencil(rows, self.theta, self.alpha * m))
         return A
 
     def _parabolic_defaults(self, K) -> dict:
@@ -147,8 +152,9 @@ class Monodomain(TissueModel):
     def __init__(self, grid, cfg, stencil):
         super().__init__(grid, cfg, stencil)
         a = self.assembler
-        self.K = a.matrix(a.values(self.sigma.mono))
-        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.K), grid=grid,
+        rows = a.values(self.sigma.mono)
+        self.K = a.matrix(rows)
+        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.K, rows), grid=grid,
                                       defaults=self._parabolic_defaults(self.K))
 
     def solvers(self):
@@ -175,16 +181,19 @@ class Bidomain(TissueModel):
         a = self.assembler
         vi = a.values(self.sigma.intra)
         self.Ki = a.matrix(vi)
-        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.Ki), grid=grid,
+        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.Ki, vi), grid=grid,
                                       defaults=self._parabolic_defaults(self.Ki))
         pc = gpu_elliptic_defaults(grid) if grid.gpu else elliptic_pc_defaults(grid)
-        A = a.matrix(a.values(self.sigma.extra, add_to=vi))     # K_i + K_e: vi's rows are in Ki already
+        rows = a.values(self.sigma.extra, add_to=vi)            # K_i + K_e: vi's rows are in Ki and θKi + αM
+        A = a.matrix(rows)
+        outside = None
         if self.outside is not None:
             # φe = 0 outside the tissue (a row of its own: a diagonal, right-hand side 0); one constant per
             # connected piece of tissue is free
             d = self.outside.copy()
             d.scale(OUTSIDE_DIAGONAL * A.getDiagonal().max()[1])
             A.setDiagonal(d, addv=PETSc.InsertMode.ADD_VALUES)
+            outside = d.getArray(readonly=True).copy()
             d.destroy()
             sync_host(A)
             self.pieces = [grid.mask.indicator(p) for p in range(1, grid.mask.n_pieces + 1)]
@@ -196,6 +205,7 @@ class Bidomain(TissueModel):
                 w.pointwiseMult(w, piece)
                 w.scale(1.0 / w.sum())
                 self.piece_means.append(w)
+        galerkin.attach(A, a.as_stencil(rows, diagonal=outside))
         self.elliptic = LinearSolver("elliptic", A, grid=grid, defaults={**ELLIPTIC_DEFAULTS, **pc},
                                      nullspace=True if self.pieces is None else _normalised(self.pieces))
         self.volume = self.M.sum()

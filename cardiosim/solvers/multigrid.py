@@ -100,7 +100,7 @@ class Hierarchy:
         """``coarse_max`` None: the fine level only (no coarse levels, no inverse: for Jacobi-preconditioned CG)."""
         sizes = tuple(int(n) for n in dims) + (1,) * (3 - len(dims))
         whole = Boxes.whole(sizes)
-        self._build(galerkin.from_csr(A.getValuesCSR(), whole, 0), len(dims), sizes, coarse_max, singular)
+        self._build(galerkin.of_matrix(A, whole, 0), len(dims), sizes, coarse_max, singular)
 
     @classmethod
     def of_stencil(cls, S: galerkin.Stencil, dims, coarse_max: int | None, singular: bool) -> "Hierarchy":
@@ -190,7 +190,7 @@ class RankHierarchy:
         self.gathers = coarse_max is not None or root_only      # a top level that rank 0 solves
         self.coarse_matrix = None
         boxes = Boxes.of_dmda(da)
-        S = galerkin.from_csr(A.getValuesCSR(), boxes, rank)
+        S = galerkin.of_matrix(A, boxes, rank)
         self.boxes, self.sizes, self.starts, self.stencils, self.codes, self.transfers = [], [], [], [], [], []
         while True:
             start, size = boxes.box(rank)

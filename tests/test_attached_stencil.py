@@ -1,0 +1,97 @@
+"""The stencils the tissue models attach to their solver matrices (cardiosim.solvers.galerkin.attach: the multigrid
+then skips reading each matrix back) equal the matrices read back (galerkin.from_csr of PETSc's CSR) exactly, code by
+code, on 1 and 2 ranks: monodomain and bidomain, 2D and 3D, star and box, Crank–Nicolson and backward Euler, the
+masked anatomy (one diagonal outside the tissue); and they are the ones the multigrid takes (the matrix is unchanged
+since they were attached)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import require_mpirun
+
+SCRIPT = r'''
+import sys
+import numpy as np
+import petsc4py
+petsc4py.init(sys.argv[:1] + ["-no_signal_handler"])
+from petsc4py import PETSc
+from cardiosim import config, tissue
+from cardiosim.grid import Grid
+from cardiosim.solvers import galerkin
+from cardiosim.solvers.comm import Boxes
+
+path, stencil, overrides = sys.argv[1], sys.argv[2], sys.argv[3:]
+cfg = config.load(path, overrides)
+grid = Grid(cfg)
+model = tissue.make(grid, cfg, stencil)
+rank = grid.da.getComm().getRank()
+for s in model.solvers():
+    held = s.A.getAttr("cardiosim.stencil")
+    assert held is not None, f"{s.name}: no stencil attached"
+    assert held[0] == s.A.stateGet(), f"{s.name}: the matrix changed after its stencil was attached"
+    got = galerkin.of_matrix(s.A, Boxes.of_dmda(grid.da), rank)
+    assert got is held[1]
+    want = galerkin.from_csr(s.A.getValuesCSR(), Boxes.of_dmda(grid.da), rank)
+    assert np.array_equal(got.codes, want.codes), (s.name, got.codes, want.codes)
+    assert np.array_equal(got.S[want.codes], want.S[want.codes]), (s.name, np.abs(got.S - want.S).max())
+    print(f"rank {rank}: {s.name} {len(got.codes)} codes, equal")
+'''
+
+SHEET = """
+[simulation]
+equations = "{equations}"
+duration = 0.1
+dt = 0.05
+time_scheme = "{scheme}"
+[grid]
+size = {size}
+spacing = 0.05
+[tissue]
+chi = 1400.0
+Cm = 1.0
+sigma_il = 2.65
+sigma_it = 0.68
+sigma_el = 6.25
+sigma_et = 2.36
+fibre_angle = {angle}
+[cell]
+model = "mitchell-schaeffer"
+"""
+
+
+def _check(tmp_path, cfg: Path, stencil: str, ranks: int, overrides=()):
+    script = tmp_path / "attached_check.py"
+    script.write_text(SCRIPT)
+    cmd = [sys.executable, str(script), str(cfg), stencil, *overrides]
+    if ranks > 1:
+        cmd = [require_mpirun(), "-n", str(ranks), *cmd]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=cfg.parent)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+CASES = [("bidomain", "crank-nicolson", "[0.6, 0.4]", 30.0, "box"),
+         ("bidomain", "backward-euler", "[0.6, 0.4]", 0.0, "star"),
+         ("monodomain", "crank-nicolson", "[0.3, 0.2, 0.2]", 0.0, "star"),
+         ("bidomain", "crank-nicolson", "[0.3, 0.2, 0.2]", 20.0, "box")]
+
+
+@pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=pytest.mark.mpi)])
+@pytest.mark.parametrize("equations, scheme, size, angle, stencil", CASES)
+def test_attached_stencils_equal_the_matrices(tmp_path, ranks, equations, scheme, size, angle, stencil):
+    cfg = tmp_path / "sheet.toml"
+    cfg.write_text(SHEET.format(equations=equations, scheme=scheme, size=size, angle=angle))
+    out = _check(tmp_path, cfg, stencil, ranks)
+    assert out.count("equal") == ranks * (2 if equations == "bidomain" else 1), out
+
+
+@pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=pytest.mark.mpi)])
+def test_attached_stencils_of_the_masked_anatomy(tmp_path, ranks):
+    from test_mask import anatomy
+    out = _check(tmp_path, anatomy(tmp_path), "star", ranks)
+    assert out.count("equal") == 2 * ranks, out
