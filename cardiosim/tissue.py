@@ -17,7 +17,7 @@ import numpy as np
 from petsc4py import PETSc
 
 from .solvers.linear import (ELLIPTIC_DEFAULTS, PARABOLIC_DEFAULTS, LinearSolver, elliptic_pc_defaults,
-                             gpu_elliptic_defaults, gpu_parabolic_defaults)
+                             gpu_elliptic_defaults, gpu_parabolic_defaults, stencil_solver)
 from .operators import Assembler, NodeConductivity, lumped_mass, sync_host
 from .solvers import galerkin
 
@@ -82,7 +82,8 @@ class TissueModel:
         self.work = grid.vec()
 
     def _parabolic_matrix(self, K, rows=None):
-        """θK + αM; with K's assembler rows ``rows``, its stencil attached for the multigrid (galerkin.attach)."""
+        """θK + αM; with K's assembler rows ``rows``, its stencil attached for cardiosim's stencil solvers
+        (galerkin.attach; pass ``rows`` only where they will read it: the stencil holds the rows' memory)."""
         A = K.copy()
         A.scale(self.theta)
         diag = self.M_step.copy()
@@ -154,8 +155,9 @@ class Monodomain(TissueModel):
         a = self.assembler
         rows = a.values(self.sigma.mono)
         self.K = a.matrix(rows)
-        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.K, rows), grid=grid,
-                                      defaults=self._parabolic_defaults(self.K))
+        defaults = self._parabolic_defaults(self.K)
+        A = self._parabolic_matrix(self.K, rows if stencil_solver("parabolic", defaults) else None)
+        self.parabolic = LinearSolver("parabolic", A, grid=grid, defaults=defaults)
 
     def solvers(self):
         return [self.parabolic]
@@ -181,8 +183,9 @@ class Bidomain(TissueModel):
         a = self.assembler
         vi = a.values(self.sigma.intra)
         self.Ki = a.matrix(vi)
-        self.parabolic = LinearSolver("parabolic", self._parabolic_matrix(self.Ki, vi), grid=grid,
-                                      defaults=self._parabolic_defaults(self.Ki))
+        defaults = self._parabolic_defaults(self.Ki)
+        A = self._parabolic_matrix(self.Ki, vi if stencil_solver("parabolic", defaults) else None)
+        self.parabolic = LinearSolver("parabolic", A, grid=grid, defaults=defaults)
         pc = gpu_elliptic_defaults(grid) if grid.gpu else elliptic_pc_defaults(grid)
         rows = a.values(self.sigma.extra, add_to=vi)            # K_i + K_e: vi's rows are in Ki and θKi + αM
         A = a.matrix(rows)
@@ -205,8 +208,10 @@ class Bidomain(TissueModel):
                 w.pointwiseMult(w, piece)
                 w.scale(1.0 / w.sum())
                 self.piece_means.append(w)
-        galerkin.attach(A, a.as_stencil(rows, diagonal=outside))
-        self.elliptic = LinearSolver("elliptic", A, grid=grid, defaults={**ELLIPTIC_DEFAULTS, **pc},
+        defaults = {**ELLIPTIC_DEFAULTS, **pc}
+        if stencil_solver("elliptic", defaults):
+            galerkin.attach(A, a.as_stencil(rows, diagonal=outside))
+        self.elliptic = LinearSolver("elliptic", A, grid=grid, defaults=defaults,
                                      nullspace=True if self.pieces is None else _normalised(self.pieces))
         self.volume = self.M.sum()
 

@@ -1,8 +1,9 @@
-"""The stencils the tissue models attach to their solver matrices (cardiosim.solvers.galerkin.attach: the multigrid
-then skips reading each matrix back) equal the matrices read back (galerkin.from_csr of PETSc's CSR) exactly, code by
-code, on 1 and 2 ranks: monodomain and bidomain, 2D and 3D, star and box, Crank–Nicolson and backward Euler, the
-masked anatomy (one diagonal outside the tissue); and they are the ones the multigrid takes (the matrix is unchanged
-since they were attached)."""
+"""The stencils the tissue models attach to their solver matrices for cardiosim's stencil solvers
+(cardiosim.solvers.galerkin.attach: the multigrid then skips reading each matrix back) equal the matrices read back
+(galerkin.from_csr of PETSc's CSR) exactly, code by code, on 1 and 2 ranks: monodomain and bidomain, 2D and 3D, star
+and box, Crank–Nicolson and backward Euler, the masked anatomy (one diagonal outside the tissue); they are the ones
+the multigrid takes (the matrix is unchanged since they were attached); and with PETSc's solvers nothing is attached
+(the stencil would hold the rows' memory for nothing)."""
 
 from __future__ import annotations
 
@@ -18,20 +19,27 @@ SCRIPT = r'''
 import sys
 import numpy as np
 import petsc4py
-petsc4py.init(sys.argv[:1] + ["-no_signal_handler"])
+path, stencil, solvers, overrides = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+ours = [f"-{s}_{k}" if i % 2 == 0 else k for s in ("parabolic", "elliptic")
+        for i, k in enumerate(["ksp_type", "python", "ksp_python_type", "cardiosim.solvers.krylov.StencilCG",
+                               "pc_type", "python", "pc_python_type", "cardiosim.solvers.multigrid.StencilMG"])]
+petsc4py.init(sys.argv[:1] + ["-no_signal_handler"] + (ours if solvers == "ours" else []))
 from petsc4py import PETSc
 from cardiosim import config, tissue
 from cardiosim.grid import Grid
 from cardiosim.solvers import galerkin
 from cardiosim.solvers.comm import Boxes
 
-path, stencil, overrides = sys.argv[1], sys.argv[2], sys.argv[3:]
 cfg = config.load(path, overrides)
 grid = Grid(cfg)
 model = tissue.make(grid, cfg, stencil)
 rank = grid.da.getComm().getRank()
 for s in model.solvers():
     held = s.A.getAttr("cardiosim.stencil")
+    if solvers == "petsc":
+        assert held is None, f"{s.name}: a stencil attached for PETSc's solvers"
+        print(f"rank {rank}: {s.name} none attached")
+        continue
     assert held is not None, f"{s.name}: no stencil attached"
     assert held[0] == s.A.stateGet(), f"{s.name}: the matrix changed after its stencil was attached"
     got = galerkin.of_matrix(s.A, Boxes.of_dmda(grid.da), rank)
@@ -64,10 +72,10 @@ model = "mitchell-schaeffer"
 """
 
 
-def _check(tmp_path, cfg: Path, stencil: str, ranks: int, overrides=()):
+def _check(tmp_path, cfg: Path, stencil: str, ranks: int, solvers: str = "ours"):
     script = tmp_path / "attached_check.py"
     script.write_text(SCRIPT)
-    cmd = [sys.executable, str(script), str(cfg), stencil, *overrides]
+    cmd = [sys.executable, str(script), str(cfg), stencil, solvers]
     if ranks > 1:
         cmd = [require_mpirun(), "-n", str(ranks), *cmd]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=cfg.parent)
@@ -95,3 +103,20 @@ def test_attached_stencils_of_the_masked_anatomy(tmp_path, ranks):
     from test_mask import anatomy
     out = _check(tmp_path, anatomy(tmp_path), "star", ranks)
     assert out.count("equal") == 2 * ranks, out
+
+
+def test_nothing_is_attached_for_petscs_solvers(tmp_path):
+    cfg = tmp_path / "sheet.toml"
+    cfg.write_text(SHEET.format(equations="bidomain", scheme="crank-nicolson", size="[0.6, 0.4]", angle=0.0))
+    out = _check(tmp_path, cfg, "star", 1, solvers="petsc")
+    assert out.count("none attached") == 2, out
+
+
+def test_which_solvers_read_stencils(petsc):
+    """The GPU defaults (cardiosim's CG, with Jacobi or the V-cycle) do; PETSc's CG with its preconditioners does
+    not."""
+    from cardiosim.solvers import linear
+    assert linear.stencil_solver("parabolic", {**linear.PARABOLIC_DEFAULTS, **linear.STENCIL_CG, "pc_type": "jacobi"})
+    assert linear.stencil_solver("elliptic", {**linear.ELLIPTIC_DEFAULTS, **linear.STENCIL_CG, **linear.STENCIL_MG})
+    assert not linear.stencil_solver("parabolic", linear.PARABOLIC_DEFAULTS)
+    assert not linear.stencil_solver("elliptic", {**linear.ELLIPTIC_DEFAULTS, "pc_type": "gamg"})

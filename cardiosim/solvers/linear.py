@@ -74,6 +74,19 @@ STENCIL_MG = {"pc_type": "python", "pc_python_type": "cardiosim.solvers.multigri
 STENCIL_CG = {"ksp_type": "python", "ksp_python_type": "cardiosim.solvers.krylov.StencilCG"}
 
 
+def stencil_solver(name: str, defaults: dict) -> bool:
+    """Whether solver ``name`` (its options prefix) will be one of cardiosim's stencil solvers, which read their
+    matrix as a stencil (cardiosim.solvers.galerkin.attach): by the options database where the user set them, else
+    by ``defaults``."""
+    opts = PETSc.Options()
+
+    def chosen(key: str) -> str:
+        return opts.getString(f"{name}_{key}") if opts.hasName(f"{name}_{key}") else defaults.get(key, "")
+
+    return ((chosen("ksp_type"), chosen("ksp_python_type")) == ("python", STENCIL_CG["ksp_python_type"])
+            or (chosen("pc_type"), chosen("pc_python_type")) == ("python", STENCIL_MG["pc_python_type"]))
+
+
 def _user_chose_pc(name: str) -> bool:
     return PETSc.Options().hasName(f"{name}_pc_type")
 
