@@ -179,8 +179,10 @@ class Assembler:
             code_at = np.tile(codes, n_owned)
         sel = np.flatnonzero(keep)
         # entry (row i, place j) is values[code, i] for the code in place j: its index in values' flat (3^d, n_owned)
-        # array (np.take's own index type), so that :meth:`matrix` gathers a whole matrix's CSR values in one pass
-        self.csr_take = code_at[sel].astype(np.intp) * n_owned + sel // ncodes
+        # array, so that :meth:`matrix` gathers a whole matrix's CSR values in one pass (int32 where it fits: it is
+        # held for the run, 4 bytes per entry)
+        flat_t = np.int32 if K * n_owned <= np.iinfo(np.int32).max else np.intp
+        self.csr_take = code_at[sel].astype(flat_t) * flat_t(n_owned) + (sel // ncodes).astype(flat_t)
         self.csr_indices = cols.ravel()[sel].astype(PETSc.IntType)
         self.csr_indptr = np.concatenate([[0], np.cumsum(keep.sum(axis=1))]).astype(PETSc.IntType)
         self.codes = codes                                                 # the neighbour codes any row has
@@ -238,7 +240,8 @@ class Assembler:
 
     def matrix(self, values: np.ndarray) -> PETSc.Mat:
         """The matrix of rows ``values`` (from :meth:`values`, or a sum of them), assembled as CSR."""
-        vals = np.take(values.reshape(-1), self.csr_take).astype(PETSc.ScalarType, copy=False)
+        # mode "clip": every index is valid, and NumPy's bounds check of int32 indices costs ten times the gather
+        vals = np.take(values.reshape(-1), self.csr_take, mode="clip").astype(PETSc.ScalarType, copy=False)
         A = self.grid.matrix()
         A.setPreallocationCSR((self.csr_indptr, self.csr_indices, vals))
         del vals
