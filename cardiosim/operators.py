@@ -232,7 +232,7 @@ class Assembler:
         else:
             S = np.zeros((galerkin.NCODES, n))
             for c in self.codes:
-                S[c + shift] = values[c] * scale if scale != 1.0 else values[c]
+                S[c + shift] = values[c] * scale                        # × 1.0 is exact
         if diagonal is not None:
             S[centre + shift] += diagonal
         codes = [c + shift for c in self.codes if S[c + shift].any()]
