@@ -115,77 +115,37 @@ class Assembler:
         self.element_ranges = [(max(a - 1, 0), min(b, nd - 1)) for (a, b), nd in zip(owned, n)]
         self.owned = owned
         self.owned_shape = tuple(b - a for a, b in reversed(owned))
-        gx = [a for a, _ in ghosted]
         gshape = [b - a for a, b in ghosted]                                  # x first
-
-        def ghosted_local(ranges, offset):
-            """Ghosted-local indices of the nodes ``ranges`` (x first) shifted by ``offset``, z-y-x raveled."""
-            idx = [np.arange(a, b) + o - g for (a, b), o, g in zip(ranges, offset, gx)]
-            li = np.zeros(tuple(len(i) for i in reversed(idx)), dtype=np.int64)
-            stride = 1
-            for d in range(dim):
-                shape = [1] * dim
-                shape[dim - 1 - d] = len(idx[d])
-                li += idx[d].reshape(shape) * stride
-                stride *= gshape[d]
-            return li.ravel()
 
         self.E = _unit_element_matrices(grid.h, lumped=(stencil == "star"))
         compact = stencil == "star" and (grid.gpu if compact is None else compact)
-        # the rows' pattern: neighbour k = Σ_d (o_d + 1) 3^d of each owned node, where it lies in the grid
-        g2g = grid.da.getLGMap().apply(np.arange(int(np.prod(gshape)), dtype=np.int32))   # ghosted-local → global
-        base = ghosted_local(owned, [0] * dim)
-        n_owned, K = len(base), 3 ** dim
-        big = np.iinfo(np.int32).max
-        # the neighbours some row couples to: all 3^d, or the compact star's 2d + 1 (no diagonal neighbours)
+        # the neighbours some row couples to: all 3^d (code k = Σ_d (o_d + 1) 3^d), or the compact star's 2d + 1;
+        # of those, the ones some owned node has inside the grid (a grid one node thick has not all)
         offsets = [tuple(reversed(oz)) for oz in itertools.product((-1, 0, 1), repeat=dim)]      # x first
-        codes = np.array([k for k, off in enumerate(offsets) if not compact or sum(o != 0 for o in off) <= 1])
-        cols = np.empty((len(codes), n_owned), dtype=np.int32)            # neighbour-major: contiguous columns
-        valid = np.empty((len(codes), n_owned), dtype=bool)
-        for j, k in enumerate(codes):
-            off = offsets[k]
-            ok = np.ones(self.owned_shape, dtype=bool)
-            shift = 0
-            for d in range(dim):
-                i = np.arange(*owned[d]) + off[d]
-                shape = [1] * dim
-                shape[dim - 1 - d] = len(i)
-                ok &= ((i >= 0) & (i < n[d])).reshape(shape)
-                shift += off[d] * int(np.prod(gshape[:d]))
-            valid[j] = ok.ravel()
-            li = base + shift
-            li[~valid[j]] = 0                                               # a valid index, masked out below
-            cols[j] = np.where(valid[j], g2g[li], big)
-        used = valid.any(axis=1)                                            # (a grid one node thick: not all)
-        if not used.all():
-            codes, cols, valid = codes[used], cols[used], valid[used]
-        # PETSc wants each row's columns sorted: true of the neighbour order on one rank (natural numbering), not
-        # across rank boundaries, where PETSc numbers each rank's nodes in turn
-        unsorted, last = False, np.full(n_owned, -1, dtype=np.int32)      # last valid column of each row so far
-        for k in range(len(codes)):
-            unsorted = unsorted or bool((valid[k] & (cols[k] < last)).any())
-            last = np.where(valid[k], cols[k], last)
-        # the entries that exist, row by row (positions in the (n_owned, codes) table; contiguous copies: NumPy's
-        # boolean indexing of a transposed view is ten times slower)
-        ncodes = len(codes)
-        if unsorted:
-            order = np.argsort(cols.T, axis=1, kind="stable")
-            cols = np.take_along_axis(cols.T, order, axis=1)
-            keep = np.take_along_axis(valid.T, order, axis=1)
-            code_at = codes[order.ravel()]
-            del order
-        else:
-            cols, keep = np.ascontiguousarray(cols.T), np.ascontiguousarray(valid.T)
-            code_at = np.tile(codes, n_owned)
-        sel = np.flatnonzero(keep)
-        # entry (row i, place j) is values[code, i] for the code in place j: its index in values' flat (3^d, n_owned)
-        # array, so that :meth:`matrix` gathers a whole matrix's CSR values in one pass (int32 where it fits: it is
-        # held for the run, 4 bytes per entry)
-        flat_t = np.int32 if K * n_owned <= np.iinfo(np.int32).max else np.intp
-        self.csr_take = code_at[sel].astype(flat_t) * flat_t(n_owned) + (sel // ncodes).astype(flat_t)
-        self.csr_indices = cols.ravel()[sel].astype(PETSc.IntType)
-        self.csr_indptr = np.concatenate([[0], np.cumsum(keep.sum(axis=1))]).astype(PETSc.IntType)
-        self.codes = codes                                                 # the neighbour codes any row has
+        codes = [k for k, off in enumerate(offsets) if (not compact or sum(o != 0 for o in off) <= 1)
+                 and all(max(a + o, 0) < min(b + o, nd) for (a, b), o, nd in zip(owned, off, n))]
+        self.codes = np.array(codes, dtype=np.int32)                     # the neighbour codes any row has
+        # the rows' pattern, in C (kernels/stencil_setup.c: sst_connectivity): each owned row's in-grid
+        # neighbours, their global columns (sorted per row, as PETSc wants), and each entry's place in the
+        # (3^d, n_owned) rows of :meth:`values`, so that :meth:`matrix` gathers a whole matrix's CSR values in one
+        # pass (int32 where it fits: it is held for the run, 4 bytes per entry)
+        g2g = np.ascontiguousarray(grid.da.getLGMap().apply(np.arange(int(np.prod(gshape)), dtype=PETSc.IntType)),
+                                   dtype=PETSc.IntType)                                   # ghosted → global
+        n_owned, ncodes = int(np.prod(self.owned_shape)), len(codes)
+        take_t = np.int32 if (3 ** dim) * n_owned <= np.iinfo(np.int32).max else np.int64
+        idx64 = np.dtype(PETSc.IntType).itemsize == 8
+        indptr = np.empty(n_owned + 1, dtype=PETSc.IntType)
+        indices = np.empty(n_owned * ncodes, dtype=PETSc.IntType)
+        take = np.empty(n_owned * ncodes, dtype=take_t)
+
+        from .solvers import galerkin
+        (ostart, osize), (gstart, gsize) = _box(owned), _box(ghosted)
+        grid_size = np.array(n + [1] * (3 - dim), dtype=np.int64)
+        nnz = galerkin.library().sst_connectivity(
+            dim, grid_size.ctypes.data, ostart.ctypes.data, osize.ctypes.data, gstart.ctypes.data,
+            gsize.ctypes.data, ncodes, self.codes.ctypes.data, g2g.ctypes.data, int(idx64), indptr.ctypes.data,
+            indices.ctypes.data, take.ctypes.data, int(take_t == np.int64))
+        self.csr_indptr, self.csr_indices, self.csr_take = indptr, indices[:nnz], take[:nnz]
 
     def values(self, sigma: "NodeConductivity", add_to: np.ndarray | None = None) -> np.ndarray:
         """The rows of K = Σ_e Σ_pq σ_e[p,q] E[p,q] for the conductivity given at the ghosted nodes, σ_e the mean of
@@ -196,13 +156,7 @@ class Assembler:
         matrices have (the star stencil: 48 of 576 per element)."""
         from .solvers import galerkin
         dim = self.grid.dim
-
-        def box(ranges):
-            start = [a for a, _ in ranges] + [0] * (3 - dim)
-            size = [b - a for a, b in ranges] + [1] * (3 - dim)
-            return np.array(start, dtype=np.int64), np.array(size, dtype=np.int64)
-
-        (es, en), (gs, gn), (os_, on) = box(self.element_ranges), box(self.grid.ghosted), box(self.owned)
+        (es, en), (gs, gn), (os_, on) = _box(self.element_ranges), _box(self.grid.ghosted), _box(self.owned)
         fib = np.ascontiguousarray(sigma.fibres, dtype=float)
         scale = np.ascontiguousarray(np.broadcast_to(np.asarray(sigma.scale, dtype=float), (len(fib),)))
         sl, st = (np.ascontiguousarray(np.atleast_1d(np.asarray(v, dtype=float))) for v in (sigma.sl, sigma.st))
@@ -252,6 +206,15 @@ class Assembler:
         A.setOption(PETSc.Mat.Option.SPD, False)
         sync_host(A)
         return A
+
+
+def _box(ranges) -> tuple[np.ndarray, np.ndarray]:
+    """Per-dimension (start, stop) ranges, x first, as the C code's 3D box: start[3] and size[3] (int64; a 2D grid
+    is one z layer)."""
+    pad = 3 - len(ranges)
+    start = [int(a) for a, _ in ranges] + [0] * pad
+    size = [int(b) - int(a) for a, b in ranges] + [1] * pad
+    return np.array(start, dtype=np.int64), np.array(size, dtype=np.int64)
 
 
 def sync_host(A: PETSc.Mat) -> None:

@@ -66,6 +66,10 @@ SCRIPT = textwrap.dedent('''
     a = Assembler(grid, stencil, compact=compact)
     g = grid.natural_index(grid.ghosted)
     A = a.matrix(a.values(NodeConductivity(sl[g], st[g], s[g], f[g])))
+    # each row's columns strictly increasing (PETSc's CSR order; across rank boundaries not the neighbour order)
+    ip, ix = a.csr_indptr, a.csr_indices
+    assert ip[0] == 0 and ip[-1] == len(ix) == len(a.csr_take)
+    assert all(np.all(np.diff(ix[ip[i]:ip[i + 1]]) > 0) for i in range(len(ip) - 1))
     # this rank's rows, dense, columns in natural order
     nat_of_petsc = np.concatenate(comm.allgather(grid.natural_index()))
     r0, r1 = A.getOwnershipRange()

@@ -54,6 +54,8 @@ def library() -> ctypes.CDLL:
         lib.sst_coarsen.argtypes, lib.sst_coarsen.restype = [i, p, p, i, p, p, l, l, l, p, p, p, p, p, p, p, i, p,
                                                              p], i
         lib.sst_stiffness.argtypes, lib.sst_stiffness.restype = [i, p, p, p, p, p, p, p, p, p, i, p, i, p, p, p], i
+        lib.sst_connectivity.argtypes = [i, p, p, p, p, p, i, p, p, i, p, p, p, i]
+        lib.sst_connectivity.restype = l
         _lib.append(lib)
     return _lib[0]
 
