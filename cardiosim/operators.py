@@ -165,11 +165,12 @@ class Assembler:
         S = np.zeros((3 ** dim, int(np.prod(on)))) if add_to is None else add_to      # the C code adds to S
         if S.shape != (3 ** dim, int(np.prod(on))) or S.dtype != float or not S.flags["C_CONTIGUOUS"]:
             raise ValueError("Assembler.values: add_to is not a C-contiguous (3^d, owned nodes) float array")
-        galerkin.library().sst_stiffness(dim, es.ctypes.data, en.ctypes.data, gs.ctypes.data, gn.ctypes.data,
-                                         os_.ctypes.data, on.ctypes.data, fib.ctypes.data, scale.ctypes.data,
-                                         sl.ctypes.data, int(sl.size > 1), st.ctypes.data, int(st.size > 1),
-                                         None if tissue is None else tissue.ctypes.data, E.ctypes.data,
-                                         S.ctypes.data)
+        if galerkin.library().sst_stiffness(dim, es.ctypes.data, en.ctypes.data, gs.ctypes.data, gn.ctypes.data,
+                                            os_.ctypes.data, on.ctypes.data, fib.ctypes.data, scale.ctypes.data,
+                                            sl.ctypes.data, int(sl.size > 1), st.ctypes.data, int(st.size > 1),
+                                            None if tissue is None else tissue.ctypes.data, E.ctypes.data,
+                                            S.ctypes.data):
+            raise MemoryError("Assembler.values: out of host memory")
         return S
 
     def as_stencil(self, values: np.ndarray, scale: float = 1.0, diagonal: np.ndarray | None = None):

@@ -12,6 +12,7 @@
  *
  * Built with the system C compiler under cardiosim.compile's cache rule; plain C99, no dependencies. */
 #include <stdint.h>
+#include <stdlib.h>
 
 #define NCODES 27
 
@@ -62,8 +63,9 @@ int sst_from_csr(long nrows, const int64_t *indptr, const void *cols, int idx64,
  * rows ``codes`` (ncodes) are read (the others are zero) and only Sout's rows ``ocodes`` (nocodes: the input codes
  * with every offset along d) are written (the others stay as the caller left them: zero). Every fine row with a
  * parent in the coarse range must be in the input box (one ghost layer around a rank's fine box). Each output row
- * is summed whole, then stored once (a gather: the scattered form wrote 27 rows apart for every term). Returns 0,
- * or 1 if two parents were more than one coarse step apart or a needed fine row is outside the input box. */
+ * is summed whole, then stored once (a gather: the scattered form wrote 27 rows apart for every term). Returns 0;
+ * 1 if two parents were more than one coarse step apart or a needed fine row is outside the input box; 2 if out of
+ * memory. */
 int sst_coarsen(int d, const int64_t *in_start, const int64_t *in_size, int ncodes, const int *codes,
                 const double *Sin, long cstart, long csize, long nf, const int *c0, const int *c1,
                 const double *w0, const double *w1, const int *pos, const double *wl, const double *wr,
@@ -81,41 +83,104 @@ int sst_coarsen(int d, const int64_t *in_start, const int64_t *in_size, int ncod
         base[q] = codes[q] - (off_d[q] + 1) * stride_d;
         row[q] = Sin + (long)codes[q] * nin;
     }
-    const long in_stride = d == 0 ? 1 : (d == 1 ? in_size[0] : in_size[0] * in_size[1]);
+    const long nx = in_size[0], plane = in_size[0] * in_size[1];
     int err = 0;
-    for (long o = 0; o < nout; ++o) {
-        long loc[3] = {o % out_size[0], (o / out_size[0]) % out_size[1], o / (out_size[0] * out_size[1])};
-        long I = cstart + loc[d];
-        double acc[NCODES] = {0};
-        loc[d] = 0;
-        long t0 = loc[0] + in_size[0] * (loc[1] + in_size[1] * loc[2]);   /* the input row at fine index 0 + in_start */
-        for (int f = -1; f <= 1; ++f) {
-            double wf = f == 0 ? 1.0 : (f < 0 ? wl[I] : wr[I]);
-            if (wf == 0.0)
-                continue;
-            long i = pos[I] + f, li = i - in_start[d];
-            if (li < 0 || li >= in_size[d]) {
-                err = 1;
-                continue;
-            }
-            long t = t0 + li * in_stride;
-            for (int q = 0; q < ncodes; ++q) {
-                long j = i + off_d[q];
-                if (j < 0 || j >= nf)
+    if (d == 0) {
+        /* along x, the contiguous dimension: each output node's terms gathered, summed whole, stored once. The
+         * terms (input row, fine node, output code, weight) depend on the coarse index only, not on the line:
+         * listed once per coarse index, in the order of the loops above (f, then q, then w0 before w1) */
+        long nt_max = csize * 3 * ncodes * 2;
+        long *t_at = malloc(sizeof(long) * (csize + 1)), *t_li = malloc(sizeof(long) * nt_max);
+        int *t_q = malloc(sizeof(int) * nt_max), *t_code = malloc(sizeof(int) * nt_max);
+        double *t_w = malloc(sizeof(double) * nt_max);
+        if (!t_at || !t_li || !t_q || !t_code || !t_w) {
+            free(t_at); free(t_li); free(t_q); free(t_code); free(t_w);
+            return 2;
+        }
+        long nt = 0;
+        for (long c = 0; c < csize; ++c) {
+            long I = cstart + c;
+            t_at[c] = nt;
+            for (int f = -1; f <= 1; ++f) {
+                double wf = f == 0 ? 1.0 : (f < 0 ? wl[I] : wr[I]);
+                if (wf == 0.0)
                     continue;
-                double v = row[q][t];
-                long s0 = c0[j] - I, s1 = c1[j] - I;
-                if (s0 < -1 || s0 > 1 || s1 < -1 || s1 > 1) {
+                long i = pos[I] + f, li = i - in_start[0];
+                if (li < 0 || li >= nx) {
                     err = 1;
                     continue;
                 }
-                acc[base[q] + (s0 + 1) * stride_d] += wf * w0[j] * v;
-                acc[base[q] + (s1 + 1) * stride_d] += wf * w1[j] * v;     /* w1 = 0 on a coarse point */
+                for (int q = 0; q < ncodes; ++q) {
+                    long j = i + off_d[q];
+                    if (j < 0 || j >= nf)
+                        continue;
+                    long s0 = c0[j] - I, s1 = c1[j] - I;
+                    if (s0 < -1 || s0 > 1 || s1 < -1 || s1 > 1) {
+                        err = 1;
+                        continue;
+                    }
+                    t_li[nt] = li, t_q[nt] = q, t_code[nt] = base[q] + (int)(s0 + 1), t_w[nt++] = wf * w0[j];
+                    if (w1[j] != 0.0)
+                        t_li[nt] = li, t_q[nt] = q, t_code[nt] = base[q] + (int)(s1 + 1), t_w[nt++] = wf * w1[j];
+                }
             }
         }
-        for (int c = 0; c < nocodes; ++c)
-            Sout[(long)ocodes[c] * nout + o] = acc[ocodes[c]];
+        t_at[csize] = nt;
+        for (long z = 0; z < out_size[2]; ++z)
+            for (long y = 0; y < out_size[1]; ++y) {
+                long t0 = nx * y + plane * z, o0 = out_size[0] * (y + out_size[1] * z);
+                for (long c = 0; c < csize; ++c) {
+                    double acc[NCODES] = {0};
+                    for (long k = t_at[c]; k < t_at[c + 1]; ++k)
+                        acc[t_code[k]] += t_w[k] * row[t_q[k]][t0 + t_li[k]];
+                    for (int k = 0; k < nocodes; ++k)
+                        Sout[(long)ocodes[k] * nout + o0 + c] = acc[ocodes[k]];
+                }
+            }
+        free(t_at); free(t_li); free(t_q); free(t_code); free(t_w);
+        return err;
     }
+    /* along y or z: every node of an x line has the same coarse index, so each term is one coefficient times a
+     * whole input line, added to a whole output line (Sout zero as the caller left it): streamed and vectorised,
+     * where the per-node form spent its time on index arithmetic (5 s of the 216³ slab's set-up). Each node's
+     * terms are added in the same order as above on any box, so a rank's rows equal one rank's bit for bit. */
+    const int e = d == 1 ? 2 : 1;                               /* the other dimension besides x */
+    for (long a = 0; a < out_size[e]; ++a)
+        for (long c = 0; c < csize; ++c) {
+            long I = cstart + c;
+            long oy = d == 1 ? c : a, oz = d == 1 ? a : c;
+            double *out_line = Sout + out_size[0] * (oy + out_size[1] * oz);
+            for (int f = -1; f <= 1; ++f) {
+                double wf = f == 0 ? 1.0 : (f < 0 ? wl[I] : wr[I]);
+                if (wf == 0.0)
+                    continue;
+                long i = pos[I] + f, li = i - in_start[d];
+                if (li < 0 || li >= in_size[d]) {
+                    err = 1;
+                    continue;
+                }
+                long t0 = d == 1 ? nx * li + plane * a : nx * a + plane * li;
+                for (int q = 0; q < ncodes; ++q) {
+                    long j = i + off_d[q];
+                    if (j < 0 || j >= nf)
+                        continue;
+                    long s0 = c0[j] - I, s1 = c1[j] - I;
+                    if (s0 < -1 || s0 > 1 || s1 < -1 || s1 > 1) {
+                        err = 1;
+                        continue;
+                    }
+                    const double *src = row[q] + t0;
+                    double a0 = wf * w0[j], a1 = wf * w1[j];
+                    double *dst0 = out_line + (long)(base[q] + (s0 + 1) * stride_d) * nout;
+                    double *dst1 = out_line + (long)(base[q] + (s1 + 1) * stride_d) * nout;
+                    for (long x = 0; x < nx; ++x)
+                        dst0[x] += a0 * src[x];
+                    if (a1 != 0.0)
+                        for (long x = 0; x < nx; ++x)
+                            dst1[x] += a1 * src[x];
+                }
+            }
+        }
     return err;
 }
 
@@ -125,7 +190,8 @@ int sst_coarsen(int d, const int64_t *in_start, const int64_t *in_size, int ncod
  * (g_start, g_size), rows the owned box (o_start, o_size). An element's tensor is the mean of its corners' tensors
  * σ = scale (σ_t I + (σ_l − σ_t) f fᵀ) (f the unit fibre, dim entries per node; sl and st per node, or one value
  * when their stride is 0); an element with a corner outside the tissue (tissue[node] == 0; tissue NULL: all
- * tissue) conducts nothing. E[((p * dim + q) * nb + a) * nb + b], corners a = ix + 2 iy + 4 iz. */
+ * tissue) conducts nothing. E[((p * dim + q) * nb + a) * nb + b], corners a = ix + 2 iy + 4 iz. Returns 0; 2 if out
+ * of memory. */
 int sst_stiffness(int dim, const int64_t *el_start, const int64_t *el_size, const int64_t *g_start,
                   const int64_t *g_size, const int64_t *o_start, const int64_t *o_size, const double *fib,
                   const double *scale, const double *sl, int sl_stride, const double *st, int st_stride,
@@ -166,7 +232,31 @@ int sst_stiffness(int dim, const int64_t *el_start, const int64_t *el_size, cons
     for (int pq = 0; pq < dim * dim; ++pq)
         if (need[pq])
             pqs[npq++] = pq;
-    for (long ez = 0; ez < el_size[2]; ++ez)
+    /* Each node's tensor entries, computed once for a z plane of the ghosted box and kept while the elements of two
+     * planes read them (two slots, by the plane's parity): each node belongs to 2^dim elements, whose corner loop
+     * recomputed them (the same expression, summed in the same corner order: the same bits). */
+    long gplane = g_size[0] * g_size[1];
+    double *T = malloc(sizeof(double) * 2 * (npq ? npq : 1) * gplane);
+    if (!T)
+        return 2;
+    long loaded[2] = {-1, -1};
+    for (long ez = 0; ez < el_size[2]; ++ez) {
+        long lz0 = el_start[2] + ez - g_start[2];
+        for (long lz = lz0; lz <= lz0 + (dim == 3); ++lz) {
+            double *Tp = T + (lz & 1) * npq * gplane;
+            if (loaded[lz & 1] == lz)
+                continue;
+            loaded[lz & 1] = lz;
+            for (long m = 0; m < gplane; ++m) {
+                long n = lz * gplane + m;
+                double s = scale[n], lt = st[n * st_stride], dl = sl[n * sl_stride] - lt;
+                const double *f = fib + n * dim;
+                for (int i = 0; i < npq; ++i) {
+                    int p = pqs[i] / dim, q = pqs[i] % dim;
+                    Tp[i * gplane + m] = s * ((p == q ? lt : 0.0) + dl * f[p] * f[q]);
+                }
+            }
+        }
         for (long ey = 0; ey < el_size[1]; ++ey)
             for (long ex = 0; ex < el_size[0]; ++ex) {
                 long e[3] = {el_start[0] + ex, el_start[1] + ey, el_start[2] + ez};
@@ -179,23 +269,26 @@ int sst_stiffness(int dim, const int64_t *el_start, const int64_t *el_size, cons
                         inside = 0;
                         break;
                     }
-                    double s = scale[n], lt = st[n * st_stride], dl = sl[n * sl_stride] - lt;
-                    const double *f = fib + n * dim;
-                    for (int i = 0; i < npq; ++i) {
-                        int p = pqs[i] / dim, q = pqs[i] % dim;
-                        sig[pqs[i]] += s * ((p == q ? lt : 0.0) + dl * f[p] * f[q]);
-                    }
+                    long lz = lz0 + ((c >> 2) & 1);
+                    const double *Tp = T + (lz & 1) * npq * gplane + (n - lz * gplane);
+                    for (int i = 0; i < npq; ++i)
+                        sig[pqs[i]] += Tp[i * gplane];
                 }
                 if (!inside)
                     continue;
-                /* which corners are owned rows (all of them inside a rank's box) */
-                int owned = 0;
-                for (int c = 0; c < nb; ++c) {
-                    long node[3] = {e[0] + (c & 1), e[1] + ((c >> 1) & 1), e[2] + ((c >> 2) & 1)};
-                    int in = 1;
-                    for (int d = 0; d < 3; ++d)
-                        in &= node[d] >= o_start[d] && node[d] < o_start[d] + o_size[d];
-                    owned |= in << c;
+                /* which corners are owned rows (all of them inside a rank's box): all, away from the box's faces */
+                int owned = (1 << nb) - 1;
+                if (!(e[0] >= o_start[0] && e[0] + 1 < o_start[0] + o_size[0] && e[1] >= o_start[1]
+                      && e[1] + (dim > 1) < o_start[1] + o_size[1] && e[2] >= o_start[2]
+                      && e[2] + (dim > 2) < o_start[2] + o_size[2])) {
+                    owned = 0;
+                    for (int c = 0; c < nb; ++c) {
+                        long node[3] = {e[0] + (c & 1), e[1] + ((c >> 1) & 1), e[2] + ((c >> 2) & 1)};
+                        int in = 1;
+                        for (int d = 0; d < 3; ++d)
+                            in &= node[d] >= o_start[d] && node[d] < o_start[d] + o_size[d];
+                        owned |= in << c;
+                    }
                 }
                 long row0 = (e[0] - o_start[0]) + o_size[0] * ((e[1] - o_start[1]) + o_size[1] * (e[2] - o_start[2]));
                 for (int i = 0; i < nterms; ++i) {
@@ -205,6 +298,8 @@ int sst_stiffness(int dim, const int64_t *el_start, const int64_t *el_size, cons
                     S[(long)term_code[i] * n_owned + row0 + corner_row[a]] += sig[term_pq[i]] * term_E[i];
                 }
             }
+    }
+    free(T);
     return 0;
 }
 

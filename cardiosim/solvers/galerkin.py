@@ -44,7 +44,7 @@ def library() -> ctypes.CDLL:
             version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
         except (OSError, subprocess.CalledProcessError) as e:
             raise RuntimeError(f"multigrid: the C compiler '{cc}' does not run ({e}); set CC") from e
-        flags = ["-O2", "-std=c99", "-shared", "-fPIC"]
+        flags = ["-O3", "-std=c99", "-shared", "-fPIC"]
         h = hashlib.sha256("\0".join([src.read_text(), cc, *flags, version]).encode()).hexdigest()[:20]
         out = cache_dir("native") / f"stencil_setup_{h}.so"
         lib = ctypes.CDLL(str(compile_once(out, lambda tmp: [cc, *flags, str(src), "-o", tmp],
@@ -147,9 +147,12 @@ def coarsen(st: Stencil, start, size, tables: list[dict], cstart, csize) -> Sten
         out = np.zeros((NCODES, int(np.prod(out_size))))     # rows ocodes written, the others left zero
         keys = ("c0", "c1", "w0", "w1", "pos", "wl", "wr")
         t = {k: np.ascontiguousarray(tables[d][k]) for k in keys}
-        if lib.sst_coarsen(d, start.ctypes.data, size.ctypes.data, len(codes), codes.ctypes.data, S.ctypes.data,
-                           int(cstart[d]), int(csize[d]), len(t["c0"]), *(t[k].ctypes.data for k in keys),
-                           len(ocodes), ocodes.ctypes.data, out.ctypes.data):
+        err = lib.sst_coarsen(d, start.ctypes.data, size.ctypes.data, len(codes), codes.ctypes.data, S.ctypes.data,
+                              int(cstart[d]), int(csize[d]), len(t["c0"]), *(t[k].ctypes.data for k in keys),
+                              len(ocodes), ocodes.ctypes.data, out.ctypes.data)
+        if err == 2:
+            raise MemoryError("multigrid: out of host memory while coarsening")
+        if err:
             raise ValueError("multigrid: a transfer table is wrong, or the fine box lacks a ghost layer")
         S, codes, size = out, ocodes, out_size
         start[d] = cstart[d]
