@@ -73,11 +73,18 @@ class TissueModel:
         # 1/α there makes their row V' = V*, so their Vm stays as it is.
         self.M_step = M
         self.outside = None
+        self.rows = None        # the tissue nodes, where the systems are solved on them only (tissue.solve_on)
         if grid.mask is not None:
             self.outside = grid.vec()
             self.outside.getArray()[:] = grid.mask.outside()
             self.M_step = M.copy()
             self.M_step.axpy(1.0 / self.alpha, self.outside)
+            if solve_on_tissue(cfg, grid):
+                # The rows outside are decoupled (a diagonal, V' = V* and φe = 0): the tissue's submatrix gives the
+                # same answer at the cost of the tissue alone (a heart fills 10-20 % of its box)
+                start = M.getOwnershipRange()[0]
+                inside = np.flatnonzero(~grid.mask.outside()).astype(PETSc.IntType) + start
+                self.rows = PETSc.IS().createGeneral(inside, comm=M.getComm())
         self.rhs = grid.vec()
         self.work = grid.vec()
 
@@ -130,7 +137,7 @@ class TissueModel:
             x.setArray(self.grid.coords()[:, 0] + 1.0)   # a smooth, non-constant vector (cm)
             s.A.mult(x, b)
             y.set(0.0)
-            s.ksp.solve(b, y)
+            s.run(b, y)
             for v in (x, b, y):
                 v.destroy()
 
@@ -157,7 +164,7 @@ class Monodomain(TissueModel):
         self.K = a.matrix(rows)
         defaults = self._parabolic_defaults(self.K)
         A = self._parabolic_matrix(self.K, rows if stencil_solver("parabolic", defaults) else None)
-        self.parabolic = LinearSolver("parabolic", A, grid=grid, defaults=defaults)
+        self.parabolic = LinearSolver("parabolic", A, grid=grid, defaults=defaults, rows=self.rows)
 
     def solvers(self):
         return [self.parabolic]
@@ -185,8 +192,10 @@ class Bidomain(TissueModel):
         self.Ki = a.matrix(vi)
         defaults = self._parabolic_defaults(self.Ki)
         A = self._parabolic_matrix(self.Ki, vi if stencil_solver("parabolic", defaults) else None)
-        self.parabolic = LinearSolver("parabolic", A, grid=grid, defaults=defaults)
-        pc = gpu_elliptic_defaults(grid) if grid.gpu else elliptic_pc_defaults(grid)
+        self.parabolic = LinearSolver("parabolic", A, grid=grid, defaults=defaults, rows=self.rows)
+        # on the tissue's rows no DMDA hierarchy fits: algebraic multigrid there
+        pc = (gpu_elliptic_defaults(grid) if grid.gpu else
+              {"pc_type": "gamg"} if self.rows is not None else elliptic_pc_defaults(grid))
         rows = a.values(self.sigma.extra, add_to=vi)            # K_i + K_e: vi's rows are in Ki and θKi + αM
         A = a.matrix(rows)
         outside = None
@@ -211,7 +220,7 @@ class Bidomain(TissueModel):
         defaults = {**ELLIPTIC_DEFAULTS, **pc}
         if stencil_solver("elliptic", defaults):
             galerkin.attach(A, a.as_stencil(rows, diagonal=outside))
-        self.elliptic = LinearSolver("elliptic", A, grid=grid, defaults=defaults,
+        self.elliptic = LinearSolver("elliptic", A, grid=grid, defaults=defaults, rows=self.rows,
                                      nullspace=True if self.pieces is None else _normalised(self.pieces))
         self.volume = self.M.sum()
 
@@ -243,6 +252,23 @@ class Bidomain(TissueModel):
         phi.pointwiseMult(phi, self.inside)             # exactly 0 outside (the solve leaves round-off there)
         for piece, mean in zip(self.pieces, self.piece_means):      # zero mean over each piece's volume
             phi.axpy(-phi.dot(mean), piece)
+
+
+TISSUE_ONLY_BELOW = 0.5     # solve_on = "auto": on the tissue where it fills less of the box than this
+
+
+def solve_on_tissue(cfg, grid) -> bool:
+    """Whether a masked grid's systems are solved on its tissue nodes only (tissue.solve_on). Algebraic multigrid on
+    the tissue needs more iterations than geometric multigrid on the box (the LV at 0.5 mm: 14 against 11; a disc
+    filling 75 % of its square: 24 against 10), so the box wins where the tissue fills most of it."""
+    if grid.mask is None or grid.gpu:
+        return False
+    choice = getattr(cfg.tissue, "solve_on", "box")
+    if choice == "auto" and any(stencil_solver(name, {}) for name in ("parabolic", "elliptic")):
+        return False            # cardiosim's stencil solvers, chosen by options: they work on the box
+    if choice == "auto":
+        return grid.mask.n_tissue < TISSUE_ONLY_BELOW * grid.n_nodes
+    return choice == "tissue"
 
 
 def _normalised(vecs):

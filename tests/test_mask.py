@@ -138,6 +138,66 @@ def test_pieces_have_their_own_constant(petsc, tmp_path):
         assert abs(np.sum(phi[sel] * M[sel])) < 1e-9 * np.sum(M[sel]) * max(1.0, np.ptp(phi))
 
 
+@pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=pytest.mark.mpi), pytest.param(3, marks=pytest.mark.mpi)])
+def test_tissue_only_solves_equal_the_masked_box(tmp_path, ranks):
+    """tissue.solve_on = "tissue" (the systems on the tissue nodes only: PETSc submatrices, GAMG) gives the masked
+    box's run within the solver tolerance, with two pieces of tissue (a null-space constant each) on 1, 2 and 3
+    ranks; the run's header says where it solved."""
+    import h5py
+    path = _labels(tmp_path, [((1, 18), (1, 9)), ((21, 39), (0, 6))])
+    cfg = tmp_path / "masked.toml"
+    cfg.write_text(SHEET.format(equations="bidomain", size=[BOX[0] * H, BOX[1] * H], h=H, lower=[0.0, 0.0],
+                                upper=[3 * H, BOX[1] * H], tissue=f'label_file = "{path.name}"')
+                   + "[output]\ninterval = 1.0\n")
+    out = {}
+    for where in ("box", "tissue"):
+        h5 = tmp_path / f"{where}.h5"
+        proc = run_cli(["run", cfg, "--output", h5, "--set", f'tissue.solve_on="{where}"', "--",
+                        "-parabolic_ksp_rtol", "1e-13", "-elliptic_ksp_rtol", "1e-13"], np=ranks)
+        assert proc.returncode == 0, proc.stderr
+        header = next(line for line in proc.stdout.splitlines() if "elliptic" in line)
+        assert (f"tissue nodes of {(BOX[0] + 1) * (BOX[1] + 1):,}" in header) == (where == "tissue"), header
+        with h5py.File(h5) as f:
+            out[where] = (f["fields/Vm"][-1], f["fields/phi_e"][-1])
+    (vb, pb), (vt, pt) = out["box"], out["tissue"]
+    assert np.nanmax(vb) - np.nanmin(vb) > 50                         # a wave in the first piece
+    assert np.array_equal(np.isnan(vb), np.isnan(vt))
+    assert np.nanmax(np.abs(vb - vt)) < 1e-6                          # mV
+    assert np.nanmax(np.abs(pb - pt)) < 1e-6 * max(1.0, np.nanmax(np.abs(pb)))
+
+
+def test_tissue_only_with_the_stencil_solvers_is_one_line(tmp_path):
+    """cardiosim's stencil solvers work on the whole grid: asked for on the tissue's rows, one line naming the key,
+    exit 2, nothing written (it once crashed on PETSc's null DM); with solve_on = "auto" they get the box."""
+    path = _labels(tmp_path, [RECT])
+    cfg = tmp_path / "masked.toml"
+    x0 = RECT[0][0]
+    cfg.write_text(SHEET.format(equations="bidomain", size=[BOX[0] * H, BOX[1] * H], h=H, lower=[x0 * H, 0.0],
+                                upper=[(x0 + 2) * H, BOX[1] * H], tissue=f'label_file = "{path.name}"'))
+    mg = ["-elliptic_pc_type", "python", "-elliptic_pc_python_type", "cardiosim.solvers.multigrid.StencilMG"]
+    out = tmp_path / "out.h5"
+    proc = run_cli(["run", cfg, "--output", out, "--set", 'tissue.solve_on="tissue"', "--", *mg])
+    assert_one_line(proc, "stencil solvers on the tissue", ["-elliptic_", "no DMDA grid", 'tissue.solve_on = "box"'])
+    assert not out.exists()
+    proc = run_cli(["run", cfg, "--output", out, "--set", "simulation.duration=0.1", "--", *mg])
+    assert proc.returncode == 0, proc.stderr
+    assert "StencilMG" in proc.stdout and "tissue nodes of" not in proc.stdout
+
+
+def test_solve_on_auto_follows_the_tissue_share(petsc, tmp_path):
+    """auto: the tissue's rows where it fills less than half the box, the box where it fills more."""
+    from cardiosim.tissue import solve_on_tissue
+    small = _labels(tmp_path, [((4, 14), (2, 8))], name="small.npy")          # 11 x 7 of 41 x 11 nodes
+    large = _labels(tmp_path, [((1, 39), (0, 10))], name="large.npy")         # 39 x 11 of them
+    for path, want in ((small, True), (large, False)):
+        cfg = _config("bidomain", (BOX[0] * H, BOX[1] * H), (0, 0), (H, H), tissue=f'label_file = "{path}"')
+        from petsc4py import PETSc
+        from cardiosim.grid import Grid
+        grid = Grid(cfg, PETSc.COMM_SELF)
+        assert solve_on_tissue(cfg, grid) is want
+        grid.da.destroy()
+
+
 @pytest.mark.mpi
 def test_masked_bidomain_on_two_ranks_equals_one_rank(tmp_path):
     """The mask (read whole, cut per rank) gives the same run on two ranks as on one; the grouped placement (the

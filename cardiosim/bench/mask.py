@@ -1,16 +1,18 @@
 """Tissue inside the box: what a masked grid costs per step against the unmasked box of the same size.
 
 Two anatomies, bidomain, Mitchell–Schaeffer cells (``--model``), a wave started at one end: a disc filling a square sheet (2D)
-and the idealised LV of ``cardiosim geometry lv`` (3D, its fibres). Each is run masked (tissue.label_file) and as
-the whole box, with the elliptic preconditioner of the default (geometric multigrid, PCMG) and with GAMG;
+and the idealised LV of ``cardiosim geometry lv`` (3D, its fibres). Each is run three ways: masked (tissue.label_file)
+with the systems solved on the tissue nodes only (``tissue.solve_on = "tissue"``, the default on the CPU: PETSc
+submatrices, GAMG for the elliptic system), masked with the systems solved on the whole box (``solve_on = "box"``: the
+nodes outside as rows of their own, cardiosim/mask.py; the resident placement's way), and as the whole box without
+a mask; the box solves with the elliptic preconditioner of the default (geometric multigrid, PCMG) and with GAMG.
 ``--steps`` PDE steps after one warm-up step, times the max over ranks.
 
     cardiosim bench mask --ranks 2 --write docs/benchmarks.md
     cardiosim bench mask --ranks 1 --placement resident --model tt06 --ode-substeps 10 --current-density -52 --lv-spacing 0.05 0.025 --no-gamg \
         --write docs/benchmarks.md                                                         # on a GPU node
 
-Each case runs in its own ``mpirun``. A masked grid has cells at its tissue nodes only; the solvers still solve
-on every node of the box (the nodes outside as rows of their own: cardiosim/mask.py), so the table shows the
+Each case runs in its own ``mpirun``. A masked grid has cells at its tissue nodes only; the table shows the
 solvers' cost and the reaction's apart.
 """
 
@@ -76,7 +78,10 @@ def anatomy(name: str, folder: Path, masked: bool, lv_spacing: float = 0.05) -> 
                 centre=[0.0, 0.0, -2.0], radius=0.25)
 
 
-def single(name: str, masked: bool, args) -> dict:
+GRIDS = {"tissue": "masked, solved on the tissue", "masked": "masked, solved on the box", "box": "whole box"}
+
+
+def single(name: str, grid: str, args) -> dict:
     """One case in this process (under the mpirun of :func:`run_case`); ``args`` the command line's."""
     import petsc4py
     petsc4py.init(sys.argv[:1] + petsc_args())
@@ -85,13 +90,16 @@ def single(name: str, masked: bool, args) -> dict:
     steps, placement, lv_spacing = args.steps, args.placement, args.lv_spacing[0]
     with tempfile.TemporaryDirectory() as tmp:
         cell = "" if placement == "cpu" else f'placement = "{placement}"\nbackend = "cuda"'
+        pieces = anatomy(name, Path(tmp), grid != "box", lv_spacing)
+        if grid != "box":
+            pieces["tissue"] += f'\nsolve_on = "{"tissue" if grid == "tissue" else "box"}"'
         cfg = config.loads(RUN.format(duration=0.02 * (steps + 1), model=args.model, placement=cell,
-                                      substeps=args.ode_substeps, stim=args.current_density,
-                                      **anatomy(name, Path(tmp), masked, lv_spacing)), name=f"mask-{name}")
+                                      substeps=args.ode_substeps, stim=args.current_density, **pieces),
+                           name=f"mask-{name}")
         sim = Simulation(cfg, write_output=False)
         wall, tm, its = timed_steps(sim)
         mask = sim.grid.mask
-        out = {"anatomy": name if name == "disc" else f"lv {lv_spacing:g} cm", "masked": masked,
+        out = {"anatomy": name if name == "disc" else f"lv {lv_spacing:g} cm", "grid": grid,
                "nodes": sim.grid.n_nodes, "ranks": sim.comm.size, "model": args.model, "placement": placement,
                "tissue_nodes": mask.n_tissue if mask else sim.grid.n_nodes, "steps": steps,
                "elliptic_solver": sim.tissue.elliptic.describe(),
@@ -101,9 +109,9 @@ def single(name: str, masked: bool, args) -> dict:
     return report(sim, out)
 
 
-def run_case(name, masked, args, lv_spacing, petsc_args):
+def run_case(name, grid, args, lv_spacing, petsc_args):
     cmd = mpirun_command(args.ranks) + [sys.executable, "-m", "cardiosim.bench.mask", "--single", name,
-                                        *(["--masked"] if masked else []), "--steps", str(args.steps), "--model",
+                                        "--grid", grid, "--steps", str(args.steps), "--model",
                                         args.model, "--placement", args.placement, "--lv-spacing", str(lv_spacing),
                                         "--ode-substeps", str(args.ode_substeps), "--current-density",
                                         str(args.current_density), "--", *petsc_args]
@@ -117,14 +125,14 @@ def markdown(results, meta) -> str:
              f"{meta['date']} · {meta['machine']['cpu']} ({meta['machine']['cores']} cores) · GPU: "
              f"{meta['machine']['gpu']} · `{meta['command']}`", "",
              f"Bidomain, {r0['model']} cells ({r0['placement']} placement), dt 0.02 ms, times per PDE step (max over "
-             "ranks) after a warm-up step. A masked grid has cells at its tissue nodes only; its solvers run on every "
-             "node of the box."
+             "ranks) after a warm-up step. A masked grid has cells at its tissue nodes only; its systems are solved "
+             "on the tissue nodes (tissue.solve_on = \"tissue\", the CPU placements) or on every node of the box."
              + (" The limits of docs/design.md §8 are the GPU kernel's and do not apply to this CPU run."
                 if r0["placement"] == "cpu" else ""), "",
              "| anatomy | grid | ranks | tissue nodes | elliptic | parabolic ms (its) | elliptic ms (its) | "
              "reaction ms | step ms |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        grid = "masked" if r["masked"] else "whole box"
+        grid = GRIDS[r["grid"]]
         lines.append(f"| {r['anatomy']} | {grid}, {r['nodes']:,} nodes | {r['ranks']} | {r['tissue_nodes']:,} | "
                      f"{r['elliptic_solver']} | {r['parabolic_ms']:.2f} ({r['parabolic_its']:.1f}) | "
                      f"{r['elliptic_ms']:.2f} ({r['elliptic_its']:.1f}) | {r['reaction_ms']:.2f} | "
@@ -149,21 +157,23 @@ def main(argv=None):
     p.add_argument("--write", help="markdown page to update (e.g. docs/benchmarks.md)")
     p.add_argument("--json", help="write the results here too")
     p.add_argument("--single", help=argparse.SUPPRESS)
-    p.add_argument("--masked", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--grid", choices=list(GRIDS), default="box", help=argparse.SUPPRESS)
     args = p.parse_args(ours)
     if args.single:
-        single(args.single, args.masked, args)
+        single(args.single, args.grid, args)
         return 0
     meta = {"date": datetime.date.today().isoformat(), "machine": machine(),
             "command": "cardiosim bench mask " + " ".join(argv)}
     results = []
     cases = [(name, h) for name in args.anatomies for h in (args.lv_spacing if name == "lv" else [0.0])]
     for name, h in cases:
-        for masked in (True, False):
-            for extra in ([], *([] if args.no_gamg else [["-elliptic_pc_type", "gamg"]])):
-                r = run_case(name, masked, args, h, extra)
+        # the resident placement solves on the box whatever solve_on says: no tissue-only row there
+        for grid in ("tissue", "masked", "box") if args.placement == "cpu" else ("masked", "box"):
+            gamg = [] if args.no_gamg or grid == "tissue" else [["-elliptic_pc_type", "gamg"]]    # tissue: GAMG
+            for extra in ([], *gamg):
+                r = run_case(name, grid, args, h, extra)
                 results.append(r)
-                print(f"{r['anatomy']:5} {'masked' if masked else 'box':6} {r['elliptic_solver']:8} step "
+                print(f"{r['anatomy']:5} {grid:6} {r['elliptic_solver']:8} step "
                       f"{r['step_ms']:8.2f} ms (parabolic {r['parabolic_ms']:.2f}, elliptic {r['elliptic_ms']:.2f} ms "
                       f"/ {r['elliptic_its']:.1f} its, reaction {r['reaction_ms']:.2f})", flush=True)
     key = "mask" if args.placement == "cpu" else f"mask:{args.placement}"

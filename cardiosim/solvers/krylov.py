@@ -51,8 +51,8 @@ class StencilCG:
             self.why = pc.getPythonContext().why
         elif kind in PRECONDITIONERS:
             dm = ksp.getDM()
-            if dm is None or dm.getType() != PETSc.DM.Type.DA:
-                raise ValueError("krylov: the solver has no DMDA grid")
+            if dm is None or not dm.handle or dm.getType() != PETSc.DM.Type.DA:
+                raise ValueError("krylov: the solver has no DMDA grid" + multigrid.NO_GRID_HINT)
             from ..operators import sync_host
             sync_host(A)
             opts = PETSc.Options(ksp.getOptionsPrefix() or "")

@@ -142,21 +142,32 @@ def _use_krylov_matrix(ksp, A) -> None:
 
 
 class LinearSolver:
-    """A KSP for one fixed matrix, with its iteration counts recorded per solve."""
+    """A KSP for one fixed matrix, with its iteration counts recorded per solve.
 
-    def __init__(self, name: str, A: PETSc.Mat, grid=None, defaults=None, nullspace=False):
+    ``rows``: solve on those rows only (an IS of global indices: the tissue nodes of a masked grid,
+    cardiosim.tissue), the system being A's submatrix on them; x keeps its other entries. The rows left out must not
+    couple to the ones kept (a masked grid's nodes outside the tissue have a diagonal row only), so the answer is the
+    whole system's. The hierarchy of a DMDA does not fit a submatrix: geometric multigrid is then not available, and
+    the callers' defaults say what runs instead (algebraic multigrid for the elliptic system)."""
+
+    def __init__(self, name: str, A: PETSc.Mat, grid=None, defaults=None, nullspace=False,
+                 rows: PETSc.IS | None = None):
         self.name = name
         self.A = A
+        self.rows = rows
+        op = A if rows is None else A.createSubMatrix(rows, rows)
+        self.op = op
         if nullspace:
             # True: the constants; else the orthonormal vectors given (one constant per piece of masked tissue)
-            ns = (PETSc.NullSpace().create(constant=True, comm=A.getComm()) if nullspace is True else
-                  PETSc.NullSpace().create(constant=False, vectors=nullspace, comm=A.getComm()))
-            A.setNullSpace(ns)
-            A.setTransposeNullSpace(ns)
+            for M, vecs in ((A, nullspace),) + (((op, _restricted(nullspace, rows)),) if rows is not None else ()):
+                ns = (PETSc.NullSpace().create(constant=True, comm=M.getComm()) if vecs is True else
+                      PETSc.NullSpace().create(constant=False, vectors=vecs, comm=M.getComm()))
+                M.setNullSpace(ns)
+                M.setTransposeNullSpace(ns)
         ksp = PETSc.KSP().create(comm=A.getComm())
         ksp.setOptionsPrefix(name + "_")
-        ksp.setOperators(A)
-        if grid is not None:
+        ksp.setOperators(op)
+        if grid is not None and rows is None:
             # Multigrid takes its hierarchy (interpolation) from the DMDA, but keeps our assembled operator.
             ksp.setDM(grid.da)
             ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
@@ -167,14 +178,27 @@ class LinearSolver:
                 ksp.setFromOptions()
                 ksp.setUp()
                 ksp.setUpOnBlocks()
-                _use_krylov_matrix(ksp, A)
+                _use_krylov_matrix(ksp, op)
             except PETSc.Error as e:
                 raise UserError(f"PETSc options for -{name}_*: {petsc_message(e)}") from None
         self.ksp = ksp
         self.iterations: list[int] = []
 
+    def run(self, b: PETSc.Vec, x: PETSc.Vec) -> None:
+        """The KSP's solve of A x = b on whole-grid vectors (on ``rows`` only where they are given); nothing recorded
+        or checked (warm-ups and benchmarks)."""
+        if self.rows is None:
+            self.ksp.solve(b, x)
+            return
+        bs, xs = b.getSubVector(self.rows), x.getSubVector(self.rows)
+        try:
+            self.ksp.solve(bs, xs)
+        finally:
+            b.restoreSubVector(self.rows, bs)
+            x.restoreSubVector(self.rows, xs)
+
     def solve(self, b: PETSc.Vec, x: PETSc.Vec, t: float) -> None:
-        self.ksp.solve(b, x)
+        self.run(b, x)
         reason = self.ksp.getConvergedReason()
         self.iterations.append(self.ksp.getIterationNumber())
         if reason < 0:
@@ -194,7 +218,27 @@ class LinearSolver:
         if pc == "python":
             why = why or getattr(self.ksp.getPC().getPythonContext(), "why", "")
             pc = type(self.ksp.getPC().getPythonContext()).__name__
+        if self.rows is not None:
+            why = ", ".join(w for w in (why, f"on the {self.rows.getSize():,} tissue nodes of {self.A.getSize()[0]:,}")
+                            if w)
         return f"{ksp}+{pc}" + (f" ({why})" if why else "")
 
     def destroy(self):
         self.ksp.destroy()
+        if self.op is not self.A:
+            self.op.destroy()
+
+
+def _restricted(vecs, rows: PETSc.IS):
+    """Null-space vectors on ``rows`` only: True (the constants) stays True; given vectors are cut to the rows and
+    normalised again."""
+    if vecs is True:
+        return True
+    out = []
+    for v in vecs:
+        sub = v.getSubVector(rows)
+        u = sub.copy()
+        v.restoreSubVector(rows, sub)
+        u.normalize()
+        out.append(u)
+    return out
