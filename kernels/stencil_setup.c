@@ -84,48 +84,49 @@ int sst_coarsen(int d, const int64_t *in_start, const int64_t *in_size, int ncod
         row[q] = Sin + (long)codes[q] * nin;
     }
     const long nx = in_size[0], plane = in_size[0] * in_size[1];
+    /* The terms of each coarse index's rows (fine index along d, input code, output code, weight) do not depend on
+     * the other two coordinates: listed once per coarse index, in the order f, then q, then the w0 term before the
+     * w1 term (every node's terms are added in this order on any box, so a rank's rows equal one rank's bit for bit) */
+    long nt_max = csize * 3 * ncodes * 2;
+    long *t_at = malloc(sizeof(long) * (csize + 1)), *t_li = malloc(sizeof(long) * (nt_max ? nt_max : 1));
+    int *t_q = malloc(sizeof(int) * (nt_max ? nt_max : 1)), *t_code = malloc(sizeof(int) * (nt_max ? nt_max : 1));
+    double *t_w = malloc(sizeof(double) * (nt_max ? nt_max : 1));
     int err = 0;
-    if (d == 0) {
-        /* along x, the contiguous dimension: each output node's terms gathered, summed whole, stored once. The
-         * terms (input row, fine node, output code, weight) depend on the coarse index only, not on the line:
-         * listed once per coarse index, in the order of the loops above (f, then q, then w0 before w1) */
-        long nt_max = csize * 3 * ncodes * 2;
-        long *t_at = malloc(sizeof(long) * (csize + 1)), *t_li = malloc(sizeof(long) * nt_max);
-        int *t_q = malloc(sizeof(int) * nt_max), *t_code = malloc(sizeof(int) * nt_max);
-        double *t_w = malloc(sizeof(double) * nt_max);
-        if (!t_at || !t_li || !t_q || !t_code || !t_w) {
-            free(t_at); free(t_li); free(t_q); free(t_code); free(t_w);
-            return 2;
-        }
-        long nt = 0;
-        for (long c = 0; c < csize; ++c) {
-            long I = cstart + c;
-            t_at[c] = nt;
-            for (int f = -1; f <= 1; ++f) {
-                double wf = f == 0 ? 1.0 : (f < 0 ? wl[I] : wr[I]);
-                if (wf == 0.0)
+    if (!t_at || !t_li || !t_q || !t_code || !t_w) {
+        err = 2;
+        goto done;
+    }
+    long nt = 0;
+    for (long c = 0; c < csize; ++c) {
+        long I = cstart + c;
+        t_at[c] = nt;
+        for (int f = -1; f <= 1; ++f) {
+            double wf = f == 0 ? 1.0 : (f < 0 ? wl[I] : wr[I]);
+            if (wf == 0.0)
+                continue;
+            long i = pos[I] + f, li = i - in_start[d];
+            if (li < 0 || li >= in_size[d]) {
+                err = 1;
+                continue;
+            }
+            for (int q = 0; q < ncodes; ++q) {
+                long j = i + off_d[q];
+                if (j < 0 || j >= nf)
                     continue;
-                long i = pos[I] + f, li = i - in_start[0];
-                if (li < 0 || li >= nx) {
+                long s0 = c0[j] - I, s1 = c1[j] - I;
+                if (s0 < -1 || s0 > 1 || s1 < -1 || s1 > 1) {
                     err = 1;
                     continue;
                 }
-                for (int q = 0; q < ncodes; ++q) {
-                    long j = i + off_d[q];
-                    if (j < 0 || j >= nf)
-                        continue;
-                    long s0 = c0[j] - I, s1 = c1[j] - I;
-                    if (s0 < -1 || s0 > 1 || s1 < -1 || s1 > 1) {
-                        err = 1;
-                        continue;
-                    }
-                    t_li[nt] = li, t_q[nt] = q, t_code[nt] = base[q] + (int)(s0 + 1), t_w[nt++] = wf * w0[j];
-                    if (w1[j] != 0.0)
-                        t_li[nt] = li, t_q[nt] = q, t_code[nt] = base[q] + (int)(s1 + 1), t_w[nt++] = wf * w1[j];
-                }
+                t_li[nt] = li, t_q[nt] = q, t_code[nt] = base[q] + (int)(s0 + 1) * stride_d, t_w[nt++] = wf * w0[j];
+                if (w1[j] != 0.0)                                   /* w1 = 0 on a coarse point */
+                    t_li[nt] = li, t_q[nt] = q, t_code[nt] = base[q] + (int)(s1 + 1) * stride_d, t_w[nt++] = wf * w1[j];
             }
         }
-        t_at[csize] = nt;
+    }
+    t_at[csize] = nt;
+    if (d == 0) {
+        /* along x, the contiguous dimension: each output node's terms gathered, summed whole, stored once */
         for (long z = 0; z < out_size[2]; ++z)
             for (long y = 0; y < out_size[1]; ++y) {
                 long t0 = nx * y + plane * z, o0 = out_size[0] * (y + out_size[1] * z);
@@ -137,50 +138,26 @@ int sst_coarsen(int d, const int64_t *in_start, const int64_t *in_size, int ncod
                         Sout[(long)ocodes[k] * nout + o0 + c] = acc[ocodes[k]];
                 }
             }
-        free(t_at); free(t_li); free(t_q); free(t_code); free(t_w);
-        return err;
-    }
-    /* along y or z: every node of an x line has the same coarse index, so each term is one coefficient times a
-     * whole input line, added to a whole output line (Sout zero as the caller left it): streamed and vectorised,
-     * where the per-node form spent its time on index arithmetic (5 s of the 216³ slab's set-up). Each node's
-     * terms are added in the same order as above on any box, so a rank's rows equal one rank's bit for bit. */
-    const int e = d == 1 ? 2 : 1;                               /* the other dimension besides x */
-    for (long a = 0; a < out_size[e]; ++a)
-        for (long c = 0; c < csize; ++c) {
-            long I = cstart + c;
-            long oy = d == 1 ? c : a, oz = d == 1 ? a : c;
-            double *out_line = Sout + out_size[0] * (oy + out_size[1] * oz);
-            for (int f = -1; f <= 1; ++f) {
-                double wf = f == 0 ? 1.0 : (f < 0 ? wl[I] : wr[I]);
-                if (wf == 0.0)
-                    continue;
-                long i = pos[I] + f, li = i - in_start[d];
-                if (li < 0 || li >= in_size[d]) {
-                    err = 1;
-                    continue;
-                }
-                long t0 = d == 1 ? nx * li + plane * a : nx * a + plane * li;
-                for (int q = 0; q < ncodes; ++q) {
-                    long j = i + off_d[q];
-                    if (j < 0 || j >= nf)
-                        continue;
-                    long s0 = c0[j] - I, s1 = c1[j] - I;
-                    if (s0 < -1 || s0 > 1 || s1 < -1 || s1 > 1) {
-                        err = 1;
-                        continue;
-                    }
-                    const double *src = row[q] + t0;
-                    double a0 = wf * w0[j], a1 = wf * w1[j];
-                    double *dst0 = out_line + (long)(base[q] + (s0 + 1) * stride_d) * nout;
-                    double *dst1 = out_line + (long)(base[q] + (s1 + 1) * stride_d) * nout;
+    } else {
+        /* along y or z: every node of an x line has the same coarse index, so each term is one weight times a
+         * whole input line, added to a whole output line (Sout zero as the caller left it): streamed and vectorised,
+         * where the per-node form spent its time on index arithmetic (5 s of the 216³ slab's set-up) */
+        const int e = d == 1 ? 2 : 1;                           /* the other dimension besides x */
+        for (long a = 0; a < out_size[e]; ++a)
+            for (long c = 0; c < csize; ++c) {
+                long oy = d == 1 ? c : a, oz = d == 1 ? a : c;
+                double *out_line = Sout + out_size[0] * (oy + out_size[1] * oz);
+                for (long k = t_at[c]; k < t_at[c + 1]; ++k) {
+                    long li = t_li[k];
+                    const double *src = row[t_q[k]] + (d == 1 ? nx * li + plane * a : nx * a + plane * li);
+                    double *dst = out_line + (long)t_code[k] * nout, w = t_w[k];
                     for (long x = 0; x < nx; ++x)
-                        dst0[x] += a0 * src[x];
-                    if (a1 != 0.0)
-                        for (long x = 0; x < nx; ++x)
-                            dst1[x] += a1 * src[x];
+                        dst[x] += w * src[x];
                 }
             }
-        }
+    }
+done:
+    free(t_at); free(t_li); free(t_q); free(t_code); free(t_w);
     return err;
 }
 
