@@ -69,7 +69,9 @@ def anatomy(name: str, folder: Path, masked: bool, lv_spacing: float = 0.05) -> 
     box, fields = built_in("lv", h, log=lambda line: None)
     np.save(folder / "lv_labels.npy", fields["labels"])
     fib = fields["fibres"]
-    fib[~(fields["labels"] > 0)] = (1.0, 0.0, 0.0)       # the whole box needs a fibre at every node
+    # the whole box needs a fibre at every node (the geometry gives none outside the tissue, and none at the few
+    # tissue nodes that are in no tissue element)
+    fib[~(fields["labels"] > 0) | (np.linalg.norm(fib, axis=-1) == 0)] = (1.0, 0.0, 0.0)
     np.save(folder / "lv_fibres.npy", fib)
     tissue = f'fibre_file = "{folder / "lv_fibres.npy"}"'
     if masked:
