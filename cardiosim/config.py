@@ -199,7 +199,8 @@ class Tissue:
                         doc="with label_file, where the linear systems are solved: tissue: on the tissue nodes only "
                             "(the CPU placements: PETSc submatrices, the elliptic system with algebraic multigrid); "
                             "box: on every node of the box (geometric multigrid); auto: tissue where the tissue "
-                            "fills less than half the box (docs/benchmarks.md: the LV, 19 %, 5.5x faster; a disc, "
+                            "fills less than half the box and no solver option asks for a grid multigrid (PCMG, "
+                            "cardiosim's stencil solvers) (docs/benchmarks.md: the LV, 19 %, 5.5x faster; a disc, "
                             "75 %, 1.7x slower). The resident placement's solvers work on boxes and always take the "
                             "box")
 

@@ -264,8 +264,10 @@ def solve_on_tissue(cfg, grid) -> bool:
     if grid.mask is None or grid.gpu:
         return False
     choice = getattr(cfg.tissue, "solve_on", "box")
-    if choice == "auto" and any(stencil_solver(name, {}) for name in ("parabolic", "elliptic")):
-        return False            # cardiosim's stencil solvers, chosen by options: they work on the box
+    opts = PETSc.Options()
+    if choice == "auto" and any(stencil_solver(name, {}) or opts.getString(f"{name}_pc_type", "") == "mg"
+                                for name in ("parabolic", "elliptic")):
+        return False            # solvers chosen by options that need the grid (ours, PCMG): the box
     if choice == "auto":
         return grid.mask.n_tissue < TISSUE_ONLY_BELOW * grid.n_nodes
     return choice == "tissue"

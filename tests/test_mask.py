@@ -168,7 +168,8 @@ def test_tissue_only_solves_equal_the_masked_box(tmp_path, ranks):
 
 def test_tissue_only_with_the_stencil_solvers_is_one_line(tmp_path):
     """cardiosim's stencil solvers work on the whole grid: asked for on the tissue's rows, one line naming the key,
-    exit 2, nothing written (it once crashed on PETSc's null DM); with solve_on = "auto" they get the box."""
+    exit 2, nothing written (it once crashed on PETSc's null DM); with solve_on = "auto" they, and PCMG asked for by
+    option, get the box."""
     path = _labels(tmp_path, [RECT])
     cfg = tmp_path / "masked.toml"
     x0 = RECT[0][0]
@@ -179,9 +180,10 @@ def test_tissue_only_with_the_stencil_solvers_is_one_line(tmp_path):
     proc = run_cli(["run", cfg, "--output", out, "--set", 'tissue.solve_on="tissue"', "--", *mg])
     assert_one_line(proc, "stencil solvers on the tissue", ["-elliptic_", "no DMDA grid", 'tissue.solve_on = "box"'])
     assert not out.exists()
-    proc = run_cli(["run", cfg, "--output", out, "--set", "simulation.duration=0.1", "--", *mg])
-    assert proc.returncode == 0, proc.stderr
-    assert "StencilMG" in proc.stdout and "tissue nodes of" not in proc.stdout
+    for opts, name in ((mg, "StencilMG"), (["-elliptic_pc_type", "mg"], "cg+mg")):      # both need the grid
+        proc = run_cli(["run", cfg, "--output", out, "--overwrite", "--set", "simulation.duration=0.1", "--", *opts])
+        assert proc.returncode == 0, proc.stderr
+        assert name in proc.stdout and "tissue nodes of" not in proc.stdout, proc.stdout
 
 
 def test_solve_on_auto_follows_the_tissue_share(petsc, tmp_path):
