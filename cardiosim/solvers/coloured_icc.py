@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 from petsc4py import PETSc
 
-from .multigrid import NO_GRID_HINT
+from .multigrid import grid_dm
 
 PYTHON_TYPE = "cardiosim.solvers.coloured_icc.ColouredICC"
 MAT_TYPES = ("aij", "sell")
@@ -112,9 +112,7 @@ class ColouredICC:
             return                      # LinearSolver handed the KSP the SELL copy: nothing to rebuild
         if A.getComm().getSize() > 1:
             raise ValueError("coloured ICC: cardiosim.solvers.coloured_icc.ColouredICC runs on one rank")
-        dm = pc.getDM()
-        if dm is None or not dm.handle or dm.getType() != PETSc.DM.Type.DA:
-            raise ValueError("coloured ICC: the solver has no DMDA grid" + NO_GRID_HINT)
+        dm = grid_dm(pc.getDM(), "coloured ICC")
         self.destroy(pc)
         from ..operators import sync_host
         sync_host(A)                     # host values of a COO-assembled cuSPARSE matrix (PETSc 3.26.1 defect)

@@ -50,9 +50,7 @@ class StencilCG:
             self.vcycle, self.precond = pc.getPythonContext().vcycle, 2
             self.why = pc.getPythonContext().why
         elif kind in PRECONDITIONERS:
-            dm = ksp.getDM()
-            if dm is None or not dm.handle or dm.getType() != PETSc.DM.Type.DA:
-                raise ValueError("krylov: the solver has no DMDA grid" + multigrid.NO_GRID_HINT)
+            dm = multigrid.grid_dm(ksp.getDM(), "krylov")
             from ..operators import sync_host
             sync_host(A)
             opts = PETSc.Options(ksp.getOptionsPrefix() or "")

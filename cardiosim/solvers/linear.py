@@ -158,12 +158,9 @@ class LinearSolver:
         op = A if rows is None else A.createSubMatrix(rows, rows)
         self.op = op
         if nullspace:
-            # True: the constants; else the orthonormal vectors given (one constant per piece of masked tissue)
-            for M, vecs in ((A, nullspace),) + (((op, _restricted(nullspace, rows)),) if rows is not None else ()):
-                ns = (PETSc.NullSpace().create(constant=True, comm=M.getComm()) if vecs is True else
-                      PETSc.NullSpace().create(constant=False, vectors=vecs, comm=M.getComm()))
-                M.setNullSpace(ns)
-                M.setTransposeNullSpace(ns)
+            _set_nullspace(A, nullspace)
+            if rows is not None:
+                _set_nullspace(op, _restricted(nullspace, rows))
         ksp = PETSc.KSP().create(comm=A.getComm())
         ksp.setOptionsPrefix(name + "_")
         ksp.setOperators(op)
@@ -227,6 +224,14 @@ class LinearSolver:
         self.ksp.destroy()
         if self.op is not self.A:
             self.op.destroy()
+
+
+def _set_nullspace(M: PETSc.Mat, vecs) -> None:
+    """``vecs``: True, the constants; else the orthonormal vectors given (one constant per piece of masked tissue)."""
+    ns = (PETSc.NullSpace().create(constant=True, comm=M.getComm()) if vecs is True else
+          PETSc.NullSpace().create(constant=False, vectors=vecs, comm=M.getComm()))
+    M.setNullSpace(ns)
+    M.setTransposeNullSpace(ns)
 
 
 def _restricted(vecs, rows: PETSc.IS):

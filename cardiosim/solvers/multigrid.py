@@ -54,6 +54,14 @@ from .comm import Boxes
 # the solvers here work on the whole grid of a DMDA; a masked grid's systems on its tissue rows have none
 NO_GRID_HINT = " (cardiosim's stencil solvers need the whole grid: for a masked grid, tissue.solve_on = \"box\")"
 
+
+def grid_dm(dm, who: str):
+    """``dm`` (a KSP's or PC's DM) where it is a DMDA; else ValueError naming ``who``. A solver without a DM gives a
+    null handle, which must not be asked its type (that crashed)."""
+    if dm is None or not dm.handle or dm.getType() != PETSc.DM.Type.DA:
+        raise ValueError(f"{who}: the solver has no DMDA grid" + NO_GRID_HINT)
+    return dm
+
 SOURCE = "stencil_mg.cpp"
 COARSE_SOLVES = ("eig", "gauss-jordan")
 HALOS = ("colour", "sweep")     # several ranks: the smoother's ghosts refreshed per colour (exact) or per sweep
@@ -487,12 +495,11 @@ def hierarchy_for(A: PETSc.Mat, dm, coarse_max: int | None, singular: bool, layo
     """The hierarchy of A on the DMDA ``dm``: serial on one rank; on several split over the ranks or, by
     cardiosim.solvers.comm.layout, gathered onto rank 0 (its ``why`` says which and why)."""
     rows, nodes = A.getSize()[0], int(np.prod(dm.getSizes()))
-    if rows != nodes:
-        raise ValueError(f"multigrid: the matrix has {rows} rows and the grid {nodes} nodes: cardiosim's stencil "
-                         f"solvers need the whole grid's matrix (a masked grid: tissue.solve_on = \"box\")")
+    if rows != nodes:                   # the C code reads every node's row: a submatrix would be read out of bounds
+        raise ValueError(f"multigrid: the matrix has {rows} rows and the grid {nodes} nodes" + NO_GRID_HINT)
     if A.getComm().getSize() == 1:
         return Hierarchy(A, dm.getSizes(), coarse_max, singular)
-    where, why = comm.layout(layout, int(np.prod(dm.getSizes())), A.getComm().getSize())
+    where, why = comm.layout(layout, nodes, A.getComm().getSize())
     return RankHierarchy(A, dm, coarse_max, singular, agglomerate, root_only=where == "root", why=why)
 
 
@@ -522,9 +529,7 @@ class StencilMG:
 
     def setUp(self, pc):
         A, _ = pc.getOperators()
-        dm = pc.getDM()
-        if dm is None or not dm.handle or dm.getType() != PETSc.DM.Type.DA:      # (no DM: a null handle)
-            raise ValueError("multigrid: the solver has no DMDA grid" + NO_GRID_HINT)
+        dm = grid_dm(pc.getDM(), "multigrid")
         from ..operators import sync_host
         sync_host(A)                                # host values of a COO-assembled cuSPARSE matrix (PETSc defect)
         ns = A.getNullSpace()
