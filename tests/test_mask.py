@@ -181,7 +181,8 @@ def test_tissue_only_with_the_stencil_solvers_is_one_line(tmp_path):
     assert_one_line(proc, "stencil solvers on the tissue", ["-elliptic_", "no DMDA grid", 'tissue.solve_on = "box"'])
     assert not out.exists()
     for opts, name in ((mg, "StencilMG"), (["-elliptic_pc_type", "mg"], "cg+mg")):      # both need the grid
-        proc = run_cli(["run", cfg, "--output", out, "--overwrite", "--set", "simulation.duration=0.1", "--", *opts])
+        proc = run_cli(["run", cfg, "--output", out, "--overwrite", "--set", "simulation.duration=0.1", "--set",
+                        'tissue.solve_on="auto"', "--", *opts])
         assert proc.returncode == 0, proc.stderr
         assert name in proc.stdout and "tissue nodes of" not in proc.stdout, proc.stdout
 
@@ -192,7 +193,8 @@ def test_solve_on_auto_follows_the_tissue_share(petsc, tmp_path):
     small = _labels(tmp_path, [((4, 14), (2, 8))], name="small.npy")          # 11 x 7 of 41 x 11 nodes
     large = _labels(tmp_path, [((1, 39), (0, 10))], name="large.npy")         # 39 x 11 of them
     for path, want in ((small, True), (large, False)):
-        cfg = _config("bidomain", (BOX[0] * H, BOX[1] * H), (0, 0), (H, H), tissue=f'label_file = "{path}"')
+        cfg = _config("bidomain", (BOX[0] * H, BOX[1] * H), (0, 0), (H, H),
+                      tissue=f'label_file = "{path}"\nsolve_on = "auto"')
         from petsc4py import PETSc
         from cardiosim.grid import Grid
         grid = Grid(cfg, PETSc.COMM_SELF)
