@@ -513,52 +513,106 @@ static int exchange_staged(MG *mg, int l, double *v) {
 #ifdef __CUDACC__
 /* Where side s of dimension d of exchange parity p lands in a receive buffer (12 slots of c->face doubles: a
  * neighbour in another dimension may write its slot while this rank still unpacks the last one, and a neighbour
- * may be one exchange ahead). */
+ * may be one exchange ahead). After the 12 slots, the control words (IPC_CTRL doubles' worth, zeroed at the start):
+ * six "written" flags, one per (d, s), each set by the neighbour on side s of dimension d to the number of the
+ * exchange whose face it has delivered, then the counter of pack_signal's finished blocks. */
 static long slot(const Comm *c, long p, int d, int s) { return ((p * 3 + d) * 2 + s) * c->face; }
+#define IPC_CTRL 8
+static unsigned long long *ipc_flags(double *recv, long face) { return (unsigned long long *)(recv + 12 * face); }
 
-/* The halo exchange through CUDA IPC: each face packed by this rank's kernel straight into the neighbour's receive
- * buffer (over NVLink/PCIe, no host copy), then one zero-byte message each way says "written", then the unpack. */
+/* One side of a dimension's exchange: the slab lo .. lo + ext of the ghosted vector and the buffer it goes to
+ * (pack) or comes from (unpack); m = 0 where that side has no neighbour. */
+struct Face {
+    double *buf;
+    int lo[3], ext[3];
+    long m;
+};
+HD inline long face_gix(const Box &B, const Face &f, long t) {
+    const int i = f.lo[0] + (int)(t % f.ext[0]);
+    const long q = t / f.ext[0];
+    return gix(B, i, f.lo[1] + (int)(q % f.ext[1]), f.lo[2] + (int)(q / f.ext[1]));
+}
+
+/* Both faces of one dimension packed straight into the neighbours' receive buffers; then the last block to finish
+ * (each block fences its writes system-wide before it counts itself done) sets each neighbour's flag to `seq`.
+ * The device says "written": no host synchronisation, no message. */
+__global__ void pack_signal_kernel(Box B, const double *v, Face f0, Face f1, unsigned long long *flag0,
+                                   unsigned long long *flag1, unsigned int *done, unsigned long long seq) {
+    const long n = f0.m + f1.m;
+    for (long t = (long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (long)gridDim.x * blockDim.x) {
+        if (t < f0.m) f0.buf[t] = v[face_gix(B, f0, t)];
+        else f1.buf[t - f0.m] = v[face_gix(B, f1, t - f0.m)];
+    }
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0 && atomicAdd(done, 1u) == gridDim.x - 1) {
+        *done = 0;
+        __threadfence_system();
+        if (flag0) *(volatile unsigned long long *)flag0 = seq;
+        if (flag1) *(volatile unsigned long long *)flag1 = seq;
+    }
+}
+
+/* Every block waits until both neighbours have said exchange `seq` is written, then the faces are unpacked into the
+ * ghost layers (read past L1: the bytes came from another GPU). */
+__global__ void wait_unpack_kernel(Box B, double *v, Face f0, Face f1, const unsigned long long *flag0,
+                                   const unsigned long long *flag1, unsigned long long seq) {
+    if (threadIdx.x == 0) {
+        if (f0.m) while (*(volatile const unsigned long long *)flag0 < seq) {}
+        if (f1.m) while (*(volatile const unsigned long long *)flag1 < seq) {}
+        __threadfence_system();
+    }
+    __syncthreads();
+    const long n = f0.m + f1.m;
+    for (long t = (long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (long)gridDim.x * blockDim.x) {
+        if (t < f0.m) v[face_gix(B, f0, t)] = __ldcg(f0.buf + t);
+        else v[face_gix(B, f1, t - f0.m)] = __ldcg(f1.buf + t - f0.m);
+    }
+}
+
+/* The halo exchange through CUDA IPC, ordered on the device alone: per dimension one kernel packs both faces into
+ * the neighbours' receive buffers and raises their flags, one waits for this rank's flags and unpacks. The host
+ * only queues the two launches (the exchange number, the same on every rank, is the flags' value), so it runs on
+ * ahead to the next kernels while the GPUs talk; the one host synchronisation left is the CG iteration's
+ * reduction. (Why the slots cannot be overwritten early: a neighbour packs exchange k + 2 into the slot of k only
+ * after this rank has flagged k + 1, which it does after unpacking k.) */
 static int exchange_ipc(MG *mg, int l, double *v) {
     Comm *c = mg->c;
     const double t0 = seconds();
     const Box &B = mg->lev[l].B;
-    const long p = c->n_calls++ & 1;
-    int err = 0;
-    for (int d = 0; d < mg->dim && !err; ++d) {
+    const unsigned long long seq = (unsigned long long)++c->n_calls;
+    const long p = seq & 1;
+    unsigned long long *mine = ipc_flags(c->dev_recv, c->face);
+    for (int d = 0; d < mg->dim; ++d) {
         if (c->nbr[d][0] < 0 && c->nbr[d][1] < 0) continue;
-        int lo[3], ext[3];
-        for (int e = 0; e < 3; ++e) {
-            lo[e] = e < d ? -B.w[e] : 0;
-            ext[e] = e < d ? B.g[e] : B.n[e];
+        Face out[2], in[2];
+        unsigned long long *theirs[2] = {0, 0};
+        for (int s = 0; s < 2; ++s) {
+            for (int e = 0; e < 3; ++e) {
+                out[s].lo[e] = in[s].lo[e] = e < d ? -B.w[e] : 0;
+                out[s].ext[e] = in[s].ext[e] = e < d ? B.g[e] : B.n[e];
+            }
+            out[s].ext[d] = in[s].ext[d] = 1;
+            out[s].lo[d] = s ? B.n[d] - 1 : 0;
+            in[s].lo[d] = s ? B.n[d] : -1;
+            const long m = (long)out[s].ext[0] * out[s].ext[1] * out[s].ext[2];
+            if (m > c->face) return 1;
+            const int has = c->nbr[d][s] >= 0;
+            out[s].m = in[s].m = has ? m : 0;
+            out[s].buf = has ? c->nbr_recv[d][s] + slot(c, p, d, 1 - s) : 0;
+            in[s].buf = c->dev_recv + slot(c, p, d, s);
+            if (has) theirs[s] = ipc_flags(c->nbr_recv[d][s], c->face) + 2 * d + (1 - s);
+            c->bytes += out[s].m * (long)sizeof(double);
         }
-        ext[d] = 1;
-        const long m = (long)ext[0] * ext[1] * ext[2];
-        if (m > c->face) return 1;
-        for (int s = 0; s < 2; ++s)
-            if (c->nbr[d][s] >= 0) {
-                lo[d] = s ? B.n[d] - 1 : 0;
-                pack(B, v, c->nbr_recv[d][s] + slot(c, p, d, 1 - s), lo, ext, 0);
-            }
-        err |= cudaStreamSynchronize(0) != cudaSuccess;
-        MPI_Request req[4];
-        int nreq = 0;
-        char dummy[2][1];
-        for (int s = 0; s < 2; ++s)
-            if (c->nbr[d][s] >= 0) {
-                err |= MPI_Irecv(dummy[s], 0, MPI_BYTE, c->nbr[d][s], 1 - s, c->comm, &req[nreq++]) != MPI_SUCCESS;
-                err |= MPI_Isend(dummy[s], 0, MPI_BYTE, c->nbr[d][s], s, c->comm, &req[nreq++]) != MPI_SUCCESS;
-            }
-        err |= MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS;
-        for (int s = 0; s < 2; ++s)
-            if (c->nbr[d][s] >= 0) {
-                lo[d] = s ? B.n[d] : -1;
-                pack(B, v, c->dev_recv + slot(c, p, d, s), lo, ext, 1);
-            }
-        c->bytes += m * (long)sizeof(double) * ((c->nbr[d][0] >= 0) + (c->nbr[d][1] >= 0));
+        const long n = out[0].m + out[1].m;
+        const unsigned blocks = (unsigned)(n < 1024L * 256 ? (n + 255) / 256 : 1024);
+        pack_signal_kernel<<<blocks, 256, 0, stream_now>>>(B, v, out[0], out[1], theirs[0], theirs[1],
+                                                           (unsigned int *)(mine + 6), seq);
+        wait_unpack_kernel<<<blocks, 256, 0, stream_now>>>(B, v, in[0], in[1], mine + 2 * d, mine + 2 * d + 1, seq);
     }
     c->n_exchange++;
     c->t_exchange += seconds() - t0;
-    return err | launch_error();
+    return launch_error();
 }
 #endif
 
@@ -977,7 +1031,13 @@ int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *b
     c->face = face;
     const long nslots = c->ipc ? 12 : 2;
     c->dev_send = alloc_doubles(mg, 2 * face);
+#ifdef __CUDACC__
+    c->dev_recv = alloc_doubles(mg, nslots * face + (c->ipc ? IPC_CTRL : 0));
+    if (c->ipc && c->dev_recv && cudaMemset(ipc_flags(c->dev_recv, face), 0, IPC_CTRL * sizeof(double)) != cudaSuccess)
+        mg->err = 1;
+#else
     c->dev_recv = alloc_doubles(mg, nslots * face);
+#endif
 #ifdef __CUDACC__
     c->host_send = (double *)host_alloc(2 * face * sizeof(double));
     c->host_recv = (double *)host_alloc(2 * face * sizeof(double));
@@ -1017,6 +1077,7 @@ int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *b
 #ifdef __CUDACC__
     if (c->ipc) {
         /* every rank's receive buffer (and rank 0's gather buffer) as an IPC handle; open the neighbours' */
+        cudaDeviceSynchronize();     /* the flags are zero before any neighbour can write them */
         cudaIpcMemHandle_t mine, *all = (cudaIpcMemHandle_t *)malloc(c->size * sizeof(cudaIpcMemHandle_t));
         memset(&mine, 0, sizeof(mine));
         if (!all || (c->dev_recv && cudaIpcGetMemHandle(&mine, c->dev_recv) != cudaSuccess)) mg->err = 1;
@@ -1465,6 +1526,9 @@ int smg_time_seam(MG *mg, int reps, double *out) {
     MPI_Barrier(c->comm);
     double t0 = seconds();
     for (int r = 0; r < reps; ++r) err |= exchange(mg, 0, mg->in_x);
+#ifdef __CUDACC__
+    err |= cudaStreamSynchronize(0) != cudaSuccess;     /* the IPC exchange only queues work */
+#endif
     MPI_Barrier(c->comm);
     out[0] = (seconds() - t0) / reps;
     if (c->host_box) {      /* allocated where the top level is gathered */
