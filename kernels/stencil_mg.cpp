@@ -258,9 +258,10 @@ struct Comm {
     /* the CUDA IPC transport (ranks of one node): each rank's halo receive buffers and rank 0's gather buffer,
      * opened in the others' address spaces, written directly by their kernels */
     int ipc;
-    long n_calls;                             /* exchanges so far: their parity picks the receive slots */
     double *nbr_recv[3][2];                   /* the neighbours' receive buffers (opened IPC handles) */
     double *dev_all, *root_all;               /* rank 0's buffer of every rank's box, and its address here */
+    unsigned long long *ctrl;                 /* this rank's control words (after its receive slots) */
+    unsigned long long *root_ctrl;            /* rank 0's gather flags (one per rank) and scatter flag, here */
     long *dev_map;                            /* rank 0: the natural index of each entry of dev_all */
     /* statistics: halo exchanges, gathers */
     long n_exchange, n_gather, bytes, host_bytes;   /* bytes: between ranks; host_bytes: through host memory */
@@ -270,13 +271,15 @@ struct Comm {
 #ifdef __CUDACC__
 /* The V-cycle as a CUDA graph, one per (b, x) pair: a Krylov solver applies the preconditioner to the same two
  * work vectors every iteration, so a handful of graphs serve a run. One graph launch replaces ~12 kernel launches
- * per level, whose host-side cost (~5 µs each) otherwise sets the time of the coarse levels. One rank only: the
- * halo exchange is host work, which a graph cannot hold. */
+ * per level, whose host-side cost (~5 µs each) otherwise sets the time of the coarse levels. On several ranks only
+ * with the IPC transport, whose exchanges, gathers and scatters are device work; host staging is host work, which
+ * a graph cannot hold. */
 #define MAX_GRAPHS 8
 struct Graph {
     const double *b;
     double *x;
     cudaGraphExec_t exec;
+    long n_exchange, n_gather, bytes;       /* what one launch moves (the seam's statistics) */
 };
 #endif
 
@@ -511,17 +514,51 @@ static int exchange_staged(MG *mg, int l, double *v) {
 }
 
 #ifdef __CUDACC__
-/* Where side s of dimension d of exchange parity p lands in a receive buffer (12 slots of c->face doubles: a
+/* The CUDA IPC transport, ordered on the device alone: a kernel that writes into another rank's memory raises a flag
+ * there when done (its last block, after every block has fenced its writes system-wide), and the kernel that reads
+ * waits for the flag. The host only queues launches, so it runs on ahead while the GPUs talk, and a V-cycle over
+ * the ranks can be one CUDA graph; the one host synchronisation left is the CG iteration's reduction.
+ *
+ * Where side s of dimension d of exchange parity p lands in a receive buffer: 12 slots of c->face doubles (a
  * neighbour in another dimension may write its slot while this rank still unpacks the last one, and a neighbour
- * may be one exchange ahead). After the 12 slots, the control words (IPC_CTRL doubles' worth, zeroed at the start):
- * six "written" flags, one per (d, s), each set by the neighbour on side s of dimension d to the number of the
- * exchange whose face it has delivered, then the counter of pack_signal's finished blocks. */
+ * may be one exchange ahead: it packs exchange k + 2 into the slot of k only after this rank has flagged k + 1,
+ * which it does after unpacking k). After the slots, this rank's control words (zeroed at the start): */
+enum {
+    C_SEQ = 6,      /* 0..5: "written" flags, (d, s) -> 2d + s, set by the neighbour on side s of dimension d to the
+                     * number of the exchange it delivered; C_SEQ: halo exchanges finished here */
+    C_GSEQ,         /* gathers sent */
+    C_SSEQ,         /* scatters received */
+    C_RSEQ,         /* rank 0: scatters sent */
+    C_DONE0,        /* finished-block counters of the writing and of the reading kernels (one kernel at a time each) */
+    C_DONE1,
+    IPC_CTRL = 16
+};
 static long slot(const Comm *c, long p, int d, int s) { return ((p * 3 + d) * 2 + s) * c->face; }
-#define IPC_CTRL 8
-static unsigned long long *ipc_flags(double *recv, long face) { return (unsigned long long *)(recv + 12 * face); }
+static unsigned long long *ipc_ctrl(double *recv, long face) { return (unsigned long long *)(recv + 12 * face); }
+static unsigned grid_for(long n) { return (unsigned)(n < 1024L * 256 ? (n + 255) / 256 : 1024); }
 
-/* One side of a dimension's exchange: the slab lo .. lo + ext of the ghosted vector and the buffer it goes to
- * (pack) or comes from (unpack); m = 0 where that side has no neighbour. */
+__device__ inline unsigned long long vload(const unsigned long long *p) { return *(volatile const unsigned long long *)p; }
+__device__ inline void spin_until(const unsigned long long *p, unsigned long long v) { while (vload(p) < v) {} }
+/* true in the grid's last block to get here, once every block's writes are visible system-wide; all threads call */
+__device__ inline bool last_block(unsigned long long *ctrl, int counter) {
+    __shared__ bool last;
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned int *done = (unsigned int *)(ctrl + counter);
+        last = atomicAdd(done, 1u) == gridDim.x - 1;
+        if (last) *done = 0;
+    }
+    __syncthreads();
+    return last;
+}
+__device__ inline void raise_flag(unsigned long long *flag, unsigned long long value) {
+    __threadfence_system();
+    *(volatile unsigned long long *)flag = value;
+}
+
+/* One side of a dimension's exchange: the slab lo .. lo + ext of the ghosted vector and the slot of parity 0 it
+ * goes to (pack) or comes from (unpack); m = 0 where that side has no neighbour. */
 struct Face {
     double *buf;
     int lo[3], ext[3];
@@ -533,57 +570,110 @@ HD inline long face_gix(const Box &B, const Face &f, long t) {
     return gix(B, i, f.lo[1] + (int)(q % f.ext[1]), f.lo[2] + (int)(q / f.ext[1]));
 }
 
-/* Both faces of one dimension packed straight into the neighbours' receive buffers; then the last block to finish
- * (each block fences its writes system-wide before it counts itself done) sets each neighbour's flag to `seq`.
- * The device says "written": no host synchronisation, no message. */
+/* Both faces of one dimension packed straight into the neighbours' receive slots, then their flags raised. */
 __global__ void pack_signal_kernel(Box B, const double *v, Face f0, Face f1, unsigned long long *flag0,
-                                   unsigned long long *flag1, unsigned int *done, unsigned long long seq) {
-    const long n = f0.m + f1.m;
+                                   unsigned long long *flag1, unsigned long long *ctrl, long face) {
+    const unsigned long long seq = vload(ctrl + C_SEQ) + 1;
+    const long off = (long)(seq & 1) * 6 * face, n = f0.m + f1.m;
     for (long t = (long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (long)gridDim.x * blockDim.x) {
-        if (t < f0.m) f0.buf[t] = v[face_gix(B, f0, t)];
-        else f1.buf[t - f0.m] = v[face_gix(B, f1, t - f0.m)];
+        if (t < f0.m) f0.buf[off + t] = v[face_gix(B, f0, t)];
+        else f1.buf[off + t - f0.m] = v[face_gix(B, f1, t - f0.m)];
     }
-    __threadfence_system();
-    __syncthreads();
-    if (threadIdx.x == 0 && atomicAdd(done, 1u) == gridDim.x - 1) {
-        *done = 0;
-        __threadfence_system();
-        if (flag0) *(volatile unsigned long long *)flag0 = seq;
-        if (flag1) *(volatile unsigned long long *)flag1 = seq;
+    if (last_block(ctrl, C_DONE0) && threadIdx.x == 0) {
+        if (flag0) raise_flag(flag0, seq);
+        if (flag1) raise_flag(flag1, seq);
     }
 }
 
-/* Every block waits until both neighbours have said exchange `seq` is written, then the faces are unpacked into the
- * ghost layers (read past L1: the bytes came from another GPU). */
-__global__ void wait_unpack_kernel(Box B, double *v, Face f0, Face f1, const unsigned long long *flag0,
-                                   const unsigned long long *flag1, unsigned long long seq) {
+/* Every block waits until both neighbours have flagged this exchange, then the faces go into the ghost layers (read
+ * past L1: the bytes came from another GPU). The exchange's last kernel counts it finished. */
+__global__ void wait_unpack_kernel(Box B, double *v, Face f0, Face f1, unsigned long long *ctrl, int d, long face,
+                                   int final) {
+    const unsigned long long seq = vload(ctrl + C_SEQ) + 1;
+    const long off = (long)(seq & 1) * 6 * face, n = f0.m + f1.m;
     if (threadIdx.x == 0) {
-        if (f0.m) while (*(volatile const unsigned long long *)flag0 < seq) {}
-        if (f1.m) while (*(volatile const unsigned long long *)flag1 < seq) {}
+        if (f0.m) spin_until(ctrl + 2 * d, seq);
+        if (f1.m) spin_until(ctrl + 2 * d + 1, seq);
         __threadfence_system();
     }
     __syncthreads();
-    const long n = f0.m + f1.m;
     for (long t = (long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (long)gridDim.x * blockDim.x) {
-        if (t < f0.m) v[face_gix(B, f0, t)] = __ldcg(f0.buf + t);
-        else v[face_gix(B, f1, t - f0.m)] = __ldcg(f1.buf + t - f0.m);
+        if (t < f0.m) v[face_gix(B, f0, t)] = __ldcg(f0.buf + off + t);
+        else v[face_gix(B, f1, t - f0.m)] = __ldcg(f1.buf + off + t - f0.m);
     }
+    if (final && last_block(ctrl, C_DONE1) && threadIdx.x == 0) ctrl[C_SEQ] = seq;
 }
 
-/* The halo exchange through CUDA IPC, ordered on the device alone: per dimension one kernel packs both faces into
- * the neighbours' receive buffers and raises their flags, one waits for this rank's flags and unpacks. The host
- * only queues the two launches (the exchange number, the same on every rank, is the flags' value), so it runs on
- * ahead to the next kernels while the GPUs talk; the one host synchronisation left is the CG iteration's
- * reduction. (Why the slots cannot be overwritten early: a neighbour packs exchange k + 2 into the slot of k only
- * after this rank has flagged k + 1, which it does after unpacking k.) */
+/* This rank's box of the top level (ghosted or not) into its part of rank 0's gather buffer, then rank 0's flag for
+ * this rank raised. */
+__global__ void gather_put_kernel(Box B, const double *v, int ghosted, double *dst, unsigned long long *ctrl,
+                                  unsigned long long *flag) {
+    for (long t = (long)blockIdx.x * blockDim.x + threadIdx.x; t < B.size; t += (long)gridDim.x * blockDim.x) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        dst[t] = ghosted ? v[gix(B, i, j, k)] : v[t];
+    }
+    if (last_block(ctrl, C_DONE0) && threadIdx.x == 0) {
+        const unsigned long long g = ctrl[C_GSEQ] + 1;
+        ctrl[C_GSEQ] = g;
+        raise_flag(flag, g);
+    }
+}
+/* rank 0: once every rank has flagged this gather, the boxes into natural order */
+__global__ void gather_arrange_kernel(long n, const long *map, const double *all, double *nat,
+                                      const unsigned long long *ctrl, const unsigned long long *flags, int size) {
+    if (threadIdx.x == 0) {
+        const unsigned long long g = vload(ctrl + C_GSEQ);
+        for (int r = 0; r < size; ++r) spin_until(flags + r, g);
+        __threadfence_system();
+    }
+    __syncthreads();
+    for (long q = (long)blockIdx.x * blockDim.x + threadIdx.x; q < n; q += (long)gridDim.x * blockDim.x)
+        nat[map[q]] = __ldcg(all + q);
+}
+/* rank 0: natural order back into the boxes, then the scatter flag raised (the ranks read it over the link) */
+__global__ void scatter_arrange_kernel(long n, const long *map, double *all, const double *nat,
+                                       unsigned long long *ctrl, unsigned long long *flag) {
+    for (long q = (long)blockIdx.x * blockDim.x + threadIdx.x; q < n; q += (long)gridDim.x * blockDim.x)
+        all[q] = nat[map[q]];
+    if (last_block(ctrl, C_DONE0) && threadIdx.x == 0) {
+        const unsigned long long s = ctrl[C_RSEQ] + 1;
+        ctrl[C_RSEQ] = s;
+        raise_flag(flag, s);
+    }
+}
+/* every rank: once rank 0 has flagged this scatter, its part into the box (ghosted or not) */
+__global__ void scatter_get_kernel(Box B, const double *src, double *v, int ghosted, unsigned long long *ctrl,
+                                   const unsigned long long *flag) {
+    const unsigned long long s = vload(ctrl + C_SSEQ) + 1;
+    if (threadIdx.x == 0) {
+        spin_until(flag, s);
+        __threadfence_system();
+    }
+    __syncthreads();
+    for (long t = (long)blockIdx.x * blockDim.x + threadIdx.x; t < B.size; t += (long)gridDim.x * blockDim.x) {
+        const double val = __ldcg(src + t);
+        if (ghosted) {
+            int i, j, k;
+            coords(B, t, i, j, k);
+            v[gix(B, i, j, k)] = val;
+        } else {
+            v[t] = val;
+        }
+    }
+    if (last_block(ctrl, C_DONE1) && threadIdx.x == 0) ctrl[C_SSEQ] = s;
+}
+
+/* The halo exchange through CUDA IPC: per dimension one kernel packs both faces into the neighbours' receive slots
+ * and raises their flags, one waits for this rank's flags and unpacks. */
 static int exchange_ipc(MG *mg, int l, double *v) {
     Comm *c = mg->c;
     const double t0 = seconds();
     const Box &B = mg->lev[l].B;
-    const unsigned long long seq = (unsigned long long)++c->n_calls;
-    const long p = seq & 1;
-    unsigned long long *mine = ipc_flags(c->dev_recv, c->face);
-    for (int d = 0; d < mg->dim; ++d) {
+    int final = -1;
+    for (int d = 0; d < mg->dim; ++d)
+        if (c->nbr[d][0] >= 0 || c->nbr[d][1] >= 0) final = d;
+    for (int d = 0; d <= final; ++d) {
         if (c->nbr[d][0] < 0 && c->nbr[d][1] < 0) continue;
         Face out[2], in[2];
         unsigned long long *theirs[2] = {0, 0};
@@ -599,16 +689,15 @@ static int exchange_ipc(MG *mg, int l, double *v) {
             if (m > c->face) return 1;
             const int has = c->nbr[d][s] >= 0;
             out[s].m = in[s].m = has ? m : 0;
-            out[s].buf = has ? c->nbr_recv[d][s] + slot(c, p, d, 1 - s) : 0;
-            in[s].buf = c->dev_recv + slot(c, p, d, s);
-            if (has) theirs[s] = ipc_flags(c->nbr_recv[d][s], c->face) + 2 * d + (1 - s);
+            out[s].buf = has ? c->nbr_recv[d][s] + slot(c, 0, d, 1 - s) : 0;
+            in[s].buf = c->dev_recv + slot(c, 0, d, s);
+            if (has) theirs[s] = ipc_ctrl(c->nbr_recv[d][s], c->face) + 2 * d + (1 - s);
             c->bytes += out[s].m * (long)sizeof(double);
         }
-        const long n = out[0].m + out[1].m;
-        const unsigned blocks = (unsigned)(n < 1024L * 256 ? (n + 255) / 256 : 1024);
-        pack_signal_kernel<<<blocks, 256, 0, stream_now>>>(B, v, out[0], out[1], theirs[0], theirs[1],
-                                                           (unsigned int *)(mine + 6), seq);
-        wait_unpack_kernel<<<blocks, 256, 0, stream_now>>>(B, v, in[0], in[1], mine + 2 * d, mine + 2 * d + 1, seq);
+        const unsigned blocks = grid_for(out[0].m + out[1].m);
+        pack_signal_kernel<<<blocks, 256, 0, stream_now>>>(B, v, out[0], out[1], theirs[0], theirs[1], c->ctrl,
+                                                           c->face);
+        wait_unpack_kernel<<<blocks, 256, 0, stream_now>>>(B, v, in[0], in[1], c->ctrl, d, c->face, d == final);
     }
     c->n_exchange++;
     c->t_exchange += seconds() - t0;
@@ -632,19 +721,11 @@ static int allreduce(MG *mg, double *h, int n) {
     return MPI_Allreduce(MPI_IN_PLACE, h, n, MPI_DOUBLE, MPI_SUM, mg->c->comm) != MPI_SUCCESS;
 }
 
-namespace smg {
-/* rank 0, the box layout to natural order (gather) or back (scatter), by the map of natural indices */
-void arrange(long n, const long *map, double *all, double *nat, int to_nat) {
-    each(n, LOOP(long q) {
-        if (to_nat) nat[map[q]] = all[q];
-        else all[q] = nat[map[q]];
-    });
-}
-}  /* namespace smg */
-
 /* The top level's vector v (ghosted when `ghosted`, else owned layout) from every rank into the whole grid in
  * natural order, in rank 0's device buffer dst. Host staging: through pinned host buffers and MPI_Gatherv. IPC:
- * each rank's kernel writes its box into rank 0's buffer directly, a barrier, rank 0 rearranges. */
+ * each rank's kernel writes its box into rank 0's buffer directly and flags it, rank 0's kernel waits for every
+ * flag and rearranges (device work only). Rank 0 must have read its buffer before the ranks write it again: the
+ * next scatter orders that, or the caller. */
 static int gather_root(MG *mg, const double *v, int ghosted, double *dst) {
     Comm *c = mg->c;
     const double t0 = seconds();
@@ -652,13 +733,11 @@ static int gather_root(MG *mg, const double *v, int ghosted, double *dst) {
     int err = 0;
 #ifdef __CUDACC__
     if (c->ipc) {
-        double *mine = c->root_all + c->displs[c->rank];
-        if (ghosted) to_owned(B, v, mine);
-        else err |= cudaMemcpyAsync(mine, v, (size_t)B.size * sizeof(double), cudaMemcpyDeviceToDevice, 0)
-                    != cudaSuccess;
-        err |= cudaStreamSynchronize(0) != cudaSuccess;
-        err |= MPI_Barrier(c->comm) != MPI_SUCCESS;
-        if (c->rank == 0) arrange(c->total, c->dev_map, c->dev_all, dst, 1);
+        gather_put_kernel<<<grid_for(B.size), 256, 0, stream_now>>>(B, v, ghosted, c->root_all + c->displs[c->rank],
+                                                                     c->ctrl, c->root_ctrl + c->rank);
+        if (c->rank == 0)
+            gather_arrange_kernel<<<grid_for(c->total), 256, 0, stream_now>>>(c->total, c->dev_map, c->dev_all, dst,
+                                                                               c->ctrl, c->root_ctrl, c->size);
         c->n_gather++;
         c->bytes += B.size * (long)sizeof(double);
         c->t_gather += seconds() - t0;
@@ -703,13 +782,11 @@ static int scatter_root(MG *mg, const double *src, double *v, int ghosted) {
     int err = 0;
 #ifdef __CUDACC__
     if (c->ipc) {
-        if (c->rank == 0) arrange(c->total, c->dev_map, c->dev_all, (double *)src, 0);
-        err |= cudaStreamSynchronize(0) != cudaSuccess;
-        err |= MPI_Barrier(c->comm) != MPI_SUCCESS;
-        const double *mine = c->root_all + c->displs[c->rank];
-        if (ghosted) from_owned(B, mine, v);
-        else err |= cudaMemcpyAsync(v, mine, (size_t)B.size * sizeof(double), cudaMemcpyDeviceToDevice, 0)
-                    != cudaSuccess;
+        if (c->rank == 0)
+            scatter_arrange_kernel<<<grid_for(c->total), 256, 0, stream_now>>>(c->total, c->dev_map, c->dev_all, src,
+                                                                                c->ctrl, c->root_ctrl + c->size);
+        scatter_get_kernel<<<grid_for(B.size), 256, 0, stream_now>>>(B, c->root_all + c->displs[c->rank], v,
+                                                                      ghosted, c->ctrl, c->root_ctrl + c->size);
         c->n_gather++;
         c->bytes += B.size * (long)sizeof(double);
         c->t_gather += seconds() - t0;
@@ -805,37 +882,54 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
 }
 
 #ifdef __CUDACC__
-static cudaGraphExec_t captured(MG *mg, const double *b, double *x) {
+static Graph *captured(MG *mg, const double *b, double *x) {
     for (int g = 0; g < mg->n_graphs; ++g)
-        if (mg->graph[g].b == b && mg->graph[g].x == x) return mg->graph[g].exec;
+        if (mg->graph[g].b == b && mg->graph[g].x == x) return &mg->graph[g];
     if (!mg->capture && cudaStreamCreateWithFlags(&mg->capture, cudaStreamNonBlocking) != cudaSuccess) return 0;
     cudaGraph_t graph = 0;
+    Comm *c = mg->c;
+    const long ne = c ? c->n_exchange : 0, ng = c ? c->n_gather : 0, nb = c ? c->bytes : 0;
     stream_now = mg->capture;
     int err = cudaStreamBeginCapture(mg->capture, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
     if (!err) err = vcycle(mg, b, x, 0);
     err |= cudaStreamEndCapture(mg->capture, &graph) != cudaSuccess;
     stream_now = 0;
+    Graph made = {b, x, 0, 0, 0, 0};
+    if (c) {        /* counted per launch, not at capture */
+        made.n_exchange = c->n_exchange - ne;
+        made.n_gather = c->n_gather - ng;
+        made.bytes = c->bytes - nb;
+        c->n_exchange = ne;
+        c->n_gather = ng;
+        c->bytes = nb;
+    }
     cudaGraphExec_t exec = 0;
     if (!err && graph) err = cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
     if (graph) cudaGraphDestroy(graph);
     if (err) return 0;
-    Graph &slot = mg->graph[mg->next_graph];
-    if (mg->next_graph < mg->n_graphs) cudaGraphExecDestroy(slot.exec);
+    Graph &g = mg->graph[mg->next_graph];
+    if (mg->next_graph < mg->n_graphs) cudaGraphExecDestroy(g.exec);
     else mg->n_graphs++;
-    slot.b = b;
-    slot.x = x;
-    slot.exec = exec;
+    made.exec = exec;
+    g = made;
     mg->next_graph = (mg->next_graph + 1) % MAX_GRAPHS;
-    return exec;
+    return &g;
 }
 #endif
 
-/* the V-cycle on level 0's ghosted vectors, through a CUDA graph where it can be one */
+/* the V-cycle on level 0's ghosted vectors, through a CUDA graph where it can be one (not while another V-cycle is
+ * being captured: rank 0's serial tail inside the distributed one) */
 static int vcycle_g(MG *mg, const double *b, double *x) {
 #ifdef __CUDACC__
-    if (mg->graphs && !mg->c) {
-        cudaGraphExec_t exec = captured(mg, b, x);
-        return !exec || cudaGraphLaunch(exec, 0) != cudaSuccess;
+    if (mg->graphs && (!mg->c || mg->c->ipc) && !stream_now) {
+        Graph *g = captured(mg, b, x);
+        if (!g) return 1;
+        if (Comm *c = mg->c) {
+            c->n_exchange += g->n_exchange;
+            c->n_gather += g->n_gather;
+            c->bytes += g->bytes;
+        }
+        return cudaGraphLaunch(g->exec, 0) != cudaSuccess;
     }
 #endif
     return vcycle(mg, b, x, 0);
@@ -996,7 +1090,6 @@ int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *b
     Comm *c = (Comm *)calloc(1, sizeof(Comm));
     if (!c) return mg->err = 1;
     mg->c = c;
-    mg->graphs = 0;
     mg->tail = tail;
     mg->root_only = root_only;
     if (MPI_Comm_dup(MPI_Comm_f2c((MPI_Fint)fcomm), &c->comm) != MPI_SUCCESS) return mg->err = 1;
@@ -1033,8 +1126,10 @@ int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *b
     c->dev_send = alloc_doubles(mg, 2 * face);
 #ifdef __CUDACC__
     c->dev_recv = alloc_doubles(mg, nslots * face + (c->ipc ? IPC_CTRL : 0));
-    if (c->ipc && c->dev_recv && cudaMemset(ipc_flags(c->dev_recv, face), 0, IPC_CTRL * sizeof(double)) != cudaSuccess)
-        mg->err = 1;
+    if (c->ipc && c->dev_recv) {
+        c->ctrl = ipc_ctrl(c->dev_recv, face);
+        if (cudaMemset(c->ctrl, 0, IPC_CTRL * sizeof(double)) != cudaSuccess) mg->err = 1;
+    }
 #else
     c->dev_recv = alloc_doubles(mg, nslots * face);
 #endif
@@ -1103,7 +1198,10 @@ int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *b
             cudaIpcMemHandle_t root;
             memset(&root, 0, sizeof(root));
             if (c->rank == 0) {
-                c->dev_all = alloc_doubles(mg, total);
+                c->dev_all = alloc_doubles(mg, total + c->size + 1);     /* then the gather and scatter flags */
+                if (c->dev_all && cudaMemset(c->dev_all + total, 0, (c->size + 1) * sizeof(double)) != cudaSuccess)
+                    mg->err = 1;
+                cudaDeviceSynchronize();
                 c->dev_map = (long *)mem_alloc(total * sizeof(long));
                 long *map = (long *)malloc(total * sizeof(long));
                 if (!c->dev_map || !map) mg->err = 1;
@@ -1129,9 +1227,12 @@ int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *b
                 if (cudaIpcOpenMemHandle(&ptr, root, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) mg->err = 1;
                 c->root_all = (double *)ptr;
             }
+            if (c->root_all) c->root_ctrl = (unsigned long long *)(c->root_all + total);
         }
     }
 #endif
+    /* graphs need a seam that is device work alone: the IPC transport's */
+    if (!c->ipc) mg->graphs = 0;
     /* every rank learns whether any failed: none goes on to wait for a rank that gave up */
     MPI_Allreduce(MPI_IN_PLACE, &mg->err, 1, MPI_INT, MPI_MAX, c->comm);
     return mg->err;
@@ -1360,14 +1461,14 @@ int cg_ranks(MG *mg, int precond, const double *b, double *xo, double rtol, doub
     }, w.partial, sc, 3, -1, -1);
     if (precond == 2) {
         from_owned(B, b, wv);
-        err |= vcycle(mg, wv, u, 0);
+        err |= vcycle_g(mg, wv, u);
         reduce(N, LOOP(long t, double *acc) {
             int i, j, k;
             coords(B, t, i, j, k);
             const long g = gix(B, i, j, k);
             acc[0] += u[g] * u[g];
         }, w.partial, sc, 3, -1, -1);
-        err |= vcycle(mg, r, u, 0);
+        err |= vcycle_g(mg, r, u);
     }
     err |= cg_product(mg, u, r, wv, h);
     if (err) return 1;
@@ -1395,7 +1496,7 @@ int cg_ranks(MG *mg, int precond, const double *b, double *xo, double rtol, doub
             if (jacobi) u[g] = ri / S[st.centre * N + t];
             else if (precond == 0) u[g] = ri;
         });
-        if (precond == 2) err |= vcycle(mg, r, u, 0);
+        if (precond == 2) err |= vcycle_g(mg, r, u);
         gamma_old = gamma;
         err |= cg_product(mg, u, r, wv, h);
         if (err) return 1;
@@ -1527,7 +1628,7 @@ int smg_time_seam(MG *mg, int reps, double *out) {
     double t0 = seconds();
     for (int r = 0; r < reps; ++r) err |= exchange(mg, 0, mg->in_x);
 #ifdef __CUDACC__
-    err |= cudaStreamSynchronize(0) != cudaSuccess;     /* the IPC exchange only queues work */
+    err |= cudaStreamSynchronize(0) != cudaSuccess;     /* the IPC transport only queues work */
 #endif
     MPI_Barrier(c->comm);
     out[0] = (seconds() - t0) / reps;
@@ -1540,6 +1641,9 @@ int smg_time_seam(MG *mg, int reps, double *out) {
             err |= gather_root(mg, v, 1, c->dev_nat_b);
             err |= scatter_root(mg, c->dev_nat_b, v, 1);
         }
+#ifdef __CUDACC__
+        err |= cudaStreamSynchronize(0) != cudaSuccess;
+#endif
         MPI_Barrier(c->comm);
         out[1] = (seconds() - t0) / reps;
     }

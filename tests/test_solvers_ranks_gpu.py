@@ -36,3 +36,20 @@ def test_two_gpus_equal_one(grid, system, pc, layout, transport):
         assert r["host_bytes"] == 0           # device to device: nothing through host memory
     else:
         assert r["host_bytes"] > 0
+
+
+@pytest.mark.parametrize("grid", [SHEET_2D, SLAB_3D], ids=["2d-box", "3d-star"])
+def test_four_ranks_on_two_gpus_graphs_equal_launches(grid):
+    """The IPC seam split in two dimensions at once (edges and corners pass through two phases), 4 ranks sharing 2
+    GPUs, with each rank's V-cycle one CUDA graph (exchanges, gathers and scatters ordered on the device inside it)
+    and with every kernel launched from the host: both equal one rank's solve, and each other bit for bit."""
+    base = [*grid, "--system", "elliptic", "--pc", "mg", "--layout", "ranks", "--agglomerate", "16",
+            "--placement", "resident", "--transport", "ipc"]
+    graphs = ranks_solve(4, base)
+    launches = ranks_solve(4, [*base, "--graphs", "off"])
+    assert sum(p > 1 for p in graphs["procs"]) == 2
+    for r in (graphs, launches):
+        agree(r)
+        assert r["host_bytes"] == 0 and r["gathers"] > 0
+    assert graphs["its"] == launches["its"] and graphs["rnorm"] == launches["rnorm"]
+    assert graphs["exchanges"] == launches["exchanges"] > 0
