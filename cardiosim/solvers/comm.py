@@ -27,8 +27,8 @@ import numpy as np
 # decided the default are in docs/benchmarks.md ("Transports").
 TRANSPORTS = {
     "mpi-host": "host-staged MPI: faces packed on the device, only the packed bytes copied to the host and sent",
-    "ipc": "CUDA IPC: faces packed by this rank's kernel into the neighbour's device buffer, a zero-byte message "
-           "says so (ranks of one node)",
+    "ipc": "CUDA IPC: faces packed by this rank's kernel into the neighbour's device buffer, a flag there raised "
+           "by the same kernel says so (ranks of one node; device work only, so a V-cycle is one CUDA graph)",
 }
 
 
@@ -150,9 +150,11 @@ def fortran_handle(petsc_comm) -> int:
 
 # The layouts of a solve on several ranks: the grid split over them ("ranks"), or gathered whole onto rank 0 and
 # solved there ("root": the PDE on one GPU, the cells still on all). "auto" takes root below ROOT_BELOW nodes per
-# rank, where a step's halo latency costs more than the work it splits (docs/benchmarks.md, "Layouts").
+# rank, where a step's halo latency costs more than the work it splits. Measured on 2 H200s with the V-cycle as a
+# CUDA graph per rank (docs/benchmarks.md, "Session 12"): at 195,000 and 390,000 nodes per rank the root layout
+# was 8 % and 7 % faster, at 781,000 the split (halo per sweep) 4 % faster.
 LAYOUTS = ("auto", "ranks", "root")
-ROOT_BELOW = 1_000_000
+ROOT_BELOW = 600_000
 
 
 def check(layout_choice: str, transport_choice: str) -> None:

@@ -28,7 +28,8 @@ Several ranks (:class:`RankHierarchy`): every level is split into the DMDA's box
 halo exchanges in the V-cycle, down to a level of fewer than ``smg_agglomerate`` nodes per rank (default
 AGGLOMERATE), which is gathered onto rank 0 and solved there by the serial hierarchy of it. Options:
 ``smg_layout`` (auto | ranks | root: split, or the whole solve on rank 0; auto by size), ``smg_transport``
-(auto | ipc | mpi-host), ``smg_halo`` (colour: exact, the serial smoother; sweep: one exchange per sweep),
+(auto | ipc | mpi-host), ``smg_halo`` (sweep, the default: one exchange per sweep, the hybrid smoother; colour:
+one per colour, exactly the serial smoother),
 ``smg_agglomerate``. cardiosim.solvers.comm holds the decomposition and the choices.
 """
 
@@ -64,7 +65,7 @@ def grid_dm(dm, who: str):
 
 SOURCE = "stencil_mg.cpp"
 COARSE_SOLVES = ("eig", "gauss-jordan")
-HALOS = ("colour", "sweep")     # several ranks: the smoother's ghosts refreshed per colour (exact) or per sweep
+HALOS = ("sweep", "colour")     # several ranks: the smoother's ghosts refreshed per sweep (default) or per colour (exact)
 PYTHON_TYPE = "cardiosim.solvers.multigrid.StencilMG"
 
 
@@ -362,7 +363,7 @@ class VCycle:
     GPU (``gpu``) or the host. On several ranks rank 0 also holds the V-cycle of the serial tail (``tail``)."""
 
     def __init__(self, h: Hierarchy | RankHierarchy, gpu: bool, omega: float = 1.0, sweeps: int = 1,
-                 graphs: bool = True, coarse: str = "eig", transport: str = "auto", halo: str = "colour"):
+                 graphs: bool = True, coarse: str = "eig", transport: str = "auto", halo: str = "sweep"):
         """``coarse``: how the coarsest level's (pseudo-)inverse is computed: "eig" (eigendecomposition on the host)
         or "gauss-jordan" (Gauss–Jordan elimination in this build: on the device for the GPU)."""
         if coarse not in COARSE_SOLVES:
@@ -511,7 +512,7 @@ class StencilMG:
 
     def __init__(self):
         self.omega, self.sweeps, self.coarse_max, self.graphs, self.coarse = 1.0, 1, 1024, True, "eig"
-        self.layout, self.agglomerate, self.transport, self.halo, self.why = "auto", AGGLOMERATE, "auto", "colour", ""
+        self.layout, self.agglomerate, self.transport, self.halo, self.why = "auto", AGGLOMERATE, "auto", "sweep", ""
         self.vcycle: VCycle | None = None
         self.hierarchy: Hierarchy | RankHierarchy | None = None
 
