@@ -261,7 +261,9 @@ struct Comm {
     double *nbr_recv[3][2];                   /* the neighbours' receive buffers (opened IPC handles) */
     double *dev_all, *root_all;               /* rank 0's buffer of every rank's box, and its address here */
     unsigned long long *ctrl;                 /* this rank's control words (after its receive slots) */
-    unsigned long long *root_ctrl;            /* rank 0's gather flags (one per rank) and scatter flag, here */
+    unsigned long long *root_ctrl;            /* rank 0's gather flags (one per rank), here */
+    unsigned long long **dev_sflags;          /* rank 0: every rank's scatter flag (device array of addresses) */
+    double **opened_extra;                    /* rank 0: receive buffers of non-neighbours it opened (to close) */
     long *dev_map;                            /* rank 0: the natural index of each entry of dev_all */
     /* statistics: halo exchanges, gathers */
     long n_exchange, n_gather, bytes, host_bytes;   /* bytes: between ranks; host_bytes: through host memory */
@@ -529,6 +531,7 @@ enum {
     C_GSEQ,         /* gathers sent */
     C_SSEQ,         /* scatters received */
     C_RSEQ,         /* rank 0: scatters sent */
+    C_SFLAG,        /* set by rank 0 to the number of the scatter it has made ready (polled here, not over the link) */
     C_DONE0,        /* finished-block counters of the writing and of the reading kernels (one kernel at a time each) */
     C_DONE1,
     IPC_CTRL = 16
@@ -631,23 +634,24 @@ __global__ void gather_arrange_kernel(long n, const long *map, const double *all
     for (long q = (long)blockIdx.x * blockDim.x + threadIdx.x; q < n; q += (long)gridDim.x * blockDim.x)
         nat[map[q]] = __ldcg(all + q);
 }
-/* rank 0: natural order back into the boxes, then the scatter flag raised (the ranks read it over the link) */
+/* rank 0: natural order back into the boxes, then every rank's scatter flag raised in that rank's memory (each
+ * rank polls its own memory: a thousand blocks polling rank 0's over the link would slow rank 0 down) */
 __global__ void scatter_arrange_kernel(long n, const long *map, double *all, const double *nat,
-                                       unsigned long long *ctrl, unsigned long long *flag) {
+                                       unsigned long long *ctrl, unsigned long long *const *flags, int size) {
     for (long q = (long)blockIdx.x * blockDim.x + threadIdx.x; q < n; q += (long)gridDim.x * blockDim.x)
         all[q] = nat[map[q]];
     if (last_block(ctrl, C_DONE0) && threadIdx.x == 0) {
         const unsigned long long s = ctrl[C_RSEQ] + 1;
         ctrl[C_RSEQ] = s;
-        raise_flag(flag, s);
+        __threadfence_system();
+        for (int r = 0; r < size; ++r) *(volatile unsigned long long *)flags[r] = s;
     }
 }
 /* every rank: once rank 0 has flagged this scatter, its part into the box (ghosted or not) */
-__global__ void scatter_get_kernel(Box B, const double *src, double *v, int ghosted, unsigned long long *ctrl,
-                                   const unsigned long long *flag) {
+__global__ void scatter_get_kernel(Box B, const double *src, double *v, int ghosted, unsigned long long *ctrl) {
     const unsigned long long s = vload(ctrl + C_SSEQ) + 1;
     if (threadIdx.x == 0) {
-        spin_until(flag, s);
+        spin_until(ctrl + C_SFLAG, s);
         __threadfence_system();
     }
     __syncthreads();
@@ -784,9 +788,9 @@ static int scatter_root(MG *mg, const double *src, double *v, int ghosted) {
     if (c->ipc) {
         if (c->rank == 0)
             scatter_arrange_kernel<<<grid_for(c->total), 256, 0, stream_now>>>(c->total, c->dev_map, c->dev_all, src,
-                                                                                c->ctrl, c->root_ctrl + c->size);
+                                                                                c->ctrl, c->dev_sflags, c->size);
         scatter_get_kernel<<<grid_for(B.size), 256, 0, stream_now>>>(B, c->root_all + c->displs[c->rank], v,
-                                                                      ghosted, c->ctrl, c->root_ctrl + c->size);
+                                                                      ghosted, c->ctrl);
         c->n_gather++;
         c->bytes += B.size * (long)sizeof(double);
         c->t_gather += seconds() - t0;
@@ -1193,13 +1197,30 @@ int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *b
                 if (!ptr) mg->err = 1;
                 c->nbr_recv[d][s] = (double *)ptr;
             }
+        if (gathers && c->rank == 0) {
+            /* rank 0 raises every rank's scatter flag: each rank's control words, opened here */
+            unsigned long long **flags = (unsigned long long **)calloc(c->size, sizeof(*flags));
+            c->opened_extra = (double **)calloc(c->size, sizeof(double *));
+            if (!flags || !c->opened_extra) mg->err = 1;
+            for (int r = 0; r < c->size && !mg->err; ++r) {
+                void *ptr = r == 0 ? (void *)c->dev_recv : 0;
+                for (int o = 0; o < n_opened && !ptr; ++o)
+                    if (opened_rank[o] == r) ptr = opened[o];
+                if (!ptr && cudaIpcOpenMemHandle(&ptr, all[r], cudaIpcMemLazyEnablePeerAccess) == cudaSuccess)
+                    c->opened_extra[r] = (double *)ptr;
+                if (!ptr) mg->err = 1;
+                else flags[r] = ipc_ctrl((double *)ptr, face) + C_SFLAG;
+            }
+            if (!mg->err) c->dev_sflags = upload(mg, flags, c->size);
+            free(flags);
+        }
         free(all);
         if (gathers) {
             cudaIpcMemHandle_t root;
             memset(&root, 0, sizeof(root));
             if (c->rank == 0) {
-                c->dev_all = alloc_doubles(mg, total + c->size + 1);     /* then the gather and scatter flags */
-                if (c->dev_all && cudaMemset(c->dev_all + total, 0, (c->size + 1) * sizeof(double)) != cudaSuccess)
+                c->dev_all = alloc_doubles(mg, total + c->size);     /* then the gather flags */
+                if (c->dev_all && cudaMemset(c->dev_all + total, 0, c->size * sizeof(double)) != cudaSuccess)
                     mg->err = 1;
                 cudaDeviceSynchronize();
                 c->dev_map = (long *)mem_alloc(total * sizeof(long));
@@ -1685,6 +1706,12 @@ void smg_destroy(MG *mg) {
                 }
             }
         if (c->rank != 0 && c->root_all) cudaIpcCloseMemHandle(c->root_all);
+        if (c->opened_extra) {
+            for (int r = 0; r < c->size; ++r)
+                if (c->opened_extra[r]) cudaIpcCloseMemHandle(c->opened_extra[r]);
+            free(c->opened_extra);
+        }
+        mem_free(c->dev_sflags);
         mem_free(c->dev_all);
         mem_free(c->dev_map);
 #endif
