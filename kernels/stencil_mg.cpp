@@ -20,8 +20,10 @@
  * The communication seam (one place, below "the seam"): halo exchange of one level's vector (dimension by
  * dimension, so edges and corners arrive too), the global sum of a CG iteration's scalars (one MPI_Allreduce), and
  * gather/scatter of one level onto rank 0 for the coarse levels (agglomeration: a V-cycle of a serial hierarchy on
- * rank 0, built by the host code from the gathered coarse operator). Transport: host-staged MPI (pack on the device,
- * copy only the packed faces, MPI, copy back, unpack); the CPU build does the same without copies.
+ * rank 0, built by the host code from the gathered coarse operator). Transports: host-staged MPI (pack on the device,
+ * copy only the packed faces, MPI, copy back, unpack; the CPU build does the same without copies), or CUDA IPC
+ * between the ranks of a node, ordered on the device alone (flags raised by the writing kernel in the reader's
+ * memory: see "The CUDA IPC transport" below), which lets the V-cycle over the ranks be one CUDA graph.
  *
  * Smoother: multicolour SOR with 2^d colours by index parity, so no two neighbours share a colour and each colour is
  * one parallel loop; on several ranks the ghosts are exchanged after each colour, so the sweep is the serial one.
