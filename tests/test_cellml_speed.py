@@ -68,7 +68,10 @@ def test_specialised_c_equals_numpy(overrides):
         model.rhs(0.0, y, -3.0, d)
         c = nat.rhs(y[:, 0], -3.0)
         scale = np.maximum(np.abs(d[:, 0]), 1e-12 * np.abs(d).max())
-        assert np.max(np.abs(c - d[:, 0]) / scale) < 1e-12, overrides
+        # 1e-12 before the C shared the exponentials of V (cse.shared_exponentials): exp(b)·exp(a·V) for
+        # exp(a·V + b) is a few ulp off, which a gate near its steady state amplifies in (x_inf − x)/τ (5e-12 at
+        # TT06's rest, Xr2; its states along a beat still equal the hand model's to 1e-12, tests/test_cellml.py)
+        assert np.max(np.abs(c - d[:, 0]) / scale) < 1e-10, overrides
 
 
 # -- common subexpressions and reciprocals (cardiosim/cells/cse.py) ---------------------------------------------------
@@ -174,3 +177,21 @@ def test_c_is_the_twin_with_the_same_products(name):
     floor = 1e-12 * np.abs(twin).max()
     assert np.max(np.abs(c - twin[:, 0]) / np.maximum(np.abs(twin[:, 0]), floor)) > 1e-8      # amplified here
     assert np.max(np.abs(c - like_c[:, 0]) / np.maximum(np.abs(like_c[:, 0]), floor)) < 1e-8
+
+
+def test_exponentials_of_v_shared_and_no_pow_left():
+    """Issue 26: TT06's exponentials of V with related scales (V/5, V/10, V/20, ±V/7, ...) share one exp() each, and
+    no pow() is left where the exponent is -1, 1.5 or a parameter that is a small integer (Bondarenko's Cass^n,
+    Courtemanche's (...)^-1): pow costs a log and an exp on a GPU."""
+    from cardiosim.cells import cellml
+    tt06 = cells.model_class(str(TT06))()
+    body = lambda t: t[t.index("_step_("):t.index("if (rl) {")]             # noqa: E731
+    text = body(_header(tt06))
+    plain = body(cellml.fold_constants(tt06, cellml.generate(TT06, cse=False)["c_header"]))
+    v = re.findall(r"exp\((-?[0-9.e+-]+) \* v_membrane__V\)", text)
+    assert len(v) < 12 and len(set(v)) == len(v)                          # one exp per family of scales
+    of_v = lambda t: [a for a in re.findall(r"exp\(([^()]*(?:\([^()]*\))*[^()]*)\)", t)  # noqa: E731
+                      if "v_membrane__V" in a]                            # exp(b) of a constant b is folded
+    assert len(of_v(text)) < 0.7 * len(of_v(plain)), (len(of_v(text)), len(of_v(plain)))
+    for name in ("bondarenko_szigeti_bett_kim_rasmusson_2004_apical", "courtemanche_ramirez_nattel_1998"):
+        assert "pow(" not in body(_header(cells.model_class(str(MODELS / f"{name}.cellml"))()))

@@ -60,12 +60,22 @@ def ordered(m):
     return out
 
 
-def _c_writer(kname: str):
+def _constant(e) -> bool:
+    """Numbers and parameters only: the specialised header makes 1/e a literal."""
+    import myokit
+    return all(isinstance(n.var(), myokit.Variable) and n.var().is_constant() for n in e.walk(myokit.Name)) \
+        and not any(isinstance(n, (myokit.Derivative, myokit.PartialDerivative)) for n in e.walk())
+
+
+def _c_writer(kname: str, constant=_constant):
     """Myokit's ANSI C writer with the forms a compiler maps well (it may not rewrite them itself without
     -ffast-math, which cardiosim does not use: the NumPy reference and the GPU must agree to round-off):
 
     * integer powers x^n (|n| <= 8) as products by repeated squaring (``<kname>_pow<n>``: pow() costs a log and an
-      exp, ~100 FP64 instructions on a GPU, a product one); x^0.5 as sqrt(x), x^-0.5 as 1/sqrt(x);
+      exp, ~100 FP64 instructions on a GPU, a product one); x^-1 as 1/x, x^0.5 as sqrt(x), x^-0.5 as 1/sqrt(x),
+      x^1.5 (2.5, 3.5) as x·sqrt(x) (...);
+    * x^p with p made of parameters (``constant(p)``) as ``<kname>_powc(x, p)``: the products above where p is a
+      small integer (a literal once specialised, so the test is folded), else pow;
     * a^x for a constant number a as exp(x·ln a), ln a folded by the compiler (one exp instead of pow).
 
     ``used`` collects the powers the header must define (:func:`_pow_helpers`)."""
@@ -80,8 +90,9 @@ def _c_writer(kname: str):
 
         def _ex_power(self, e):
             base, ex = e[0], e[1]
-            if isinstance(ex, myokit.Number):
-                n = ex.eval()
+            numeric = isinstance(ex, myokit.Number) or not any(True for _ in ex.walk(myokit.Name))
+            if numeric:                                       # a number, or numbers only (Myokit's -1 is -(1))
+                n = float(ex.eval())
                 if n == int(n) and 2 <= abs(n) <= 8:
                     n = int(n)
                     self.used.add(abs(n))
@@ -89,10 +100,21 @@ def _c_writer(kname: str):
                     return call if n > 0 else f"(1.0 / {call})"
                 if n == 1:
                     return f"({self.ex(base)})"
+                if n == -1:
+                    return f"(1.0 / ({self.ex(base)}))"
                 if n == 0.5:
                     return f"sqrt({self.ex(base)})"
                 if n == -0.5:
                     return f"(1.0 / sqrt({self.ex(base)}))"
+                if abs(n) in (1.5, 2.5, 3.5):
+                    self.used.add(abs(n))
+                    call = f"{kname}_pow{str(abs(n)).replace('.', '_')}({self.ex(base)})"
+                    return call if n > 0 else f"(1.0 / {call})"
+            elif constant(ex):
+                # an exponent made of parameters (Bondarenko's Cass^n): a literal once the header is specialised,
+                # for which the helper reduces to the product (pow costs a log and an exp)
+                self.used.add("c")
+                return f"{kname}_powc({self.ex(base)}, {self.ex(ex)})"
             if isinstance(base, myokit.Number) and base.eval() > 0:
                 return f"exp(({self.ex(ex)}) * log({self.ex(base)}))"
             return super()._ex_power(e)
@@ -137,7 +159,7 @@ def diagonal_jacobian(m, states, body, gates) -> dict:
     return out
 
 
-def _common_subexpressions(body, states, jac, names, sidx, reciprocals=True):
+def _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True):
     """The body's equations and GRL1's diagonal Jacobian with their common subexpressions computed once and one
     reciprocal per repeated divisor (cardiosim/cells/cse.py): (body_code, grl_code). body_code: [(name,
     expression)] in order, the body's own names (d_<i> for a state's derivative, identifiers for intermediates)
@@ -145,7 +167,8 @@ def _common_subexpressions(body, states, jac, names, sidx, reciprocals=True):
     "states": [(state, [(j_<ident>, ∂x/∂s expression)], a = ∂f/∂s expression)] per state that is not a gate}.
     The Jacobian reuses the body's values: a subexpression equal to an intermediate's equation is that
     intermediate. ``reciprocals``: also one reciprocal per repeated divisor (which changes the rounding of those
-    quotients by up to an ulp)."""
+    quotients by up to an ulp), and the exponentials of the membrane potential ``v`` shared
+    (cse.shared_exponentials: round-off too)."""
     import myokit
     from . import cse
     keys = cse.Keys()
@@ -155,13 +178,8 @@ def _common_subexpressions(body, states, jac, names, sidx, reciprocals=True):
         return f"cse_{next(counter)}"
 
     lhs = [f"d_{sidx[x]}" if x.is_state() else names.ident[x] for x in body]
-    def constant(e) -> bool:
-        """Numbers and parameters only: the specialised header makes 1/e a literal."""
-        return all(isinstance(n.var(), myokit.Variable) and n.var().is_constant() for n in e.walk(myokit.Name)) \
-            and not any(isinstance(n, (myokit.Derivative, myokit.PartialDerivative)) for n in e.walk())
+    constant = _constant
 
-    rhs = cse.reciprocals([x.rhs() for x in body], keys, constant=constant) if reciprocals else \
-        [x.rhs() for x in body]
     grl_states = [s for s in states if s in jac]
     labelled, flat = [], []
     for s in grl_states:
@@ -171,9 +189,19 @@ def _common_subexpressions(body, states, jac, names, sidx, reciprocals=True):
             flat.append(e)
         labelled.append((s, None))
         flat.append(top)
+    originals = [x.rhs() for x in body]
+    rhs = originals
+    if reciprocals:
+        # exponentials of V shared (one exp per family of scales), in the body and the Jacobian alike
+        def value(e):
+            return float(e.eval())
+        shared = cse.shared_exponentials(originals + flat, v, constant, keys, value)
+        rhs, flat = shared[:len(body)], shared[len(body):]
+        rhs = cse.flatten_quotients(rhs, {x: e for x, e in zip(body, rhs) if not x.is_state()}, constant)
+        rhs = cse.reciprocals(rhs, keys, constant=constant)
     # the intermediates by their equations first: the Jacobian's copies of them are those names, not temporaries
     whole = {}
-    for name, original, rewritten in zip(lhs, (x.rhs() for x in body), rhs):
+    for name, original, rewritten in zip(lhs, originals, rhs):
         if not isinstance(original, (myokit.Name, myokit.Number, myokit.Derivative)):
             whole.setdefault(keys(original), myokit.Name(name))
             whole.setdefault(keys(rewritten), myokit.Name(name))
@@ -201,7 +229,20 @@ def _common_subexpressions(body, states, jac, names, sidx, reciprocals=True):
 def _pow_helpers(kname: str, used) -> list[str]:
     """``<kname>_pow<n>(x)`` for each n in ``used``: x^n by repeated squaring (x^8 = ((x²)²)², 3 products)."""
     out = []
-    for n in sorted(used):
+    ints = sorted(n for n in used if isinstance(n, int))
+    for n in sorted(n for n in used if isinstance(n, float)):            # x^(m + 1/2) = x^m·sqrt(x)
+        m = int(n)
+        prod = " * ".join(["x"] * m)
+        out.append(f"CS_FN double {kname}_pow{str(n).replace('.', '_')}(double x) {{ return {prod} * sqrt(x); }}")
+    if "c" in used:
+        out.append(f"/* x^p for a parameter p: products where p is a small integer (a literal once specialised: the "
+                   f"comparisons fold away), else pow */\n"
+                   f"CS_FN double {kname}_powc(double x, double p)\n{{\n"
+                   f"    if (p == 2.0) return x * x;\n    if (p == 3.0) return x * x * x;\n"
+                   f"    if (p == 4.0) {{ const double x2 = x * x; return x2 * x2; }}\n"
+                   f"    if (p == 1.0) return x;\n    if (p == -1.0) return 1.0 / x;\n"
+                   f"    if (p == 0.5) return sqrt(x);\n    return pow(x, p);\n}}")
+    for n in ints:
         terms, sq, k, body = [], "x", n, []
         level = 0
         while k:
@@ -274,8 +315,8 @@ def write(m, kname: str, origin: str, generator: str, cse: bool = True, numpy_li
     # C: common subexpressions and reciprocals; NumPy: common subexpressions only, so that the NumPy twin stays
     # bit for bit Myokit's own evaluation of the equations (tests/test_cellml.py)
     if cse:
-        code = {cw: _common_subexpressions(body, states, jac, names, sidx, reciprocals=True),
-                pw: _common_subexpressions(body, states, jac, names, sidx, reciprocals=numpy_like_c)}
+        code = {cw: _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True),
+                pw: _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=numpy_like_c)}
     else:                     # the equations as Myokit wrote them (cardiosim bench cell-steps compares the two forms)
         plain = ([(f"d_{sidx[x]}" if x.is_state() else names.ident[x], x.rhs()) for x in body],
                  {"temps": [], "states": [(s, [("j_" + names.ident[x], e) for x, e in jac[s][0]], jac[s][1])

@@ -228,3 +228,216 @@ def eliminate(assignments, keys: Keys, new_name, known=None, hoist_to_top=False,
         out = [(lhs, inline(e)) for lhs, e in out if lhs not in single]
         defined = {k: v for k, v in defined.items() if v.var() not in single}
     return Scope(out, defined)
+
+
+# -- exponentials of the membrane potential ---------------------------------------------------------------------------
+@dataclass
+class _Mono:
+    """A constant factor k·Πnum/Πden: k a number, num and den constant expressions (parameters, ...)."""
+
+    k: float
+    num: tuple = ()
+    den: tuple = ()
+
+    def times(self, e, keys: Keys, divide=False) -> "_Mono":
+        m = _myokit()
+        if isinstance(e, m.Number):
+            x = float(e.eval())
+            return _Mono(self.k / x if divide else self.k * x, self.num, self.den)
+        if divide:
+            return _Mono(self.k, self.num, self.den + (e,))
+        return _Mono(self.k, self.num + (e,), self.den)
+
+    def family(self, keys: Keys) -> tuple:
+        return (tuple(sorted(keys(x) for x in self.num)), tuple(sorted(keys(x) for x in self.den)))
+
+
+def _affine(e, v, constant, keys: Keys):
+    """(A, b) with e = A·V + b, A a :class:`_Mono` (None where e does not depend on V) and b a constant expression
+    (None for zero); None where e is not of that form."""
+    m = _myokit()
+    if isinstance(e, m.Name) and e.var() is v:
+        return _Mono(1.0), None
+    if constant(e):
+        return None, e
+    if isinstance(e, m.PrefixPlus):
+        return _affine(e[0], v, constant, keys)
+    if isinstance(e, m.PrefixMinus):
+        r = _affine(e[0], v, constant, keys)
+        if r is None:
+            return None
+        a, b = r
+        return (None if a is None else _Mono(-a.k, a.num, a.den)), (None if b is None else m.PrefixMinus(b))
+    if isinstance(e, (m.Plus, m.Minus)):
+        x, y = _affine(e[0], v, constant, keys), _affine(e[1], v, constant, keys)
+        if x is None or y is None or (x[0] is not None and y[0] is not None):
+            return None
+        minus = isinstance(e, m.Minus)
+        a = x[0] if x[0] is not None else (None if y[0] is None else
+                                            _Mono(-y[0].k if minus else y[0].k, y[0].num, y[0].den))
+        bx, by = x[1], y[1]
+        if by is None:
+            b = bx
+        elif bx is None:
+            b = m.PrefixMinus(by) if minus else by
+        else:
+            b = type(e)(bx, by)
+        return a, b
+    if isinstance(e, m.Multiply):
+        x, y = e[0], e[1]
+        if constant(x):
+            r, c = _affine(y, v, constant, keys), x
+        elif constant(y):
+            r, c = _affine(x, v, constant, keys), y
+        else:
+            return None
+        if r is None:
+            return None
+        a, b = r
+        return (None if a is None else a.times(c, keys)), (None if b is None else m.Multiply(b, c) if c is y
+                                                            else m.Multiply(c, b))
+    if isinstance(e, m.Divide) and constant(e[1]):
+        r = _affine(e[0], v, constant, keys)
+        if r is None:
+            return None
+        a, b = r
+        return (None if a is None else a.times(e[1], keys, divide=True)), (None if b is None
+                                                                            else m.Divide(b, e[1]))
+    return None
+
+
+_POWERS = (1, -1, 2, -2, 3, -3, 4, -4)
+
+
+def shared_exponentials(exprs, v, constant, keys: Keys, value=None, v_max: float = 200.0) -> list:
+    """``exprs`` with every exponential of an affine function of the membrane potential ``v``, exp(a·V + b) with a and
+    b constants (numbers and parameters), written exp(b)·E^n with E = exp(a₀·V) one per family of scales a = n·a₀
+    (n = ±1, ±2, ±3, ±4; a₀ the same product of parameters times a number): TT06's V/5, V/10 and V/20 exponentials
+    of several gates, ±V/7, the pumps' ±F·V/RT, become a few exponentials, a few products and one reciprocal each
+    (the FP64 cost of an exp is that of some twenty products). exp(b) and a₀ are constants the compiler folds once
+    the header is specialised. The value changes by round-off only (exp(b)·exp(a·V) against exp(a·V + b));
+    ``value(e)``, the number of a constant expression at the file's parameters, keeps out the exponentials for which
+    the split could overflow where the original does not (|a·V| or |b| beyond 300 for |V| ≤ ``v_max``)."""
+    m = _myokit()
+    found = []                                  # (node, A, b)
+
+    def scan(e):
+        if isinstance(e, m.Exp):
+            r = _affine(e[0], v, constant, keys)
+            if r is not None and r[0] is not None:
+                a, b = r
+                try:
+                    ok = value is None or (abs(value(_mono_expr(a))) * v_max <= 300.0
+                                           and (b is None or abs(value(b)) <= 300.0))
+                except Exception:
+                    ok = False
+                if ok:
+                    found.append((e, a, b))
+                    return
+        if not _leaf(e):
+            for x in e:
+                scan(x)
+    for e in exprs:
+        scan(e)
+    if not found:
+        return list(exprs)
+    # families: the same symbolic factor; bases by increasing |k|, each scale an n-th multiple of a base
+    bases: dict = {}                            # family -> [(k0, E node)]
+    plan: dict = {}                             # id(node) -> (E node, n, b)
+    for e, a, b in sorted(found, key=lambda t: abs(t[1].k)):
+        fam = a.family(keys)
+        entry = None
+        for k0, node in bases.get(fam, []):
+            n = a.k / k0
+            r = round(n)
+            if r in _POWERS and abs(n - r) <= 1e-12 * abs(n):
+                entry = (node, r)
+                break
+        if entry is None:
+            node = m.Exp(m.Multiply(_mono_expr(a), m.Name(v)) if (a.k != 1.0 or a.num or a.den) else m.Name(v))
+            bases.setdefault(fam, []).append((a.k, node))
+            entry = (node, 1)
+        plan[id(e)] = (*entry, b)
+
+    uses: dict = {}
+    for node, n, b in plan.values():
+        uses[id(node)] = uses.get(id(node), 0) + 1
+    # an exponential alone in its family stays as it was: the split gains nothing and can only lose accuracy
+    plan = {k: p for k, p in plan.items() if uses[id(p[0])] > 1}
+
+    def power(node, n):
+        p = node
+        if abs(n) == 2:
+            p = m.Multiply(node, node)
+        elif abs(n) == 3:
+            p = m.Multiply(m.Multiply(node, node), node)
+        elif abs(n) == 4:
+            sq = m.Multiply(node, node)
+            p = m.Multiply(sq, sq)
+        return p if n > 0 else m.Divide(m.Number(1.0), p)
+
+    def rewrite(e):
+        if id(e) in plan:
+            node, n, b = plan[id(e)]
+            p = power(node, n)
+            return p if b is None else m.Multiply(m.Exp(b), p)
+        return e if _leaf(e) else _rebuild(e, [rewrite(x) for x in e])
+    return [rewrite(e) for e in exprs]
+
+
+def _mono_expr(a: _Mono):
+    """k·Πnum/Πden as a Myokit expression, the number first (constants left to right: the compiler folds them)."""
+    m = _myokit()
+    e = m.Number(a.k)
+    for x in a.num:
+        e = m.Multiply(e, x)
+    for x in a.den:
+        e = m.Divide(e, x)
+    return e
+
+
+def flatten_quotients(exprs, defs: dict, constant, depth: int = 3) -> list:
+    """``exprs`` with every quotient x/y whose divisor y is, through the equations ``defs`` ({variable: expression}
+    of the intermediates) of the names it uses, a product of quotients Πn/Πd written x·Πd/Πn: TT06's
+    (x_inf − x)/τ with τ = α·β, α = 450/(1 + e₁), β = 6/(1 + e₂) becomes (x_inf − x)·(1 + e₁)·(1 + e₂)/2700, and
+    h's (h_inf − h)/τ_h with τ_h = 1/(α + β) becomes (h_inf − h)·(α + β): no division left where Πn is made of
+    constants (the compiler's 1/Πn), one where it is not, instead of one per quotient (α and β themselves are then
+    unused in the Forward-Euler kernel, which drops them). Round-off only."""
+    m = _myokit()
+
+    def factors(e, level):
+        """(numerator factors, denominator factors) of e."""
+        if isinstance(e, m.Multiply):
+            a, b = factors(e[0], level), factors(e[1], level)
+            return a[0] + b[0], a[1] + b[1]
+        if isinstance(e, m.Divide):
+            a, b = factors(e[0], level), factors(e[1], level)
+            return a[0] + b[1], a[1] + b[0]
+        if isinstance(e, m.Name) and e.var() in defs and level < depth and not constant(e):
+            return factors(defs[e.var()], level + 1)
+        return [e], []
+
+    def product(items):
+        out = None
+        for x in items:
+            out = x if out is None else m.Multiply(out, x)
+        return out
+
+    def rewrite(e):
+        if _leaf(e):
+            return e
+        always = _always(e)
+        kids = [rewrite(x) if i in always else x for i, x in enumerate(e)]
+        if isinstance(e, m.Divide) and not isinstance(kids[1], (m.Number,)):
+            num, den = factors(kids[1], 0)
+            if den:
+                const = [x for x in num if constant(x)]
+                rest = [x for x in num if not constant(x)]
+                top = m.Multiply(kids[0], product(den))
+                if rest:
+                    top = m.Divide(top, product(rest))
+                if const and not all(isinstance(x, m.Number) and x.eval() == 1.0 for x in const):
+                    top = m.Divide(top, product(const))
+                return top
+        return _rebuild(e, kids)
+    return [rewrite(e) for e in exprs]
