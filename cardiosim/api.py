@@ -94,10 +94,21 @@ def start_petsc(petsc_options=(), comm=None) -> None:
                             "run (or start the process with them)")
         return
     # -no_signal_handler: PETSc's handler would turn a SIGTERM during set-up into a stack dump and an abort
-    # (cardiosim.signals has its own); the device choice; -use_gpu_aware_mpi 0 for a CUDA PETSc over an MPI that is
-    # not CUDA-aware (cardiosim.info)
+    # (cardiosim.signals has its own); REPRODUCIBLE (below); the device choice; -use_gpu_aware_mpi 0 for a CUDA PETSc
+    # over an MPI that is not CUDA-aware (cardiosim.info)
     given = list(petsc_options)
-    po.init(given, ["-no_signal_handler", *petsc_device_options(comm, given), *info.gpu_aware_mpi_options(given)])
+    po.init(given, ["-no_signal_handler", *REPRODUCIBLE, *petsc_device_options(comm, given),
+                    *info.gpu_aware_mpi_options(given)])
+
+
+# PETSc options that make a result independent of where the heap put the vectors, so that a run restarted from its
+# checkpoint (a new process, another heap) repeats the uninterrupted one bit for bit. -vec_mdot_use_gemv 0: with
+# PETSc's default (1), VecMDot sums each dot in one of three orders (one BLAS gemv over the vectors that happen to
+# lie at one stride in memory, VecDot for the first that does not, an unrolled loop for the rest), chosen by the
+# vectors' addresses; 0 is the unrolled loop for all, in index order (the pseudo-ECG's electrode weights, the null
+# space of several pieces of tissue). Read when each vector is created, so it is set at PETSc's start; the user's
+# options after -- still win.
+REPRODUCIBLE = ["-vec_mdot_use_gemv", "0"]
 
 
 def _petsc_started() -> bool:

@@ -164,6 +164,38 @@ def test_run_writes_the_ecg_and_restarts_it(tmp_path):
     assert (tmp_path / "png" / "long_tissue.png").stat().st_size > 0
 
 
+MDOT_LAYOUTS = """
+import numpy as np
+from cardiosim import api
+api.start_petsc()
+from petsc4py import PETSc
+n, k = 1001, 3
+rng = np.random.default_rng(1)
+x = PETSc.Vec().createWithArray(rng.standard_normal(n), comm=PETSc.COMM_SELF)
+w = rng.standard_normal((k, n))
+block = np.empty((k, n + 2))                        # one after another, 2 entries apart
+apart = [np.empty(n + 1000)[:n] for _ in range(k)]  # each on its own, far apart
+dots = []
+for arrays in ([block[i, :n] for i in range(k)], apart):
+    for a, wi in zip(arrays, w):
+        a[:] = wi
+    dots.append(x.mDot([PETSc.Vec().createWithArray(a, comm=PETSc.COMM_SELF) for a in arrays]))
+print(np.array_equal(*dots), np.array(dots[0]) - np.array(dots[1]))
+"""
+
+
+def test_multi_dot_does_not_depend_on_where_the_vectors_lie():
+    """The pseudo-ECG's electrode weights in one VecMDot: with PETSc's default (-vec_mdot_use_gemv 1) the sums'
+    order, and so their last bits, followed the vectors' addresses (one BLAS gemv over those lying at one stride),
+    so a restarted run, a new process with another heap, wrote another ECG. PETSc as cardiosim starts it
+    (cardiosim.api.REPRODUCIBLE) gives the same dots bit for bit however the vectors lie."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", MDOT_LAYOUTS], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("True"), proc.stdout
+
+
 @pytest.mark.parametrize("case,edit,words", [
     ("electrode in the tissue", ('position = [-0.3, 0.1, 0.0]', 'position = [0.2, 0.1, 0.0]'),
      ["ecg.electrodes[0].position", "'left'", "inside the tissue"]),
