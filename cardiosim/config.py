@@ -195,13 +195,13 @@ class Tissue:
                                   "are left out, so the tissue surface is no-flux (docs/decisions.md)")
     regions: list[ConductivityRegion] = key(factory=list,
                                             doc="[[tissue.regions]]: conductivity factors in boxes/spheres")
-    solve_on: str = key("box", choices=("auto", "tissue", "box"),
+    solve_on: str = key("auto", choices=("auto", "tissue", "box"),
                         doc="with label_file, where the linear systems are solved: tissue: on the tissue nodes only "
                             "(the CPU placements: PETSc submatrices, the elliptic system with algebraic multigrid); "
                             "box: on every node of the box (geometric multigrid); auto: tissue where the tissue "
                             "fills less than half the box and no solver option asks for a grid multigrid (PCMG, "
                             "cardiosim's stencil solvers) (docs/benchmarks.md: the LV, 19 %, 5.5x faster; a disc, "
-                            "75 %, 1.7x slower). Default box: a tissue-only run restarted is not yet bit-identical (GAMG). The resident placement's solvers work on boxes and always take the "
+                            "75 %, 1.7x slower). The resident placement's solvers work on boxes and always take the "
                             "box")
 
 
