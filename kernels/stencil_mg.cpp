@@ -1270,6 +1270,25 @@ int smg_apply(MG *mg, const double *b, double *x) {
     return err | launch_error();
 }
 
+/* y = A x on raw addresses of owned-layout vectors, A level 0's stencil (x's ghosts exchanged first): a matrix
+ * product through the seam, for the right-hand sides of the resident placement (no PETSc VecScatter, no host copy
+ * with the IPC transport). Asynchronous on the GPU. */
+int smg_matvec(MG *mg, const double *x, double *y) {
+    const Level &L = mg->lev[0];
+    const Box B = L.B;
+    const Stencil st = L.st;
+    const double *S = L.S;
+    double *u = mg->in_x;
+    from_owned(B, x, u);
+    int err = exchange(mg, 0, u);
+    each(B.size, LOOP(long t) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        y[t] = S[st.centre * B.size + t] * u[gix(B, i, j, k)] + offdiag(st, S, B, u, i, j, k, t);
+    });
+    return err | launch_error();
+}
+
 /* PETSc's KSPConvergedReason values that smg_cg can return */
 enum { CONVERGED_RTOL = 2, CONVERGED_ATOL = 3, DIVERGED_ITS = -3, DIVERGED_DTOL = -4, DIVERGED_INDEFINITE_PC = -8,
        DIVERGED_NANORINF = -9, DIVERGED_INDEFINITE_MAT = -10 };

@@ -9,7 +9,7 @@ layouts (the grid split over the GPUs; the whole solve on rank 0's GPU). Run on 
 import pytest
 
 from conftest import needs, require_gpu
-from test_solvers_ranks import SHEET_2D, SLAB_3D, agree, ranks_solve
+from test_solvers_ranks import PRODUCT, SHEET_2D, SLAB_3D, agree, ranks_solve
 
 pytestmark = [pytest.mark.gpu, pytest.mark.mpi]
 
@@ -53,3 +53,13 @@ def test_four_ranks_on_two_gpus_graphs_equal_launches(grid):
         assert r["host_bytes"] == 0 and r["gathers"] > 0
     assert graphs["its"] == launches["its"] and graphs["rnorm"] == launches["rnorm"]
     assert graphs["exchanges"] == launches["exchanges"] > 0
+
+
+@pytest.mark.parametrize("grid", [SHEET_2D[:-2], SLAB_3D[:-2]], ids=["2d-box", "3d-star"])
+@pytest.mark.parametrize("transport", ["mpi-host", "ipc"])
+def test_stencil_product_on_two_gpus_equals_matmult(grid, transport):
+    """The right-hand sides' product on 2 GPUs (cuSPARSE K_i) equals PETSc's MatMult to round-off; by IPC nothing
+    passes through host memory."""
+    r = ranks_solve(2, [*grid, "--placement", "resident", "--transport", transport], script=PRODUCT)
+    assert r["max_rel_diff"] < 1e-13 and r["exchanges"] == 1 and r["transport"] == transport
+    assert (r["host_bytes"] == 0) == (transport == "ipc")

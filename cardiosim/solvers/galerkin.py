@@ -116,6 +116,11 @@ def attach(A: PETSc.Mat, st: Stencil) -> None:
     A.setAttr(_ATTR, (A.stateGet(), st))
 
 
+def detach(A: PETSc.Mat) -> None:
+    """Forget the stencil attached to A (its rows' memory is about to be reused for something else)."""
+    A.setAttr(_ATTR, None)
+
+
 def of_matrix(A: PETSc.Mat, boxes: Boxes, rank: int) -> Stencil:
     """The stencil of A's rows on ``rank``'s box: the one attached to A while A is unchanged, else read from A."""
     held = A.getAttr(_ATTR)

@@ -350,6 +350,7 @@ def library(gpu: bool) -> ctypes.CDLL:
         lib.smg_coarse_gauss_jordan.argtypes, lib.smg_coarse_gauss_jordan.restype = [p, p, i], i
         lib.smg_coarse_get.argtypes, lib.smg_coarse_get.restype = [p, p], i
         lib.smg_apply.argtypes, lib.smg_apply.restype = [p, p, p], i
+        lib.smg_matvec.argtypes, lib.smg_matvec.restype = [p, p, p], i
         lib.smg_apply_timed.argtypes, lib.smg_apply_timed.restype = [p, p, p, p], i
         lib.smg_destroy.argtypes, lib.smg_destroy.restype = [p], None
         lib.smg_use_graphs.argtypes, lib.smg_use_graphs.restype = [p, i], None
@@ -422,6 +423,11 @@ class VCycle:
         """x = M b on raw addresses (device pointers for the GPU build)."""
         if self.lib.smg_apply(self.handle, b, x):
             raise RuntimeError("multigrid: a kernel launch failed")
+
+    def matvec(self, x: int, y: int) -> None:
+        """y = A x on raw addresses, A level 0's stencil (x's halo through the seam)."""
+        if self.lib.smg_matvec(self.handle, x, y):
+            raise RuntimeError("multigrid: a kernel launch or the halo exchange failed in a matrix product")
 
     def cg(self, precond: int, b: int, x: int, rtol: float, atol: float, dtol: float, maxit: int,
            zero_guess: bool) -> tuple[int, float, int]:
@@ -502,6 +508,27 @@ def hierarchy_for(A: PETSc.Mat, dm, coarse_max: int | None, singular: bool, layo
         return Hierarchy(A, dm.getSizes(), coarse_max, singular)
     where, why = comm.layout(layout, nodes, A.getComm().getSize())
     return RankHierarchy(A, dm, coarse_max, singular, agglomerate, root_only=where == "root", why=why)
+
+
+class StencilProduct:
+    """y = A x for a matrix on a DMDA, through the stencil library and its seam: on the GPU with the IPC transport
+    no host copy and no PETSc VecScatter (whose halo goes through host memory where MPI is not CUDA-aware). The
+    tissue models' right-hand sides use it wherever the stencil solvers run. A's stencil is read once here (the one
+    attached to it, else its rows); a later change of A's values is not seen (the tissue matrices do not change)."""
+
+    def __init__(self, A: PETSc.Mat, dm, transport: str = "auto"):
+        from ..operators import sync_host
+        sync_host(A)
+        self.gpu = "cusparse" in A.getType().lower()
+        self.ops = VCycle(hierarchy_for(A, grid_dm(dm, "stencil product"), None, False, "ranks"), self.gpu,
+                          transport=transport)
+
+    def mult(self, x: PETSc.Vec, y: PETSc.Vec) -> None:
+        with addresses(self.gpu, (x, "r"), (y, "w")) as (xp, yp):
+            self.ops.matvec(xp, yp)
+
+    def destroy(self) -> None:
+        self.ops.destroy()
 
 
 class StencilMG:
