@@ -87,6 +87,10 @@ class TissueModel:
                 self.rows = PETSc.IS().createGeneral(inside, comm=M.getComm())
         self.rhs = grid.vec()
         self.work = grid.vec()
+        # the right-hand sides' stiffness products through the stencil solvers' seam, where those solvers run (by
+        # matrix handle; others go through PETSc's MatMult): on several GPUs PETSc's product sends its halo
+        # through host memory (this MPI is not CUDA-aware), ours GPU to GPU, and the ranks' streams need not meet
+        self.products = {}
 
     def _parabolic_matrix(self, K, rows=None):
         """θK + αM; with K's assembler rows ``rows``, its stencil attached for cardiosim's stencil solvers
@@ -121,6 +125,24 @@ class TissueModel:
             v.destroy()
         return float(rho)
 
+    def _product(self, K, rows) -> None:
+        """Route K's products for the right-hand sides through a StencilProduct of its assembler ``rows`` (copied
+        into the stencil library here: the bidomain then adds K_e to the same rows in place)."""
+        from .solvers.multigrid import StencilProduct
+        galerkin.attach(K, self.assembler.as_stencil(rows))
+        try:
+            self.products[K.handle] = StencilProduct(K, self.grid.da)
+        finally:
+            galerkin.detach(K)
+
+    def _mult(self, K, x, y) -> None:
+        """y = K x for a right-hand side."""
+        product = self.products.get(K.handle)
+        if product is not None:
+            product.mult(x, y)
+        else:
+            K.mult(x, y)
+
     def vecs(self) -> list:
         """The model's own vectors (for the resident placement's set-up: made current on the device)."""
         return [self.M, self.rhs, self.work] + ([self.M_step, self.outside] if self.outside is not None else [])
@@ -146,7 +168,7 @@ class TissueModel:
         self.rhs.pointwiseMult(self.M_step, V)
         self.rhs.scale(self.alpha)
         if self.theta < 1.0:
-            K.mult(V, self.work)
+            self._mult(K, V, self.work)
             self.rhs.axpy(-(1.0 - self.theta), self.work)
         return self.rhs
 
@@ -165,6 +187,8 @@ class Monodomain(TissueModel):
         defaults = self._parabolic_defaults(self.K)
         A = self._parabolic_matrix(self.K, rows if stencil_solver("parabolic", defaults) else None)
         self.parabolic = LinearSolver("parabolic", A, grid=grid, defaults=defaults, rows=self.rows)
+        if stencil_solver("parabolic", defaults):
+            self._product(self.K, rows)
 
     def solvers(self):
         return [self.parabolic]
@@ -193,6 +217,8 @@ class Bidomain(TissueModel):
         defaults = self._parabolic_defaults(self.Ki)
         A = self._parabolic_matrix(self.Ki, vi if stencil_solver("parabolic", defaults) else None)
         self.parabolic = LinearSolver("parabolic", A, grid=grid, defaults=defaults, rows=self.rows)
+        if stencil_solver("parabolic", defaults):
+            self._product(self.Ki, vi)                  # before vi becomes K_i + K_e below
         # on the tissue's rows no DMDA hierarchy fits: algebraic multigrid there
         pc = (gpu_elliptic_defaults(grid) if grid.gpu else
               {"pc_type": "gamg"} if self.rows is not None else elliptic_pc_defaults(grid))
@@ -232,13 +258,13 @@ class Bidomain(TissueModel):
 
     def diffuse(self, V, phi, t):
         b = self._parabolic_rhs(self.Ki, V)
-        self.Ki.mult(phi, self.work)
+        self._mult(self.Ki, phi, self.work)
         b.axpy(-1.0, self.work)
         self.parabolic.solve(b, V, t)
 
     def solve_phi(self, V, phi, t):
         b = self.rhs
-        self.Ki.mult(V, b)
+        self._mult(self.Ki, V, b)
         b.scale(-1.0)
         # The right-hand side sums to zero in exact arithmetic (K_i 1 = 0); remove the round-off so the
         # singular system stays consistent.
