@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import petsc4py
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -26,13 +25,8 @@ def main():
     p.add_argument("--transport", choices=("auto", "mpi-host", "ipc"), default="auto")
     args = p.parse_args()
 
-    from mpi4py import MPI
-    world = MPI.COMM_WORLD
-    init = ["-no_signal_handler"]
-    if args.placement == "resident":
-        from cardiosim.reaction.placement import petsc_device_options
-        init += petsc_device_options(world)
-    petsc4py.init(init)
+    from ranks_solve import start_petsc
+    world = start_petsc(args.placement)
 
     from petsc4py import PETSc
 

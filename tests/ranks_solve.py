@@ -17,6 +17,17 @@ import petsc4py
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+def start_petsc(placement: str):
+    """petsc4py started for this placement (resident: each rank's GPU); MPI_COMM_WORLD."""
+    from mpi4py import MPI
+    init = ["-no_signal_handler"]
+    if placement == "resident":
+        from cardiosim.reaction.placement import petsc_device_options
+        init += petsc_device_options(MPI.COMM_WORLD)
+    petsc4py.init(init)
+    return MPI.COMM_WORLD
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--size", type=float, nargs="+", required=True, help="domain extent per dimension (cm)")
@@ -35,13 +46,7 @@ def main():
                    help="the Krylov method on several ranks: cardiosim's CG or PETSc's KSPCG (with our PC)")
     args = p.parse_args()
 
-    from mpi4py import MPI
-    world = MPI.COMM_WORLD
-    init = ["-no_signal_handler"]
-    if args.placement == "resident":
-        from cardiosim.reaction.placement import petsc_device_options
-        init += petsc_device_options(world)
-    petsc4py.init(init)
+    world = start_petsc(args.placement)
     from petsc4py import PETSc
 
     from cardiosim.solvers import krylov, multigrid

@@ -195,3 +195,11 @@ def test_exponentials_of_v_shared_and_no_pow_left():
     assert len(of_v(text)) < 0.7 * len(of_v(plain)), (len(of_v(text)), len(of_v(plain)))
     for name in ("bondarenko_szigeti_bett_kim_rasmusson_2004_apical", "courtemanche_ramirez_nattel_1998"):
         assert "pow(" not in body(_header(cells.model_class(str(MODELS / f"{name}.cellml"))()))
+
+
+def test_an_exponential_of_zero_times_v_is_left_alone():
+    """A file's own 0·V inside an exponential (Fink–Noble–Giles 2008) is no exponential of V: the sharing pass once
+    divided by its zero scale and the model did not generate."""
+    from cardiosim.cells import cellml
+    g = cellml.generate(MODELS / "fink_noble_giles_model_2008.cellml")
+    assert "c_header" in g and g["states"]

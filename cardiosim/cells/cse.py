@@ -324,7 +324,7 @@ def shared_exponentials(exprs, v, constant, keys: Keys, value=None, v_max: float
     def scan(e):
         if isinstance(e, m.Exp):
             r = _affine(e[0], v, constant, keys)
-            if r is not None and r[0] is not None:
+            if r is not None and r[0] is not None and r[0].k != 0.0:     # 0·V (a file's own zero factor): no V
                 a, b = r
                 try:
                     ok = value is None or (abs(value(_mono_expr(a))) * v_max <= 300.0

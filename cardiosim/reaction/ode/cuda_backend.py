@@ -16,6 +16,7 @@ next to PETSc in one process.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -30,6 +31,50 @@ from ...gpu import arch_of, import_pycuda
 KERNEL = "fused.cu"
 FUNCTION = "cs_fused_euler"
 MAX_PROTOCOLS = 16
+DEFAULT_BLOCK = 128
+MAXRREG_ENV = "CARDIOSIM_CELL_MAXRREG"   # ptxas's register cap per thread for the cell kernel (issue 26); unset: none
+BLOCK_ENV = "CARDIOSIM_CELL_BLOCK"       # threads per block where the caller names none; unset: DEFAULT_BLOCK
+
+
+def _env_int(environ, name: str, low: int, high: int, what: str) -> int | None:
+    """The integer in ``environ[name]``, None where it is unset, empty or "none"; ValueError outside [low, high]."""
+    text = (environ.get(name) or "").strip()
+    if not text or text.lower() == "none":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: {what} must be an integer (or unset)") from None
+    if not low <= value <= high:
+        raise ValueError(f"{name}={value}: {what} must lie in [{low}, {high}]")
+    return value
+
+
+def register_cap_options(environ=None) -> list[str]:
+    """nvcc's register cap for the cell kernel from ``$CARDIOSIM_CELL_MAXRREG`` (``-maxrregcount=N``, N in
+    [16, 255]); [] where it is unset, empty or "none" (ptxas chooses, up to 255: the default). A cap trades spills to
+    local memory for resident warps (issue 26; tools/gpu/issue26-occupancy.sh measures it)."""
+    cap = _env_int(os.environ if environ is None else environ, MAXRREG_ENV, 16, 255, "the register cap")
+    return [] if cap is None else [f"-maxrregcount={cap}"]
+
+
+def default_block(environ=None) -> int:
+    """Threads per block of the cell kernel where the caller passes none: ``$CARDIOSIM_CELL_BLOCK`` (a multiple of
+    32 in [32, 1024]), else DEFAULT_BLOCK (128)."""
+    block = _env_int(os.environ if environ is None else environ, BLOCK_ENV, 32, 1024, "the block size")
+    if block is None:
+        return DEFAULT_BLOCK
+    if block % 32:
+        raise ValueError(f"{BLOCK_ENV}={block}: the block size must be a multiple of 32 (a warp)")
+    return block
+
+
+def nvcc_options(fmad: bool = True, options: Sequence[str] = (), environ=None) -> list[str]:
+    """The nvcc options :class:`CudaBackend` adds to :func:`kernel_source`'s: FMA contraction, the register cap of
+    :func:`register_cap_options` (none unless ``$CARDIOSIM_CELL_MAXRREG`` is set, or where ``options`` already names
+    one) and ``options``."""
+    cap = [] if any("maxrregcount" in o for o in options) else register_cap_options(environ)
+    return [f"--fmad={'true' if fmad else 'false'}", *cap, *options]
 
 
 def kernel_source(model, params: np.ndarray, variant, integrator: str = "forward-euler",
@@ -90,15 +135,17 @@ class CudaBackend:
     ``model``: a :class:`~cardiosim.cells.base.CellModel` with ``kernel_name`` and ``parameter_vector()``.
     ``states``: the initial state, float64 (n_states, n_cells); uploaded at once. ``device``: CUDA ordinal.
     ``fmad``: let nvcc contract multiply-adds into FMAs (default, faster); False for a closer match to the CPU.
-    ``block``: threads per block. ``options``: extra nvcc options. ``variant``: the kernel variant
-    (cardiosim.reaction.ode.kernel_variants: the seed's ``original`` ... ``all``, one substep per launch, or ``fused``).
+    ``block``: threads per block (default :func:`default_block`: ``$CARDIOSIM_CELL_BLOCK``, else 128).
+    ``options``: extra nvcc options (a register cap also from ``$CARDIOSIM_CELL_MAXRREG``: :func:`nvcc_options`).
+    ``variant``: the kernel variant (cardiosim.reaction.ode.kernel_variants: the seed's ``original`` ... ``all``, one
+    substep per launch, or ``fused``).
     ``integrator``: "forward-euler", or "rush-larsen" where the model's header has one (TT06).
     ``cell_params``: a population (cardiosim.population, generated models): every cell its own values of the
     parameters the model keeps at run time, (n_slots, n_cells) in the order of
     cardiosim.cells.cellml.per_cell_header's slots; they live in device memory, the rest are literals.
     """
 
-    def __init__(self, model, states: np.ndarray, device: int = 0, fmad: bool = True, block: int = 128,
+    def __init__(self, model, states: np.ndarray, device: int = 0, fmad: bool = True, block: int | None = None,
                  options: Sequence[str] = (), variant: str = kernel_variants.DEFAULT,
                  integrator: str = "forward-euler", cell_params: np.ndarray | None = None):
         cuda = import_pycuda()
@@ -115,7 +162,7 @@ class CudaBackend:
         if self.n_cells >= 2**31:
             raise ValueError("the CUDA backend indexes cells with int: at most 2^31-1 cells per device")
         self.params = np.ascontiguousarray(model.parameter_vector(), dtype=np.float64)
-        self.block = int(block)
+        self.block = int(block) if block is not None else default_block()
         self.variant = kernel_variants.get(variant, name)
         self.integrator = integrator
         self._last_k = 1
@@ -135,7 +182,7 @@ class CudaBackend:
         try:
             kdir = kernel_dir()
             src, opts = kernel_source(model, self.params, self.variant, integrator, self.per_cell)
-            opts += [f"--fmad={'true' if fmad else 'false'}", *options]
+            opts += nvcc_options(fmad, options)
             self.options = opts
             # what was compiled, for the ranks of a node to compare (placement.first_then_others)
             self.source_digest = hashlib.sha256("\0".join([src, *opts]).encode()).hexdigest()

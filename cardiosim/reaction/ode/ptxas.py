@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ...errors import UserError
 from . import kernel_variants
-from .cuda_backend import FUNCTION, kernel_source
+from .cuda_backend import FUNCTION, MAXRREG_ENV, kernel_source, register_cap_options
 from ...compile import header_dir, kernel_dir
 
 
@@ -70,18 +70,23 @@ def detect_arch() -> str | None:
     return "sm_" + cap.replace(".", "") if re.fullmatch(r"\d+\.\d+", cap) else None
 
 
-def report(model, variants, arch: str | None = None, fmad: bool = True) -> list[dict]:
-    """Compile each of ``variants`` (names) for ``model`` and return ptxas's figures, one dict per variant."""
+def report(model, variants, arch: str | None = None, fmad: bool = True, maxrreg: int | None = None) -> list[dict]:
+    """Compile each of ``variants`` (names) for ``model`` and return ptxas's figures, one dict per variant.
+    ``maxrreg``: a register cap (-maxrregcount); None: ``$CARDIOSIM_CELL_MAXRREG`` as the CUDA backend reads it
+    (cuda_backend.register_cap_options), unset there: none."""
     if not shutil.which("nvcc"):
         raise UserError("cardiosim kernels: nvcc (the CUDA toolkit) is not on PATH; load CUDA, or run this on a GPU "
                         "node (cardiosim kernels --source VARIANT prints a variant's source without it)")
     arch = arch or detect_arch()
     if not arch:
         raise UserError("cardiosim kernels: no GPU visible to choose the target from; pass --arch, e.g. sm_90")
+    cap = [f"-maxrregcount={maxrreg}"] if maxrreg else register_cap_options()
     rows = []
     for name in variants:
-        cubin, log = nvcc(model, name, "-cubin", arch, ["-Xptxas", "-v", f"--fmad={str(fmad).lower()}"])
+        cubin, log = nvcc(model, name, "-cubin", arch, ["-Xptxas", "-v", f"--fmad={str(fmad).lower()}", *cap])
         row = {"variant": name, "arch": arch, "fmad": fmad, **parse(log)}
+        if cap:
+            row["maxrreg"] = int(cap[0].split("=")[1])
         if not row["cmem"]:
             row["cmem"] = constant_banks(cubin)
         rows.append(row)
@@ -114,4 +119,20 @@ def table(rows: list[dict]) -> str:
         module = sum(v for b, v in banks.items() if b != 0)
         body += (f"| {r['variant']} | {r['registers']} | {r.get('spill_stores', 0)} | {r.get('spill_loads', 0)} "
                  f"| {r.get('stack_frame', 0)} | {module} | {banks.get(0, 0)} |\n")
+    caps = sorted({r["maxrreg"] for r in rows if r.get("maxrreg")})
+    if caps:
+        body += f"\n(register cap -maxrregcount={', '.join(map(str, caps))}: {MAXRREG_ENV} or maxrreg)\n"
     return head + body
+
+
+def warps_per_sm(registers: int, block: int, regs_per_sm: int = 65536, max_warps: int = 64, max_blocks: int = 32,
+                 sub_partitions: int = 4, granularity: int = 256) -> int:
+    """Resident warps per SM of a kernel with ``registers`` per thread and ``block`` threads per block, limited by
+    registers and warps only (no shared memory here), as CUDA's occupancy calculator (cuda_occupancy.h) counts on
+    sm_80/sm_90: registers go to warps in units of ``granularity`` and each of the SM's ``sub_partitions`` holds its
+    own quarter of the register file, so warps per SM = 4 x floor(16384 / warp's registers); whole blocks only."""
+    warps_per_block = -(-block // 32)
+    per_warp = -(-registers * 32 // granularity) * granularity
+    by_regs = (regs_per_sm // sub_partitions // per_warp) * sub_partitions // warps_per_block
+    blocks = min(by_regs, max_warps // warps_per_block, max_blocks)
+    return blocks * warps_per_block
