@@ -178,7 +178,6 @@ def _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True):
         return f"cse_{next(counter)}"
 
     lhs = [f"d_{sidx[x]}" if x.is_state() else names.ident[x] for x in body]
-    constant = _constant
 
     grl_states = [s for s in states if s in jac]
     labelled, flat = [], []
@@ -195,10 +194,10 @@ def _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True):
         # exponentials of V shared (one exp per family of scales), in the body and the Jacobian alike
         def value(e):
             return float(e.eval())
-        shared = cse.shared_exponentials(originals + flat, v, constant, keys, value)
+        shared = cse.shared_exponentials(originals + flat, v, _constant, keys, value)
         rhs, flat = shared[:len(body)], shared[len(body):]
-        rhs = cse.flatten_quotients(rhs, {x: e for x, e in zip(body, rhs) if not x.is_state()}, constant)
-        rhs = cse.reciprocals(rhs, keys, constant=constant)
+        rhs = cse.flatten_quotients(rhs, {x: e for x, e in zip(body, rhs) if not x.is_state()}, _constant)
+        rhs = cse.reciprocals(rhs, keys, constant=_constant)
     # the intermediates by their equations first: the Jacobian's copies of them are those names, not temporaries
     whole = {}
     for name, original, rewritten in zip(lhs, originals, rhs):
@@ -208,7 +207,7 @@ def _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True):
     divisors = {keys(q[1]) for e in rhs for q in e.walk(myokit.Divide)       # those the body inverts already
                 if isinstance(q[0], myokit.Number) and q[0].eval() == 1.0}
     if reciprocals:
-        flat = cse.reciprocals(flat, keys, extra_divisors=divisors, constant=constant)
+        flat = cse.reciprocals(flat, keys, extra_divisors=divisors, constant=_constant)
     flat = [cse.substitute(e, keys, whole) for e in flat]
     prologue = cse.eliminate(list(zip(lhs, rhs)), keys, new_name, later=flat)
     known = {**whole, **prologue.defined}
@@ -227,7 +226,9 @@ def _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True):
 
 
 def _pow_helpers(kname: str, used) -> list[str]:
-    """``<kname>_pow<n>(x)`` for each n in ``used``: x^n by repeated squaring (x^8 = ((x²)²)², 3 products)."""
+    """The helpers the writer used (``used``): ``<kname>_pow<n>(x)`` for an integer n, x^n by repeated squaring
+    (x^8 = ((x²)²)², 3 products); ``<kname>_pow<m>_5(x)`` for n = m + ½, x^m·sqrt(x); ``<kname>_powc(x, p)`` ("c")
+    for a parameter exponent."""
     out = []
     ints = sorted(n for n in used if isinstance(n, int))
     for n in sorted(n for n in used if isinstance(n, float)):            # x^(m + 1/2) = x^m·sqrt(x)

@@ -65,7 +65,7 @@ def grid_dm(dm, who: str):
 
 SOURCE = "stencil_mg.cpp"
 COARSE_SOLVES = ("eig", "gauss-jordan")
-HALOS = ("sweep", "colour")     # several ranks: the smoother's ghosts refreshed per sweep (default) or per colour (exact)
+HALOS = ("sweep", "colour")     # several ranks: the smoother's ghosts refreshed per sweep (default) or colour (exact)
 PYTHON_TYPE = "cardiosim.solvers.multigrid.StencilMG"
 
 
@@ -512,9 +512,10 @@ def hierarchy_for(A: PETSc.Mat, dm, coarse_max: int | None, singular: bool, layo
 
 class StencilProduct:
     """y = A x for a matrix on a DMDA, through the stencil library and its seam: on the GPU with the IPC transport
-    no host copy and no PETSc VecScatter (whose halo goes through host memory where MPI is not CUDA-aware). The
-    tissue models' right-hand sides use it wherever the stencil solvers run. A's stencil is read once here (the one
-    attached to it, else its rows); a later change of A's values is not seen (the tissue matrices do not change)."""
+    no host copy and no PETSc VecScatter (whose halo goes through host memory where MPI is not CUDA-aware). Made for
+    the tissue models' right-hand sides wherever the stencil solvers run; not wired in until its GPU test has run.
+    A's stencil is read once here (the one attached to it, else its rows); a later change of A's values is not seen
+    (the tissue matrices do not change)."""
 
     def __init__(self, A: PETSc.Mat, dm, transport: str = "auto"):
         from ..operators import sync_host

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ...errors import UserError
 from . import kernel_variants
-from .cuda_backend import FUNCTION, MAXRREG_ENV, kernel_source, register_cap_options
+from .cuda_backend import FUNCTION, MAXRREG_ENV, kernel_source, nvcc_options
 from ...compile import header_dir, kernel_dir
 
 
@@ -80,13 +80,14 @@ def report(model, variants, arch: str | None = None, fmad: bool = True, maxrreg:
     arch = arch or detect_arch()
     if not arch:
         raise UserError("cardiosim kernels: no GPU visible to choose the target from; pass --arch, e.g. sm_90")
-    cap = [f"-maxrregcount={maxrreg}"] if maxrreg else register_cap_options()
+    opts = nvcc_options(fmad, [f"-maxrregcount={maxrreg}"] if maxrreg else [])
+    cap = next((int(o.split("=")[1]) for o in opts if o.startswith("-maxrregcount=")), None)
     rows = []
     for name in variants:
-        cubin, log = nvcc(model, name, "-cubin", arch, ["-Xptxas", "-v", f"--fmad={str(fmad).lower()}", *cap])
+        cubin, log = nvcc(model, name, "-cubin", arch, ["-Xptxas", "-v", *opts])
         row = {"variant": name, "arch": arch, "fmad": fmad, **parse(log)}
         if cap:
-            row["maxrreg"] = int(cap[0].split("=")[1])
+            row["maxrreg"] = cap
         if not row["cmem"]:
             row["cmem"] = constant_banks(cubin)
         rows.append(row)
