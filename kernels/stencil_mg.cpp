@@ -261,7 +261,7 @@ struct Comm {
      * opened in the others' address spaces, written directly by their kernels */
     int ipc;
     double *nbr_recv[3][2];                   /* the neighbours' receive buffers (opened IPC handles) */
-    double *dev_all, *root_all;               /* rank 0's buffer of every rank's box, and its address here */
+    double *dev_all, *root_all;               /* rank 0's buffer of every rank's box (two slots), its address here */
     unsigned long long *ctrl;                 /* this rank's control words (after its receive slots) */
     unsigned long long *root_ctrl;            /* rank 0's gather flags (one per rank), here */
     unsigned long long **dev_sflags;          /* rank 0: every rank's scatter flag (device array of addresses) */
@@ -611,12 +611,14 @@ __global__ void wait_unpack_kernel(Box B, double *v, Face f0, Face f1, unsigned 
 
 /* This rank's box of the top level (ghosted or not) into its part of rank 0's gather buffer, then rank 0's flag for
  * this rank raised. */
-__global__ void gather_put_kernel(Box B, const double *v, int ghosted, double *dst, unsigned long long *ctrl,
-                                  unsigned long long *flag) {
+__global__ void gather_put_kernel(Box B, const double *v, int ghosted, double *dst, const double *v2, double *dst2,
+                                  unsigned long long *ctrl, unsigned long long *flag) {
     for (long t = (long)blockIdx.x * blockDim.x + threadIdx.x; t < B.size; t += (long)gridDim.x * blockDim.x) {
         int i, j, k;
         coords(B, t, i, j, k);
-        dst[t] = ghosted ? v[gix(B, i, j, k)] : v[t];
+        const long at = ghosted ? gix(B, i, j, k) : t;
+        dst[t] = v[at];
+        if (v2) dst2[t] = v2[at];
     }
     if (last_block(ctrl, C_DONE0) && threadIdx.x == 0) {
         const unsigned long long g = ctrl[C_GSEQ] + 1;
@@ -625,16 +627,19 @@ __global__ void gather_put_kernel(Box B, const double *v, int ghosted, double *d
     }
 }
 /* rank 0: once every rank has flagged this gather, the boxes into natural order */
-__global__ void gather_arrange_kernel(long n, const long *map, const double *all, double *nat,
-                                      const unsigned long long *ctrl, const unsigned long long *flags, int size) {
+__global__ void gather_arrange_kernel(long n, const long *map, const double *all, double *nat, const double *all2,
+                                      double *nat2, const unsigned long long *ctrl, const unsigned long long *flags,
+                                      int size) {
     if (threadIdx.x == 0) {
         const unsigned long long g = vload(ctrl + C_GSEQ);
         for (int r = 0; r < size; ++r) spin_until(flags + r, g);
         __threadfence_system();
     }
     __syncthreads();
-    for (long q = (long)blockIdx.x * blockDim.x + threadIdx.x; q < n; q += (long)gridDim.x * blockDim.x)
+    for (long q = (long)blockIdx.x * blockDim.x + threadIdx.x; q < n; q += (long)gridDim.x * blockDim.x) {
         nat[map[q]] = __ldcg(all + q);
+        if (nat2) nat2[map[q]] = __ldcg(all2 + q);
+    }
 }
 /* rank 0: natural order back into the boxes, then every rank's scatter flag raised in that rank's memory (each
  * rank polls its own memory: a thousand blocks polling rank 0's over the link would slow rank 0 down) */
@@ -728,21 +733,24 @@ static int allreduce(MG *mg, double *h, int n) {
 }
 
 /* The top level's vector v (ghosted when `ghosted`, else owned layout) from every rank into the whole grid in
- * natural order, in rank 0's device buffer dst. Host staging: through pinned host buffers and MPI_Gatherv. IPC:
- * each rank's kernel writes its box into rank 0's buffer directly and flags it, rank 0's kernel waits for every
- * flag and rearranges (device work only). Rank 0 must have read its buffer before the ranks write it again: the
- * next scatter orders that, or the caller. */
-static int gather_root(MG *mg, const double *v, int ghosted, double *dst) {
+ * natural order, in rank 0's device buffer dst; with v2, a second vector into dst2 in the same pass (the root
+ * layout's b and x: one flag, and no host barrier between two gathers). Host staging: through pinned host
+ * buffers and MPI_Gatherv. IPC: each rank's kernel writes its box into rank 0's buffer directly and flags it,
+ * rank 0's kernel waits for every flag and rearranges (device work only). Rank 0 must have read its buffer before
+ * the ranks write it again: the next scatter orders that. */
+static int gather_root(MG *mg, const double *v, int ghosted, double *dst, const double *v2 = 0, double *dst2 = 0) {
     Comm *c = mg->c;
     const double t0 = seconds();
     const Box &B = mg->lev[mg->nlev - 1].B;
     int err = 0;
 #ifdef __CUDACC__
     if (c->ipc) {
-        gather_put_kernel<<<grid_for(B.size), 256, 0, stream_now>>>(B, v, ghosted, c->root_all + c->displs[c->rank],
+        double *slot = c->root_all + c->displs[c->rank];
+        gather_put_kernel<<<grid_for(B.size), 256, 0, stream_now>>>(B, v, ghosted, slot, v2, slot + c->total,
                                                                      c->ctrl, c->root_ctrl + c->rank);
         if (c->rank == 0)
             gather_arrange_kernel<<<grid_for(c->total), 256, 0, stream_now>>>(c->total, c->dev_map, c->dev_all, dst,
+                                                                               c->dev_all + c->total, v2 ? dst2 : 0,
                                                                                c->ctrl, c->root_ctrl, c->size);
         c->n_gather++;
         c->bytes += B.size * (long)sizeof(double);
@@ -750,6 +758,7 @@ static int gather_root(MG *mg, const double *v, int ghosted, double *dst) {
         return err | launch_error();
     }
 #endif
+    if (v2) return gather_root(mg, v, ghosted, dst) | gather_root(mg, v2, ghosted, dst2);
     const double *owned = v;
     if (ghosted) {
         to_owned(B, v, c->dev_box);
@@ -1221,8 +1230,9 @@ int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *b
             cudaIpcMemHandle_t root;
             memset(&root, 0, sizeof(root));
             if (c->rank == 0) {
-                c->dev_all = alloc_doubles(mg, total + c->size);     /* then the gather flags */
-                if (c->dev_all && cudaMemset(c->dev_all + total, 0, c->size * sizeof(double)) != cudaSuccess)
+                /* two slots of the whole grid (a paired gather's two vectors), then the gather flags */
+                c->dev_all = alloc_doubles(mg, 2 * total + c->size);
+                if (c->dev_all && cudaMemset(c->dev_all + 2 * total, 0, c->size * sizeof(double)) != cudaSuccess)
                     mg->err = 1;
                 cudaDeviceSynchronize();
                 c->dev_map = (long *)mem_alloc(total * sizeof(long));
@@ -1250,7 +1260,7 @@ int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *b
                 if (cudaIpcOpenMemHandle(&ptr, root, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) mg->err = 1;
                 c->root_all = (double *)ptr;
             }
-            if (c->root_all) c->root_ctrl = (unsigned long long *)(c->root_all + total);
+            if (c->root_all) c->root_ctrl = (unsigned long long *)(c->root_all + 2 * total);
         }
     }
 #endif
@@ -1562,16 +1572,8 @@ static int cg_on_root(MG *mg, int precond, const double *b, double *xo, double r
     Comm *c = mg->c;
     int err = 0;
     double out[3] = {0.0, 0.0, 0.0};
-    err |= gather_root(mg, b, 0, c->dev_nat_b);
-    if (!zero_guess) {
-#ifdef __CUDACC__
-        if (c->ipc) {       /* rank 0 has read its gather buffer before the ranks write it again */
-            err |= cudaStreamSynchronize(0) != cudaSuccess;
-            err |= MPI_Barrier(c->comm) != MPI_SUCCESS;
-        }
-#endif
-        err |= gather_root(mg, xo, 0, c->dev_nat_x);
-    }
+    if (zero_guess) err |= gather_root(mg, b, 0, c->dev_nat_b);
+    else err |= gather_root(mg, b, 0, c->dev_nat_b, xo, c->dev_nat_x);
     if (c->rank == 0) {
         err |= smg_cg(mg->tail, precond, c->dev_nat_b, c->dev_nat_x, rtol, atol, dtol, maxit, zero_guess, its, rnorm,
                       reason);
