@@ -1,6 +1,6 @@
 """The cell kernel's run-time launch switches (issue 26), on the CPU: $CARDIOSIM_CELL_MAXRREG reaches nvcc's options
-and $CARDIOSIM_CELL_BLOCK the block size; unset, the options are today's exactly (so the compile cache's key and the
-cubin are too); the occupancy arithmetic of ptxas.warps_per_sm."""
+and $CARDIOSIM_CELL_BLOCK the block size; unset (or "auto"), the fused kernel's cap is auto_cap's, chosen after a first
+compile from its register count; "none" leaves the kernel uncapped; the occupancy arithmetic of ptxas.warps_per_sm."""
 
 import shutil
 
@@ -10,8 +10,8 @@ from cardiosim.reaction.ode import cuda_backend as cb
 from cardiosim.reaction.ode.ptxas import warps_per_sm
 
 
-def test_unset_cap_leaves_the_options_as_they_were():
-    for env in ({}, {cb.MAXRREG_ENV: ""}, {cb.MAXRREG_ENV: "none"}, {cb.MAXRREG_ENV: " "}):
+def test_unset_cap_leaves_the_static_options_as_they_were():
+    for env in ({}, {cb.MAXRREG_ENV: ""}, {cb.MAXRREG_ENV: "none"}, {cb.MAXRREG_ENV: " "}, {cb.MAXRREG_ENV: "auto"}):
         assert cb.nvcc_options(True, (), env) == ["--fmad=true"]
         assert cb.nvcc_options(False, ("-lineinfo",), env) == ["--fmad=false", "-lineinfo"]
         assert cb.register_cap_options(env) == []
@@ -62,3 +62,31 @@ def test_cap_reaches_ptxas(monkeypatch):
     row = ptxas.report(make("tt06"), ["fused"], "sm_90")[0]
     assert row["registers"] <= 128 and row["maxrreg"] == 128
     assert "-maxrregcount=128" in ptxas.table([row])
+
+
+def test_auto_cap_follows_occupancy():
+    """The caps measured on an H200 (docs/benchmarks.md, "Session 13"): more warps per SM, or none."""
+    assert cb.auto_cap(238, 128) == 168          # Bondarenko: 8 -> 12 warps
+    assert cb.auto_cap(240, 128) == 168          # O'Hara-Rudy
+    assert cb.auto_cap(162, 128) == 128          # TT06: 12 -> 16 warps (168 would give none)
+    assert cb.auto_cap(238, 256) == 128          # in blocks of 256, 168 leaves 8 warps: 128 gives 16
+    assert cb.auto_cap(128, 128) is None and cb.auto_cap(96, 128) is None
+    for regs, block in ((238, 128), (162, 128), (238, 256), (200, 64)):
+        cap = cb.auto_cap(regs, block)
+        assert cap is None or warps_per_sm(cap, block) > warps_per_sm(regs, block)
+    assert cb.auto_cap_enabled({}) and cb.auto_cap_enabled({cb.MAXRREG_ENV: "auto"})
+    assert not cb.auto_cap_enabled({cb.MAXRREG_ENV: "none"}) and not cb.auto_cap_enabled({cb.MAXRREG_ENV: "168"})
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc is not on PATH")
+def test_auto_cap_reaches_ptxas(monkeypatch):
+    """cardiosim kernels reports the fused kernel as the backend compiles it: Bondarenko under the cap of 168,
+    uncapped with $CARDIOSIM_CELL_MAXRREG=none."""
+    from cardiosim.cells import make
+    from cardiosim.reaction.ode import ptxas
+    monkeypatch.delenv(cb.MAXRREG_ENV, raising=False)
+    row = ptxas.report(make("bondarenko"), ["fused"], "sm_90")[0]
+    assert row["maxrreg"] == 168 and row["registers"] <= 168
+    monkeypatch.setenv(cb.MAXRREG_ENV, "none")
+    row = ptxas.report(make("bondarenko"), ["fused"], "sm_90")[0]
+    assert "maxrreg" not in row and row["registers"] > 168

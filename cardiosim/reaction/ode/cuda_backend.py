@@ -32,7 +32,11 @@ KERNEL = "fused.cu"
 FUNCTION = "cs_fused_euler"
 MAX_PROTOCOLS = 16
 DEFAULT_BLOCK = 128
-MAXRREG_ENV = "CARDIOSIM_CELL_MAXRREG"   # ptxas's register cap per thread for the cell kernel (issue 26); unset: none
+MAXRREG_ENV = "CARDIOSIM_CELL_MAXRREG"   # ptxas's register cap for the cell kernel (issue 26); unset: auto_cap's
+# The caps auto_cap tries, largest first. One H200, fused Forward Euler, 2^20 cells, block 128 (docs/benchmarks.md,
+# "Session 13"): Bondarenko 238 registers, 8 warps per SM, 5.48e9 cell-steps/s; capped at 168 (12 warps, 272 B of
+# spills) 6.74e9. O'Hara-Rudy 240 -> 168: 2.72e9 -> 3.13e9. TT06 162 (12 warps) -> 128 (16): 7.19e9 -> 7.83e9.
+AUTO_CAPS = (168, 128)
 BLOCK_ENV = "CARDIOSIM_CELL_BLOCK"       # threads per block where the caller names none; unset: DEFAULT_BLOCK
 
 
@@ -52,10 +56,31 @@ def _env_int(environ, name: str, low: int, high: int, what: str) -> int | None:
 
 def register_cap_options(environ=None) -> list[str]:
     """nvcc's register cap for the cell kernel from ``$CARDIOSIM_CELL_MAXRREG`` (``-maxrregcount=N``, N in
-    [16, 255]); [] where it is unset, empty or "none" (ptxas chooses, up to 255: the default). A cap trades spills to
-    local memory for resident warps (issue 26; tools/gpu/issue26-occupancy.sh measures it)."""
-    cap = _env_int(os.environ if environ is None else environ, MAXRREG_ENV, 16, 255, "the register cap")
+    [16, 255]); [] where it is unset, empty, "auto" or "none" (for those, :func:`auto_cap_enabled` says whether the
+    backend then picks a cap itself). A cap trades spills to local memory for resident warps (issue 26;
+    tools/gpu/issue26-occupancy.sh measures it)."""
+    environ = os.environ if environ is None else environ
+    if auto_cap_enabled(environ) or (environ.get(MAXRREG_ENV) or "").strip().lower() == "none":
+        return []
+    cap = _env_int(environ, MAXRREG_ENV, 16, 255, "the register cap")
     return [] if cap is None else [f"-maxrregcount={cap}"]
+
+
+def auto_cap_enabled(environ=None) -> bool:
+    """Whether the fused kernel's register cap is :func:`auto_cap`'s: ``$CARDIOSIM_CELL_MAXRREG`` unset, empty or
+    "auto" ("none": no cap; a number: that cap)."""
+    text = ((os.environ if environ is None else environ).get(MAXRREG_ENV) or "").strip().lower()
+    return text in ("", "auto")
+
+
+def auto_cap(registers: int, block: int) -> int | None:
+    """The register cap for a kernel that ptxas gave ``registers`` per thread, launched in blocks of ``block``: the
+    largest of AUTO_CAPS under which more warps fit on an SM than now (cardiosim.reaction.ode.ptxas.warps_per_sm),
+    None where none does. Only occupancy bought by a cap pays for its spills: at block 256 a cap of 168 leaves
+    Bondarenko at 8 warps (5.20e9 against 5.37e9 uncapped), so 128 (16 warps) is taken there."""
+    from .ptxas import warps_per_sm
+    now = warps_per_sm(registers, block)
+    return next((c for c in AUTO_CAPS if c < registers and warps_per_sm(c, block) > now), None)
 
 
 def default_block(environ=None) -> int:
@@ -183,14 +208,19 @@ class CudaBackend:
             kdir = kernel_dir()
             src, opts = kernel_source(model, self.params, self.variant, integrator, self.per_cell)
             opts += nvcc_options(fmad, options)
+            dirs = [str(per_cell_folder(model) if self.per_cell else header_dir(model)), str(kdir)]
+            mod = self._compile(src, opts, dirs)
+            # the fused kernel's register cap, where neither the caller nor the environment names one: compiled
+            # once without (cached), and again under auto_cap's cap where that fits more warps per SM
+            cap = None
+            if (self.variant.fused and auto_cap_enabled() and not any("maxrregcount" in o for o in opts)):
+                cap = auto_cap(mod.get_function(FUNCTION).num_regs, self.block)
+            if cap:
+                opts = [*opts, f"-maxrregcount={cap}"]
+                mod = self._compile(src, opts, dirs)
             self.options = opts
             # what was compiled, for the ranks of a node to compare (placement.first_then_others)
             self.source_digest = hashlib.sha256("\0".join([src, *opts]).encode()).hexdigest()
-            try:
-                dirs = [str(per_cell_folder(model) if self.per_cell else header_dir(model)), str(kdir)]
-                mod = cuda.module_from_buffer(compile_cached(src, opts, arch_of(self.device), dirs))
-            except RuntimeError as e:
-                raise RuntimeError(f"CUDA backend: compiling {KERNEL} ({self.variant.name}) for {name} failed:\n{e}")
             self.module = mod
             self.func = mod.get_function(FUNCTION)
             self.func.prepare("PqiddiiPiPPPP" + ("P" if self.per_cell else ""))
@@ -217,6 +247,13 @@ class CudaBackend:
             self._to_device(states)
         finally:
             self.ctx.pop()
+
+    def _compile(self, src: str, opts: list[str], dirs: list[str]):
+        try:
+            return self.cuda.module_from_buffer(compile_cached(src, opts, arch_of(self.device), dirs))
+        except RuntimeError as e:
+            raise RuntimeError(f"CUDA backend: compiling {KERNEL} ({self.variant.name}) for "
+                               f"{self.model.kernel_name} failed:\n{e}")
 
     # -- context -------------------------------------------------------------------------------------------------
     def __enter__(self):

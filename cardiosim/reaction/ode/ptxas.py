@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ...errors import UserError
 from . import kernel_variants
-from .cuda_backend import FUNCTION, MAXRREG_ENV, kernel_source, nvcc_options
+from .cuda_backend import (FUNCTION, MAXRREG_ENV, auto_cap, auto_cap_enabled, default_block, kernel_source,
+                           nvcc_options)
 from ...compile import header_dir, kernel_dir
 
 
@@ -73,7 +74,8 @@ def detect_arch() -> str | None:
 def report(model, variants, arch: str | None = None, fmad: bool = True, maxrreg: int | None = None) -> list[dict]:
     """Compile each of ``variants`` (names) for ``model`` and return ptxas's figures, one dict per variant.
     ``maxrreg``: a register cap (-maxrregcount); None: ``$CARDIOSIM_CELL_MAXRREG`` as the CUDA backend reads it
-    (cuda_backend.register_cap_options), unset there: none."""
+    (cuda_backend.register_cap_options), unset there: the fused kernel under cuda_backend.auto_cap's cap, as the
+    backend compiles it."""
     if not shutil.which("nvcc"):
         raise UserError("cardiosim kernels: nvcc (the CUDA toolkit) is not on PATH; load CUDA, or run this on a GPU "
                         "node (cardiosim kernels --source VARIANT prints a variant's source without it)")
@@ -86,8 +88,13 @@ def report(model, variants, arch: str | None = None, fmad: bool = True, maxrreg:
     for name in variants:
         cubin, log = nvcc(model, name, "-cubin", arch, ["-Xptxas", "-v", *opts])
         row = {"variant": name, "arch": arch, "fmad": fmad, **parse(log)}
-        if cap:
-            row["maxrreg"] = cap
+        auto = (not cap and auto_cap_enabled() and kernel_variants.get(name, model.kernel_name).fused
+                and auto_cap(row["registers"], default_block()))
+        if auto:
+            cubin, log = nvcc(model, name, "-cubin", arch, ["-Xptxas", "-v", *opts, f"-maxrregcount={auto}"])
+            row = {"variant": name, "arch": arch, "fmad": fmad, **parse(log)}
+        if cap or auto:
+            row["maxrreg"] = cap or auto
         if not row["cmem"]:
             row["cmem"] = constant_banks(cubin)
         rows.append(row)
