@@ -12,11 +12,14 @@ counts are as even as the tensor-product boxes allow:
   several         the same per dimension with the other dimensions' cuts fixed (each box count a vector over the
                   other dimensions' columns), a few rounds over the dimensions: the largest count never grows.
 
-Every box keeps a minimum width per dimension (``min_width``): at least 2 nodes (one coarsening of cardiosim's own
-multigrid, cardiosim.solvers.multigrid.RankHierarchy; PETSc's stencil width 1), and where PETSc's geometric
-multigrid may run on the box (cardiosim.solvers.linear.mg_levels) 2^L + 1 nodes for the L levels that the even split
-allows, so that every rank keeps at least two coarsest nodes per dimension: mg_levels checks the actual boxes
-through :func:`coarsened` (PETSc's DMDACoarsenOwnershipRanges rule) and takes fewer levels where they do not.
+Every box is at least 2 nodes wide (one coarsening of cardiosim's own multigrid,
+cardiosim.solvers.multigrid.RankHierarchy, which stops splitting levels at a box thinner than 2; PETSc's stencil
+width is 1). Where PETSc's geometric multigrid may run on the box (the elliptic system of a bidomain run solved on
+the box: cardiosim.solvers.linear.mg_levels), every box also stays at least 2 nodes wide through the coarsenings of
+the levels that the even split allows, by PETSc's rule for coarsening a DMDA's boxes (:func:`coarsened`): the
+minimum width of a dimension grows until it does, and a dimension that cannot keeps the even split. mg_levels
+checks the boxes it is given the same way (at least 1 node, what PETSc needs) and takes fewer levels where they do
+not fit.
 """
 
 from __future__ import annotations
@@ -91,9 +94,8 @@ def _nearest(cum: np.ndarray, parts: int, width: int) -> list[int] | None:
     return widths if min(widths) >= width else None
 
 
-def _split_dim(profile: np.ndarray, parts: int, width: int) -> list[int]:
+def _split_dim(profile: np.ndarray, parts: int, width: int, even: list[int]) -> list[int]:
     """The widths along one dimension minimising the largest box count (then its spread)."""
-    n = profile.shape[0]
     cum = np.concatenate([np.zeros((1, profile.shape[1]), np.int64), np.cumsum(profile, axis=0)])
     lo, hi = 0, int(cum[-1].max())
     while lo < hi:                                   # the smallest feasible largest count
@@ -104,8 +106,7 @@ def _split_dim(profile: np.ndarray, parts: int, width: int) -> list[int]:
             hi = mid
     cands = [_greedy(cum, parts, width, lo)]
     cands.append(_nearest(cum, parts, width))
-    even = [n // parts + (1 if j < n % parts else 0) for j in range(parts)]   # PETSc's own split
-    cands.append(even)
+    cands.append(even)                               # PETSc's own split
 
     def score(widths):
         edges = np.concatenate([[0], np.cumsum(widths)])
@@ -114,27 +115,53 @@ def _split_dim(profile: np.ndarray, parts: int, width: int) -> list[int]:
     return min((c for c in cands if c is not None and min(c) >= width), key=score)
 
 
-def split(weights: np.ndarray, procs, min_width) -> list[tuple[int, ...]]:
+def split(weights: np.ndarray, procs, box: list, levels: int = 1) -> list[tuple[int, ...]]:
     """Owned node counts per process column, per dimension (x first), for the process grid ``procs`` (x first),
-    balancing the count of ``weights`` (z, y, x; e.g. 1 at tissue nodes) over the boxes; every count at least
-    ``min_width[d]``."""
+    balancing the count of ``weights`` (z, y, x; e.g. 1 at tissue nodes) over the boxes. ``box``: PETSc's even
+    split (the counts per column, x first). Every box is at least 2 nodes wide (fewer only where the even split is)
+    and stays at least 2 wide through ``levels`` - 1 coarsenings of PETSc's geometric multigrid (:func:`keeps`); a
+    dimension where no balanced split does keeps the even one."""
     weights = np.asarray(weights, dtype=np.int64)
     dim = weights.ndim
-    n = [weights.shape[dim - 1 - d] for d in range(dim)]
     procs = [int(p) for p in procs][:dim]
-    if any(p * w > m for p, w, m in zip(procs, min_width, n)):
-        raise ValueError(f"cannot split {n} nodes into {procs} boxes of at least {list(min_width)} nodes")
-    ranges = [[m // p + (1 if j < m % p else 0) for j in range(p)] for m, p in zip(n, procs)]
+    box = [[int(v) for v in r] for r in box]
+    width = [min(2, min(r)) for r in box]
+    fixed = [p == 1 for p in procs]
+    while True:
+        ranges = _split(weights, procs, box, width, fixed)
+        bad = [d for d in range(dim) if not fixed[d] and not keeps(ranges[d], levels, 2)]
+        if not bad:
+            return [tuple(int(v) for v in r) for r in ranges]
+        for d in bad:
+            width[d] += 1
+            fixed[d] = width[d] >= min(box[d])          # as narrow as the even split: take it
+
+
+def _split(weights, procs, box, width, fixed) -> list[list[int]]:
+    """:func:`split` for given minimum widths, the ``fixed`` dimensions keeping their even split: rounds of the best
+    cuts per dimension with the others' fixed, while the largest box count falls."""
+    ranges = [list(r) for r in box]
     best = int(loads(weights, ranges).max())
-    for _ in range(4):                               # rounds over the dimensions
-        for d in range(dim):
-            if procs[d] > 1:
-                ranges[d] = _split_dim(_profile(weights, ranges, d), procs[d], int(min_width[d]))
+    for _ in range(8):
+        for d in range(len(ranges)):
+            if not fixed[d]:
+                ranges[d] = _split_dim(_profile(weights, ranges, d), procs[d], width[d], box[d])
         now = int(loads(weights, ranges).max())
         if now >= best and _ > 0:
             break
         best = min(best, now)
-    return [tuple(int(v) for v in r) for r in ranges]
+    return ranges
+
+
+def keeps(ranges: list[int], levels: int, least: int) -> bool:
+    """Whether columns of ``ranges`` nodes stay at least ``least`` nodes wide through ``levels`` - 1 coarsenings
+    (:func:`coarsened`)."""
+    r = list(ranges)
+    for _ in range(levels):
+        if min(r) < least:
+            return False
+        r = coarsened(r)
+    return True
 
 
 def coarsened(fine: list[int]) -> list[int]:

@@ -89,14 +89,13 @@ class Grid:
         self._procs = tuple(int(v) for v in even.getProcSizes())
         box = [tuple(int(v) for v in r) for r in even.getOwnershipRanges()]
         even.destroy()
-        width = [min(2, min(box[d])) for d in range(self.dim)]
+        levels = 1
         if cfg.simulation.equations == "bidomain" and cfg.tissue.model != "microscopic":
             from .tissue import solve_on_tissue
             if not solve_on_tissue(cfg, self):     # PETSc's geometric multigrid may run on the box: keep its levels
                 from .solvers.linear import even_mg_levels
                 levels = even_mg_levels(self.n, self._procs)[0]
-                width = [max(w, min(2 ** levels + 1, min(box[d]))) for d, w in enumerate(width)]
-        ranges = balance.split(self.mask.tissue, self._procs, width)
+        ranges = balance.split(self.mask.tissue, self._procs, box, levels)
         return ranges, box
 
     def tissue_per_rank(self, ranges=None) -> list[int]:

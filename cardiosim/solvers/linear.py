@@ -52,20 +52,16 @@ def even_mg_levels(n, procs) -> tuple[int, list[int]]:
 
 def mg_levels(grid) -> tuple[int, list[int]]:
     """:func:`even_mg_levels` of the grid's DMDA; where its boxes are not PETSc's even split (grid.balance), no more
-    levels than keep every rank's box at least two nodes wide on each, by PETSc's coarsening of the boxes
-    (cardiosim.balance.coarsened)."""
+    levels than keep every rank's box at least one node wide on each, by PETSc's coarsening of the boxes
+    (cardiosim.balance.keeps)."""
     levels, cells = even_mg_levels(grid.n, grid.da.getProcSizes())
     if getattr(grid, "box_split", None) is None:
         return levels, cells
-    from ..balance import coarsened
-    ranges = [list(int(v) for v in r) for r in grid.da.getOwnershipRanges()]
-    keep = 1
-    while keep < levels:
-        ranges = [coarsened(r) for r in ranges]
-        if min(min(r) for r in ranges) < 2:
-            break
-        keep += 1
-    return keep, [(int(v) - 1) // 2 ** (keep - 1) for v in grid.n]
+    from ..balance import keeps
+    ranges = [[int(v) for v in r] for r in grid.da.getOwnershipRanges()]
+    while levels > 1 and not all(keeps(r, levels, 1) for r in ranges):
+        levels -= 1
+    return levels, [(int(v) - 1) // 2 ** (levels - 1) for v in grid.n]
 
 
 def elliptic_pc_defaults(grid) -> dict:
