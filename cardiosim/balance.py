@@ -121,7 +121,7 @@ def split(weights: np.ndarray, procs, box: list, levels: int = 1) -> list[tuple[
     split (the counts per column, x first). Every box is at least 2 nodes wide (fewer only where the even split is)
     and stays at least 2 wide through ``levels`` - 1 coarsenings of PETSc's geometric multigrid (:func:`keeps`); a
     dimension where no balanced split does keeps the even one."""
-    weights = np.asarray(weights, dtype=np.int64)
+    weights = np.asarray(weights, dtype=np.int32 if np.size(weights) < 2 ** 31 else np.int64)   # sums fit
     dim = weights.ndim
     procs = [int(p) for p in procs][:dim]
     box = [[int(v) for v in r] for r in box]

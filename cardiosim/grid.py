@@ -95,7 +95,8 @@ class Grid:
             if not solve_on_tissue(cfg, self):     # PETSc's geometric multigrid may run on the box: keep its levels
                 from .solvers.linear import even_mg_levels
                 levels = even_mg_levels(self.n, self._procs)[0]
-        ranges = balance.split(self.mask.tissue, self._procs, box, levels)
+        mpi = comm.tompi4py()              # one rank balances, every rank takes its answer (the same boxes for sure)
+        ranges = mpi.bcast(balance.split(self.mask.tissue, self._procs, box, levels) if mpi.rank == 0 else None)
         return ranges, box
 
     def tissue_per_rank(self, ranges=None) -> list[int]:
