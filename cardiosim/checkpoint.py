@@ -45,9 +45,10 @@ STOPPED = 75   # exit status after a checkpoint on a signal (sysexits EX_TEMPFAI
 # the probes and fields of the output file). A prefix ending in "." stands for a whole section. Where and how the
 # cells are integrated may change (a job moved from a CPU partition to a GPU partition): backend, placement, kernel
 # variant, exchange and groups hold the same states and integrate the same equations, with the backends'
-# round-off differences (tests/test_restart.py).
-FREE_KEYS = ("simulation.duration", "simulation.progress_interval", "output.path", "checkpoint.", "checks.",
-             "cell.backend", "cell.placement", "cell.kernel", "cell.exchange", "cell.groups_per_node",
+# round-off differences (tests/test_restart.py). So may the decomposition (grid.balance): the arrays are stored in
+# natural order.
+FREE_KEYS = ("simulation.duration", "simulation.progress_interval", "grid.balance", "output.path", "checkpoint.",
+             "checks.", "cell.backend", "cell.placement", "cell.kernel", "cell.exchange", "cell.groups_per_node",
              "cell.share_gpu")
 
 

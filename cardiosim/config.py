@@ -80,6 +80,12 @@ class Grid:
                               doc="where the first node sits: the box spans origin … origin + size (default 0); "
                                   "cardiosim geometry prints the origin of the anatomy it wrote, so that regions, "
                                   "probes and electrodes are in the anatomy's own coordinates")
+    balance: str = key("auto", choices=("auto", "tissue", "box"),
+                       doc="with tissue.label_file on several ranks, how the box is split over the ranks: box: PETSc's "
+                           "even split of the box; tissue: PETSc's process grid with the cuts moved so that the ranks "
+                           "hold as many tissue nodes (cells) each as the boxes allow; auto: tissue, except for the "
+                           "resident placement (its linear systems are solved on the whole box). Without a label file "
+                           "the box split, whatever this says (docs/decisions.md)")
 
 
 # The ventricular coordinates a region can be chosen by (datasets of a geometry file: cardiosim.fibres)

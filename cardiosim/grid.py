@@ -33,28 +33,27 @@ class Grid:
         self.unexcitable = None   # owned nodes never stimulated (non-tissue nodes; the microscopic model's
                                   # non-conducting cells)
         self.n_nodes = int(np.prod(self.n))
-        self.da = PETSc.DMDA().create(dim=dim, sizes=tuple(int(v) for v in self.n), dof=1, stencil_width=1,
-                                      stencil_type=PETSc.DMDA.StencilType.BOX,
-                                      boundary_type=(PETSc.DM.BoundaryType.NONE,) * dim, comm=comm,
-                                      setup=False)
         # The resident placement keeps the PDE on the GPU: CUDA vectors, cuSPARSE matrices (no -dm_*_type flags
         # needed; the options database still wins, e.g. to compare with host types).
         self.gpu = getattr(cfg.cell, "placement", "") == "resident"
-        if self.gpu:
-            self.da.setVecType(PETSc.Vec.Type.CUDA)
-            self.da.setMatType(PETSc.Mat.Type.AIJCUSPARSE)
-        self.da.setFromOptions()  # -dm_vec_type / -dm_mat_type (e.g. cuda, aijcusparse)
-        self.da.setUp()
+        self.mask = None          # tissue inside the box (cardiosim.mask), from tissue.label_file
+        if getattr(cfg.tissue, "label_file", ""):
+            from .mask import TissueMask
+            self.mask = TissueMask(self, cfg.tissue.label_file)     # read whole: needs no decomposition
+            self.mask_file = cfg.tissue.label_file
+        # grid.balance: PETSc's even split of the box, or the cuts moved to balance the tissue (cardiosim.balance)
+        self.balance, self.box_split = "box", None
+        ownership = None
+        if self.mask is not None and comm.getSize() > 1 and balances_tissue(cfg, self):
+            self.balance = "tissue"
+            ownership, self.box_split = self._tissue_ownership(cfg, comm)
+        self.da = self._dmda(comm, ownership)
         self.owned = [tuple(r) for r in self.da.getRanges()]              # per dim (start, stop), x first
         self.ghosted = [tuple(r) for r in self.da.getGhostRanges()]
         self.local_shape = tuple(b - a for a, b in reversed(self.owned))  # (nz, ny, nx) of owned nodes
         self.ghost_shape = tuple(b - a for a, b in reversed(self.ghosted))
         self.n_local = int(np.prod(self.local_shape))
-        self.mask = None          # tissue inside the box (cardiosim.mask), from tissue.label_file
-        if getattr(cfg.tissue, "label_file", ""):
-            from .mask import TissueMask
-            self.mask = TissueMask(self, cfg.tissue.label_file)
-            self.mask_file = cfg.tissue.label_file
+        if self.mask is not None:
             self.unexcitable = self.mask.outside()
             regions = [(f"tissue.regions[{i}]", r) for i, r in enumerate(cfg.tissue.regions)]
             regions += [(f"stimulus[{i}]", r) for i, r in enumerate(cfg.stimulus)]
@@ -64,6 +63,55 @@ class Grid:
                     raise UserError(f"{where}.label: no tissue node has label {r.label} in "
                                     f"{cfg.tissue.label_file}; labels present: "
                                     f"{', '.join(map(str, sorted(self.mask.present)))}")
+
+    def _dmda(self, comm, ownership=None, proc_sizes=None) -> PETSc.DMDA:
+        """The grid's DMDA: PETSc's decomposition, or the process grid ``proc_sizes`` with the node counts per
+        process column ``ownership`` (x first)."""
+        dim = self.dim
+        extra = {} if ownership is None else {"proc_sizes": tuple(proc_sizes or self._procs),
+                                              "ownership_ranges": ownership}
+        da = PETSc.DMDA().create(dim=dim, sizes=tuple(int(v) for v in self.n), dof=1, stencil_width=1,
+                                 stencil_type=PETSc.DMDA.StencilType.BOX,
+                                 boundary_type=(PETSc.DM.BoundaryType.NONE,) * dim, comm=comm,
+                                 setup=False, **extra)
+        if self.gpu:
+            da.setVecType(PETSc.Vec.Type.CUDA)
+            da.setMatType(PETSc.Mat.Type.AIJCUSPARSE)
+        da.setFromOptions()  # -dm_vec_type / -dm_mat_type (e.g. cuda, aijcusparse)
+        da.setUp()
+        return da
+
+    def _tissue_ownership(self, cfg, comm):
+        """(node counts per process column balancing the tissue, those of PETSc's even split), x first: PETSc's
+        process grid for the box (a DMDA of the box made and dropped to learn it, -da_processors_* applying)."""
+        from . import balance
+        even = self._dmda(comm)
+        self._procs = tuple(int(v) for v in even.getProcSizes())
+        box = [tuple(int(v) for v in r) for r in even.getOwnershipRanges()]
+        even.destroy()
+        levels = 1
+        if cfg.simulation.equations == "bidomain" and cfg.tissue.model != "microscopic":
+            from .tissue import solve_on_tissue
+            if not solve_on_tissue(cfg, self):     # PETSc's geometric multigrid may run on the box: keep its levels
+                from .solvers.linear import even_mg_levels
+                levels = even_mg_levels(self.n, self._procs)[0]
+        mpi = comm.tompi4py()              # one rank balances, every rank takes its answer (the same boxes for sure)
+        ranges = mpi.bcast(balance.split(self.mask.tissue, self._procs, box, levels) if mpi.rank == 0 else None)
+        return ranges, box
+
+    def tissue_per_rank(self, ranges=None) -> list[int]:
+        """Tissue nodes of each rank's box (rank order) under ``ranges`` (node counts per process column, x first;
+        default: this grid's decomposition)."""
+        from . import balance
+        ranges = ranges or [tuple(int(v) for v in r) for r in self.da.getOwnershipRanges()]
+        return [int(v) for v in balance.loads(self.mask.tissue.astype(np.int64), ranges)]
+
+    def describe_balance(self) -> str:
+        """e.g. "tissue per rank 12,854 / 13,202 (grid.balance: tissue; the box split: 11,654 / 14,402)"."""
+        def counts(ranges=None):
+            return " / ".join(f"{v:,}" for v in self.tissue_per_rank(ranges))
+        out = f"tissue per rank {counts()} (grid.balance: {self.balance}"
+        return out + (f"; the even box split: {counts(self.box_split)})" if self.box_split else ")")
 
     # -- index helpers -----------------------------------------------------------------------------------------
     def axes(self, ranges) -> list[np.ndarray]:
@@ -248,6 +296,13 @@ def _h5_field(path: str, key: str) -> np.ndarray:
             return f[name][()]
     except OSError as e:
         raise UserError(f"{key}: cannot read {path} as HDF5: {e}") from None
+
+
+def balances_tissue(cfg, grid) -> bool:
+    """Whether a masked grid's decomposition balances its tissue (grid.balance): auto does, except for the resident
+    placement, whose linear systems are solved on the whole box on the GPUs (docs/decisions.md)."""
+    choice = getattr(cfg.grid, "balance", "box")
+    return choice == "tissue" or (choice == "auto" and not grid.gpu)
 
 
 def node_counts(cfg) -> np.ndarray:

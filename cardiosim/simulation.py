@@ -68,7 +68,8 @@ class Simulation:
         self.grid = Grid(cfg, PETSc.Comm(self.comm))   # GPU vector and matrix types for the resident placement
         self.stencil = self._choose_stencil()
         if self.grid.mask is not None:
-            log.info(f"tissue ({self.cfg.tissue.label_file}): {self.grid.mask.describe()}")
+            log.info(f"tissue ({self.cfg.tissue.label_file}): {self.grid.mask.describe()}"
+                     + (f"; {self.grid.describe_balance()}" if self.comm.size > 1 else ""))
         lap("grid")
         self.tissue = make_tissue(self.grid, cfg, self.stencil)
         # the pseudo-ECG's electrodes are checked (outside the tissue) before any file is written
@@ -102,6 +103,8 @@ class Simulation:
                        "hosts": self.comm.allgather(socket.gethostname()),
                        "gpus": self.comm.allgather(getattr(self.reaction.backend, "device", None)),
                        **self.reaction.placement.layout}
+        if self.grid.mask is not None:       # the decomposition of a masked grid (grid.balance)
+            self.layout.update(balance=self.grid.balance, tissue_per_rank=self.grid.tissue_per_rank())
         # Everything that reads PETSc options is set up: an option from the command line that nothing read is a
         # mistake (a misspelt name or prefix), said before any file is written.
         petsc_options.check_unused(("dm_", *(s.name + "_" for s in self.tissue.solvers())))

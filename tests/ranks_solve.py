@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import petsc4py
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent.parent)]   # this checkout's cardiosim
 
 
 def start_petsc(placement: str):

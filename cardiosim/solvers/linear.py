@@ -38,16 +38,30 @@ ELLIPTIC_DEFAULTS = {
 MAX_COARSE_NODES = 3000  # an SVD of the coarsest grid on every rank: keep it small
 
 
-def mg_levels(grid) -> tuple[int, list[int]]:
-    """Number of multigrid levels the DMDA can be coarsened to (each coarsening halves the cells per dimension,
-    which needs an even cell count, and every rank must keep at least two cells per dimension)."""
-    procs = grid.da.getProcSizes()
-    cells = [int(n) - 1 for n in grid.n]
+def even_mg_levels(n, procs) -> tuple[int, list[int]]:
+    """Number of multigrid levels a DMDA of ``n`` nodes per dimension on the process grid ``procs`` can be coarsened
+    to (each coarsening halves the cells per dimension, which needs an even cell count, and every rank must keep at
+    least two cells per dimension, counted as for PETSc's even split), and the coarsest cells."""
+    cells = [int(v) - 1 for v in n]
     levels = 1
     while all(c % 2 == 0 and c // 2 >= 2 * p for c, p in zip(cells, procs)):
         cells = [c // 2 for c in cells]
         levels += 1
     return levels, cells
+
+
+def mg_levels(grid) -> tuple[int, list[int]]:
+    """:func:`even_mg_levels` of the grid's DMDA; where its boxes are not PETSc's even split (grid.balance), no more
+    levels than keep every rank's box at least one node wide on each, by PETSc's coarsening of the boxes
+    (cardiosim.balance.keeps)."""
+    levels, cells = even_mg_levels(grid.n, grid.da.getProcSizes())
+    if getattr(grid, "box_split", None) is None:
+        return levels, cells
+    from ..balance import keeps
+    ranges = [[int(v) for v in r] for r in grid.da.getOwnershipRanges()]
+    while levels > 1 and not all(keeps(r, levels, 1) for r in ranges):
+        levels -= 1
+    return levels, [(int(v) - 1) // 2 ** (levels - 1) for v in grid.n]
 
 
 def elliptic_pc_defaults(grid) -> dict:
