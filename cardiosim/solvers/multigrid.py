@@ -512,8 +512,8 @@ def hierarchy_for(A: PETSc.Mat, dm, coarse_max: int | None, singular: bool, layo
 
 class StencilProduct:
     """y = A x for a matrix on a DMDA, through the stencil library and its seam: on the GPU with the IPC transport
-    no host copy and no PETSc VecScatter (whose halo goes through host memory where MPI is not CUDA-aware). Made for
-    the tissue models' right-hand sides wherever the stencil solvers run; not wired in until its GPU test has run.
+    no host copy and no PETSc VecScatter (whose halo goes through host memory where MPI is not CUDA-aware). The
+    tissue models' right-hand sides use it wherever the stencil solvers run (cardiosim.tissue.TissueModel._product).
     A's stencil is read once here (the one attached to it, else its rows); a later change of A's values is not seen
     (the tissue matrices do not change)."""
 
