@@ -158,6 +158,24 @@ def test_zero_host_copies_per_step(tmp_path, n_gpus, equations):
     assert any(int(ln.split()[1]) > 0 for ln in copy_events)
 
 
+@pytest.mark.parametrize("layout", ["root", "ranks"])
+def test_zero_host_copies_on_two_gpus(tmp_path, n_gpus, layout):
+    """Bidomain on 2 GPUs with the IPC transport: since the right-hand sides' products go through the stencil
+    solvers' seam (cardiosim.tissue.TissueModel._product), nothing is copied between host and device inside the
+    steps, by PETSc's counters, with the solve on rank 0 (root) or split over the ranks."""
+    if n_gpus < 2:
+        pytest.skip("needs 2 GPUs")
+    cfg = write_config(tmp_path, "tt06", "bidomain", "2D")
+    layouts = [x for p in ("parabolic", "elliptic") for x in (f"-{p}_smg_layout", layout, f"-{p}_smg_transport", "ipc")]
+    res, stdout = run(tmp_path, cfg, "resident", RESIDENT, 2, petsc=["-log_view", f":{tmp_path / 'log.txt'}", *layouts])
+    s = summary(res)
+    copies = s["petsc_log"]
+    print(f"\n{layout}: PETSc's counters over the steps: {copies}")
+    assert {"root": "whole on rank 0", "ranks": "split over 2 ranks"}[layout] in stdout
+    assert copies["steps"] == s["steps"]
+    assert copies["cpu_to_gpu_copies"] == 0 and copies["gpu_to_cpu_copies"] == 0
+
+
 def pcmg_options(levels: int) -> list[str]:
     o = {"pc_type": "mg", "pc_mg_levels": str(levels), "pc_mg_galerkin": "both", "mg_levels_ksp_type": "chebyshev",
          "mg_levels_pc_type": "jacobi", "mg_coarse_ksp_type": "chebyshev", "mg_coarse_ksp_max_it": "8",
