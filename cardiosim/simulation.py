@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import socket
-import sys
 import time
 from pathlib import Path
 
@@ -469,7 +468,7 @@ class Simulation:
             found = checks.findings(act, axes, tissue if tissue is None else tissue > 0, self.cfg.checks, probes,
                                     has_ecg=bool(self.cfg.ecg.electrodes))
             for line in found:
-                print(f"cardiosim: warning: {line}", file=sys.stderr, flush=True)
+                log.warning(line)
         return self.comm.bcast(found, root=0)
 
 
