@@ -65,11 +65,15 @@ def test_two_gpus_equal_cpu(tmp_path, model, equations, geometry, layout):
     assert_close(a, b, f"{model} {equations} {geometry} on 2 GPUs ({layout}) against cpu")
 
 
-def test_masked_anatomy_on_two_gpus_equals_cpu(tmp_path):
+@pytest.mark.parametrize("balance", ["box", "tissue"])
+def test_masked_anatomy_on_two_gpus_equals_cpu(tmp_path, balance):
+    """The masked anatomy split over 2 GPUs (IPC), by PETSc's even split of the box (auto's choice for the resident
+    placement) and by tissue nodes (grid.balance = "tissue": uneven boxes for the stencil solvers' seam)."""
     cfg = anatomy(tmp_path)
     ref = anatomy_results(run(tmp_path, cfg, "cpu", CPU, 1)[0])
-    got = anatomy_results(run(tmp_path, cfg, "two", RESIDENT, 2, petsc=layout_options(cfg, "ranks-ipc"))[0])
-    assert_anatomy_agrees(got, ref, 1e-6, "2 GPUs vs cpu")
+    sets = RESIDENT + [f'grid.balance="{balance}"']
+    got = anatomy_results(run(tmp_path, cfg, "two", sets, 2, petsc=layout_options(cfg, "ranks-ipc"))[0])
+    assert_anatomy_agrees(got, ref, 1e-6, f"2 GPUs ({balance} split) vs cpu")
 
 
 @pytest.fixture(scope="module")
