@@ -14,6 +14,13 @@ a mask; the box solves with the elliptic preconditioner of the default (geometri
 
 Each case runs in its own ``mpirun``. A masked grid has cells at its tissue nodes only; the table shows the
 solvers' cost and the reaction's apart.
+
+The cells' integrator (``--integrator``) is Rush–Larsen by default for a model with gates (TT06), Forward Euler
+otherwise (Mitchell–Schaeffer). Forward Euler on TT06 at 0.002 ms (10 substeps of 0.02 ms) is unstable wherever Vm
+is below −85.54 mV, 0.31 mV under rest: the m gate's τ_m is 1.06 µs at rest and falls under dt/2 = 1 µs there
+(:func:`cell_integrator`). The box stencil is not monotone for the intracellular anisotropy (σ_il/σ_it = 9.2): next
+to the stimulus, at the LV's apex, a node dips to −88.8 mV before the wave reaches it, and Forward Euler turned
+that dip into a non-finite cell (docs/decisions.md, "TT06 in `bench mask`": the LV at 0.025 cm).
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ origin = {origin}
 {tissue}
 [cell]
 model = "{model}"
-{placement}
+{cell}
 [[stimulus]]
 shape = "sphere"
 center = {centre}
@@ -83,6 +90,25 @@ def anatomy(name: str, folder: Path, masked: bool, lv_spacing: float = 0.05) -> 
 GRIDS = {"tissue": "masked, solved on the tissue", "masked": "masked, solved on the box", "box": "whole box"}
 
 
+def cell_integrator(model: str, chosen: str | None = None) -> str:
+    """The cells' integrator: ``chosen``, else Rush–Larsen for a model with Hodgkin–Huxley gates written for it
+    (tt06, CellML models), Forward Euler for the others. Not Forward Euler for TT06: its m gate's τ_m is 1.06 µs
+    at rest (−85.23 mV) and 1.00 µs at −85.54 mV, so that Forward Euler at the benchmarks' 0.002 ms (dt/τ_m > 2)
+    is unstable wherever Vm is 0.31 mV below rest, and the box stencil's undershoot next to the stimulus goes
+    further than that (3.6 mV at the LV's apex at 0.025 cm); Rush–Larsen updates the gates exactly for frozen V."""
+    if chosen:
+        return chosen
+    from .. import cells
+    return "rush-larsen" if hasattr(cells.model_class(model), "rush_larsen") else "forward-euler"
+
+
+def cell_keys(model: str, placement: str, integrator: str | None = None) -> str:
+    """The [cell] keys after the model's: the integrator (:func:`cell_integrator`) and, off the CPU, the placement
+    with the CUDA backend."""
+    keys = f'integrator = "{cell_integrator(model, integrator)}"'
+    return keys if placement == "cpu" else keys + f'\nplacement = "{placement}"\nbackend = "cuda"'
+
+
 def single(name: str, grid: str, args) -> dict:
     """One case in this process (under the mpirun of :func:`run_case`); ``args`` the command line's."""
     import petsc4py
@@ -91,11 +117,11 @@ def single(name: str, grid: str, args) -> dict:
     from ..simulation import Simulation
     steps, placement, lv_spacing = args.steps, args.placement, args.lv_spacing[0]
     with tempfile.TemporaryDirectory() as tmp:
-        cell = "" if placement == "cpu" else f'placement = "{placement}"\nbackend = "cuda"'
+        cell = cell_keys(args.model, placement, args.integrator)
         pieces = anatomy(name, Path(tmp), grid != "box", lv_spacing)
         if grid != "box":
             pieces["tissue"] += f'\nsolve_on = "{"tissue" if grid == "tissue" else "box"}"'
-        cfg = config.loads(RUN.format(duration=0.02 * (steps + 1), model=args.model, placement=cell,
+        cfg = config.loads(RUN.format(duration=0.02 * (steps + 1), model=args.model, cell=cell,
                                       substeps=args.ode_substeps, stim=args.current_density, **pieces),
                            name=f"mask-{name}")
         sim = Simulation(cfg, write_output=False)
@@ -103,6 +129,7 @@ def single(name: str, grid: str, args) -> dict:
         mask = sim.grid.mask
         out = {"anatomy": name if name == "disc" else f"lv {lv_spacing:g} cm", "grid": grid,
                "nodes": sim.grid.n_nodes, "ranks": sim.comm.size, "model": args.model, "placement": placement,
+               "integrator": cfg.cell.integrator,
                "tissue_nodes": mask.n_tissue if mask else sim.grid.n_nodes, "steps": steps,
                "elliptic_solver": sim.tissue.elliptic.describe(),
                **{f"{k}_ms": 1e3 * tm[k]["max"] / steps for k in ("reaction", "parabolic", "elliptic")},
@@ -116,7 +143,8 @@ def run_case(name, grid, args, lv_spacing, petsc_args):
                                         "--grid", grid, "--steps", str(args.steps), "--model",
                                         args.model, "--placement", args.placement, "--lv-spacing", str(lv_spacing),
                                         "--ode-substeps", str(args.ode_substeps), "--current-density",
-                                        str(args.current_density), "--", *petsc_args]
+                                        str(args.current_density),
+                                        "--integrator", cell_integrator(args.model, args.integrator), "--", *petsc_args]
     return run_single(cmd)
 
 
@@ -126,7 +154,8 @@ def markdown(results, meta) -> str:
              + ("" if r0["placement"] == "cpu" else f", {r0['placement']} on the GPU"), "",
              f"{meta['date']} · {meta['machine']['cpu']} ({meta['machine']['cores']} cores) · GPU: "
              f"{meta['machine']['gpu']} · `{meta['command']}`", "",
-             f"Bidomain, {r0['model']} cells ({r0['placement']} placement), dt 0.02 ms, times per PDE step (max over "
+             f"Bidomain, {r0['model']} cells ({r0['placement']} placement, {r0.get('integrator', 'forward-euler')}), "
+             "dt 0.02 ms, times per PDE step (max over "
              "ranks) after a warm-up step. A masked grid has cells at its tissue nodes only; its systems are solved "
              "on the tissue nodes (tissue.solve_on = \"tissue\", the CPU placements) or on every node of the box."
              + (" The limits of docs/design.md §8 are the GPU kernel's and do not apply to this CPU run."
@@ -155,6 +184,8 @@ def main(argv=None):
     p.add_argument("--ode-substeps", type=int, default=1, help="ODE substeps per 0.02 ms step (tt06: 10)")
     p.add_argument("--current-density", type=float, default=-150.0,
                    help="the stimulus (uA/cm^2; tt06: -52, as its tests)")
+    p.add_argument("--integrator", choices=["forward-euler", "rush-larsen", "grl1"],
+                   help="cell.integrator (default: rush-larsen for a model with gates, tt06; else forward-euler)")
     p.add_argument("--no-gamg", action="store_true", help="the default elliptic preconditioner only")
     p.add_argument("--write", help="markdown page to update (e.g. docs/benchmarks.md)")
     p.add_argument("--json", help="write the results here too")
