@@ -113,6 +113,13 @@ def test_generated_c_evaluates_each_exponential_once():
     assert count(text, " / ") < 0.8 * count(plain, " / ")
     body = text[text.index("_step_("):text.index("if (rl) {")]        # the equations every integrator evaluates
     calls = re.findall(r"exp\(([^()]*(?:\([^()]*\))*[^()]*)\)", body)
+    # exp() of a constant (numbers and temporaries made of numbers only, such as a singularity guard's points,
+    # where division by a constant is a product by its reciprocal too) is folded by the compiler: not evaluated
+    constant: set = set()
+    for name, rhs in re.findall(r"const double (cse_\d+) = ([^;]*);", body):
+        if all(t in constant for t in re.findall(r"(?<![\w.])[A-Za-z_]\w*", rhs) if t not in ("exp", "log", "sqrt")):
+            constant.add(name)
+    calls = [c for c in calls if any(t not in constant for t in re.findall(r"(?<![\w.])[A-Za-z_]\w*", c))]
     assert len(calls) == len(set(calls)), [c for c in set(calls) if calls.count(c) > 1][:3]
 
 

@@ -64,13 +64,62 @@ def fp64_instructions_per_step(model) -> int:
     """FP64 instructions in the fused kernel's PTX (one substep's worth; the loop body is the whole kernel but for
     the load/store of the state), a division counted as 10."""
     from ..reaction.ode.ptxas import nvcc
-    ptx = nvcc(model, "fused", "-ptx", "sm_90")[0].decode()
+    return ptx_fp64(nvcc(model, "fused", "-ptx", "sm_90")[0].decode())
+
+
+def ptx_fp64(ptx: str) -> int:
+    """:func:`fp64_instructions_per_step`'s count in the PTX text ``ptx`` of the fused kernel."""
     body = ptx[ptx.index(".entry cs_fused_euler"):]
     body = re.split(r"^\.(?:visible\s+)?\.?func|^\.func|^// .globl", body[1:], flags=re.M)[0]  # this entry only
     n = len(re.findall(r"^\s*(?:@%p\d+\s+)?(?:add|sub|mul|fma|neg|abs|min|max|setp\.\w+|rcp\.\w+|cvt\.\w+)\S*\.f64",
                        body, flags=re.M))
     n += 10 * len(re.findall(r"^\s*div\.rn\.f64", body, flags=re.M))
     return n
+
+
+_SASS_FP64 = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?(D(?:FMA|ADD|MUL|SETP|MNMX|SET)\b|MUFU\.\w+64H"
+                        r"|F2F\.F64|F2F\.F32\.F64|I2F\.F64|F2I\.\S*F64|FRND\.F64)", re.M)
+
+
+def nvdisasm() -> str | None:
+    """nvdisasm: on PATH, ``$CARDIOSIM_NVDISASM``, or pip's nvidia-cuda-nvdisasm in this Python's environment."""
+    import os
+    import shutil
+    from pathlib import Path
+    if os.environ.get("CARDIOSIM_NVDISASM"):
+        return os.environ["CARDIOSIM_NVDISASM"]
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    for site in map(Path, sys.path):
+        for cand in sorted(site.glob("nvidia/cu*/bin/nvdisasm")):
+            return str(cand)
+    return None
+
+
+def sass_fp64(cubin: bytes, function: str = "cs_fused_euler") -> dict:
+    """FP64 instructions in the SASS of ``function`` in ``cubin`` (nvdisasm), its body only: the slow-path
+    subroutines nvcc appends (``$__internal_*``: division's full path, the reciprocal's and sqrt's slow paths) are
+    left out, each call to them counted in ``calls``. Returns {"fp64", "dfma", "dadd", "dmul", "mufu", "calls",
+    "instructions"} (``instructions``: every instruction of the body)."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+    tool = nvdisasm()
+    if not tool:
+        raise RuntimeError("nvdisasm not found (PATH, $CARDIOSIM_NVDISASM, or pip install nvidia-cuda-nvdisasm)")
+    with tempfile.TemporaryDirectory(prefix="cardiosim-sass-") as tmp:
+        f = Path(tmp) / "k.cubin"
+        f.write_bytes(cubin)
+        text = subprocess.run([tool, "-c", str(f)], capture_output=True, text=True, check=True).stdout
+    start = text.index(f"\n{function}:")
+    body = text[start:]
+    m = re.search(r"^\s*\.(?:weak|global|section)\b", body[1:], flags=re.M)
+    body = body[:m.start() + 1] if m else body
+    ops = _SASS_FP64.findall(body)
+    return {"fp64": len(ops), "dfma": ops.count("DFMA"), "dadd": ops.count("DADD"), "dmul": ops.count("DMUL"),
+            "mufu": sum(o.startswith("MUFU") for o in ops), "calls": len(re.findall(r"\bCALL\.", body)),
+            "instructions": len(re.findall(r"^\s*/\*[0-9a-f]+\*/\s+\S", body, flags=re.M))}
 
 
 def measure(model, variant, n, k, min_seconds=0.3) -> dict:

@@ -159,7 +159,7 @@ def diagonal_jacobian(m, states, body, gates) -> dict:
     return out
 
 
-def _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True):
+def _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True, gates=None):
     """The body's equations and GRL1's diagonal Jacobian with their common subexpressions computed once and one
     reciprocal per repeated divisor (cardiosim/cells/cse.py): (body_code, grl_code). body_code: [(name,
     expression)] in order, the body's own names (d_<i> for a state's derivative, identifiers for intermediates)
@@ -196,7 +196,10 @@ def _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True):
             return float(e.eval())
         shared = cse.shared_exponentials(originals + flat, v, _constant, keys, value)
         rhs, flat = shared[:len(body)], shared[len(body):]
-        rhs = cse.flatten_quotients(rhs, {x: e for x, e in zip(body, rhs) if not x.is_state()}, _constant)
+        rhs = cse.split_logs(rhs, _constant)
+        infs = {g[1] for g in (gates or {}).values() if g[0] == "inf-tau"}
+        rhs = cse.merge_quotients(rhs, {x: e for x, e in zip(body, rhs) if not x.is_state()}, _constant, keys,
+                                  keep=[i for i, x in enumerate(body) if x in infs])
         rhs = cse.reciprocals(rhs, keys, constant=_constant)
     # the intermediates by their equations first: the Jacobian's copies of them are those names, not temporaries
     whole = {}
@@ -316,8 +319,9 @@ def write(m, kname: str, origin: str, generator: str, cse: bool = True, numpy_li
     # C: common subexpressions and reciprocals; NumPy: common subexpressions only, so that the NumPy twin stays
     # bit for bit Myokit's own evaluation of the equations (tests/test_cellml.py)
     if cse:
-        code = {cw: _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True),
-                pw: _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=numpy_like_c)}
+        code = {cw: _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True, gates=gates),
+                pw: _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=numpy_like_c,
+                                           gates=gates)}
     else:                     # the equations as Myokit wrote them (cardiosim bench cell-steps compares the two forms)
         plain = ([(f"d_{sidx[x]}" if x.is_state() else names.ident[x], x.rhs()) for x in body],
                  {"temps": [], "states": [(s, [("j_" + names.ident[x], e) for x, e in jac[s][0]], jac[s][1])

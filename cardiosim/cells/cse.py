@@ -120,13 +120,33 @@ def reciprocals(exprs, keys: Keys, extra_divisors=(), constant=None) -> list:
         scan(e)
     repeated = {k for k, n in count.items() if n >= 2} | set(extra_divisors)
 
-    def rewrite(e):
+    def rewrite(e, branch=False):
+        """In a conditional's branch (``branch``) only the quotients by constants: nothing is hoisted from there."""
         if _leaf(e):
             return e
         always = _always(e)
-        kids = [rewrite(x) if i in always else x for i, x in enumerate(e)]
-        if isinstance(e, m.Divide) and not _is_one(e[0]) and (keys(e[1]) in repeated or constant(e[1])):
+        kids = [rewrite(x, branch or i not in always) for i, x in enumerate(e)]
+        if isinstance(e, m.Divide) and not _is_one(e[0]) and (constant(e[1]) or not branch
+                                                               and keys(e[1]) in repeated):
             return m.Multiply(kids[0], m.Divide(m.Number(1.0), kids[1]))
+        return _rebuild(e, kids)
+    return [rewrite(e) for e in exprs]
+
+
+def split_logs(exprs, constant) -> list:
+    """``exprs`` with log(a/b) written log(a) − log(b) where a or b is a constant (numbers and parameters): the
+    Nernst potentials' log(c_o/c_i) without their division (log(c_o) is folded once specialised). Round-off only
+    (an absolute error of an ulp of log(c_o), not a relative one of the quotient); C only."""
+    m = _myokit()
+
+    def rewrite(e):
+        if _leaf(e):
+            return e
+        kids = [rewrite(x) for x in e]
+        if isinstance(e, m.Log) and len(kids) == 1 and isinstance(kids[0], m.Divide):
+            a, b = kids[0][0], kids[0][1]
+            if (constant(a) or constant(b)) and not (constant(a) and constant(b)):
+                return m.Minus(m.Log(a), m.Log(b))
         return _rebuild(e, kids)
     return [rewrite(e) for e in exprs]
 
@@ -396,48 +416,155 @@ def _mono_expr(a: _Mono):
     return e
 
 
-def flatten_quotients(exprs, defs: dict, constant, depth: int = 3) -> list:
-    """``exprs`` with every quotient x/y whose divisor y is, through the equations ``defs`` ({variable: expression}
-    of the intermediates) of the names it uses, a product of quotients Πn/Πd written x·Πd/Πn: TT06's
-    (x_inf − x)/τ with τ = α·β, α = 450/(1 + e₁), β = 6/(1 + e₂) becomes (x_inf − x)·(1 + e₁)·(1 + e₂)/2700, and
-    h's (h_inf − h)/τ_h with τ_h = 1/(α + β) becomes (h_inf − h)·(α + β): no division left where Πn is made of
-    constants (the compiler's 1/Πn), one where it is not, instead of one per quotient (α and β themselves are then
-    unused in the Forward-Euler kernel, which drops them). Round-off only."""
+# -- quotients merged -------------------------------------------------------------------------------------------------
+class _Abandon(Exception):
+    pass
+
+
+_RATIONAL = ("Plus", "Minus", "Multiply", "Divide", "PrefixMinus", "PrefixPlus")
+
+
+def merge_quotients(exprs, defs: dict, constant, keys: Keys, depth: int = 3, max_den: int = 4, keep=()) -> list:
+    """``exprs`` with the quotients of each sum-and-product (a subtree of +, −, ·, /) put over one denominator where
+    that divides fewer times, the intermediates' equations (``defs``, {variable: expression}) looked through where
+    they are quotients themselves (up to ``depth`` levels): 1/(1 + c/x) becomes x/(x + c) (TT06's buffers, d∞,
+    i_up), a/b + c/d (a·d + c·b)/(b·d) (β_m), (x∞ − x)/τ with τ = α·β + c or any ratio of sums of quotients
+    (τ_Xs, τ_f, the K1 rectifier's α/(α + β)) x's rate without dividing by τ. Identical factors of the numerator
+    and the denominator cancel; a division by a constant (numbers and parameters, literals once specialised) is not
+    counted (the compiler's reciprocal). The merged form replaces the subtree only where it has fewer divisions than
+    the subtree as written, or as few and it looked through an intermediate (whose own division is then unused
+    where nothing else reads it: τ = α·β, the former flatten_quotients). At most ``max_den`` distinct factors that
+    are not constants in a denominator, so that a product of sigmoids cannot overflow where the quotients did not.
+    ``keep``: indices of ``exprs`` left as they are (the gates' steady states x∞: x∞ − x cancels near the steady
+    state and magnifies x∞'s last bits, which should stay the NumPy twin's). Round-off only, the same algebra;
+    C only."""
     m = _myokit()
+    keep = set(keep)
 
-    def factors(e, level):
-        """(numerator factors, denominator factors) of e."""
-        if isinstance(e, m.Multiply):
-            a, b = factors(e[0], level), factors(e[1], level)
-            return a[0] + b[0], a[1] + b[1]
-        if isinstance(e, m.Divide):
-            a, b = factors(e[0], level), factors(e[1], level)
-            return a[0] + b[1], a[1] + b[0]
-        if isinstance(e, m.Name) and e.var() in defs and level < depth and not constant(e):
-            return factors(defs[e.var()], level + 1)
-        return [e], []
+    def is_one(e):
+        return isinstance(e, m.Number) and e.eval() == 1.0
 
-    def product(items):
+    def prod(items):
         out = None
         for x in items:
+            if is_one(x):
+                continue
             out = x if out is None else m.Multiply(out, x)
-        return out
+        return m.Number(1.0) if out is None else out
 
-    def rewrite(e):
+    def cancel(num, den):
+        num, den = list(num), list(den)
+        for x in list(den):
+            k = keys(x)
+            for i, y in enumerate(num):
+                if keys(y) == k:
+                    del num[i]
+                    den.remove(x)
+                    break
+        return num, den
+
+    def check(den):
+        if len({keys(x) for x in den if not constant(x)}) > max_den:
+            raise _Abandon()
+        return den
+
+    state = {"expanded": False}
+
+    def is_state(e):
+        return isinstance(e, m.Name) and not isinstance(e.var(), str) and e.var().is_state()
+
+    def frac(e, level, expand=True):
+        """(numerator factors, denominator factors) of the rational subtree e; ``expand``: whether a name may be
+        looked through."""
+        name = type(e).__name__
+        if constant(e) or _leaf(e) and not isinstance(e, m.Name):
+            return [e], []
+        if isinstance(e, m.Name):
+            var = e.var()
+            if expand and var in defs and level < depth and not _contains(defs[var], (m.If, m.Piecewise)):
+                n, d = frac(defs[var], level + 1)
+                if any(not constant(x) for x in d):
+                    state["expanded"] = True
+                    return n, d
+            return [e], []
+        if name == "Multiply":
+            (n1, d1), (n2, d2) = frac(e[0], level), frac(e[1], level)
+            return cancel(n1 + n2, check(d1 + d2))
+        if name == "Divide":
+            (n1, d1), (n2, d2) = frac(e[0], level), frac(e[1], level)
+            return cancel(n1 + d2, check(d1 + n2))
+        if name in ("Plus", "Minus"):
+            # x∞ − x of a gate: x∞ stays its own quotient, so that the difference, which cancels near the steady
+            # state, is rounded as the NumPy twin rounds it (N∞ − x·D∞ would differ by an ulp of N∞ there)
+            gate = is_state(e[0]) or is_state(e[1])
+            (n1, d1), (n2, d2) = frac(e[0], level, not gate), frac(e[1], level, not gate)
+            op = type(e)
+            if not d1 and not d2:
+                return [op(prod(n1), prod(n2))], []
+            shared, r1 = [], []
+            rest2 = list(d2)
+            for x in d1:
+                k = keys(x)
+                j = next((i for i, y in enumerate(rest2) if keys(y) == k), None)
+                if j is None:
+                    r1.append(x)
+                else:
+                    shared.append(x)
+                    del rest2[j]
+            return [op(prod(n1 + rest2), prod(n2 + r1))], check(shared + r1 + rest2)
+        if name == "PrefixMinus":
+            n, d = frac(e[0], level)
+            return [m.PrefixMinus(prod(n))], d
+        if name == "PrefixPlus":
+            return frac(e[0], level)
+        if isinstance(e, m.Power) and isinstance(e[1], m.Number):
+            p = float(e[1].eval())
+            if p == int(p) and 1 <= abs(p) <= 4:
+                n, d = frac(e[0], level)
+                if any(not constant(x) for x in d) or p < 0:
+                    pn = m.Power(prod(n), m.Number(abs(p))) if n else m.Number(1.0)
+                    pd = m.Power(prod(d), m.Number(abs(p))) if d else None
+                    num, den = [pn], ([pd] if pd is not None else [])
+                    return (den, check(num)) if p < 0 else (num, check(den))
+        return [inner(e)], []
+
+    def divisions(e) -> int:
+        """Non-constant divisions of the rational subtree e (not looking into names or functions)."""
+        if _leaf(e) or constant(e):
+            return 0
+        name = type(e).__name__
+        if name in _RATIONAL:
+            here = 1 if name == "Divide" and not constant(e[1]) else 0
+            return here + sum(divisions(x) for x in e)
+        if isinstance(e, m.Power) and isinstance(e[1], m.Number) and float(e[1].eval()) < 0:
+            return 1 + divisions(e[0])
+        return 0
+
+    def inner(e):
+        """e with the rational subtrees below it rewritten (its own node kept)."""
         if _leaf(e):
             return e
-        always = _always(e)
-        kids = [rewrite(x) if i in always else x for i, x in enumerate(e)]
-        if isinstance(e, m.Divide) and not isinstance(kids[1], (m.Number,)):
-            num, den = factors(kids[1], 0)
-            if den:
-                const = [x for x in num if constant(x)]
-                rest = [x for x in num if not constant(x)]
-                top = m.Multiply(kids[0], product(den))
-                if rest:
-                    top = m.Divide(top, product(rest))
-                if const and not all(isinstance(x, m.Number) and x.eval() == 1.0 for x in const):
-                    top = m.Divide(top, product(const))
-                return top
-        return _rebuild(e, kids)
-    return [rewrite(e) for e in exprs]
+        return _rebuild(e, [rewrite(x) for x in e])
+
+    def rewrite(e):
+        if _leaf(e) or constant(e):
+            return e
+        name = type(e).__name__
+        if name in _RATIONAL or isinstance(e, m.Power):
+            outer = state["expanded"]
+            state["expanded"] = False
+            try:
+                n, d = frac(e, 0)
+            except _Abandon:
+                n = None
+            expanded, state["expanded"] = state["expanded"], outer
+            if n is not None:
+                dn = [x for x in d if not constant(x)]
+                merged = 1 if dn else 0
+                before = divisions(e)
+                if merged < before or (expanded and merged <= before and before > 0):
+                    return m.Divide(prod(n), prod(d)) if d else prod(n)
+            if name in _RATIONAL:
+                return _rebuild(e, [rewrite(x) for x in e])
+        return inner(e)
+    return [e if i in keep else rewrite(e) for i, e in enumerate(exprs)]

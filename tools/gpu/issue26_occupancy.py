@@ -2,10 +2,19 @@
 
     python3 tools/gpu/issue26_occupancy.py ptxas [--caps 0 192 168 128] [--arch sm_90]   (nvcc only, no GPU)
     python3 tools/gpu/issue26_occupancy.py time  [--caps 0 168 128] [--blocks 128 256]   (one GPU, PyCUDA)
+    python3 tools/gpu/issue26_occupancy.py static [--models ...] [--json FILE]   (nvcc + nvdisasm, no GPU)
 
 ``ptxas``: each model's fused kernel compiled as the CUDA backend compiles it (kernel_source + nvcc_options, fmad
 on) with ``-maxrregcount`` = each cap (0: none, ptxas's own choice), ptxas -v's registers, spill stores/loads and
 stack frame, and the resident warps per SM on sm_90 (ptxas.warps_per_sm) for blocks of 128 and 256 threads.
+
+``static``: the hand-written and generated twins side by side as the backend compiles them (fused Forward Euler,
+the automatic register cap of cuda_backend.auto_cap at block 128, fmad on; ``--caps`` adds fixed caps, 0 = none):
+FP64 instructions of the kernel body in SASS (cardiosim.bench.kernels.sass_fp64: DFMA/DADD/DMUL/DSETP/MUFU.*64H/...,
+the $__internal slow-path subroutines left out; nvdisasm from PATH, $CARDIOSIM_NVDISASM or pip's
+nvidia-cuda-nvdisasm), the same in PTX as ``cardiosim bench kernels`` counts it (a div.rn.f64 as 10), div.rn.f64 and
+ex2/lg2 approximations in PTX, registers, spill stores/loads and stack frame. The numbers issue 26 compares
+(generated >= 0.9x hand) are these figures' ratios until a GPU times them.
 
 ``time``: the throughput loop of tests/test_cellml_gpu.py::test_cell_steps_per_second (2^20 cells at rest, k = 100
 substeps per launch, 10 launches after a warm-up launch, dt = 1e-4 ms for Bondarenko and 1e-3 ms otherwise), best of
@@ -29,7 +38,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 MODELS = {"tt06 (hand)": "tt06", "bondarenko (hand)": "bondarenko",
-          "ord2011 (generated)": str(ROOT / "models" / "ohara_rudy_2011_endo.cellml")}
+          "ord2011 (generated)": str(ROOT / "models" / "ohara_rudy_2011_endo.cellml"),
+          "tt06 (generated)": str(ROOT / "models" / "ten_tusscher_model_2006_epi.cellml"),
+          "bondarenko (generated)": str(ROOT / "models" / "bondarenko_szigeti_bett_kim_rasmusson_2004_apical.cellml"),
+          "courtemanche (generated)": str(ROOT / "models" / "courtemanche_ramirez_nattel_1998.cellml")}
+TWINS = ["tt06 (hand)", "tt06 (generated)", "bondarenko (hand)", "bondarenko (generated)"]
 
 
 def load(spec: str):
@@ -51,6 +64,58 @@ def ptxas_table(names, caps, arch) -> str:
                          f"| {ptxas.warps_per_sm(regs, 256)} |")
             print(lines[-1], file=sys.stderr, flush=True)
     return "\n".join(lines) + "\n"
+
+
+def static_rows(names, caps, arch) -> list[dict]:
+    """One dict per model and cap (None: the automatic cap) with :func:`static_table`'s figures."""
+    import re
+    from cardiosim.bench.kernels import ptx_fp64, sass_fp64
+    from cardiosim.reaction.ode import ptxas
+    rows = []
+    for name in names:
+        model = load(MODELS[name])
+        ptx = ptxas.nvcc(model, "fused", "-ptx", arch)[0].decode()
+        body = ptx[ptx.index(".entry cs_fused_euler"):]
+        for cap in caps:
+            r = ptxas.report(model, ["fused"], arch, fmad=True, maxrreg=cap or None, keep_cubin=True)[0] \
+                if cap is None or cap else _uncapped(model, arch)
+            rows.append({"model": name, "cap": r.get("maxrreg") or "none", "registers": r["registers"],
+                         "spill_stores": r.get("spill_stores", 0), "spill_loads": r.get("spill_loads", 0),
+                         "stack": r.get("stack_frame", 0), **{"sass_" + k: v for k, v in sass_fp64(r["cubin"]).items()},
+                         "ptx_fp64": ptx_fp64(ptx), "ptx_div": len(re.findall(r"^\s*div\.rn\.f64", body, flags=re.M)),
+                         "ptx_ex2_lg2": len(re.findall(r"^\s*(?:ex2|lg2)\.approx", body, flags=re.M))})
+            print(rows[-1], file=sys.stderr, flush=True)
+    return rows
+
+
+def _uncapped(model, arch):
+    from cardiosim.reaction.ode import ptxas
+    old = os.environ.get("CARDIOSIM_CELL_MAXRREG")
+    os.environ["CARDIOSIM_CELL_MAXRREG"] = "none"
+    try:
+        return ptxas.report(model, ["fused"], arch, fmad=True, keep_cubin=True)[0]
+    finally:
+        if old is None:
+            os.environ.pop("CARDIOSIM_CELL_MAXRREG")
+        else:
+            os.environ["CARDIOSIM_CELL_MAXRREG"] = old
+
+
+def static_table(rows) -> str:
+    lines = ["| model | cap | registers | spill st/ld (B) | stack (B) | SASS FP64 (DFMA/DADD/DMUL/MUFU) | SASS calls "
+             "| SASS instr. | PTX FP64 | PTX div | × hand SASS FP64 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    hand: dict = {}
+    for r in rows:
+        if "hand" in r["model"]:
+            hand.setdefault(r["model"].split(" ")[0], r["sass_fp64"])
+    for r in rows:
+        h = hand.get(r["model"].split(" ")[0])
+        ratio = f"{h / r['sass_fp64']:.3f}" if h and "generated" in r["model"] else ""
+        lines.append(f"| {r['model']} | {r['cap']} | {r['registers']} | {r['spill_stores']}/{r['spill_loads']} "
+                     f"| {r['stack']} | {r['sass_fp64']} ({r['sass_dfma']}/{r['sass_dadd']}/{r['sass_dmul']}/"
+                     f"{r['sass_mufu']}) | {r['sass_calls']} | {r['sass_instructions']} | {r['ptx_fp64']} "
+                     f"| {r['ptx_div']} | {ratio} |")
+    return "\n".join(lines) + "\n\n(× hand: the hand twin's FP64 count over the generated one's, the first cap row of each)\n"
 
 
 def time_one(model, dt, n, k, launches, repeats):
@@ -112,8 +177,10 @@ def time_table(names, caps, blocks, n, k, launches, repeats) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("what", choices=("ptxas", "time"))
-    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    p.add_argument("what", choices=("ptxas", "time", "static"))
+    p.add_argument("--models", nargs="+", default=None, choices=list(MODELS),
+                   help="default: the first three (ptxas, time); the four twins (static)")
+    p.add_argument("--json", help="static: write the rows here too")
     p.add_argument("--caps", nargs="+", type=int, default=None, help="register caps, 0 = none")
     p.add_argument("--blocks", nargs="+", type=int, default=[128, 256])
     p.add_argument("--arch", default="sm_90")
@@ -122,6 +189,15 @@ def main(argv=None) -> int:
     p.add_argument("--launches", type=int, default=10)
     p.add_argument("--repeats", type=int, default=3)
     a = p.parse_args(argv)
+    if a.what == "static":
+        caps = [None] + [c for c in (a.caps or [])]
+        rows = static_rows(a.models or TWINS, caps, a.arch)
+        if a.json:
+            import json
+            Path(a.json).write_text(json.dumps(rows, indent=1) + "\n")
+        print(static_table(rows), end="")
+        return 0
+    a.models = a.models or list(MODELS)[:3]
     if a.what == "ptxas":
         print(ptxas_table(a.models, a.caps or [0, 192, 168, 128], a.arch), end="")
     else:

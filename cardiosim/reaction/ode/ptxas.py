@@ -71,11 +71,12 @@ def detect_arch() -> str | None:
     return "sm_" + cap.replace(".", "") if re.fullmatch(r"\d+\.\d+", cap) else None
 
 
-def report(model, variants, arch: str | None = None, fmad: bool = True, maxrreg: int | None = None) -> list[dict]:
+def report(model, variants, arch: str | None = None, fmad: bool = True, maxrreg: int | None = None,
+           keep_cubin: bool = False) -> list[dict]:
     """Compile each of ``variants`` (names) for ``model`` and return ptxas's figures, one dict per variant.
     ``maxrreg``: a register cap (-maxrregcount); None: ``$CARDIOSIM_CELL_MAXRREG`` as the CUDA backend reads it
     (cuda_backend.register_cap_options), unset there: the fused kernel under cuda_backend.auto_cap's cap, as the
-    backend compiles it."""
+    backend compiles it. ``keep_cubin``: each row's compiled cubin too, as "cubin" (bytes)."""
     if not shutil.which("nvcc"):
         raise UserError("cardiosim kernels: nvcc (the CUDA toolkit) is not on PATH; load CUDA, or run this on a GPU "
                         "node (cardiosim kernels --source VARIANT prints a variant's source without it)")
@@ -97,6 +98,8 @@ def report(model, variants, arch: str | None = None, fmad: bool = True, maxrreg:
             row["maxrreg"] = cap or auto
         if not row["cmem"]:
             row["cmem"] = constant_banks(cubin)
+        if keep_cubin:
+            row["cubin"] = cubin
         rows.append(row)
     return rows
 
