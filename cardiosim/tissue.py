@@ -13,6 +13,8 @@ tissue volume (it is defined up to a constant).
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 from petsc4py import PETSc
 
@@ -91,6 +93,9 @@ class TissueModel:
         # matrix handle; others go through PETSc's MatMult): on several GPUs PETSc's product sends its halo
         # through host memory (this MPI is not CUDA-aware), ours GPU to GPU, and the ranks' streams need not meet
         self.products = {}
+        # freed with the model (a script may run many simulations in one process); not at the interpreter's end,
+        # where MPI and the device may be gone before it
+        weakref.finalize(self, _destroy_all, self.products).atexit = False
 
     def _parabolic_matrix(self, K, rows=None):
         """θK + αM; with K's assembler rows ``rows``, its stencil attached for cardiosim's stencil solvers
@@ -278,6 +283,12 @@ class Bidomain(TissueModel):
         phi.pointwiseMult(phi, self.inside)             # exactly 0 outside (the solve leaves round-off there)
         for piece, mean in zip(self.pieces, self.piece_means):      # zero mean over each piece's volume
             phi.axpy(-phi.dot(mean), piece)
+
+
+def _destroy_all(products: dict) -> None:
+    for p in products.values():
+        p.destroy()
+    products.clear()
 
 
 TISSUE_ONLY_BELOW = 0.5     # solve_on = "auto": on the tissue where it fills less of the box than this
