@@ -133,9 +133,14 @@ class Box:
 
 
 # -- the idealised ventricles ------------------------------------------------------------------------------------------
+# Nodes on an ellipsoid's surface count as inside it whatever the round-off of their coordinates: without the
+# margin, mirror images of a node on the endocardium fell on either side (the built-in LV was not symmetric).
+ON_SURFACE = 1e-9
+
+
 def _ellipsoid(p: np.ndarray, centre, semi) -> np.ndarray:
-    """Where the points (…, 3) lie inside (or on) the axis-aligned ellipsoid."""
-    return sum(((p[..., d] - centre[d]) / semi[d]) ** 2 for d in range(3)) <= 1.0
+    """Where the points (…, 3) lie inside (or on, to ON_SURFACE) the axis-aligned ellipsoid."""
+    return sum(((p[..., d] - centre[d]) / semi[d]) ** 2 for d in range(3)) <= 1.0 + ON_SURFACE
 
 
 def _analytic(box: Box, tissue: np.ndarray, outside_code: np.ndarray, labels: np.ndarray) -> dict:
