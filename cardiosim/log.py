@@ -5,8 +5,8 @@ reaches the same conclusions; N ranks saying each line N times helps nobody), as
 (dedalus/tools/logging.py). Two handlers are attached here: information on stdout as it is, warnings and errors on
 stderr as ``cardiosim: warning: ...`` / ``cardiosim: error: ...``. Both look up ``sys.stdout``/``sys.stderr`` when
 they write, so redirections made later (pytest's capture, a notebook) still see the messages. A script that wants
-its own logging replaces them (``logging.getLogger("cardiosim").handlers``) or sets the level:
-``logging.getLogger("cardiosim").setLevel(logging.WARNING)`` is what ``--quiet`` does.
+its own logging replaces them (``logging.getLogger("cardiosim").handlers``) or sets the level
+(``--quiet`` sets NOTICE; ``logging.WARNING`` leaves only warnings and errors).
 
 Levels: INFO the run's progress and tables; NOTICE (between INFO and WARNING) what the user must act on, shown even
 with ``--quiet``; WARNING a finding about the run (the end-of-run checks); ERROR a user mistake, one line.
