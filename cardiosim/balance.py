@@ -1,7 +1,7 @@
 """The domain decomposition of a masked grid balanced by tissue nodes (``grid.balance``, docs/decisions.md).
 
 PETSc's DMDA splits the box evenly, whatever is inside it: the idealised LV at 0.05 cm on 2 ranks split along z
-gives one rank 11,054 tissue nodes and the other 15,002. Cells live only at tissue nodes (and, with tissue-only
+gives one rank 11,641 tissue nodes and the other 14,384. Cells live only at tissue nodes (and, with tissue-only
 solves, so do the linear systems' rows), so the work follows the tissue. Here the DMDA keeps PETSc's process grid
 (m x n x p, as PETSc chooses it for the box) and the cuts between process columns move so that the ranks' tissue
 counts are as even as the tensor-product boxes allow:
