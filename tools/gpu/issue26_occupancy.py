@@ -57,7 +57,7 @@ def ptxas_table(names, caps, arch) -> str:
     for name in names:
         model = load(MODELS[name])
         for cap in caps:
-            r = ptxas.report(model, ["fused"], arch, fmad=True, maxrreg=cap or None)[0]
+            r = ptxas.report(model, ["fused"], arch, fmad=True, maxrreg=cap)[0]
             regs = r["registers"]
             lines.append(f"| {name} | {cap or 'none'} | {regs} | {r.get('spill_stores', 0)} | {r.get('spill_loads', 0)}"
                          f" | {r.get('stack_frame', 0)} | {ptxas.warps_per_sm(regs, 128)} "
@@ -77,8 +77,7 @@ def static_rows(names, caps, arch) -> list[dict]:
         ptx = ptxas.nvcc(model, "fused", "-ptx", arch)[0].decode()
         body = ptx[ptx.index(".entry cs_fused_euler"):]
         for cap in caps:
-            r = ptxas.report(model, ["fused"], arch, fmad=True, maxrreg=cap or None, keep_cubin=True)[0] \
-                if cap is None or cap else _uncapped(model, arch)
+            r = ptxas.report(model, ["fused"], arch, fmad=True, maxrreg=cap, keep_cubin=True)[0]
             rows.append({"model": name, "cap": r.get("maxrreg") or "none", "registers": r["registers"],
                          "spill_stores": r.get("spill_stores", 0), "spill_loads": r.get("spill_loads", 0),
                          "stack": r.get("stack_frame", 0), **{"sass_" + k: v for k, v in sass_fp64(r["cubin"]).items()},
@@ -86,19 +85,6 @@ def static_rows(names, caps, arch) -> list[dict]:
                          "ptx_ex2_lg2": len(re.findall(r"^\s*(?:ex2|lg2)\.approx", body, flags=re.M))})
             print(rows[-1], file=sys.stderr, flush=True)
     return rows
-
-
-def _uncapped(model, arch):
-    from cardiosim.reaction.ode import ptxas
-    old = os.environ.get("CARDIOSIM_CELL_MAXRREG")
-    os.environ["CARDIOSIM_CELL_MAXRREG"] = "none"
-    try:
-        return ptxas.report(model, ["fused"], arch, fmad=True, keep_cubin=True)[0]
-    finally:
-        if old is None:
-            os.environ.pop("CARDIOSIM_CELL_MAXRREG")
-        else:
-            os.environ["CARDIOSIM_CELL_MAXRREG"] = old
 
 
 def static_table(rows) -> str:
@@ -154,7 +140,7 @@ def time_table(names, caps, blocks, n, k, launches, repeats) -> str:
         ref = base = None
         for cap in caps:
             for block in blocks:
-                os.environ["CARDIOSIM_CELL_MAXRREG"] = str(cap) if cap else ""
+                os.environ["CARDIOSIM_CELL_MAXRREG"] = str(cap) if cap else "none"     # 0: no cap (unset: auto)
                 os.environ["CARDIOSIM_CELL_BLOCK"] = str(block)
                 try:
                     r = time_one(model, dt, n, k, launches, repeats)

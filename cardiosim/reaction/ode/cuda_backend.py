@@ -83,6 +83,15 @@ def auto_cap(registers: int, block: int) -> int | None:
     return next((c for c in AUTO_CAPS if c < registers and warps_per_sm(c, block) > now), None)
 
 
+def second_cap(variant, options: Sequence[str], registers: int, block: int) -> int | None:
+    """The cap to compile ``variant`` under again after a first compile with ``options`` gave ``registers`` per
+    thread: :func:`auto_cap`'s, for the fused kernel where neither ``options`` nor ``$CARDIOSIM_CELL_MAXRREG``
+    names one; None: the first compile stands."""
+    if not variant.fused or not auto_cap_enabled() or any("maxrregcount" in o for o in options):
+        return None
+    return auto_cap(registers, block)
+
+
 def default_block(environ=None) -> int:
     """Threads per block of the cell kernel where the caller passes none: ``$CARDIOSIM_CELL_BLOCK`` (a multiple of
     32 in [32, 1024]), else DEFAULT_BLOCK (128)."""
@@ -210,11 +219,8 @@ class CudaBackend:
             opts += nvcc_options(fmad, options)
             dirs = [str(per_cell_folder(model) if self.per_cell else header_dir(model)), str(kdir)]
             mod = self._compile(src, opts, dirs)
-            # the fused kernel's register cap, where neither the caller nor the environment names one: compiled
-            # once without (cached), and again under auto_cap's cap where that fits more warps per SM
-            cap = None
-            if (self.variant.fused and auto_cap_enabled() and not any("maxrregcount" in o for o in opts)):
-                cap = auto_cap(mod.get_function(FUNCTION).num_regs, self.block)
+            # compiled once as ptxas likes (cached), and again under auto_cap's cap where that fits more warps
+            cap = second_cap(self.variant, opts, mod.get_function(FUNCTION).num_regs, self.block)
             if cap:
                 opts = [*opts, f"-maxrregcount={cap}"]
                 mod = self._compile(src, opts, dirs)

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from ...errors import UserError
 from . import kernel_variants
-from .cuda_backend import (FUNCTION, MAXRREG_ENV, auto_cap, auto_cap_enabled, default_block, kernel_source,
-                           nvcc_options)
+from .cuda_backend import FUNCTION, MAXRREG_ENV, default_block, kernel_source, nvcc_options, second_cap
 from ...compile import header_dir, kernel_dir
 
 
@@ -74,23 +73,26 @@ def detect_arch() -> str | None:
 def report(model, variants, arch: str | None = None, fmad: bool = True, maxrreg: int | None = None,
            keep_cubin: bool = False) -> list[dict]:
     """Compile each of ``variants`` (names) for ``model`` and return ptxas's figures, one dict per variant.
-    ``maxrreg``: a register cap (-maxrregcount); None: ``$CARDIOSIM_CELL_MAXRREG`` as the CUDA backend reads it
-    (cuda_backend.register_cap_options), unset there: the fused kernel under cuda_backend.auto_cap's cap, as the
-    backend compiles it. ``keep_cubin``: each row's compiled cubin too, as "cubin" (bytes)."""
+    ``maxrreg``: a register cap (-maxrregcount); 0: none; None: ``$CARDIOSIM_CELL_MAXRREG`` as the CUDA backend
+    reads it (cuda_backend.register_cap_options), unset there: the fused kernel under cuda_backend.auto_cap's cap,
+    as the backend compiles it. ``keep_cubin``: each row's compiled cubin too, as "cubin" (bytes)."""
     if not shutil.which("nvcc"):
         raise UserError("cardiosim kernels: nvcc (the CUDA toolkit) is not on PATH; load CUDA, or run this on a GPU "
                         "node (cardiosim kernels --source VARIANT prints a variant's source without it)")
     arch = arch or detect_arch()
     if not arch:
         raise UserError("cardiosim kernels: no GPU visible to choose the target from; pass --arch, e.g. sm_90")
-    opts = nvcc_options(fmad, [f"-maxrregcount={maxrreg}"] if maxrreg else [])
+    if maxrreg == 0:
+        opts = nvcc_options(fmad, environ={MAXRREG_ENV: "none"})
+    else:
+        opts = nvcc_options(fmad, [f"-maxrregcount={maxrreg}"] if maxrreg else [])
     cap = next((int(o.split("=")[1]) for o in opts if o.startswith("-maxrregcount=")), None)
     rows = []
     for name in variants:
         cubin, log = nvcc(model, name, "-cubin", arch, ["-Xptxas", "-v", *opts])
         row = {"variant": name, "arch": arch, "fmad": fmad, **parse(log)}
-        auto = (not cap and auto_cap_enabled() and kernel_variants.get(name, model.kernel_name).fused
-                and auto_cap(row["registers"], default_block()))
+        auto = maxrreg is None and second_cap(kernel_variants.get(name, model.kernel_name), opts, row["registers"],
+                                              default_block())
         if auto:
             cubin, log = nvcc(model, name, "-cubin", arch, ["-Xptxas", "-v", *opts, f"-maxrregcount={auto}"])
             row = {"variant": name, "arch": arch, "fmad": fmad, **parse(log)}
