@@ -43,20 +43,37 @@
 
 #define MAX_LEVELS 32
 
+/* The owned nodes a parallel loop visits: 0 .. n-1 (list null: a whole box, or any index range), or list[0 .. n-1]
+ * (a level's active nodes on a masked grid: "Active nodes" below). The loop body gets the node's own index either
+ * way, so one body serves both. */
+struct Nodes {
+    const int *list;
+    long n;
+};
+#ifdef __CUDACC__
+#define NODE_AT __host__ __device__
+#else
+#define NODE_AT
+#endif
+NODE_AT inline long node_at(const Nodes &s, long i) { return s.list ? s.list[i] : i; }
+static inline Nodes range(long n) { return Nodes{0, n}; }
+
 #ifdef __CUDACC__
 #include <cuda_runtime.h>
 #define LOOP [=] __host__ __device__
-template <class F> __global__ void each_kernel(long n, F f) {
+template <class F> __global__ void each_kernel(Nodes s, F f) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) f(i);
+    if (i < s.n) f(node_at(s, i));
 }
 /* Where launches go: the legacy default stream (ordered with PETSc's operations), or the stream a CUDA graph of
  * the V-cycle is being captured on. */
 static cudaStream_t stream_now = 0;
 static int block_size = 256;        /* threads per block of the parallel loops (smg_set_block: the launch-shape study) */
-template <class F> void each(long n, F f) {
-    if (n > 0) each_kernel<<<(unsigned)((n + block_size - 1) / block_size), block_size, 0, stream_now>>>(n, f);
+template <class F> void each(Nodes s, F f) {
+    if (s.n > 0)
+        each_kernel<<<(unsigned)((s.n + block_size - 1) / block_size), block_size, 0, stream_now>>>(s, f);
 }
+template <class F> void each(long n, F f) { each(range(n), f); }
 static void *mem_alloc(size_t bytes) { void *p = 0; return cudaMalloc(&p, bytes) == cudaSuccess ? p : 0; }
 static void mem_free(void *p) { if (p) cudaFree(p); }
 static void *host_alloc(size_t bytes) { void *p = 0; return cudaMallocHost(&p, bytes ? bytes : 1) == cudaSuccess ? p : 0; }
@@ -89,10 +106,10 @@ static void gemv(long n, const double *G, const double *x, double *y) {
  * adds node i's terms to acc[0..2]; each block's sums go to `partial`, one block adds those into out[o0..o2]
  * (an index < 0: not wanted). Results stay on the device. */
 #define RED_BLOCKS 264
-template <class F> __global__ void reduce_kernel(long n, F f, double *partial) {
+template <class F> __global__ void reduce_kernel(Nodes s, F f, double *partial) {
     __shared__ double sh[3][256];
     double acc[3] = {0.0, 0.0, 0.0};
-    for (long i = (long)blockIdx.x * 256 + threadIdx.x; i < n; i += (long)gridDim.x * 256) f(i, acc);
+    for (long i = (long)blockIdx.x * 256 + threadIdx.x; i < s.n; i += (long)gridDim.x * 256) f(node_at(s, i), acc);
     for (int k = 0; k < 3; ++k) sh[k][threadIdx.x] = acc[k];
     __syncthreads();
     for (int h = 128; h > 0; h >>= 1) {
@@ -122,8 +139,8 @@ __global__ void finish_kernel(int nb, const double *partial, double *out, int o0
         if (o2 >= 0) out[o2] = sh[2][0];
     }
 }
-template <class F> void reduce(long n, F f, double *partial, double *out, int o0, int o1, int o2) {
-    reduce_kernel<<<RED_BLOCKS, 256, 0, stream_now>>>(n, f, partial);
+template <class F> void reduce(Nodes s, F f, double *partial, double *out, int o0, int o1, int o2) {
+    reduce_kernel<<<RED_BLOCKS, 256, 0, stream_now>>>(s, f, partial);
     finish_kernel<<<1, 256, 0, stream_now>>>(RED_BLOCKS, partial, out, o0, o1, o2);
 }
 /* Scalars to the host: waits for the work before it (the one synchronisation per CG iteration). */
@@ -151,9 +168,10 @@ struct Clock {
     void finish() {}
 };
 #define LOOP [=]
-template <class F> void each(long n, F f) {
-    for (long i = 0; i < n; ++i) f(i);
+template <class F> void each(Nodes s, F f) {
+    for (long i = 0; i < s.n; ++i) f(node_at(s, i));
 }
+template <class F> void each(long n, F f) { each(range(n), f); }
 static void *mem_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
 static void mem_free(void *p) { free(p); }
 static void *host_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
@@ -169,9 +187,11 @@ static void gemv(long n, const double *G, const double *x, double *y) {
         y[r] = acc;
     }
 }
-template <class F> void reduce(long n, F f, double *, double *out, int o0, int o1, int o2) {
+/* in list order: over a level's active nodes (ascending) the same sum, bit for bit, as over the whole box whose
+ * other nodes add zeros */
+template <class F> void reduce(Nodes s, F f, double *, double *out, int o0, int o1, int o2) {
     double acc[3] = {0.0, 0.0, 0.0};
-    for (long i = 0; i < n; ++i) f(i, acc);
+    for (long i = 0; i < s.n; ++i) f(node_at(s, i), acc);
     if (o0 >= 0) out[o0] = acc[0];
     if (o1 >= 0) out[o1] = acc[1];
     if (o2 >= 0) out[o2] = acc[2];
@@ -213,13 +233,40 @@ struct Stencil {
     signed char di[27], dj[27], dk[27];
 };
 
+/* Active nodes (a masked grid: tissue in a box; smg_active, docs/decisions.md "Tissue-only stencil solves"). Level 0's
+ * inactive nodes are the rows that couple to nothing (a diagonal alone: outside the tissue); a coarser level's
+ * active nodes are those whose restriction support holds an active finer node, and the host has lumped every
+ * coupling of the coarse operator that touches an inactive node into the diagonals (cardiosim.solvers.multigrid),
+ * so an inactive node's row is a diagonal alone on every level. Then, wherever the input is zero on level 0's
+ * inactive nodes, every vector of the V-cycle and of CG stays exactly zero on every level's inactive nodes: their
+ * right-hand sides are restrictions of zeros, their rows read nothing, and no active node reads them with a
+ * nonzero weight (an active fine node interpolates from active coarse nodes only). So the loops visit the active
+ * nodes only and give the box's values there, the same arithmetic per node; level 0's inactive rows are solved
+ * on their own (x = b / diagonal) where a result leaves for the caller. Buffers are allocated zero and never
+ * written at inactive nodes. */
+struct Active {
+    int *act;               /* active owned nodes, ascending (null: the whole box) */
+    long nact;
+    int *by_colour;         /* the same grouped by smoother colour, ascending within each: colour c is
+                             * by_colour[cstart[c] .. cstart[c + 1]) */
+    long cstart[9];
+    int *out;               /* the inactive owned nodes, ascending (level 0's: solved on their own) */
+    long nout;
+};
+
 struct Level {
     Box B;
     int par[3];             /* parity of the global index of this rank's first owned node, per dimension */
     Stencil st;
     double *S, *x, *b, *r;  /* x, b, r ghosted; level 0's x and b are the caller's (internal, ghosted) vectors */
     Dim t[3];               /* transfer to the next coarser level (not on the coarsest) */
+    Active a;
 };
+
+/* the owned nodes a loop over level L visits: its active ones, or the whole box */
+static inline Nodes nodes(const Level &L) { return L.a.act ? Nodes{L.a.act, L.a.nact} : range(L.B.size); }
+/* level L's inactive nodes (none without a list) */
+static inline Nodes outside(const Level &L) { return Nodes{L.a.out, L.a.act ? L.a.nout : 0}; }
 
 /* Σ over the off-diagonal points of row t (owned node i, j, k) of S x, x ghosted. */
 HD inline double offdiag(const Stencil &st, const double *S, const Box &B, const double *x, int i, int j, int k,
@@ -332,16 +379,16 @@ template <class T> static T *upload(MG *mg, const T *src, long n) {
 
 namespace smg {  /* named (not static): nvcc's extended lambdas need enclosing functions with an address */
 
-/* dst (owned layout) = src (ghosted), or the reverse */
-void to_owned(const Box &B, const double *src, double *dst) {
-    each(B.size, LOOP(long t) {
+/* dst (owned layout) = src (ghosted), or the reverse, at the nodes `on` (a level's active nodes, or all) */
+void to_owned(const Box &B, const double *src, double *dst, Nodes on) {
+    each(on, LOOP(long t) {
         int i, j, k;
         coords(B, t, i, j, k);
         dst[t] = src[gix(B, i, j, k)];
     });
 }
-void from_owned(const Box &B, const double *src, double *dst) {
-    each(B.size, LOOP(long t) {
+void from_owned(const Box &B, const double *src, double *dst, Nodes on) {
+    each(on, LOOP(long t) {
         int i, j, k;
         coords(B, t, i, j, k);
         dst[gix(B, i, j, k)] = src[t];
@@ -365,23 +412,34 @@ void pack(const Box &B, const double *v, double *buf, const int *lo_, const int 
 
 /* One multicolour SOR pass over the nodes of one colour (bit d of `colour`: parity of the global index in dimension
  * d; L.par: the parity of this rank's box origin, so that every rank sweeps the serial sweep's colours). */
+HD inline void sor_node(const Stencil &st, const double *S, const Box &B, const double *b, double *x, int i, int j,
+                        int k, long r, double omega) {
+    const long g = gix(B, i, j, k);
+    const double rest = b[g] - offdiag(st, S, B, x, i, j, k, r);
+    x[g] += omega * (rest / S[st.centre * B.size + r] - x[g]);
+}
 void sweep_colour(const Level &L, int colour, double omega) {
     const Box B = L.B;
+    const Stencil st = L.st;
+    const double *S = L.S, *b = L.b;
+    double *x = L.x;
+    if (L.a.act) {
+        each(Nodes{L.a.by_colour + L.a.cstart[colour], L.a.cstart[colour + 1] - L.a.cstart[colour]}, LOOP(long r) {
+            int i, j, k;
+            coords(B, r, i, j, k);
+            sor_node(st, S, B, b, x, i, j, k, r, omega);
+        });
+        return;
+    }
     const int nx = B.n[0], ny = B.n[1], nz = B.n[2];
     const int cx = (colour & 1) ^ L.par[0], cy = ((colour >> 1) & 1) ^ L.par[1], cz = ((colour >> 2) & 1) ^ L.par[2];
     const int hx = (nx - cx + 1) / 2, hy = (ny - cy + 1) / 2, hz = (nz - cz + 1) / 2;
     if (hx <= 0 || hy <= 0 || hz <= 0) return;
-    const Stencil st = L.st;
-    const double *S = L.S, *b = L.b;
-    double *x = L.x;
     each((long)hx * hy * hz, LOOP(long t) {
         const int i = 2 * (int)(t % hx) + cx;
         const long q = t / hx;
         const int j = 2 * (int)(q % hy) + cy, k = 2 * (int)(q / hy) + cz;
-        const long r = i + (long)nx * (j + (long)ny * k);
-        const long g = gix(B, i, j, k);
-        const double rest = b[g] - offdiag(st, S, B, x, i, j, k, r);
-        x[g] += omega * (rest / S[st.centre * B.size + r] - x[g]);
+        sor_node(st, S, B, b, x, i, j, k, i + (long)nx * (j + (long)ny * k), omega);
     });
 }
 
@@ -390,12 +448,68 @@ void residual(const Level &L) {
     const Stencil st = L.st;
     const double *S = L.S, *b = L.b, *x = L.x;
     double *res = L.r;
-    each(B.size, LOOP(long t) {
+    each(nodes(L), LOOP(long t) {
         int i, j, k;
         coords(B, t, i, j, k);
         const long g = gix(B, i, j, k);
         res[g] = b[g] - S[st.centre * B.size + t] * x[g] - offdiag(st, S, B, x, i, j, k, t);
     });
+}
+
+/* Zero level L's ghosted vector v before a V-cycle writes it: the whole of it, or (active nodes) the active nodes
+ * and, on several ranks, the ghost faces that exchanges fill (the smoother's first colour reads them as zero) —
+ * the inactive nodes are zero already. */
+void clear(const Level &L, double *v, int ranks) {
+    const Box B = L.B;
+    if (!L.a.act) {
+        mem_zero(v, B.gsize);
+        return;
+    }
+    each(nodes(L), LOOP(long t) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        v[gix(B, i, j, k)] = 0.0;
+    });
+    if (!ranks) return;             /* one rank: ghosts lie beyond the grid and stay zero */
+    for (int d = 0; d < 3; ++d) {
+        if (!B.w[d]) continue;
+        int lo[3], ext[3];
+        for (int e = 0; e < 3; ++e) {
+            lo[e] = -B.w[e];
+            ext[e] = B.g[e];
+        }
+        ext[d] = 1;
+        for (int s = 0; s < 2; ++s) {
+            lo[d] = s ? B.n[d] : -1;
+            const int lo0 = lo[0], lo1 = lo[1], lo2 = lo[2], e0 = ext[0], e1 = ext[1];
+            each((long)ext[0] * ext[1] * ext[2], LOOP(long t) {
+                const long q = t / e0;
+                v[gix(B, lo0 + (int)(t % e0), lo1 + (int)(q % e1), lo2 + (int)(q / e1))] = 0.0;
+            });
+        }
+    }
+}
+
+/* x = b / diagonal at level L's inactive nodes, on owned-layout vectors: level 0's rows that couple to nothing,
+ * solved on their own (the box V-cycle's smoother gives the same with omega = 1, to round-off) */
+void solve_outside(const Level &L, const double *b, double *x) {
+    const double *S = L.S;
+    const long D = (long)L.st.centre * L.B.size;
+    each(outside(L), LOOP(long t) { x[t] = b[t] / S[D + t]; });
+}
+
+/* The start of a CG solve on a level 0 with inactive nodes: their rows (a diagonal alone) solved into the result
+ * xo (owned layout) now, which CG then never touches there, and their part of ‖B b‖² (B: the preconditioner, which
+ * solves those rows exactly too; none: the identity) into sc[slot] — the stopping test of a nonzero initial guess
+ * is relative to ‖B b‖ over every row, as the box solve's. sc[slot] = 0 without inactive nodes. */
+void start_outside(const Level &L, int precond, const double *b, double *xo, double *partial, double *sc, int slot) {
+    const double *S = L.S;
+    const long D = (long)L.st.centre * L.B.size;
+    reduce(outside(L), LOOP(long t, double *acc) {
+        const double v = b[t] / S[D + t], bb = precond ? v : b[t];
+        xo[t] = v;
+        acc[0] += bb * bb;
+    }, partial, sc, slot, -1, -1);
 }
 
 /* b_coarse = Pᵀ r_fine */
@@ -404,7 +518,7 @@ void restrict_residual(const Level &F, const Level &C) {
     const Dim X = F.t[0], Y = F.t[1], Z = F.t[2];
     const double *r = F.r;
     double *bc = C.b;
-    each(CB.size, LOOP(long rc) {
+    each(nodes(C), LOOP(long rc) {
         int I, J, K;
         coords(CB, rc, I, J, K);
         double acc = 0.0;
@@ -433,7 +547,7 @@ void prolong_add(const Level &F, const Level &C) {
     const Dim X = F.t[0], Y = F.t[1], Z = F.t[2];
     const double *xc = C.x;
     double *x = F.x;
-    each(FB.size, LOOP(long t) {
+    each(nodes(F), LOOP(long t) {
         int i, j, k;
         coords(FB, t, i, j, k);
         double acc = 0.0;
@@ -761,7 +875,7 @@ static int gather_root(MG *mg, const double *v, int ghosted, double *dst, const 
     if (v2) return gather_root(mg, v, ghosted, dst) | gather_root(mg, v2, ghosted, dst2);
     const double *owned = v;
     if (ghosted) {
-        to_owned(B, v, c->dev_box);
+        to_owned(B, v, c->dev_box, range(B.size));
         owned = c->dev_box;
     }
 #ifdef __CUDACC__
@@ -827,7 +941,7 @@ static int scatter_root(MG *mg, const double *src, double *v, int ghosted) {
 #ifdef __CUDACC__
     c->host_bytes += B.size * (long)sizeof(double) + (c->rank == 0 ? c->total * (long)sizeof(double) : 0);
 #endif
-    if (ghosted) from_owned(B, c->dev_box, v);
+    if (ghosted) from_owned(B, c->dev_box, v, range(B.size));
     c->n_gather++;
     c->bytes += B.size * (long)sizeof(double);
     c->t_gather += seconds() - t0;
@@ -861,7 +975,7 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
     L[0].x = x;
     if (clock) clock->mark();
     for (int l = 0; l < top; ++l) {
-        mem_zero(L[l].x, L[l].B.gsize);
+        clear(L[l], L[l].x, mg->c != 0);
         for (int it = 0; it < mg->nu; ++it)
             for (int c = 0; c < colours; ++c) {
                 if (it + c > 0 && (!mg->per_sweep || c == 0)) err |= exchange(mg, l, L[l].x);
@@ -877,9 +991,9 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
     if (mg->c) {
         err |= coarse_on_root(mg, L[top].b, L[top].x);
     } else {
-        to_owned(L[top].B, L[top].b, mg->cb);
+        to_owned(L[top].B, L[top].b, mg->cb, range(L[top].B.size));
         gemv(L[top].B.size, mg->G, mg->cb, mg->cx);
-        from_owned(L[top].B, mg->cx, L[top].x);
+        from_owned(L[top].B, mg->cx, L[top].x, range(L[top].B.size));
     }
     if (clock) clock->mark();
     for (int l = top - 1; l >= 0; --l) {
@@ -1000,6 +1114,44 @@ int smg_level(MG *mg, int l, const int *n, const int *start, int na, const int *
         mg->in_b = alloc_ghosted(mg, B);
         mg->in_x = alloc_ghosted(mg, B);
     }
+    return mg->err;
+}
+
+/* Level l's active owned nodes (nact, ascending) and inactive ones (nout, ascending; level 0's are solved on their
+ * own), host memory; after smg_level. The caller's promise, which makes skipping the others exact (see "Active
+ * nodes"): on level 0 an inactive node's row and column hold its diagonal alone; on a coarser level the active
+ * nodes hold every node whose restriction support has an active finer node, and an inactive node's row and
+ * column hold its diagonal alone. */
+int smg_active(MG *mg, int l, long nact, const int *act, long nout, const int *out) {
+    Level &L = mg->lev[l];
+    const Box &B = L.B;
+    if (nact + nout != B.size) return mg->err = 1;
+    const int colours = 1 << mg->dim;
+    long count[9] = {0};
+    const size_t bytes = (size_t)(nact > 0 ? nact : 1) * sizeof(int);
+    int *col = (int *)malloc(bytes), *by = (int *)malloc(bytes);
+    if (!col || !by) {
+        free(col);
+        free(by);
+        return mg->err = 1;
+    }
+    for (long a = 0; a < nact; ++a) {           /* the smoother's colour of each (sweep_colour's rule) */
+        int i, j, k;
+        coords(B, act[a], i, j, k);
+        col[a] = ((i & 1) ^ L.par[0]) | (((j & 1) ^ L.par[1]) << 1) | (((k & 1) ^ L.par[2]) << 2);
+        if (col[a] >= colours) col[a] = 0;      /* unreachable: par and k are 0 beyond the grid's dimensions */
+        count[col[a] + 1]++;
+    }
+    for (int c = 0; c < colours; ++c) count[c + 1] += count[c];
+    for (int c = 0; c <= colours; ++c) L.a.cstart[c] = count[c];
+    for (long a = 0; a < nact; ++a) by[count[col[a]]++] = act[a];
+    L.a.act = upload(mg, act, nact);
+    L.a.nact = nact;
+    L.a.by_colour = upload(mg, by, nact);
+    L.a.out = upload(mg, out, nout);
+    L.a.nout = nout;
+    free(col);
+    free(by);
     return mg->err;
 }
 
@@ -1273,10 +1425,11 @@ int smg_comm(MG *mg, int fcomm, const int *P, const int *box_start, const int *b
 
 /* x = M b on raw addresses of owned-layout vectors (device pointers for the GPU build). Asynchronous on one GPU. */
 int smg_apply(MG *mg, const double *b, double *x) {
-    const Box &B = mg->lev[0].B;
-    from_owned(B, b, mg->in_b);
+    const Level &L = mg->lev[0];
+    from_owned(L.B, b, mg->in_b, nodes(L));
     int err = vcycle_g(mg, mg->in_b, mg->in_x);
-    to_owned(B, mg->in_x, x);
+    to_owned(L.B, mg->in_x, x, nodes(L));
+    solve_outside(L, b, x);
     return err | launch_error();
 }
 
@@ -1289,13 +1442,14 @@ int smg_matvec(MG *mg, const double *x, double *y) {
     const Stencil st = L.st;
     const double *S = L.S;
     double *u = mg->in_x;
-    from_owned(B, x, u);
+    from_owned(B, x, u, nodes(L));
     int err = exchange(mg, 0, u);
-    each(B.size, LOOP(long t) {
+    each(nodes(L), LOOP(long t) {
         int i, j, k;
         coords(B, t, i, j, k);
         y[t] = S[st.centre * B.size + t] * u[gix(B, i, j, k)] + offdiag(st, S, B, u, i, j, k, t);
     });
+    each(outside(L), LOOP(long t) { y[t] = S[st.centre * B.size + t] * x[t]; });     /* the rows of a diagonal */
     return err | launch_error();
 }
 
@@ -1340,8 +1494,9 @@ int cg_product(MG *mg, double *u, const double *r, double *wv, double *h) {
     const long N = B.size;
     const Stencil st = L.st;
     const double *S = L.S;
+    const Nodes on = nodes(L);
     int err = exchange(mg, 0, u);
-    reduce(N, LOOP(long t, double *acc) {
+    reduce(on, LOOP(long t, double *acc) {
         int i, j, k;
         coords(B, t, i, j, k);
         const long g = gix(B, i, j, k);
@@ -1351,7 +1506,8 @@ int cg_product(MG *mg, double *u, const double *r, double *wv, double *h) {
         acc[1] += u[g] * wi;
         acc[2] += u[g] * u[g];
     }, mg->cg.partial, mg->cg.sc, 0, 1, 2);
-    err |= get_scalars(h, mg->cg.sc, 4);
+    err |= get_scalars(h, mg->cg.sc, 5);
+    h[3] += h[4];           /* ‖B b‖²'s part from level 0's inactive rows (start_outside) */
     return err | allreduce(mg, h, 4);
 }
 
@@ -1367,6 +1523,7 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
     const long N = B.size;
     const Stencil st = L.st;
     const double *S = L.S;
+    const Nodes on = nodes(L);
     CGWork w = mg->cg;
     double *x = w.x, *r = w.r, *z = w.z, *p = w.p, *q = w.q, *sc = w.sc;
     const int jacobi = precond == 1;
@@ -1374,9 +1531,10 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
     *its = 0;
     *reason = 0;
     if (zero_guess) mem_zero(x, B.gsize);
-    else from_owned(B, xo, x);
+    else from_owned(B, xo, x, on);
+    start_outside(L, precond, b, xo, w.partial, sc, 6);
     /* r = b - A x, z = B r, and ‖B b‖ (Jacobi: all in one pass) */
-    reduce(N, LOOP(long t, double *acc) {
+    reduce(on, LOOP(long t, double *acc) {
         int i, j, k;
         coords(B, t, i, j, k);
         const long g = gix(B, i, j, k);
@@ -1390,16 +1548,16 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
         acc[2] += bi * bi;
     }, w.partial, sc, 3, 1, 5);
     if (precond == 2) {
-        from_owned(B, b, p);
-        if (vcycle_g(mg, p, z)) return 1;
-        reduce(N, LOOP(long t, double *acc) {
+        from_owned(B, b, q, on);        /* q: free until the first product */
+        if (vcycle_g(mg, q, z)) return 1;
+        reduce(on, LOOP(long t, double *acc) {
             int i, j, k;
             coords(B, t, i, j, k);
             const long g = gix(B, i, j, k);
             acc[0] += z[g] * z[g];
         }, w.partial, sc, 5, -1, -1);
         if (vcycle_g(mg, r, z)) return 1;
-        reduce(N, LOOP(long t, double *acc) {
+        reduce(on, LOOP(long t, double *acc) {
             int i, j, k;
             coords(B, t, i, j, k);
             const long g = gix(B, i, j, k);
@@ -1407,23 +1565,39 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
             acc[1] += z[g] * r[g];
         }, w.partial, sc, 3, 1, -1);
     }
-    if (get_scalars(h, sc, 6)) return 1;
-    const double rnorm0 = zero_guess ? sqrt(h[3]) : sqrt(h[5]);
+    if (get_scalars(h, sc, 7)) return 1;
+    const double rnorm0 = zero_guess ? sqrt(h[3]) : sqrt(h[5] + h[6]);
     const double ttol = fmax(rtol * rnorm0, atol);
     double rn = sqrt(h[3]);
     int cur = 1, nxt = 2;
-    each(B.gsize, LOOP(long g) { p[g] = z[g]; });
+    if (L.a.act)
+        each(on, LOOP(long t) {
+            int i, j, k;
+            coords(B, t, i, j, k);
+            const long g = gix(B, i, j, k);
+            p[g] = z[g];
+        });
+    else
+        each(B.gsize, LOOP(long g) { p[g] = z[g]; });
     for (int k = 0;; ++k) {
         *rnorm = rn;
         if (cg_stop(rn, rnorm0, ttol, atol, dtol, k, maxit, reason)) break;
         if (k > 0) {
             const int c = cur, n2 = nxt;
-            each(B.gsize, LOOP(long g) { p[g] = z[g] + sc[n2] / sc[c] * p[g]; });
+            if (L.a.act)
+                each(on, LOOP(long t) {
+                    int i, j, k;
+                    coords(B, t, i, j, k);
+                    const long g = gix(B, i, j, k);
+                    p[g] = z[g] + sc[n2] / sc[c] * p[g];
+                });
+            else
+                each(B.gsize, LOOP(long g) { p[g] = z[g] + sc[n2] / sc[c] * p[g]; });
             cur = nxt;
             nxt = 3 - nxt;
         }
         /* q = A p, pᵀq */
-        reduce(N, LOOP(long t, double *acc) {
+        reduce(on, LOOP(long t, double *acc) {
             int i, j, k;
             coords(B, t, i, j, k);
             const long g = gix(B, i, j, k);
@@ -1433,7 +1607,7 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
         }, w.partial, sc, 0, -1, -1);
         const int c = cur;
         if (precond == 2) {
-            each(N, LOOP(long t) {
+            each(on, LOOP(long t) {
                 int i, j, k;
                 coords(B, t, i, j, k);
                 const long g = gix(B, i, j, k);
@@ -1442,7 +1616,7 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
                 r[g] -= a * q[g];
             });
             if (vcycle_g(mg, r, z)) return 1;
-            reduce(N, LOOP(long t, double *acc) {
+            reduce(on, LOOP(long t, double *acc) {
                 int i, j, k;
                 coords(B, t, i, j, k);
                 const long g = gix(B, i, j, k);
@@ -1450,7 +1624,7 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
                 acc[1] += z[g] * r[g];
             }, w.partial, sc, 3, nxt, -1);
         } else {
-            reduce(N, LOOP(long t, double *acc) {
+            reduce(on, LOOP(long t, double *acc) {
                 int i, j, k;
                 coords(B, t, i, j, k);
                 const long g = gix(B, i, j, k);
@@ -1472,7 +1646,7 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
          * has converged) */
         if (h[nxt] < 0.0 && rn > ttol) { *reason = DIVERGED_INDEFINITE_PC; break; }
     }
-    to_owned(B, x, xo);
+    to_owned(B, x, xo, on);
     return launch_error();
 }
 
@@ -1487,6 +1661,7 @@ int cg_ranks(MG *mg, int precond, const double *b, double *xo, double rtol, doub
     const long N = B.size;
     const Stencil st = L.st;
     const double *S = L.S;
+    const Nodes on = nodes(L);
     CGWork w = mg->cg;
     double *x = w.x, *r = w.r, *u = w.z, *p = w.p, *wv = w.q, *s = w.s, *sc = w.sc;
     const int jacobi = precond == 1;
@@ -1495,12 +1670,13 @@ int cg_ranks(MG *mg, int precond, const double *b, double *xo, double rtol, doub
     *its = 0;
     *reason = 0;
     if (zero_guess) mem_zero(x, B.gsize);
-    else from_owned(B, xo, x);
+    else from_owned(B, xo, x, on);
+    start_outside(L, precond, b, xo, w.partial, sc, 4);
     mem_zero(p, B.gsize);
     mem_zero(s, B.gsize);
     err |= exchange(mg, 0, x);
     /* r = b - A x, u = B r, ‖B b‖² */
-    reduce(N, LOOP(long t, double *acc) {
+    reduce(on, LOOP(long t, double *acc) {
         int i, j, k;
         coords(B, t, i, j, k);
         const long g = gix(B, i, j, k);
@@ -1512,9 +1688,9 @@ int cg_ranks(MG *mg, int precond, const double *b, double *xo, double rtol, doub
         acc[0] += bi * bi;
     }, w.partial, sc, 3, -1, -1);
     if (precond == 2) {
-        from_owned(B, b, wv);
+        from_owned(B, b, wv, on);
         err |= vcycle_g(mg, wv, u);
-        reduce(N, LOOP(long t, double *acc) {
+        reduce(on, LOOP(long t, double *acc) {
             int i, j, k;
             coords(B, t, i, j, k);
             const long g = gix(B, i, j, k);
@@ -1536,7 +1712,7 @@ int cg_ranks(MG *mg, int precond, const double *b, double *xo, double rtol, doub
         if (gamma < 0.0) { *reason = DIVERGED_INDEFINITE_PC; break; }
         alpha = gamma / ptap;
         const double a = alpha, be = beta;
-        each(N, LOOP(long t) {
+        each(on, LOOP(long t) {
             int i, j, k;
             coords(B, t, i, j, k);
             const long g = gix(B, i, j, k);
@@ -1557,7 +1733,7 @@ int cg_ranks(MG *mg, int precond, const double *b, double *xo, double rtol, doub
         delta = h[1];
         rn = sqrt(h[2]);
     }
-    to_owned(B, x, xo);
+    to_owned(B, x, xo, on);
     return err | launch_error();
 }
 
@@ -1625,10 +1801,11 @@ void smg_use_graphs(MG *mg, int on) { mg->graphs = on; }
 int smg_apply_timed(MG *mg, const double *b, double *x, double *ms) {
     Clock clock;
     const int top = mg->nlev - 1;
-    const Box &B = mg->lev[0].B;
-    from_owned(B, b, mg->in_b);
+    const Level &L = mg->lev[0];
+    from_owned(L.B, b, mg->in_b, nodes(L));
     int err = vcycle(mg, mg->in_b, mg->in_x, &clock);
-    to_owned(B, mg->in_x, x);
+    to_owned(L.B, mg->in_x, x, nodes(L));
+    solve_outside(L, b, x);
     clock.finish();
     int e = 0;
     for (int l = 0; l < top; ++l, e += 2) {
@@ -1700,6 +1877,9 @@ void smg_destroy(MG *mg) {
         Level &L = mg->lev[l];
         mem_free(L.S);
         mem_free(L.r);
+        mem_free(L.a.act);
+        mem_free(L.a.by_colour);
+        mem_free(L.a.out);
         if (l > 0) {
             mem_free(L.x);
             mem_free(L.b);

@@ -192,6 +192,51 @@ def ghosted(st: Stencil, boxes: Boxes, rank: int, comm: PETSc.Comm, dim: int):
     return Stencil(out, codes), gstart, gsize
 
 
+CENTRE = 13
+
+
+def coupled(st: Stencil) -> np.ndarray:
+    """Per node of the stencil's box: whether its row couples to another node (a nonzero off the diagonal). The
+    rows that do not (a masked grid's nodes outside the tissue: a diagonal alone, cardiosim.tissue) are the
+    inactive nodes of the finest level of cardiosim.solvers.multigrid."""
+    off = [c for c in st.codes if c != CENTRE]
+    return np.any(st.S[off] != 0, axis=0) if off else np.zeros(st.S.shape[1], dtype=bool)
+
+
+def _neighbours(active: np.ndarray, start, size, code: int) -> np.ndarray:
+    """The flags of ``active`` (a whole level, (z, y, x); False beyond it) at each node of the box (start, size)
+    moved by the stencil code's offset, flat in the box's order."""
+    di, dj, dk = code % 3 - 1, (code // 3) % 3 - 1, code // 9 - 1
+    pad = np.pad(active, 1)
+    (i0, j0, k0), (ni, nj, nk) = (int(v) for v in start), (int(v) for v in size)
+    return pad[k0 + 1 + dk:k0 + 1 + dk + nk, j0 + 1 + dj:j0 + 1 + dj + nj, i0 + 1 + di:i0 + 1 + di + ni].ravel()
+
+
+def reaches_inactive(st: Stencil, active: np.ndarray, start, size) -> bool:
+    """Whether a row of the box (start, size) of ``active``'s level couples an active node to an inactive one (a
+    matrix whose decoupled rows are not decoupled columns too: then skipping them would not be exact)."""
+    here = _neighbours(active, start, size, CENTRE)
+    return any(np.any((st.S[c] != 0) & here & ~_neighbours(active, start, size, c)) for c in st.codes if c != CENTRE)
+
+
+def lump(st: Stencil, active: np.ndarray, start, size) -> Stencil:
+    """The coarse stencil on the box (start, size) with every coupling that touches an inactive node (``active``: the
+    whole level's flags, (z, y, x)) moved onto the row's diagonal, so that an inactive node's row is a diagonal
+    alone, as on the finest level, and skipping it stays exact on the next level too (cardiosim.solvers.multigrid,
+    "Active nodes"). The couplings moved are those of the outside rows' diagonals, which the Galerkin product
+    spreads over the coarse nodes their interpolation touches (nonnegative: the matrix only grows, in the
+    positive semi-definite sense, and stays symmetric); an active node's couplings to active nodes are kept."""
+    S = st.S
+    here = _neighbours(active, start, size, CENTRE)
+    for c in st.codes:                 # ascending: one order of the sums on every rank's box
+        if c == CENTRE:
+            continue
+        cut = (S[c] != 0) & ~(here & _neighbours(active, start, size, c))
+        S[CENTRE, cut] += S[c, cut]
+        S[c, cut] = 0.0
+    return Stencil(S, np.array([c for c in st.codes if S[c].any()], dtype=np.int32))
+
+
 def planar(st: Stencil, dim: int) -> tuple[np.ndarray, np.ndarray]:
     """The stencil in kernels/stencil_mg.cpp's codes (the 27 of 3D, or in 2D the 9 of the one z layer): its rows
     and its codes there."""

@@ -57,7 +57,8 @@ class StencilCG:
             layout, transport = opts.getString("smg_layout", "auto"), opts.getString("smg_transport", "auto")
             comm.check(layout, transport)
             h = multigrid.hierarchy_for(A, dm, None, False, layout)
-            self.own = self.vcycle = multigrid.VCycle(h, gpu, transport=transport)
+            self.own = self.vcycle = multigrid.VCycle(h, gpu, transport=transport,
+                                                      active=opts.getBool("smg_active", True))
             self.why = ", ".join(w for w in (h.why, self.vcycle.transport) if w)
             self.precond = PRECONDITIONERS[kind]
         else:

@@ -102,6 +102,23 @@ def transfer_1d(n: int) -> dict[str, np.ndarray]:
             "pos": pos.astype(np.int32), "wl": wl, "wr": wr}
 
 
+def coarse_active(active: np.ndarray, tables: list[dict]) -> np.ndarray:
+    """The active nodes of the next coarser level: those whose restriction support (the fine nodes that interpolate
+    from them) holds an active node of ``active`` (a whole level, (z, y, x)). Per dimension, since the support is
+    the product of the 1D ones: the coarse point itself and a fine neighbour where the table weighs it."""
+    out = active
+    for d, t in enumerate(tables):
+        axis, pos = 2 - d, t["pos"]
+        n = out.shape[axis]
+        shape = [1, 1, 1]
+        shape[axis] = len(pos)
+        new = np.take(out, pos, axis=axis)
+        new |= np.take(out, np.maximum(pos - 1, 0), axis=axis) & (t["wl"] != 0).reshape(shape)
+        new |= np.take(out, np.minimum(pos + 1, n - 1), axis=axis) & (t["wr"] != 0).reshape(shape)
+        out = new
+    return out
+
+
 class Hierarchy:
     """Levels (sizes, stencils), per-level transfer tables and the coarsest dense (pseudo-)inverse of matrix A on a
     grid of sizes ``dims`` (x[, y[, z]]), all on the host."""
@@ -115,19 +132,29 @@ class Hierarchy:
         self._build(galerkin.of_matrix(A, whole, 0), len(dims), sizes, coarse_max, singular)
 
     @classmethod
-    def of_stencil(cls, S: galerkin.Stencil, dims, coarse_max: int | None, singular: bool) -> "Hierarchy":
+    def of_stencil(cls, S: galerkin.Stencil, dims, coarse_max: int | None, singular: bool,
+                   active: np.ndarray | None = None) -> "Hierarchy":
         """The hierarchy of a level given as its stencil on the whole grid (cardiosim.solvers.galerkin): the top
-        level a RankHierarchy gathered onto rank 0."""
+        level a RankHierarchy gathered onto rank 0, with that level's active nodes (None: none inactive)."""
         h = cls.__new__(cls)
-        h._build(S, len(dims), tuple(int(n) for n in dims) + (1,) * (3 - len(dims)), coarse_max, singular)
+        h._build(S, len(dims), tuple(int(n) for n in dims) + (1,) * (3 - len(dims)), coarse_max, singular,
+                 active if active is not None else np.ones(tuple(int(n) for n in dims)[::-1], dtype=bool))
         return h
 
-    def _build(self, S: galerkin.Stencil, dim: int, sizes: tuple, coarse_max: int | None, singular: bool) -> None:
+    def _build(self, S: galerkin.Stencil, dim: int, sizes: tuple, coarse_max: int | None, singular: bool,
+               active: np.ndarray | None = None) -> None:
+        """``active``: level 0's active nodes, (z, y, x); None: its rows that couple to another node."""
         self.dim = dim
         self.sizes = [sizes]
         self.stencils, self.codes = [], []      # per level: the rows in the V-cycle's codes, the codes it reads
         self._add(S)
         self.transfers: list[list[dict]] = []
+        if active is None:
+            active = galerkin.coupled(S).reshape(sizes[::-1])
+            if galerkin.reaches_inactive(S, active, (0, 0, 0), sizes):
+                active = np.ones_like(active)
+        # per level the active nodes ((z, y, x), natural order), or None where every node is active
+        self.active = None if active.all() else [active]
         while coarse_max is not None and np.prod(self.sizes[-1]) > coarse_max:
             fine = self.sizes[-1]
             tables = [transfer_1d(n) for n in fine]
@@ -135,6 +162,9 @@ class Hierarchy:
             if coarse == fine:
                 break
             S = galerkin.coarsen(S, (0, 0, 0), fine, tables, (0, 0, 0), coarse)
+            if self.active is not None:
+                self.active.append(coarse_active(self.active[-1], tables))
+                S = galerkin.lump(S, self.active[-1], (0, 0, 0), coarse)
             self.transfers.append(tables)
             self.sizes.append(coarse)
             self._add(S)
@@ -151,6 +181,10 @@ class Hierarchy:
     def starts(self) -> list[tuple[int, int, int]]:
         """Each level's first owned node: one rank owns every level whole."""
         return [(0, 0, 0)] * self.levels
+
+    def owned_active(self, l: int) -> np.ndarray:
+        """Level l's active flags of the nodes this rank owns, in their order (x fastest)."""
+        return self.active[l].ravel()
 
     @property
     def coarse_inverse(self) -> np.ndarray | None:
@@ -173,6 +207,11 @@ class Hierarchy:
     @property
     def levels(self) -> int:
         return len(self.sizes)
+
+
+def _lor():
+    from mpi4py import MPI
+    return MPI.LOR
 
 
 AGGLOMERATE = 500_000   # nodes per rank below which a level goes to rank 0: its ~19 exchanges per V-cycle (~20 µs each
@@ -204,6 +243,13 @@ class RankHierarchy:
         boxes = Boxes.of_dmda(da)
         S = galerkin.of_matrix(A, boxes, rank)
         self.boxes, self.sizes, self.starts, self.stencils, self.codes, self.transfers = [], [], [], [], [], []
+        # the active nodes of each level, whole on every rank ((z, y, x); None: all active): the rows that couple
+        # to another node on level 0, coarsened by the restriction's support (a byte per node, as the label image
+        # the mask came from; what a rank needs of them, its box and one ghost layer, is cut from it)
+        active = self._whole_level(galerkin.coupled(S), boxes)
+        start, size = boxes.box(rank)
+        bad = galerkin.reaches_inactive(S, active, start, size)
+        self.active = None if self.comm.tompi4py().allreduce(bad or active.all(), op=_lor()) else [active]
         while True:
             start, size = boxes.box(rank)
             self.boxes.append(boxes)
@@ -224,6 +270,9 @@ class RankHierarchy:
             Sg, gstart, gsize = galerkin.ghosted(S, boxes, rank, self.comm, self.dim)
             S = galerkin.coarsen(Sg, gstart, gsize, tables, cstart, csize)
             del Sg
+            if self.active is not None:
+                self.active.append(coarse_active(self.active[-1], tables))
+                S = galerkin.lump(S, self.active[-1], cstart, csize)
             self.transfers.append([self._local_tables(tables[d], start[d], size[d], cstart[d], csize[d])
                                    for d in range(3)])
             boxes = coarse
@@ -249,7 +298,22 @@ class RankHierarchy:
         for r, part in enumerate(parts):
             (i0, j0, k0), (ni, nj, nk) = boxes.box(r)
             whole[:, nat[k0:k0 + nk, j0:j0 + nj, i0:i0 + ni].ravel()] = part
-        return Hierarchy.of_stencil(galerkin.Stencil.of(whole), boxes.n[:self.dim], coarse_max, singular)
+        return Hierarchy.of_stencil(galerkin.Stencil.of(whole), boxes.n[:self.dim], coarse_max, singular,
+                                    None if self.active is None else self.active[len(self.sizes) - 1])
+
+    def _whole_level(self, local: np.ndarray, boxes: Boxes) -> np.ndarray:
+        """Every rank's flags of its box of ``boxes`` (flat, x fastest) as the whole level, (z, y, x), on every
+        rank."""
+        out = np.zeros(tuple(boxes.n[::-1]), dtype=bool)
+        for r, part in enumerate(self.comm.tompi4py().allgather(local)):
+            (i0, j0, k0), (ni, nj, nk) = boxes.box(r)
+            out[k0:k0 + nk, j0:j0 + nj, i0:i0 + ni] = part.reshape(nk, nj, ni)
+        return out
+
+    def owned_active(self, l: int) -> np.ndarray:
+        """Level l's active flags of the nodes this rank owns, in their order (x fastest)."""
+        (i0, j0, k0), (ni, nj, nk) = self.starts[l], self.sizes[l]
+        return self.active[l][k0:k0 + nk, j0:j0 + nj, i0:i0 + ni].ravel()
 
     @property
     def levels(self) -> int:
@@ -350,6 +414,7 @@ def library(gpu: bool) -> ctypes.CDLL:
         lib.smg_coarse_gauss_jordan.argtypes, lib.smg_coarse_gauss_jordan.restype = [p, p, i], i
         lib.smg_coarse_get.argtypes, lib.smg_coarse_get.restype = [p, p], i
         lib.smg_apply.argtypes, lib.smg_apply.restype = [p, p, p], i
+        lib.smg_active.argtypes, lib.smg_active.restype = [p, i, ctypes.c_long, p, ctypes.c_long, p], i
         lib.smg_matvec.argtypes, lib.smg_matvec.restype = [p, p, p], i
         lib.smg_apply_timed.argtypes, lib.smg_apply_timed.restype = [p, p, p, p], i
         lib.smg_destroy.argtypes, lib.smg_destroy.restype = [p], None
@@ -364,9 +429,12 @@ class VCycle:
     GPU (``gpu``) or the host. On several ranks rank 0 also holds the V-cycle of the serial tail (``tail``)."""
 
     def __init__(self, h: Hierarchy | RankHierarchy, gpu: bool, omega: float = 1.0, sweeps: int = 1,
-                 graphs: bool = True, coarse: str = "eig", transport: str = "auto", halo: str = "sweep"):
+                 graphs: bool = True, coarse: str = "eig", transport: str = "auto", halo: str = "sweep",
+                 active: bool = True):
         """``coarse``: how the coarsest level's (pseudo-)inverse is computed: "eig" (eigendecomposition on the host)
-        or "gauss-jordan" (Gauss–Jordan elimination in this build: on the device for the GPU)."""
+        or "gauss-jordan" (Gauss–Jordan elimination in this build: on the device for the GPU). ``active``: where
+        the hierarchy has inactive nodes (a masked grid), the loops visit each level's active nodes only (False:
+        every node of the box, the same values)."""
         if coarse not in COARSE_SOLVES:
             raise ValueError(f"multigrid: smg_coarse_solve = '{coarse}'; allowed: {', '.join(COARSE_SOLVES)}")
         if not 0.0 < omega < 2.0:
@@ -380,7 +448,7 @@ class VCycle:
         self.handle = None
         self.tail = None
         if isinstance(h, RankHierarchy) and h.tail is not None:
-            self.tail = VCycle(h.tail, gpu, omega, sweeps, graphs, coarse)
+            self.tail = VCycle(h.tail, gpu, omega, sweeps, graphs, coarse, active=active)
         self.handle = self.lib.smg_create(h.dim, h.levels, omega, sweeps)
         if not self.handle:
             raise RuntimeError("multigrid: smg_create failed")
@@ -393,6 +461,15 @@ class VCycle:
             n, o = np.array(sizes, dtype=np.int32), np.array(start, dtype=np.int32)
             err |= self.lib.smg_level(self.handle, l, n.ctypes.data, o.ctypes.data, len(codes), codes.ctypes.data,
                                       S.ctypes.data)
+        # the share of each level's nodes (this rank's) that the loops visit
+        self.active_share = [1.0] * h.levels
+        if active and h.active is not None:
+            for l in range(h.levels):
+                flags = h.owned_active(l)
+                act = np.flatnonzero(flags).astype(np.int32)
+                out = np.flatnonzero(~flags).astype(np.int32)
+                err |= self.lib.smg_active(self.handle, l, len(act), act.ctypes.data, len(out), out.ctypes.data)
+                self.active_share[l] = len(act) / max(len(flags), 1)
         for l, tables in enumerate(h.transfers):
             for d, t in enumerate(tables):
                 a = {k: np.ascontiguousarray(v) for k, v in t.items()}
@@ -541,6 +618,7 @@ class StencilMG:
     def __init__(self):
         self.omega, self.sweeps, self.coarse_max, self.graphs, self.coarse = 1.0, 1, 1024, True, "eig"
         self.layout, self.agglomerate, self.transport, self.halo, self.why = "auto", AGGLOMERATE, "auto", "sweep", ""
+        self.active = True
         self.vcycle: VCycle | None = None
         self.hierarchy: Hierarchy | RankHierarchy | None = None
 
@@ -555,6 +633,7 @@ class StencilMG:
         self.agglomerate = opts.getInt("smg_agglomerate", self.agglomerate)
         self.transport = opts.getString("smg_transport", self.transport)
         self.halo = opts.getString("smg_halo", self.halo)
+        self.active = opts.getBool("smg_active", self.active)
 
     def setUp(self, pc):
         A, _ = pc.getOperators()
@@ -572,7 +651,7 @@ class StencilMG:
         comm.check(self.layout, self.transport)
         self.hierarchy = hierarchy_for(A, dm, self.coarse_max, singular, self.layout, self.agglomerate)
         self.vcycle = VCycle(self.hierarchy, "cusparse" in A.getType().lower(), self.omega, self.sweeps,
-                             self.graphs, self.coarse, self.transport, self.halo)
+                             self.graphs, self.coarse, self.transport, self.halo, self.active)
         self.why = ", ".join(w for w in (self.hierarchy.why, self.vcycle.transport,
                                          "halo per sweep" if self.halo == "sweep" and self.vcycle.ranks > 1 else "")
                              if w)
@@ -592,6 +671,10 @@ class StencilMG:
         viewer.printfASCII(f"  cardiosim stencil multigrid ({'GPU' if self.vcycle.gpu else 'host'}): {h.levels} "
                            f"levels {' > '.join('x'.join(map(str, s[:h.dim])) for s in h.sizes)}, multicolour "
                            f"SOR omega {self.omega}, {self.sweeps} sweep(s), dense coarse inverse\n")
+        if h.active is not None:
+            shares = " > ".join(f"{100 * a:.0f}%" for a in self.vcycle.active_share)
+            viewer.printfASCII(f"  active nodes per level: {shares}" + ("" if self.active else " (smg_active "
+                               "false: every node visited)") + "\n")
 
     def destroy(self, pc):
         if self.vcycle is not None:
