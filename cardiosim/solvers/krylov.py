@@ -14,7 +14,10 @@ The preconditioner is the KSP's own PC: ``jacobi`` (the stencil's diagonal, fuse
 ``python`` with cardiosim.solvers.multigrid.StencilMG (its V-cycle, as a CUDA graph), or ``none``. The host build of the
 same source runs on host matrices (CI). On several ranks the iteration is the Chronopoulos–Gear form (one
 MPI_Allreduce per iteration; the same iterates), over the boxes of the grid or, for small grids, on rank 0 alone
-(``smg_layout``, ``smg_transport``: cardiosim.solvers.comm). Not supported: monitors (-ksp_monitor prints
+(``smg_layout``, ``smg_transport``: cardiosim.solvers.comm). On a masked grid every vector operation and dot
+product runs over the tissue's nodes only (``smg_active``, cardiosim.solvers.multigrid): the rows outside (a
+diagonal each) are solved at the start, and their part of ‖B b‖ is kept for the stopping test, so iteration counts
+are the box's. Not supported: monitors (-ksp_monitor prints
 nothing), other PC types (one line says so).
 
     -parabolic_ksp_type python -parabolic_ksp_python_type cardiosim.solvers.krylov.StencilCG -parabolic_pc_type jacobi

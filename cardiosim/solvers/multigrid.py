@@ -18,10 +18,18 @@ to its 3^d neighbours at most: the box and star stencils, microscopic per-face c
 Smoother: multicolour SOR, one forward sweep before and one backward sweep after the coarse correction (``sweeps``
 each), relaxation factor ``omega``: a symmetric V-cycle, as CG needs.
 
+Masked grids (tissue in a box, cardiosim.mask): the rows outside the tissue couple to nothing, and the loops visit
+each level's active nodes only (docs/decisions.md, "Tissue-only stencil solves"): level 0's are the rows that
+couple to another node (galerkin.coupled), a coarser level's those whose restriction support holds an active finer
+node (:func:`coarse_active`), and the coarse operators' couplings that touch an inactive node are lumped onto the
+diagonals (galerkin.lump), so an inactive row is a diagonal alone on every level and every skipped value is the
+zero the box computes. Level 0's inactive rows are solved on their own (x = b / d) where a result leaves.
+
 Options, under the solver's prefix (e.g. ``-elliptic_``): ``smg_omega`` (default 1.0), ``smg_sweeps`` (1),
 ``smg_coarse_max`` (1024 nodes), ``smg_graphs`` (true: the GPU build applies the V-cycle as a CUDA graph),
 ``smg_coarse_solve`` (eig: the coarsest inverse from an eigendecomposition on the host; gauss-jordan: by
-Gauss–Jordan elimination on the device). Select it with ``-elliptic_pc_type python -elliptic_pc_python_type
+Gauss–Jordan elimination on the device), ``smg_active`` (true: on a masked grid the active nodes only; false: every
+node of the box, the same values, for comparisons). Select it with ``-elliptic_pc_type python -elliptic_pc_python_type
 cardiosim.solvers.multigrid.StencilMG`` (the resident placement does so).
 
 Several ranks (:class:`RankHierarchy`): every level is split into the DMDA's boxes, coarsened with the grid, with

@@ -1,0 +1,106 @@
+"""Issue 27's measurement on the host build: cardiosim's stencil solvers (StencilCG + StencilMG, kernels/stencil_mg.cpp
+built with g++) on the idealised LV's masked elliptic (and parabolic) system, with the loops over each level's
+active nodes (smg_active true) and over the whole box (false). Prints, per spacing: each level's size and active
+share, ms per solve and iterations, ms per V-cycle and per level (smg_apply_timed's phases), and the largest
+difference between the two solutions. One rank; for a GPU the same A/B is
+``cardiosim bench mask --placement resident ... -- -elliptic_smg_active false -parabolic_smg_active false``.
+
+    .venv/bin/python tools/masked_mg_cpu.py --lv-spacing 0.05 0.025 --solves 5 --vcycles 20
+"""
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import petsc4py
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--lv-spacing", type=float, nargs="+", default=[0.05])
+    p.add_argument("--solves", type=int, default=5)
+    p.add_argument("--vcycles", type=int, default=20)
+    p.add_argument("--systems", nargs="+", default=["elliptic", "parabolic"])
+    args = p.parse_args()
+    petsc4py.init(["-no_signal_handler"])
+    from petsc4py import PETSc
+
+    from cardiosim import config
+    from cardiosim.bench.mask import RUN, anatomy
+    from cardiosim.grid import Grid
+    from cardiosim.solvers import krylov, multigrid
+    from cardiosim.tissue import make as make_tissue
+
+    for h in args.lv_spacing:
+        with tempfile.TemporaryDirectory() as tmp:
+            pieces = anatomy("lv", Path(tmp), True, h)
+            pieces["tissue"] += '\nsolve_on = "box"'
+            cfg = config.loads(RUN.format(duration=0.04, model="mitchell-schaeffer", cell="", substeps=1, stim=-50.0,
+                                          **pieces))
+            for name in args.systems:
+                res, built = {}, {}
+                for active in (True, False):
+                    o = PETSc.Options()
+                    mine = {"ksp_type": "python", "ksp_python_type": krylov.PYTHON_TYPE, "pc_type": "python",
+                            "pc_python_type": multigrid.PYTHON_TYPE, "smg_active": str(active).lower()}
+                    for k, v in mine.items():
+                        o[f"{name}_{k}"] = v
+                    t0 = time.perf_counter()
+                    try:
+                        grid = Grid(cfg, PETSc.COMM_SELF)
+                        tis = make_tissue(grid, cfg, "star")
+                        s = getattr(tis, name)
+                        x_true, b = s.A.createVecs()
+                        x = x_true.duplicate()
+                        xyz = grid.coords()
+                        inside = ~grid.mask.outside()
+                        smooth = np.sin(3.0 * xyz[:, 0]) * np.cos(2.0 * xyz[:, 1]) + xyz[:, 2]
+                        x_true.setArray(np.where(inside, smooth, 0.0) if name == "elliptic" else smooth - 80.0)
+                        s.A.mult(x_true, b)
+                        s.ksp.setInitialGuessNonzero(False)
+                        s.ksp.solve(b, x)                        # set-up and a warm solve
+                    finally:
+                        for k in mine:
+                            del o[f"{name}_{k}"]
+                    built[active] = (tis, s, b, x, time.perf_counter() - t0)
+                # alternating, the fastest of each: this machine is shared, and the load comes and goes
+                ts, prof = {a: [] for a in built}, {a: [] for a in built}
+                for _ in range(args.solves):
+                    for active, (tis, s, b, x, _) in built.items():
+                        x.set(0.0)
+                        t0 = time.perf_counter()
+                        s.ksp.solve(b, x)
+                        ts[active].append(time.perf_counter() - t0)
+                        mg = s.ksp.getPC().getPythonContext()
+                        y = x.duplicate()
+                        bb, yy = b.getArray(readonly=True), y.getArray()
+                        for _ in range(args.vcycles):
+                            prof[active].append(mg.vcycle.profile(bb.ctypes.data, yy.ctypes.data,
+                                                                  mg.hierarchy.levels))
+                for active, (tis, s, b, x, setup) in built.items():
+                    mg = s.ksp.getPC().getPythonContext()
+                    v, hier = mg.vcycle, mg.hierarchy
+                    p = np.array(prof[active])
+                    res[active] = dict(ms=1e3 * min(ts[active]), its=s.ksp.getIterationNumber(),
+                                       x=x.getArray(readonly=True).copy(), vms=p.sum(axis=(1, 2)).min(),
+                                       levels=p.sum(axis=2).min(axis=0), share=v.active_share, sizes=hier.sizes,
+                                       setup=setup)
+                on, off = res[True], res[False]
+                print(f"\nLV {h:g} cm, {name}: box {grid.n_nodes} nodes, tissue {grid.mask.n_tissue} "
+                      f"({100 * grid.mask.n_tissue / grid.n_nodes:.1f} %); set-up {on['setup']:.1f} s / {off['setup']:.1f} s")
+                print(f"  per solve: active {on['ms']:.1f} ms ({on['its']} its), box {off['ms']:.1f} ms ({off['its']} its)"
+                      f" -> {on['ms'] / off['ms']:.2f}x;  max |x_on - x_off| / max |x| = "
+                      f"{np.abs(on['x'] - off['x']).max() / np.abs(off['x']).max():.2g}")
+                print(f"  per V-cycle: active {on['vms']:.2f} ms, box {off['vms']:.2f} ms -> {on['vms'] / off['vms']:.2f}x")
+                for l, (n, a, ta, tb) in enumerate(zip(on["sizes"], on["share"], on["levels"], off["levels"])):
+                    print(f"    level {l}: {'x'.join(map(str, n))} active {100 * a:5.1f} %   {ta:7.3f} ms  box {tb:7.3f} ms"
+                          f"  ({ta / tb if tb else 0:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
