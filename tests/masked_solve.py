@@ -19,7 +19,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import petsc4py
 
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent.parent)]   # this checkout's cardiosim
 
@@ -76,10 +75,13 @@ def main():
     p.add_argument("--halo", choices=("colour", "sweep"), default="sweep")
     p.add_argument("--omega", type=float, default=1.0)
     p.add_argument("--outside", action="store_true", help="a first guess with a residual outside the tissue")
+    p.add_argument("--placement", choices=("cpu", "resident"), default="cpu",
+                   help="resident: GPU matrices, the GPU build (one GPU per rank)")
+    p.add_argument("--transport", choices=("auto", "mpi-host", "ipc"), default="auto")
     args = p.parse_args()
 
-    petsc4py.init(["-no_signal_handler"])
-    from mpi4py import MPI
+    from ranks_solve import start_petsc
+    world = start_petsc(args.placement)
     from petsc4py import PETSc
 
     from cardiosim import config
@@ -87,7 +89,6 @@ def main():
     from cardiosim.solvers import krylov, multigrid
     from cardiosim.tissue import make as make_tissue
 
-    world = MPI.COMM_WORLD
     size, lab = labels(args.dim, args.h)
     path = None
     if world.rank == 0:
@@ -95,11 +96,14 @@ def main():
         np.save(path, lab)
     path = world.bcast(path)
     stencil = "box" if args.dim == 2 else "star"
-    cfg = config.loads(CONFIG.format(size=size, h=args.h, stencil=stencil, labels=path))
+    text = CONFIG.format(size=size, h=args.h, stencil=stencil, labels=path)
+    if args.placement == "resident":
+        text = text.replace('model = "mitchell-schaeffer"', 'model = "tt06"\nplacement = "resident"\nbackend = "cuda"')
+    cfg = config.loads(text)
     name = args.system
     opts = {"ksp_type": "python", "ksp_python_type": krylov.PYTHON_TYPE, "ksp_rtol": "1e-10",
             "smg_layout": args.layout, "smg_agglomerate": str(args.agglomerate), "smg_halo": args.halo,
-            "smg_omega": str(args.omega)}
+            "smg_omega": str(args.omega), "smg_transport": args.transport}
     if args.pc in ("mg", "petsc-cg-mg"):
         opts.update({"pc_type": "python", "pc_python_type": multigrid.PYTHON_TYPE})
     else:
