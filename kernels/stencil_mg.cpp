@@ -30,6 +30,9 @@
  * A forward sweep before and a backward sweep after the coarse correction, with R = Pᵀ and an exact (pseudo-)inverse
  * on the coarsest level, make the V-cycle a symmetric operator: a valid preconditioner for CG.
  *
+ * Masked grids (tissue in a box): the layout, the halo and the transfers stay the box's, and every per-node loop
+ * visits a level's active nodes only, through a list ("Active nodes" below; smg_active).
+ *
  * Grid index of owned node (i, j, k): i + nx (j + ny k); 2D grids have nz = 1.
  */
 #include <math.h>
@@ -51,7 +54,7 @@ struct Nodes {
     long n;
 };
 #ifdef __CUDACC__
-#define NODE_AT __host__ __device__
+#define NODE_AT __host__ __device__     /* HD, defined further down with the rest of the build's choices */
 #else
 #define NODE_AT
 #endif
