@@ -460,9 +460,9 @@ void residual(const Level &L) {
 }
 
 /* Zero level L's ghosted vector v before a V-cycle writes it: the whole of it, or (active nodes) the active nodes
- * and, on several ranks, the ghost faces that exchanges fill (the smoother's first colour reads them as zero) —
- * the inactive nodes are zero already. */
-void clear(const Level &L, double *v, int ranks) {
+ * and, on several ranks (c), the ghost faces that exchanges fill (the smoother's first colour reads them as zero)
+ * — the inactive nodes are zero already, and so are the ghosts beyond the grid. */
+void clear(const Level &L, double *v, const Comm *c) {
     const Box B = L.B;
     if (!L.a.act) {
         mem_zero(v, B.gsize);
@@ -473,7 +473,7 @@ void clear(const Level &L, double *v, int ranks) {
         coords(B, t, i, j, k);
         v[gix(B, i, j, k)] = 0.0;
     });
-    if (!ranks) return;             /* one rank: ghosts lie beyond the grid and stay zero */
+    if (!c) return;
     for (int d = 0; d < 3; ++d) {
         if (!B.w[d]) continue;
         int lo[3], ext[3];
@@ -483,6 +483,7 @@ void clear(const Level &L, double *v, int ranks) {
         }
         ext[d] = 1;
         for (int s = 0; s < 2; ++s) {
+            if (c->nbr[d][s] < 0) continue;
             lo[d] = s ? B.n[d] : -1;
             const int lo0 = lo[0], lo1 = lo[1], lo2 = lo[2], e0 = ext[0], e1 = ext[1];
             each((long)ext[0] * ext[1] * ext[2], LOOP(long t) {
@@ -978,7 +979,7 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
     L[0].x = x;
     if (clock) clock->mark();
     for (int l = 0; l < top; ++l) {
-        clear(L[l], L[l].x, mg->c != 0);
+        clear(L[l], L[l].x, mg->c);
         for (int it = 0; it < mg->nu; ++it)
             for (int c = 0; c < colours; ++c) {
                 if (it + c > 0 && (!mg->per_sweep || c == 0)) err |= exchange(mg, l, L[l].x);
