@@ -139,10 +139,11 @@ def test_outside_residual_is_solved_at_once():
 
 
 @pytest.mark.slow
-def test_run_with_active_loops_equals_the_box(tmp_path):
+@pytest.mark.parametrize("np_", [1, pytest.param(2, marks=pytest.mark.mpi)], ids=["1-rank", "2-ranks"])
+def test_run_with_active_loops_equals_the_box(tmp_path, np_):
     """A whole bidomain run of a masked anatomy (TT06 cells, two labels) with cardiosim's stencil solvers forced by
     options on the cpu placement: the same fields, probes, ECG and activation map with the active loops as with
-    every node visited."""
+    every node visited, bit for bit (2 ranks: the split layout, boxes balanced by tissue)."""
     cfg = anatomy(tmp_path, duration=6.0)
     ours = []
     for name in ("parabolic", "elliptic"):
@@ -154,8 +155,8 @@ def test_run_with_active_loops_equals_the_box(tmp_path):
         h5 = tmp_path / f"{active}.h5"
         proc = run_cli(["run", cfg, "--output", h5, "--quiet", "--set", 'cell.backend="numpy"', "--",
                         *ours, "-elliptic_smg_active", active, "-parabolic_smg_active", active,
-                        "-elliptic_ksp_view", "-parabolic_ksp_view"])
+                        "-elliptic_smg_layout", "ranks", "-parabolic_smg_layout", "ranks"], np=np_)
         assert proc.returncode == 0, proc.stderr
         out[active] = anatomy_results(h5)
     assert np.nanmax(out["true"]["activation"]) > 0
-    assert_anatomy_agrees(out["true"], out["false"], 1e-12, "active vs box")
+    assert_anatomy_agrees(out["true"], out["false"], 1e-12, f"active vs box, {np_} rank(s)")
