@@ -246,7 +246,8 @@ struct Stencil {
  * nonzero weight (an active fine node interpolates from active coarse nodes only). So the loops visit the active
  * nodes only and give the box's values there, the same arithmetic per node; level 0's inactive rows are solved
  * on their own (x = b / diagonal) where a result leaves for the caller. Buffers are allocated zero and never
- * written at inactive nodes. */
+ * written at inactive nodes, but for the top level's x (the coarse solve writes it whole; no active node reads
+ * its inactive entries with a nonzero weight). */
 struct Active {
     int *act;               /* active owned nodes, ascending (null: the whole box) */
     long nact;
