@@ -23,9 +23,9 @@ What is checked:
 
 What it does not see: stiffness that comes with states far from their initial values. Bondarenko's RyR state
 P_O1 has 2/|J_ii| = 0.0002 ms during the beat's calcium release (t ≈ 4.5 ms, Cass high), where Forward Euler at
-0.0002 ms indeed fails; at the initial state it is far from limiting, and this check says 0.035 ms (state O). Finding
-that would mean integrating a beat at set-up (a minute in NumPy for Bondarenko), so it is not done: no warning is no
-proof of stability. For TT06 and O'Hara–Rudy the limits along a beat (Rush–Larsen at 0.01 ms, J_ii every 0.05 ms)
+0.0002 ms indeed fails; at the initial state it is far from limiting, and this check says 0.039 ms (state C_Na2,
+at the top of the sweep). Finding that would mean integrating a beat at set-up (a minute in NumPy for Bondarenko),
+so it is not done: no warning is no proof of stability. For TT06 and O'Hara–Rudy the limits along a beat (Rush–Larsen at 0.01 ms, J_ii every 0.05 ms)
 are those of the same gates as here, and above the sweep's (TT06: m, 0.0024 ms at rest; O'Hara–Rudy: h_f,
 0.0251 ms at the AP's peak).
 
