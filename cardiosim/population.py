@@ -107,6 +107,9 @@ def run_population(model_name: str, variant: str | None, overrides: Mapping[str,
                          f"grl1 (cvode paces one cell at a time)")
     if not model.kernel_name:
         raise ValueError(f"population: {model.name} has no C kernel (populations run in the native driver)")
+    from .single_cell import warn_unstable_step
+    # the base model's limits, once: the sampled factors scale conductances, which leave the gates' τ as they are
+    warn_unstable_step(model, integrator, dt)
     if backend != "native" and not hasattr(model, "keep_at_run_time"):
         raise ValueError(f"population: {model.name} is hand-written; populations on the GPU need a generated model "
                          f"(a CellML file, e.g. models/ten_tusscher_model_2006_epi.cellml)")

@@ -199,11 +199,25 @@ class _CvodeCell:
         return (np.array([dv]), np.array([t0 + k * dt])) if track_dvdt else None
 
 
-def _stepper(model, integrator: str, amplitude, duration, period, record_every):
+def warn_unstable_step(model, integrator: str, dt: float) -> None:
+    """Warn (one line, cardiosim.log) where ``dt`` (ms) is above a stability limit of ``integrator`` for ``model``
+    (cardiosim.cells.stability), in the command line's words; a tissue run says it in the config's
+    (cardiosim.reaction.Reaction)."""
+    from . import log
+    from .cells import stability
+    msg = stability.step_warning(model, integrator, dt, option="--integrator {}", step_is="--dt",
+                                 smaller=lambda d: f"--dt {d:g}")
+    if msg:
+        log.warning(msg)
+
+
+def _stepper(model, integrator: str, amplitude, duration, period, record_every, dt: float):
     """What advances the cell: the native driver (forward-euler, rush-larsen, grl1), NumPy Forward Euler for a
-    model without a C kernel, or CVODES through Myokit (CellML models)."""
+    model without a C kernel, or CVODES through Myokit (CellML models). Warns where ``dt`` (ms) is beyond a
+    stability limit of the integrator, before any step is taken."""
     from .cells import cellml
     _check(integrator in INTEGRATORS, f"integrator must be one of {', '.join(INTEGRATORS)}, got {integrator!r}")
+    warn_unstable_step(model, integrator, dt)
     if integrator == "cvode":
         _check(cellml.is_cellml(getattr(model, "source", "")),
                f"integrator cvode: runs CellML models (through Myokit); {model.name} is a built-in model")
@@ -283,7 +297,7 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
     _check_sizes(beats, period, record_every, h5_path, model.n_states + len(trace))
     model_overrides = {k: float(v) for k, v in {**overrides, **tissue}.items()}
     import h5py                                             # here, so the rest of cardiosim imports without it
-    native = _stepper(model, integrator, amplitude, duration, period, record_every)
+    native = _stepper(model, integrator, amplitude, duration, period, record_every, dt)
     protocol = Protocol(start=0.0, duration=duration, period=period, count=beats)
     onsets = protocol.onsets(beats * period)
     y = np.ascontiguousarray(model.initial_state(1))
@@ -481,10 +495,10 @@ def restitution(model_name: str, variant: str | None, overrides: Mapping[str, fl
     y0 = np.ascontiguousarray(model.initial_state(1))
     if integrator == "cvode":
         import myokit
-        cv = _stepper(model, "cvode", amplitude, duration, period, record_every)
+        cv = _stepper(model, "cvode", amplitude, duration, period, record_every, dt)
         cv.prepace(prepace)
     else:
-        step = _stepper(model, integrator, amplitude, duration, period, record_every)
+        step = _stepper(model, integrator, amplitude, duration, period, record_every, dt)
         s1 = step.stimulus([Protocol(0.0, duration, 0.0, 1)], [amplitude], 1)
         for _ in range(prepace):
             step.advance(y0, 0.0, dt, int(round(period / dt)), s1)

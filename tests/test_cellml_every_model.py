@@ -143,3 +143,27 @@ def test_equations_that_use_the_time():
     row = bench.conformance(MODELS / "li_mouse_2010.cellml")
     assert row["v_rms"] < 0.5, row
     assert abs(row["apd90"] - row["apd90_cvodes"]) < 0.01 * row["apd90_cvodes"], row
+
+
+@pytest.mark.parametrize("name", ["livshitz_rudy_2007", "lindblad_model_1996"])
+def test_steep_switches_stay_finite_in_c(name):
+    """Smoothed switches (Livshitz–Rudy's exp(−(V + 40)/0.024 mV), Lindblad's τ_s1 with exp((V + 32.8)/0.1 mV))
+    overflow to inf a few mV from the switch. Written as the model has them they still give finite values there
+    (1 − 1/inf = 1); put over one denominator they gave inf/inf = NaN and -0 for Lindblad's s2 rate, so Forward
+    Euler failed in the upstroke (generator 5). The C right-hand side equals the NumPy twin's over V = −150 … +60 mV,
+    the other states at their initial values."""
+    require_gcc()
+    from cardiosim.reaction.ode.native import NativeModel
+    m = cells.model_class(str(MODELS / f"{name}.cellml"))()
+    nat = NativeModel(m)
+    y0 = m.initial_state(1)[:, 0]
+    for v in np.arange(-150.0, 60.5, 0.5):
+        y = y0.copy()
+        y[0] = v
+        d_np = np.empty((len(y), 1))
+        with np.errstate(all="ignore"):
+            m.rhs(0.0, y[:, None], 0.0, d_np)
+        d_c = nat.rhs(y, 0.0)
+        ok = np.isfinite(d_np[:, 0])
+        assert np.all(np.isfinite(d_c[ok])), (v, [s.name for s, f in zip(m.states, d_c) if not np.isfinite(f)])
+        assert np.allclose(d_c[ok], d_np[ok, 0], rtol=1e-8, atol=1e-12), v

@@ -228,6 +228,67 @@ def _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True, 
     return prologue.assignments, {"temps": temps, "states": [(s, *per_state[s]) for s in grl_states]}
 
 
+def _placements(code, states, gates, jac, names, sidx) -> dict:
+    """Where each state's update goes in the body (code = (body_code, grl_code) of :func:`_common_subexpressions`):
+    {index of the body line it follows (-1: before the first): [("temp", (name, expression)) | ("gate", state) |
+    ("state", (state, partials, top))]}, in emission order. An update follows the last body line it reads (its
+    derivative d_<i>, the intermediates and temporaries of its expressions); a GRL1 temporary goes just before its
+    first reader (not after its own inputs: held from there it would be live through the body)."""
+    import myokit
+    body, grl = code
+    pos = {name: k for k, (name, _) in enumerate(body)}
+    temps = grl.get("temps", [])
+    grl_temps = {name for name, _ in temps}
+
+    def reads(e) -> set:
+        """The names of body lines and GRL1 temporaries ``e`` reads."""
+        out = set()
+        for node in e.walk():
+            if isinstance(node, myokit.PartialDerivative):       # GRL1's ∂x/∂s: defined inside the update itself
+                continue
+            if isinstance(node, myokit.Derivative):
+                out.add(f"d_{sidx[node.var()]}")
+            elif isinstance(node, myokit.Name):
+                v = node.var()
+                if isinstance(v, str):
+                    out.add(v)
+                elif not (v.is_state() or v.is_constant()) and v in names.ident:   # else read first, or a parameter
+                    out.add(names.ident[v])
+        return out
+
+    earliest = {}                      # a GRL1 temporary's inputs are all computed after this body line
+
+    def last(names_read) -> int:
+        return max([-1] + [earliest[n] if n in grl_temps else pos.get(n, -1) for n in names_read])
+
+    temp_reads = {}
+    for name, e in temps:
+        temp_reads[name] = reads(e)
+        earliest[name] = last(temp_reads[name])
+    updates = []
+    for st in states:
+        if st in gates:
+            _, a, b = gates[st]
+            r = set().union(*(reads(myokit.Name(x)) if isinstance(x, myokit.Variable) else reads(x) for x in (a, b)))
+            updates.append((last(r), r, ("gate", st)))
+    for st, partials, top in grl["states"]:
+        r = {f"d_{sidx[st]}"}.union(reads(top), *(reads(e) for _, e in partials))
+        updates.append((last(r), r, ("state", (st, partials, top))))
+    first = {}                         # a GRL1 temporary's first reader, placed after this body line
+    for at, r, _ in updates:
+        for n in r & grl_temps:
+            first[n] = min(first.get(n, at), at)
+    for name, _ in reversed(temps):   # a temporary read by a later temporary goes no later than that one
+        for n in temp_reads[name] & grl_temps:
+            first[n] = min(first.get(n, first.get(name, earliest[name])), first.get(name, earliest[name]))
+    out: dict = {}
+    for name, e in temps:
+        out.setdefault(first.get(name, earliest[name]), []).append(("temp", (name, e)))
+    for at, _, item in updates:
+        out.setdefault(at, []).append(item)
+    return out
+
+
 def _pow_helpers(kname: str, used) -> list[str]:
     """The helpers the writer used (``used``): ``<kname>_pow<n>(x)`` for an integer n, x^n by repeated squaring
     (x^8 = ((x²)²)², 3 products); ``<kname>_pow<m>_5(x)`` for n = m + ½, x^m·sqrt(x); ``<kname>_powc(x, p)`` ("c")
@@ -328,6 +389,8 @@ def write(m, kname: str, origin: str, generator: str, cse: bool = True, numpy_li
                                           for s in states if s in jac]})
         code = {cw: plain, pw: plain}
 
+    placed = {w: _placements(code[w], states, gates, jac, names, sidx) for w in (cw, pw)}
+
     def prologue(writer, line):
         """The states read from y, then the body's equations (d_<i> for a state's derivative, intermediates by
         name) with their common subexpressions (cse_<n>), each as ``line`` formats a name and its expression: the
@@ -347,28 +410,33 @@ def write(m, kname: str, origin: str, generator: str, cse: bool = True, numpy_li
          "#endif", f"#define {up}_N_STATES {n_s}", f"#define {up}_N_PARAMS {n_p}", "",
          f"CS_FN void {kname}_step_(const double *y, double *out, double i_stim, double dt, int rl, "
          "const double *p)", "{", "    (void)p; (void)dt; (void)i_stim;"]
-    c += prologue(cw, "    const double {} = {};")
     # rl: 0 derivatives, 1 Rush-Larsen (gates exact for frozen V, the rest Forward Euler), 2 GRL1 (the gates as in
-    # Rush-Larsen, every other state by its own linearisation, exact for a linear equation in that state)
-    c.append("    if (rl) {")
-    for s in states:
-        i = sidx[s]
-        if s in gates:
-            inf, rate = gate_parts(cw, s)
-            c.append(f"        {{ const double inf_ = {inf}; out[{i}] = inf_ + ({names.ident[s]} - inf_) * "
-                     f"exp(-dt * {rate}); }}")
-    c.append("        if (rl == 2) {")
-    c += [f"            const double {name} = {cw.ex(e)};" for name, e in code[cw][1]["temps"]]
-    for s, partials, top in code[cw][1]["states"]:
-        i = sidx[s]
-        c.append("            {")
-        c += [f"                const double {name} = {cw.ex(e)};" for name, e in partials]
-        c.append(f"                out[{i}] = {kname}_grl_({names.ident[s]}, d_{i}, {cw.ex(top)}, dt);")
-        c.append("            }")
-    c.append("        } else {")
-    c += [f"            out[{sidx[s]}] = {names.ident[s]} + dt * d_{sidx[s]};" for s in states if s not in gates]
-    c.append("        }")
-    c.append("    } else {")
+    # Rush-Larsen, every other state by its own linearisation, exact for a linear equation in that state). Each
+    # state's update is written where its last input has been computed, not after the whole body: the body's
+    # intermediates then die as they are used, where after the body they were all live at once (GRL1's diagonal
+    # Jacobian needs most of them: O'Hara-Rudy spilled ~5 kB per cell-step on the GPU). y is read into locals
+    # first, so writing out (= y, in place) early changes nothing the body reads.
+    c += [f"    const double {names.ident[s_]} = y[{sidx[s_]}];" for s_ in states]
+    for at in range(-1, len(code[cw][0])):
+        if at >= 0:
+            name, e = code[cw][0][at]
+            c.append(f"    const double {name} = {cw.ex(e)};")
+        for kind, item in placed[cw].get(at, ()):
+            if kind == "temp":
+                c.append(f"    const double {item[0]} = {cw.ex(item[1])};     /* GRL1 only */")
+            elif kind == "gate":
+                i = sidx[item]
+                inf, rate = gate_parts(cw, item)
+                c.append(f"    if (rl) {{ const double inf_ = {inf}; out[{i}] = inf_ + ({names.ident[item]} - inf_) * "
+                         f"exp(-dt * {rate}); }}")
+            else:
+                st, partials, top = item
+                i = sidx[st]
+                c.append("    if (rl == 2) {")
+                c += [f"        const double {n_} = {cw.ex(e_)};" for n_, e_ in partials]
+                c.append(f"        out[{i}] = {kname}_grl_({names.ident[st]}, d_{i}, {cw.ex(top)}, dt);")
+                c.append(f"    }} else if (rl) {{ out[{i}] = {names.ident[st]} + dt * d_{i}; }}")
+    c.append("    if (!rl) {")
     c += [f"        out[{i}] = d_{i};" for i in range(n_s)]
     c += ["    }", "}", "",
           f"CS_FN void {kname}_rhs(const double *y, double *dydt, double i_stim CS_PARAM_ARG)",
@@ -396,23 +464,28 @@ def write(m, kname: str, origin: str, generator: str, cse: bool = True, numpy_li
           "    \"\"\"c: the parameter vector, its derived slots filled in place.\"\"\""]
     for x in derived:
         py.append(f"    c[{pindex[x]}] = {pw.ex(x.rhs())}")
-    py += ["", "", "def step(y, i_stim, c, out, dt, rl):", *prologue(pw, "    {} = {}")]
-    py.append("    if rl:")
-    for s in states:
-        i = sidx[s]
-        if s in gates:
-            inf, rate = gate_parts(pw, s)
-            py.append(f"        inf_ = {inf}")
-            py.append(f"        out[{i}] = inf_ + ({names.ident[s]} - inf_) * numpy.exp(-dt * {rate})")
-    py.append("        if rl == 2:")
-    py += [f"            {name} = {pw.ex(e)}" for name, e in code[pw][1]["temps"]]
-    for s, partials, top in code[pw][1]["states"]:
-        py += [f"            {name} = {pw.ex(e)}" for name, e in partials]
-        py.append(f"            out[{sidx[s]}] = _grl({names.ident[s]}, d_{sidx[s]}, {pw.ex(top)}, dt)")
-    py.append("        else:")
-    py += [f"            out[{sidx[s]}] = {names.ident[s]} + dt * d_{sidx[s]}" for s in states if s not in gates]
-    py += ["            pass"] if all(s in gates for s in states) else []
-    py.append("    else:")
+    py += ["", "", "def step(y, i_stim, c, out, dt, rl):"]
+    py += [f"    {names.ident[s_]} = y[{sidx[s_]}]" for s_ in states]
+    for at in range(-1, len(code[pw][0])):          # the C's order (see there)
+        if at >= 0:
+            name, e = code[pw][0][at]
+            py.append(f"    {name} = {pw.ex(e)}")
+        for kind, item in placed[pw].get(at, ()):
+            if kind == "temp":
+                py += ["    if rl == 2:", f"        {item[0]} = {pw.ex(item[1])}"]
+            elif kind == "gate":
+                i = sidx[item]
+                inf, rate = gate_parts(pw, item)
+                py += ["    if rl:", f"        inf_ = {inf}",
+                       f"        out[{i}] = inf_ + ({names.ident[item]} - inf_) * numpy.exp(-dt * {rate})"]
+            else:
+                st, partials, top = item
+                i = sidx[st]
+                py.append("    if rl == 2:")
+                py += [f"        {n_} = {pw.ex(e_)}" for n_, e_ in partials]
+                py += [f"        out[{i}] = _grl({names.ident[st]}, d_{i}, {pw.ex(top)}, dt)",
+                       "    elif rl:", f"        out[{i}] = {names.ident[st]} + dt * d_{i}"]
+    py.append("    if not rl:")
     py += [f"        out[{i}] = d_{i}" for i in range(n_s)]
     # every intermediate by its user-facing name, vectorised over cells (or over the samples of a trace): what
     # `cardiosim cell --trace` records besides the states (currents, fluxes, ...)

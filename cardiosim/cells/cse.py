@@ -424,6 +424,25 @@ class _Abandon(Exception):
 _RATIONAL = ("Plus", "Minus", "Multiply", "Divide", "PrefixMinus", "PrefixPlus")
 
 
+def _steep(e) -> bool:
+    """Whether ``e`` holds an exponential of a steep argument, one divided by a number under 0.5 (a smoothed switch:
+    Livshitz–Rudy 2007's 1 − 1/(1 + exp(−(V + 40)/0.024 mV)), Lindblad 1996's τ_s1 with exp((V + 32.8)/0.1 mV),
+    O'Hara–Rudy's Ito development with /0.2154 mV; a gate's slope is a few mV). Such an exp overflows to inf a few mV (or 70 mV) from the
+    switch, where 1 − 1/x is exactly 1 but the merged (x − 1)/x is inf/inf = NaN, and products of such factors
+    overflow sooner: merge_quotients leaves these quotients as written (generator 5 broke both models' Forward
+    Euler beat this way)."""
+    m = _myokit()
+    for ex in e.walk(m.Exp):
+        for node in ex[0].walk(m.Divide):
+            for i, x in enumerate(node):
+                if not isinstance(x, m.Number):
+                    continue
+                v = abs(float(x.eval()))
+                if isinstance(node, m.Divide) and i == 1 and 0 < v < 0.5:
+                    return True
+    return False
+
+
 def merge_quotients(exprs, defs: dict, constant, keys: Keys, depth: int = 3, max_den: int = 4, keep=()) -> list:
     """``exprs`` with the quotients of each sum-and-product (a subtree of +, −, ·, /) put over one denominator where
     that divides fewer times, the intermediates' equations (``defs``, {variable: expression}) looked through where
@@ -466,6 +485,8 @@ def merge_quotients(exprs, defs: dict, constant, keys: Keys, depth: int = 3, max
     def check(den):
         if len({keys(x) for x in den if not constant(x)}) > max_den:
             raise _Abandon()
+        if any(_steep(x) for x in den if not constant(x)):
+            raise _Abandon()
         return den
 
     state = {"expanded": False}
@@ -481,7 +502,8 @@ def merge_quotients(exprs, defs: dict, constant, keys: Keys, depth: int = 3, max
             return [e], []
         if isinstance(e, m.Name):
             var = e.var()
-            if expand and var in defs and level < depth and not _contains(defs[var], (m.If, m.Piecewise)):
+            if (expand and var in defs and level < depth and not _contains(defs[var], (m.If, m.Piecewise))
+                    and not _steep(defs[var])):
                 n, d = frac(defs[var], level + 1)
                 if any(not constant(x) for x in d):
                     state["expanded"] = True

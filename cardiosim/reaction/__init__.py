@@ -9,10 +9,12 @@ Vec: resident) is the placement's choice (cardiosim.reaction.placement.MODE) and
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from mpi4py import MPI
 
-from .. import cells
+from .. import cells, log
 from ..errors import SimulationError
 from .ode.numpy_backend import NumpyBackend
 from .ode.protocol import Pieces
@@ -95,6 +97,34 @@ class Reaction:
             self.backend = (self.populations[0].backend if len(names) == 1
                             else Populations(self.populations))
         self.states = self.backend.y      # the backend's host copy (page-locked with CUDA); cell.model's cells
+        self._warn_unstable_step(cfg)
+
+    def _warn_unstable_step(self, cfg) -> None:
+        """Warn where the ODE step is above a stability limit of cell.integrator for a model of the run
+        (cardiosim.cells.stability): at set-up, before hours of stepping end in NaN. Every rank reaches the same
+        lines; cardiosim.log prints rank 0's. Each distinct model (regions' parameters) is checked once."""
+        from ..cells import stability
+        from ..config import ode_step
+        s = cfg.simulation
+        dt, what = ode_step(s)
+
+        def substeps(limit: float) -> str:
+            k = math.ceil(s.dt / limit * (1 - 1e-12))       # not one more for a quotient a rounding above whole
+            if s.splitting == "strang":                        # the ODE step is dt / (2·ceil(k/2))
+                k += k % 2
+            return f"simulation.ode_substeps ≥ {max(k, 1)}"
+
+        said, checked = set(), set()
+        for m, _, _ in self.models:
+            key = (type(m), m.variant, tuple(sorted(m.p.items())))
+            if key in checked:
+                continue
+            checked.add(key)
+            msg = stability.step_warning(m, self.cell.integrator, dt, option='cell.integrator = "{}"',
+                                         step_is=what + " =", smaller=substeps)
+            if msg and msg not in said:
+                said.add(msg)
+                log.warning(msg)
 
     def integrator(self, model, states, stimuli, coords, rows):
         """The backend that integrates ``states`` of ``model`` on this rank; ``rows`` cross between the host copy and
