@@ -432,15 +432,8 @@ def _steep(e) -> bool:
     overflow sooner: merge_quotients leaves these quotients as written (generator 5 broke both models' Forward
     Euler beat this way)."""
     m = _myokit()
-    for ex in e.walk(m.Exp):
-        for node in ex[0].walk(m.Divide):
-            for i, x in enumerate(node):
-                if not isinstance(x, m.Number):
-                    continue
-                v = abs(float(x.eval()))
-                if isinstance(node, m.Divide) and i == 1 and 0 < v < 0.5:
-                    return True
-    return False
+    return any(isinstance(q[1], m.Number) and 0 < abs(float(q[1].eval())) < 0.5
+               for ex in e.walk(m.Exp) for q in ex[0].walk(m.Divide))
 
 
 def merge_quotients(exprs, defs: dict, constant, keys: Keys, depth: int = 3, max_den: int = 4, keep=()) -> list:
