@@ -1,11 +1,13 @@
-"""Issue 27's measurement on the host build: cardiosim's stencil solvers (StencilCG + StencilMG, kernels/stencil_mg.cpp
-built with g++) on the idealised LV's masked elliptic (and parabolic) system, with the loops over each level's
-active nodes (smg_active true) and over the whole box (false). Prints, per spacing: each level's size and active
-share, ms per solve and iterations, ms per V-cycle and per level (smg_apply_timed's phases), and the largest
-difference between the two solutions. One rank; for a GPU the same A/B is
-``cardiosim bench mask --placement resident ... -- -elliptic_smg_active false -parabolic_smg_active false``.
+"""Issue 27's measurement: cardiosim's stencil solvers (StencilCG + StencilMG, kernels/stencil_mg.cpp) on the idealised
+LV's masked elliptic (and parabolic) system, with the loops over each level's active nodes (smg_active true) and
+over the whole box (false). Prints, per spacing: each level's size and active share, ms per solve and iterations on
+the host build, ms per V-cycle and per level (smg_apply_timed's phases), and the largest difference between the
+two solutions. With ``--gpu`` the same hierarchy is also loaded into the CUDA build and its V-cycle timed there (back
+to back as a solve runs it, and profiled per level: where a masked V-cycle's time goes on the device). One rank;
+the whole step's A/B on a GPU is ``cardiosim bench mask --placement resident ...`` with ``PETSC_OPTIONS=
+"-elliptic_smg_active false -parabolic_smg_active false"``.
 
-    .venv/bin/python tools/masked_mg_cpu.py --lv-spacing 0.05 0.025 --solves 5 --vcycles 20
+    .venv/bin/python tools/masked_mg.py --lv-spacing 0.05 0.025 --solves 5 --vcycles 20 [--gpu]
 """
 
 import argparse
@@ -26,6 +28,7 @@ def main():
     p.add_argument("--solves", type=int, default=5)
     p.add_argument("--vcycles", type=int, default=20)
     p.add_argument("--systems", nargs="+", default=["elliptic", "parabolic"])
+    p.add_argument("--gpu", action="store_true", help="also time the V-cycle in the CUDA build (device 0)")
     args = p.parse_args()
     petsc4py.init(["-no_signal_handler"])
     from petsc4py import PETSc
@@ -100,6 +103,47 @@ def main():
                 for l, (n, a, ta, tb) in enumerate(zip(on["sizes"], on["share"], on["levels"], off["levels"])):
                     print(f"    level {l}: {'x'.join(map(str, n))} active {100 * a:5.1f} %   {ta:7.3f} ms  box {tb:7.3f} ms"
                           f"  ({ta / tb if tb else 0:.2f}x)")
+                if args.gpu:
+                    gpu_vcycles(built[True][1].ksp.getPC().getPythonContext().hierarchy, args.vcycles)
+
+
+def gpu_vcycles(hier, reps: int) -> None:
+    """The hierarchy's V-cycle in the CUDA build, active lists on and off: ms per V-cycle back to back (CUDA graph,
+    as a solve runs it) and per level and phase (profiled: events between phases, so launch gaps show)."""
+    import pycuda.driver as cuda
+
+    from cardiosim.solvers import multigrid
+    cuda.init()
+    ctx = cuda.Device(0).retain_primary_context()
+    ctx.push()
+    try:
+        n = int(np.prod(hier.sizes[0]))
+        db = cuda.to_device(np.random.default_rng(0).standard_normal(n))
+        dx = cuda.mem_alloc(n * 8)
+        out = {}
+        for active in (True, False):
+            vc = multigrid.VCycle(hier, gpu=True, active=active)
+            for _ in range(3):
+                vc.apply(int(db), int(dx))
+            ctx.synchronize()
+            t = time.perf_counter()
+            for _ in range(reps):
+                vc.apply(int(db), int(dx))
+            ctx.synchronize()
+            ms = 1e3 * (time.perf_counter() - t) / reps
+            prof = np.min([vc.profile(int(db), int(dx), hier.levels) for _ in range(5)], axis=0)
+            out[active] = (ms, prof)
+            vc.destroy()
+        (on, pon), (off, poff) = out[True], out[False]
+        print(f"  GPU V-cycle back to back: active {on:.3f} ms, box {off:.3f} ms -> {on / off:.2f}x; profiled "
+              f"(per phase: pre-smooth, residual+restrict, prolong, post-smooth; coarse solve last), active / box ms:")
+        for l in range(hier.levels):
+            print(f"    level {l}: " + "  ".join(f"{a:.4f}/{b:.4f}" for a, b in zip(pon[l], poff[l]))
+                  + f"  sum {pon[l].sum():.4f}/{poff[l].sum():.4f}")
+        db.free()
+        dx.free()
+    finally:
+        ctx.pop()
 
 
 if __name__ == "__main__":
