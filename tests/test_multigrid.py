@@ -249,3 +249,20 @@ def test_gauss_jordan_coarse_inverse_equals_the_pseudo_inverse(system):
     assert err < 1e-10
     with pytest.raises(ValueError, match="smg_coarse_solve"):
         multigrid.VCycle(h, gpu=False, coarse="lu")
+
+
+def test_the_gpu_defaults_coarse_limit_reaches_the_hierarchy():
+    """The GPU runs' multigrid stops coarsening at GPU_STENCIL_MG's smg_coarse_max (cardiosim.solvers.linear: coarse
+    levels cost the GPU launch latency), not at the solver's own 1024: the option by the name StencilMG reads, applied
+    through the defaults mechanism the runs use. 65 x 65 nodes: 33 x 33 = 1089 is the coarsest under the GPU's
+    limit, 17 x 17 under 1024."""
+    from cardiosim import petsc_options
+    from cardiosim.solvers import linear
+    coarsest = {}
+    for label, defaults in (("gpu", linear.GPU_STENCIL_MG), ("solver", linear.STENCIL_MG)):
+        with petsc_options.inserted("elliptic_", {**linear.STENCIL_CG, **defaults}):
+            _, tis = tissue((0.64, 0.64), 0.01)
+        mg = tis.elliptic.ksp.getPC().getPythonContext()
+        assert int(np.prod(mg.hierarchy.sizes[-1])) <= mg.coarse_max
+        coarsest[label] = tuple(mg.hierarchy.sizes[-1][:2])
+    assert coarsest == {"gpu": (33, 33), "solver": (17, 17)}

@@ -85,6 +85,15 @@ def elliptic_pc_defaults(grid) -> dict:
 # (docs/benchmarks.md). On several ranks they split the grid over the ranks or solve on rank 0 alone, whichever the
 # grid's size makes faster (cardiosim.solvers.comm.layout; ``-<prefix>smg_layout`` chooses).
 STENCIL_MG = {"pc_type": "python", "pc_python_type": "cardiosim.solvers.multigrid.StencilMG"}
+# On the GPU a V-cycle's coarse levels cost launch latency, not bandwidth (the LV at 0.025 cm: ~0.2 ms per level
+# from 45x45x53 down to 12x12x14 alike), while one dense product of 2,000 unknowns costs ~10 us. So the GPU's runs
+# stop coarsening at 2048 nodes, not the solver's 1024 (which the host build keeps: there the dense product costs
+# more than the levels it replaces). Measured on one H200 with these very hierarchies (docs/benchmarks.md,
+# "Session 15"): Table 4.1 (coarsest 40x40 instead of 21x21) PDE 69 against 81 ms, medians of 5; the LV at 0.025 cm
+# (12x12x14 instead of 7x7x8) masked elliptic solve 15 % faster. Not higher: the coarsest (pseudo-)inverse is an
+# eigendecomposition on the host at set-up, ~0.8 s at 2,000 nodes and ~8 s at 4,000 on a 2-core machine, and 4096
+# would move the 10^7-node slab's coarsest level from 8^3 to 15^3 (its set-up target is 20 s).
+GPU_STENCIL_MG = {**STENCIL_MG, "smg_coarse_max": "2048"}
 STENCIL_CG = {"ksp_type": "python", "ksp_python_type": "cardiosim.solvers.krylov.StencilCG"}
 
 
@@ -119,7 +128,7 @@ def gpu_parabolic_defaults(grid, jacobi_radius: float) -> dict:
     out["pc_type"] = "jacobi"
     out.update(STENCIL_CG)
     if not _user_chose_pc("parabolic") and jacobi_radius > PARABOLIC_MG_RADIUS:
-        out.update(STENCIL_MG)
+        out.update(GPU_STENCIL_MG)
     return out
 
 
@@ -128,7 +137,7 @@ def gpu_elliptic_defaults(grid) -> dict:
     docs/benchmarks.md), unless the user chose a preconditioner (then PETSc's CG with it, and the CPU's PCMG
     settings where that choice is mg)."""
     if not _user_chose_pc("elliptic"):
-        return {**STENCIL_CG, **STENCIL_MG}
+        return {**STENCIL_CG, **GPU_STENCIL_MG}
     return elliptic_pc_defaults(grid)
 
 
