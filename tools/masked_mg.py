@@ -104,12 +104,15 @@ def main():
                     print(f"    level {l}: {'x'.join(map(str, n))} active {100 * a:5.1f} %   {ta:7.3f} ms  box {tb:7.3f} ms"
                           f"  ({ta / tb if tb else 0:.2f}x)")
                 if args.gpu:
-                    gpu_vcycles(built[True][1].ksp.getPC().getPythonContext().hierarchy, args.vcycles)
+                    gpu_vcycles(built[True][1].ksp.getPC().getPythonContext().hierarchy, args.vcycles,
+                                built[True][2].getArray(readonly=True).copy(), built[True][1].ksp.getTolerances())
 
 
-def gpu_vcycles(hier, reps: int) -> None:
+def gpu_vcycles(hier, reps: int, b_host: np.ndarray, tolerances) -> None:
     """The hierarchy's V-cycle in the CUDA build, active lists on and off: ms per V-cycle back to back (CUDA graph,
-    as a solve runs it) and per level and phase (profiled: events between phases, so launch gaps show)."""
+    as a solve runs it) and per level and phase (profiled: events between phases, so launch gaps show); then CG
+    with it on the system's right-hand side ``b_host`` (zero first guess, the solver's ``tolerances``), timed in C
+    alone: what a solve costs without the run's PETSc and Python around it."""
     import pycuda.driver as cuda
 
     from cardiosim.solvers import multigrid
@@ -120,7 +123,9 @@ def gpu_vcycles(hier, reps: int) -> None:
         n = int(np.prod(hier.sizes[0]))
         db = cuda.to_device(np.random.default_rng(0).standard_normal(n))
         dx = cuda.mem_alloc(n * 8)
-        out = {}
+        dbs = cuda.to_device(np.ascontiguousarray(b_host, dtype=np.float64))
+        rtol, atol, dtol, maxit = tolerances
+        out, cg = {}, {}
         for active in (True, False):
             vc = multigrid.VCycle(hier, gpu=True, active=active)
             for _ in range(3):
@@ -133,6 +138,14 @@ def gpu_vcycles(hier, reps: int) -> None:
             ms = 1e3 * (time.perf_counter() - t) / reps
             prof = np.min([vc.profile(int(db), int(dx), hier.levels) for _ in range(5)], axis=0)
             out[active] = (ms, prof)
+            times = []
+            for _ in range(4):                  # the first compiles nothing but warms the CG's graph and buffers
+                ctx.synchronize()
+                t = time.perf_counter()
+                its, _, reason = vc.cg(2, int(dbs), int(dx), rtol, atol, dtol, maxit, True)
+                ctx.synchronize()
+                times.append(1e3 * (time.perf_counter() - t))
+            cg[active] = (min(times[1:]), its, reason)
             vc.destroy()
         (on, pon), (off, poff) = out[True], out[False]
         print(f"  GPU V-cycle back to back: active {on:.3f} ms, box {off:.3f} ms -> {on / off:.2f}x; profiled "
@@ -140,8 +153,13 @@ def gpu_vcycles(hier, reps: int) -> None:
         for l in range(hier.levels):
             print(f"    level {l}: " + "  ".join(f"{a:.4f}/{b:.4f}" for a, b in zip(pon[l], poff[l]))
                   + f"  sum {pon[l].sum():.4f}/{poff[l].sum():.4f}")
+        for active, (ms, its, reason) in cg.items():
+            print(f"  GPU CG + V-cycle in C, zero first guess, rtol {rtol:g}: {'active' if active else 'box'} "
+                  f"{ms:.3f} ms, {its} its (reason {reason}), {ms / max(its, 1):.3f} ms per iteration "
+                  f"(V-cycle {out[active][0]:.3f})")
         db.free()
         dx.free()
+        dbs.free()
     finally:
         ctx.pop()
 
