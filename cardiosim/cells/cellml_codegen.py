@@ -426,11 +426,11 @@ def write(m, kname: str, origin: str, generator: str, cse: bool = True, numpy_li
         return ([f"{indent}const double {n_} = {cw.ex(e_)};" for n_, e_ in partials]
                 + [f"{indent}out[{i}] = {kname}_grl_({names.ident[st]}, d_{i}, {cw.ex(top)}, dt);"])
 
-    c += [f"    const double {names.ident[s_]} = y[{sidx[s_]}];" for s_ in states]
+    lines = prologue(cw, "    const double {} = {};")     # the states read, then one line per body equation
+    c += lines[:len(states)]
     for at in range(-1, len(code[cw][0])):
         if at >= 0:
-            name, e = code[cw][0][at]
-            c.append(f"    const double {name} = {cw.ex(e)};")
+            c.append(lines[len(states) + at])
         items = placed.get(at, ())
         if items:
             c.append("#ifdef __CUDACC__")
