@@ -3,7 +3,8 @@
 the phases, solver iterations, set-up time, and speed-up / efficiency against the first rank count. ``--weak``
 stretches the grid along x with the rank count (nodes per GPU constant; the stimulus, a box at x = 0, stays the
 same). Options after ``--`` go to PETSc in every run; ``--variant NAME='-opt v ...'`` adds runs with more PETSc
-options at every rank count above 1 (e.g. the layouts and halo strategies of cardiosim.solvers).
+options at every rank count above 1 (e.g. the layouts and halo strategies of cardiosim.solvers), and on one rank
+too with ``--variants-on-one`` (options that apply there, e.g. the small bottom's ``smg_small_level``).
 
     cardiosim bench scaling run/slab3d-1e7.toml --ranks 1 2 [--weak] [--set grid.size=...]
         [--variant sweep='-elliptic_smg_halo sweep -parabolic_smg_halo sweep'] [--write docs/benchmarks.md]
@@ -94,6 +95,7 @@ def main(argv=None) -> int:
     p.add_argument("--weak", action="store_true", help="grow the grid along x with the ranks")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--variant", action="append", default=[], metavar="NAME='PETSC OPTIONS'")
+    p.add_argument("--variants-on-one", action="store_true", help="run the variants on one rank too")
     p.add_argument("--placement", default="resident", help="cell.placement (cpu: to try the benchmark on a CPU)")
     p.add_argument("--label", default="")
     p.add_argument("--write", help="markdown page to update (docs/benchmarks.md)")
@@ -115,7 +117,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="cardiosim-scaling-") as tmp:
         for ranks in args.ranks:
             sets = stretched(args.config, ranks, args.set) if args.weak else list(args.set)
-            for name, extra in (variants if ranks > 1 else variants[:1]):   # one rank has no layout to choose
+            for name, extra in (variants if ranks > 1 or args.variants_on_one else variants[:1]):
                 r = run_once(args.config, ranks, sets, [*petsc, *extra], Path(tmp), args.placement)
                 r["case"] = name
                 results.append(r)
