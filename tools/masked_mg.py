@@ -8,6 +8,9 @@ the whole step's A/B on a GPU is ``cardiosim bench mask --placement resident ...
 "-elliptic_smg_active false -parabolic_smg_active false"``.
 
     .venv/bin/python tools/masked_mg.py --lv-spacing 0.05 0.025 --solves 5 --vcycles 20 [--gpu]
+
+``--coarse-max`` (default 2048, the GPU runs' limit: cardiosim.solvers.linear.GPU_STENCIL_MG) bounds the coarsest
+level.
 """
 
 import argparse
@@ -29,6 +32,7 @@ def main():
     p.add_argument("--vcycles", type=int, default=20)
     p.add_argument("--systems", nargs="+", default=["elliptic", "parabolic"])
     p.add_argument("--gpu", action="store_true", help="also time the V-cycle in the CUDA build (device 0)")
+    p.add_argument("--coarse-max", type=int, default=2048, help="smg_coarse_max (nodes of the coarsest level)")
     args = p.parse_args()
     petsc4py.init(["-no_signal_handler"])
     from petsc4py import PETSc
@@ -50,7 +54,8 @@ def main():
                 for active in (True, False):
                     o = PETSc.Options()
                     mine = {"ksp_type": "python", "ksp_python_type": krylov.PYTHON_TYPE, "pc_type": "python",
-                            "pc_python_type": multigrid.PYTHON_TYPE, "smg_active": str(active).lower()}
+                            "pc_python_type": multigrid.PYTHON_TYPE, "smg_active": str(active).lower(),
+                            "smg_coarse_max": str(args.coarse_max)}
                     for k, v in mine.items():
                         o[f"{name}_{k}"] = v
                     t0 = time.perf_counter()
