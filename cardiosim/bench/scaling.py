@@ -4,7 +4,7 @@ the phases, solver iterations, set-up time, and speed-up / efficiency against th
 stretches the grid along x with the rank count (nodes per GPU constant; the stimulus, a box at x = 0, stays the
 same). Options after ``--`` go to PETSc in every run; ``--variant NAME='-opt v ...'`` adds runs with more PETSc
 options at every rank count above 1 (e.g. the layouts and halo strategies of cardiosim.solvers), and on one rank
-too with ``--variants-on-one`` (options that apply there, e.g. the small bottom's ``smg_small_level``).
+too with ``--variants-on-one`` (options that apply there, e.g. ``-elliptic_smg_coarse_max``).
 
     cardiosim bench scaling run/slab3d-1e7.toml --ranks 1 2 [--weak] [--set grid.size=...]
         [--variant sweep='-elliptic_smg_halo sweep -parabolic_smg_halo sweep'] [--write docs/benchmarks.md]
