@@ -264,6 +264,7 @@ struct Level {
     Stencil st;
     double *S, *x, *b, *r;  /* x, b, r ghosted; level 0's x and b are the caller's (internal, ghosted) vectors */
     Dim t[3];               /* transfer to the next coarser level (not on the coarsest) */
+    double *jw;             /* Jacobi weights per owned node (smg_jacobi; null: the level is smoothed by SOR) */
     Active a;
 };
 
@@ -444,6 +445,32 @@ void sweep_colour(const Level &L, int colour, double omega) {
         const long q = t / hx;
         const int j = 2 * (int)(q % hy) + cy, k = 2 * (int)(q / hy) + cz;
         sor_node(st, S, B, b, x, i, j, k, i + (long)nx * (j + (long)ny * k), omega);
+    });
+}
+
+/* Jacobi on level L with the per-node weights L.jw (the coarse levels' smoother from smg_jacobi: two loops per
+ * sweep, not one per colour): the first sweep from x = 0, x = W b, and a later one, x += W r with r = b - A x
+ * computed by residual(). */
+void jacobi_first(const Level &L) {
+    const Box B = L.B;
+    const double *w = L.jw, *b = L.b;
+    double *x = L.x;
+    each(nodes(L), LOOP(long t) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        const long g = gix(B, i, j, k);
+        x[g] = w[t] * b[g];
+    });
+}
+void jacobi_update(const Level &L) {
+    const Box B = L.B;
+    const double *w = L.jw, *r = L.r;
+    double *x = L.x;
+    each(nodes(L), LOOP(long t) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        const long g = gix(B, i, j, k);
+        x[g] += w[t] * r[g];
     });
 }
 
@@ -980,12 +1007,23 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
     L[0].x = x;
     if (clock) clock->mark();
     for (int l = 0; l < top; ++l) {
-        clear(L[l], L[l].x, mg->c);
-        for (int it = 0; it < mg->nu; ++it)
-            for (int c = 0; c < colours; ++c) {
-                if (it + c > 0 && (!mg->per_sweep || c == 0)) err |= exchange(mg, l, L[l].x);
-                sweep_colour(L[l], c, mg->omega);
+        if (L[l].jw) {
+            /* Jacobi from x = 0: the first sweep needs no zeroing (it writes every node a loop visits; the rest
+             * stay zero, or are ghosts an exchange fills before they are read) */
+            jacobi_first(L[l]);
+            for (int it = 1; it < mg->nu; ++it) {
+                err |= exchange(mg, l, L[l].x);
+                residual(L[l]);
+                jacobi_update(L[l]);
             }
+        } else {
+            clear(L[l], L[l].x, mg->c);
+            for (int it = 0; it < mg->nu; ++it)
+                for (int c = 0; c < colours; ++c) {
+                    if (it + c > 0 && (!mg->per_sweep || c == 0)) err |= exchange(mg, l, L[l].x);
+                    sweep_colour(L[l], c, mg->omega);
+                }
+        }
         if (clock) clock->mark();
         err |= exchange(mg, l, L[l].x);
         residual(L[l]);
@@ -1004,11 +1042,18 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
     for (int l = top - 1; l >= 0; --l) {
         prolong_add(L[l], L[l + 1]);
         if (clock) clock->mark();
-        for (int it = 0; it < mg->nu; ++it)
+        for (int it = 0; it < mg->nu; ++it) {
+            if (L[l].jw) {
+                err |= exchange(mg, l, L[l].x);
+                residual(L[l]);
+                jacobi_update(L[l]);
+                continue;
+            }
             for (int c = colours - 1; c >= 0; --c) {
                 if (!mg->per_sweep || c == colours - 1) err |= exchange(mg, l, L[l].x);
                 sweep_colour(L[l], c, mg->omega);
             }
+        }
         if (l > 0) err |= exchange(mg, l, L[l].x);
         if (clock) clock->mark();
     }
@@ -1801,6 +1846,15 @@ void smg_halo_per_sweep(MG *mg, int on) { mg->per_sweep = on; }
 /* Graphs on (1, the default) or off (0: every kernel launched from the host each time; for comparisons). */
 void smg_use_graphs(MG *mg, int on) { mg->graphs = on; }
 
+/* Level l smoothed by Jacobi with the weights w (one per owned node, host memory; cardiosim.solvers.multigrid
+ * chooses them) instead of multicolour SOR: on the GPU two loops per sweep instead of 2^d. */
+int smg_jacobi(MG *mg, int l, const double *w) {
+    Level &L = mg->lev[l];
+    mem_free(L.jw);
+    L.jw = upload(mg, w, L.B.size);
+    return mg->err;
+}
+
 /* smg_apply with a profile: ms[4 l + p] for level l's phases p = pre-smoothing, residual and restriction,
  * prolongation, post-smoothing; ms[4 (nlev - 1)] the coarsest solve. Synchronises (GPU: events). */
 int smg_apply_timed(MG *mg, const double *b, double *x, double *ms) {
@@ -1882,6 +1936,7 @@ void smg_destroy(MG *mg) {
         Level &L = mg->lev[l];
         mem_free(L.S);
         mem_free(L.r);
+        mem_free(L.jw);
         mem_free(L.a.act);
         mem_free(L.a.by_colour);
         mem_free(L.a.out);

@@ -42,6 +42,7 @@ def main():
     p.add_argument("--transport", choices=("auto", "mpi-host", "ipc"), default="auto")
     p.add_argument("--halo", choices=("colour", "sweep"), default="colour")
     p.add_argument("--graphs", choices=("on", "off"), default="on", help="the V-cycle as a CUDA graph (GPU build)")
+    p.add_argument("--jacobi-from", type=int, default=-1, help="smg_jacobi_from: Jacobi on the levels from this one")
     p.add_argument("--ksp", choices=("stencil", "petsc"), default="stencil",
                    help="the Krylov method on several ranks: cardiosim's CG or PETSc's KSPCG (with our PC)")
     args = p.parse_args()
@@ -59,6 +60,8 @@ def main():
     opts = {"ksp_type": "python", "ksp_python_type": krylov.PYTHON_TYPE, "ksp_rtol": "1e-10",
             "smg_layout": args.layout, "smg_agglomerate": str(args.agglomerate), "smg_transport": args.transport,
             "smg_halo": args.halo, "smg_graphs": str(args.graphs == "on").lower()}
+    if args.jacobi_from >= 0:
+        opts["smg_jacobi_from"] = str(args.jacobi_from)
     opts.update({"pc_type": args.pc} if args.pc != "mg" else
                 {"pc_type": "python", "pc_python_type": multigrid.PYTHON_TYPE})
     text = SHEET.format(size=list(args.size), h=args.h).replace("fibre_angle = 30.0", f"fibre_angle = {args.fibre}")

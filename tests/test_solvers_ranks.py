@@ -87,6 +87,16 @@ def test_root_layout_solves_on_rank_zero_alone(system, pc, ksp):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("n,grid,system", [(2, SHEET_2D, "elliptic"), (3, SLAB_3D, "parabolic")])
+def test_jacobi_coarse_levels_on_ranks_equal_one_rank(n, grid, system):
+    """smg_jacobi_from 1: the coarse levels smoothed by Jacobi, which a decomposition cannot change (the halo is
+    exchanged before each sweep's residual), on the split levels and rank 0's tail alike."""
+    r = ranks_solve(n, [*grid, "--system", system, "--pc", "mg", "--agglomerate", "64", "--jacobi-from", "1"])
+    agree(r)
+    assert r["exchanges"] > 0 and r["gathers"] > 0
+
+
+@pytest.mark.mpi
 def test_unpreconditioned_cg_on_ranks():
     r = ranks_solve(3, [*SLAB_3D, "--system", "parabolic", "--pc", "none", "--layout", "ranks"])
     agree(r)
