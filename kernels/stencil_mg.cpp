@@ -448,29 +448,18 @@ void sweep_colour(const Level &L, int colour, double omega) {
     });
 }
 
-/* Jacobi on level L with the per-node weights L.jw (the coarse levels' smoother from smg_jacobi: two loops per
- * sweep, not one per colour): the first sweep from x = 0, x = W b, and a later one, x += W r with r = b - A x
- * computed by residual(). */
-void jacobi_first(const Level &L) {
+/* A Jacobi sweep on level L with the per-node weights L.jw (the coarse levels' smoother from smg_jacobi: two
+ * loops per sweep, not one per colour): x += W r with r = b - A x from residual(), or the first sweep from x = 0,
+ * x = W b (`first`: no residual, and no zeroing before it). */
+void jacobi_sweep(const Level &L, int first) {
     const Box B = L.B;
-    const double *w = L.jw, *b = L.b;
+    const double *w = L.jw, *v = first ? L.b : L.r;
     double *x = L.x;
     each(nodes(L), LOOP(long t) {
         int i, j, k;
         coords(B, t, i, j, k);
         const long g = gix(B, i, j, k);
-        x[g] = w[t] * b[g];
-    });
-}
-void jacobi_update(const Level &L) {
-    const Box B = L.B;
-    const double *w = L.jw, *r = L.r;
-    double *x = L.x;
-    each(nodes(L), LOOP(long t) {
-        int i, j, k;
-        coords(B, t, i, j, k);
-        const long g = gix(B, i, j, k);
-        x[g] += w[t] * r[g];
+        x[g] = (first ? 0.0 : x[g]) + w[t] * v[g];
     });
 }
 
@@ -1010,11 +999,11 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
         if (L[l].jw) {
             /* Jacobi from x = 0: the first sweep needs no zeroing (it writes every node a loop visits; the rest
              * stay zero, or are ghosts an exchange fills before they are read) */
-            jacobi_first(L[l]);
+            jacobi_sweep(L[l], 1);
             for (int it = 1; it < mg->nu; ++it) {
                 err |= exchange(mg, l, L[l].x);
                 residual(L[l]);
-                jacobi_update(L[l]);
+                jacobi_sweep(L[l], 0);
             }
         } else {
             clear(L[l], L[l].x, mg->c);
@@ -1046,7 +1035,7 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
             if (L[l].jw) {
                 err |= exchange(mg, l, L[l].x);
                 residual(L[l]);
-                jacobi_update(L[l]);
+                jacobi_sweep(L[l], 0);
                 continue;
             }
             for (int c = colours - 1; c >= 0; --c) {

@@ -16,77 +16,74 @@ from test_multigrid import tissue
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("size,h,omega,sweeps", [((0.5, 0.3), 0.01, 1.0, 1), ((0.2, 0.12, 0.1), 0.01, 1.2, 2),
-                                                 ((1.0, 1.0), 0.004, 1.0, 1)])
-def test_gpu_vcycle_equals_host_vcycle(size, h, omega, sweeps):
+@pytest.fixture
+def cuda_context():
+    """Device 0's primary context (the one PETSc's CUDA objects share), current for the test."""
     require_gpu()
     require_gcc()
     import pycuda.driver as cuda
     cuda.init()
     ctx = cuda.Device(0).retain_primary_context()
     ctx.push()
-    try:
-        grid, tis = tissue(size, h)
-        A = tis.elliptic.A
-        hier = multigrid.Hierarchy(A, grid.da.getSizes(), singular=True)
-        N = A.getSize()[0]
-        b = np.random.default_rng(7).standard_normal(N)
-        host = np.empty(N)
-        cpu = multigrid.VCycle(hier, gpu=False, omega=omega, sweeps=sweeps)
-        cpu.apply(b.ctypes.data, host.ctypes.data)
-        cpu.destroy()
-        gpu = multigrid.VCycle(hier, gpu=True, omega=omega, sweeps=sweeps)
-        db, dx = cuda.to_device(b), cuda.mem_alloc(N * 8)
-        gpu.apply(int(db), int(dx))
-        dev = cuda.from_device(dx, (N,), np.float64)
-        ctx.synchronize()
-        gpu.destroy()
-        err = np.abs(dev - host).max() / np.abs(host).max()
-        print(f"\n{'x'.join(map(str, grid.da.getSizes()))}: {hier.levels} levels, max |GPU - host| / max |host| = "
-              f"{err:.2e}")
-        assert err < 1e-11           # FMA contraction on the GPU: round-off only
-    finally:
-        ctx.pop()
+    yield ctx
+    ctx.pop()
+
+
+@pytest.mark.parametrize("size,h,omega,sweeps", [((0.5, 0.3), 0.01, 1.0, 1), ((0.2, 0.12, 0.1), 0.01, 1.2, 2),
+                                                 ((1.0, 1.0), 0.004, 1.0, 1)])
+def test_gpu_vcycle_equals_host_vcycle(cuda_context, size, h, omega, sweeps):
+    import pycuda.driver as cuda
+    grid, tis = tissue(size, h)
+    A = tis.elliptic.A
+    hier = multigrid.Hierarchy(A, grid.da.getSizes(), singular=True)
+    N = A.getSize()[0]
+    b = np.random.default_rng(7).standard_normal(N)
+    host = np.empty(N)
+    cpu = multigrid.VCycle(hier, gpu=False, omega=omega, sweeps=sweeps)
+    cpu.apply(b.ctypes.data, host.ctypes.data)
+    cpu.destroy()
+    gpu = multigrid.VCycle(hier, gpu=True, omega=omega, sweeps=sweeps)
+    db, dx = cuda.to_device(b), cuda.mem_alloc(N * 8)
+    gpu.apply(int(db), int(dx))
+    dev = cuda.from_device(dx, (N,), np.float64)
+    cuda_context.synchronize()
+    gpu.destroy()
+    err = np.abs(dev - host).max() / np.abs(host).max()
+    print(f"\n{'x'.join(map(str, grid.da.getSizes()))}: {hier.levels} levels, max |GPU - host| / max |host| = "
+          f"{err:.2e}")
+    assert err < 1e-11           # FMA contraction on the GPU: round-off only
 
 
 @pytest.mark.parametrize("size,h,sweeps", [((0.5, 0.3), 0.01, 1), ((0.2, 0.12, 0.1), 0.01, 2), ((1.0, 1.0), 0.004, 1)])
-def test_gpu_vcycle_with_jacobi_coarse_levels_equals_host(size, h, sweeps):
+def test_gpu_vcycle_with_jacobi_coarse_levels_equals_host(cuda_context, size, h, sweeps):
     """smg_jacobi_from 1 (the coarse levels smoothed by Jacobi) on the GPU against the host build: round-off only;
     and the GPU's Jacobi V-cycle differs from its SOR one (the weights reached the device)."""
-    require_gpu()
-    require_gcc()
     import pycuda.driver as cuda
-    cuda.init()
-    ctx = cuda.Device(0).retain_primary_context()
-    ctx.push()
-    try:
-        grid, tis = tissue(size, h)
-        A = tis.elliptic.A
-        hier = multigrid.Hierarchy(A, grid.da.getSizes(), coarse_max=64, singular=True)
-        N = A.getSize()[0]
-        b = np.random.default_rng(5).standard_normal(N)
-        host = np.empty(N)
-        cpu = multigrid.VCycle(hier, gpu=False, sweeps=sweeps, jacobi_from=1)
-        cpu.apply(b.ctypes.data, host.ctypes.data)
-        cpu.destroy()
-        db, dx = cuda.to_device(b), cuda.mem_alloc(N * 8)
-        got = {}
-        for jf in (1, -1):
-            gpu = multigrid.VCycle(hier, gpu=True, sweeps=sweeps, jacobi_from=jf)
-            for _ in range(2):                  # the second through the CUDA graph the first captured
-                gpu.apply(int(db), int(dx))
-            got[jf] = cuda.from_device(dx, (N,), np.float64)
-            ctx.synchronize()
-            gpu.destroy()
-        scale = np.abs(host).max()
-        err = np.abs(got[1] - host).max() / scale
-        print(f"\n{'x'.join(map(str, grid.da.getSizes()))}: {hier.levels} levels, Jacobi from level 1: "
-              f"|GPU - host| / max |host| = {err:.2e}; |Jacobi - SOR| = {np.abs(got[1] - got[-1]).max() / scale:.2e}")
-        assert hier.levels >= 3
-        assert err < 1e-11
-        assert np.abs(got[1] - got[-1]).max() > 1e-6 * scale
-    finally:
-        ctx.pop()
+    grid, tis = tissue(size, h)
+    A = tis.elliptic.A
+    hier = multigrid.Hierarchy(A, grid.da.getSizes(), coarse_max=64, singular=True)
+    N = A.getSize()[0]
+    b = np.random.default_rng(5).standard_normal(N)
+    host = np.empty(N)
+    cpu = multigrid.VCycle(hier, gpu=False, sweeps=sweeps, jacobi_from=1)
+    cpu.apply(b.ctypes.data, host.ctypes.data)
+    cpu.destroy()
+    db, dx = cuda.to_device(b), cuda.mem_alloc(N * 8)
+    got = {}
+    for jf in (1, -1):
+        gpu = multigrid.VCycle(hier, gpu=True, sweeps=sweeps, jacobi_from=jf)
+        for _ in range(2):                  # the second through the CUDA graph the first captured
+            gpu.apply(int(db), int(dx))
+        got[jf] = cuda.from_device(dx, (N,), np.float64)
+        cuda_context.synchronize()
+        gpu.destroy()
+    scale = np.abs(host).max()
+    err = np.abs(got[1] - host).max() / scale
+    print(f"\n{'x'.join(map(str, grid.da.getSizes()))}: {hier.levels} levels, Jacobi from level 1: "
+          f"|GPU - host| / max |host| = {err:.2e}; |Jacobi - SOR| = {np.abs(got[1] - got[-1]).max() / scale:.2e}")
+    assert hier.levels >= 3
+    assert err < 1e-11
+    assert np.abs(got[1] - got[-1]).max() > 1e-6 * scale
 
 
 @pytest.mark.parametrize("size,h,fibre", [((0.5, 0.3), 0.01, 30.0), ((0.2, 0.12, 0.1), 0.01, 0.0)])
