@@ -51,6 +51,10 @@ CASES = [
     ("no command", None, ["__no_command__"], ["no command given"]),
     ("unknown PETSc preconditioner", None, ["--", "-elliptic_pc_type", "nonsense"],
      ["-elliptic_", "nonsense"]),
+    ("non-positive Jacobi damping of the stencil multigrid", None,
+     ["--", "-elliptic_pc_type", "python", "-elliptic_pc_python_type", "cardiosim.solvers.multigrid.StencilMG",
+      "-elliptic_smg_jacobi_from", "1", "-elliptic_smg_jacobi_omega", "0"],
+     ["smg_jacobi_omega = 0.0", "must be positive"]),
     # -- times the run could only round (issue 16, class 5) --
     ("output interval not a whole number of steps", None, ["--set", "output.interval=0.03"],
      ["output.interval", "0.03 ms", "whole number of steps", "simulation.dt = 0.02 ms", "0.04 ms"]),

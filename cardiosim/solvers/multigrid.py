@@ -464,6 +464,9 @@ class VCycle:
             raise ValueError(f"multigrid: smg_omega = {omega} is outside (0, 2)")
         if sweeps < 1:
             raise ValueError(f"multigrid: smg_sweeps = {sweeps} must be at least 1")
+        if not jacobi_omega > 0.0:
+            raise ValueError(f"multigrid: smg_jacobi_omega = {jacobi_omega} must be positive (the weights are capped "
+                             f"where the operator needs less)")
         if halo not in HALOS:
             raise ValueError(f"multigrid: smg_halo = '{halo}'; allowed: {', '.join(HALOS)}")
         self.lib = library(gpu)
