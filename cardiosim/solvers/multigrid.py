@@ -706,7 +706,10 @@ class StencilMG:
             return
         viewer.printfASCII(f"  cardiosim stencil multigrid ({'GPU' if self.vcycle.gpu else 'host'}): {h.levels} "
                            f"levels {' > '.join('x'.join(map(str, s[:h.dim])) for s in h.sizes)}, multicolour "
-                           f"SOR omega {self.omega}, {self.sweeps} sweep(s), dense coarse inverse\n")
+                           f"SOR omega {self.omega}"
+                           + (f" (Jacobi from level {self.jacobi_from}, omega {self.jacobi_omega} capped)"
+                              if 0 <= self.jacobi_from < h.levels - 1 else "")
+                           + f", {self.sweeps} sweep(s), dense coarse inverse\n")
         if h.active is not None:
             shares = " > ".join(f"{100 * a:.0f}%" for a in self.vcycle.active_share)
             viewer.printfASCII(f"  active nodes per level: {shares}" + ("" if self.active else " (smg_active "
