@@ -235,8 +235,13 @@ else
         # petsc4py is one generated C file of 35 MB compiled on one core, by default with Python's "-g ... -O3".
         # Its debug information (70 of the object's 80 MB) is not used and -O3 buys nothing measurable in wrapper
         # code: -g0 -O2 takes 41 % less compiler time (measured on 2 cores: 407 s against 695 s of CPU time).
-        CFLAGS="${CFLAGS:-} -g0 -O2" pip wheel --no-cache-dir --no-deps --no-build-isolation -w "$tmp" \
-            "petsc4py==$petsc_version"
+        # The run-time path to MPI's library: PETSc's configure records the absolute folder of the venv that built
+        # the wheels (the MPICH from PyPI lives in <venv>/lib), so a cached wheel installed in another venv loaded
+        # MPI from the first one, and stopped importing once that was deleted. The extension module needs libmpi
+        # itself and is loaded first, so a path relative to it, <venv>/lib from <venv>/lib/pythonX.Y/site-packages/
+        # petsc4py/lib, brings MPI for libpetsc too.
+        CFLAGS="${CFLAGS:-} -g0 -O2" LDFLAGS="${LDFLAGS:-} -Wl,-rpath,\$ORIGIN/../../../.." \
+            pip wheel --no-cache-dir --no-deps --no-build-isolation -w "$tmp" "petsc4py==$petsc_version"
         pip install --no-deps "$tmp"/petsc4py-*.whl
         petsc_ok || die "petsc4py was built but does not import$([ "$gpu" = 1 ] && echo " or has no CUDA"); see the messages above"
         mv "$tmp"/*.whl "$wheels"/ && rmdir "$tmp"
