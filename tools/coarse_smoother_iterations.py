@@ -53,7 +53,7 @@ V = [("sor", {})] + [(f"jac{f} w{w}", {"smg_jacobi_from": str(f), "smg_jacobi_om
                       for f in (0, 1) for w in (0.7, 0.8, 0.9)]
 which = sys.argv[1:] or ["t41", "lv"]
 if "t41" in which:
-    text = Path("run/seed-table41.toml").read_text()
+    text = (Path(__file__).resolve().parent.parent / "run" / "seed-table41.toml").read_text()
     cfg = config.loads(text)
     run("t41", cfg, "box", V, ["elliptic", "parabolic"])
 if "lv" in which:
