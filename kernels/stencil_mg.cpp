@@ -983,6 +983,14 @@ static int coarse_on_root(MG *mg, const double *b, double *x) {
     return err | exchange(mg, mg->nlev - 1, x);
 }
 
+/* A Jacobi sweep on level l after the first: the ghosts of x, r = b - A x, x += W r */
+static int jacobi_again(MG *mg, int l) {
+    const int err = exchange(mg, l, mg->lev[l].x);
+    residual(mg->lev[l]);
+    jacobi_sweep(mg->lev[l], 0);
+    return err;
+}
+
 /* x = M b, M the V-cycle, on level 0's ghosted vectors (x is overwritten). Asynchronous on one GPU: the result is
  * ordered before any later work on the default stream. On several ranks the ghosts are exchanged wherever a loop
  * reads a neighbour that the last loop changed: before each colour but the first (x starts at zero; per_sweep:
@@ -1000,11 +1008,7 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
             /* Jacobi from x = 0: the first sweep needs no zeroing (it writes every node a loop visits; the rest
              * stay zero, or are ghosts an exchange fills before they are read) */
             jacobi_sweep(L[l], 1);
-            for (int it = 1; it < mg->nu; ++it) {
-                err |= exchange(mg, l, L[l].x);
-                residual(L[l]);
-                jacobi_sweep(L[l], 0);
-            }
+            for (int it = 1; it < mg->nu; ++it) err |= jacobi_again(mg, l);
         } else {
             clear(L[l], L[l].x, mg->c);
             for (int it = 0; it < mg->nu; ++it)
@@ -1033,14 +1037,12 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
         if (clock) clock->mark();
         for (int it = 0; it < mg->nu; ++it) {
             if (L[l].jw) {
-                err |= exchange(mg, l, L[l].x);
-                residual(L[l]);
-                jacobi_sweep(L[l], 0);
-                continue;
-            }
-            for (int c = colours - 1; c >= 0; --c) {
-                if (!mg->per_sweep || c == colours - 1) err |= exchange(mg, l, L[l].x);
-                sweep_colour(L[l], c, mg->omega);
+                err |= jacobi_again(mg, l);
+            } else {
+                for (int c = colours - 1; c >= 0; --c) {
+                    if (!mg->per_sweep || c == colours - 1) err |= exchange(mg, l, L[l].x);
+                    sweep_colour(L[l], c, mg->omega);
+                }
             }
         }
         if (l > 0) err |= exchange(mg, l, L[l].x);
