@@ -93,7 +93,14 @@ STENCIL_MG = {"pc_type": "python", "pc_python_type": "cardiosim.solvers.multigri
 # (12x12x14 instead of 7x7x8) masked elliptic solve 15 % faster. Not higher: the coarsest (pseudo-)inverse is an
 # eigendecomposition on the host at set-up, ~0.8 s at 2,000 nodes and ~8 s at 4,000 on a 2-core machine, and 4096
 # would move the 10^7-node slab's coarsest level from 8^3 to 15^3 (its set-up target is 20 s).
-GPU_STENCIL_MG = {**STENCIL_MG, "smg_coarse_max": "2048"}
+#
+# Below the finest level the GPU runs smooth with weighted Jacobi (smg_jacobi_from 1), not the finest level's
+# coloured SOR: one loop per sweep instead of 2^d colour loops, and these levels cost launches, not flops. Measured on
+# one 4-H200 host, same call (docs/benchmarks.md, "Session 17"): Table 4.1 on 1 GPU 136.1/132.0 -> 108.6/113.9 ms,
+# on 4 GPUs 102.6 -> 77.7 ms; the masked LV at 0.025 cm 11.5 -> 7.2 ms per step. The host build keeps SOR: there a
+# sweep costs flops, not a launch, and Jacobi costs Table 4.1's elliptic solve an iteration there (11 against 12,
+# tools/coarse_smoother_iterations.py); Jacobi on the host was not timed.
+GPU_STENCIL_MG = {**STENCIL_MG, "smg_coarse_max": "2048", "smg_jacobi_from": "1"}
 STENCIL_CG = {"ksp_type": "python", "ksp_python_type": "cardiosim.solvers.krylov.StencilCG"}
 
 
