@@ -90,3 +90,41 @@ def test_auto_cap_reaches_ptxas(monkeypatch):
     monkeypatch.setenv(cb.MAXRREG_ENV, "none")
     row = ptxas.report(make("bondarenko"), ["fused"], "sm_90")[0]
     assert "maxrreg" not in row and row["registers"] > 168
+
+
+def test_euler_in_rhs_only_where_the_header_takes_it(monkeypatch):
+    """-DCS_EULER_IN_RHS=1 (kernels/fused.cu: the update where each derivative is assigned) for the fused Forward-Euler
+    kernel of a header whose right-hand side takes CS_DERIV_T (Bondarenko's); not for the seed's variants (which pass
+    their own derivative type), a Rush-Larsen step, TT06's header (a plain double *), or with the switch at 0."""
+    from cardiosim.cells import make
+    from cardiosim.reaction.ode import kernel_variants
+
+    def flagged(name, variant="fused", integrator="forward-euler"):
+        model = make(name)
+        v = kernel_variants.get(variant, model.kernel_name)
+        opts = cb.kernel_source(model, model.parameter_vector(), v, integrator)[1]
+        return "-DCS_EULER_IN_RHS=1" in opts
+
+    monkeypatch.delenv(cb.EULER_IN_RHS_ENV, raising=False)
+    assert flagged("bondarenko")
+    assert not flagged("bondarenko", "original") and not flagged("bondarenko", "all")
+    assert not flagged("tt06") and not flagged("tt06", integrator="rush-larsen")
+    monkeypatch.setenv(cb.EULER_IN_RHS_ENV, "0")
+    assert not flagged("bondarenko")
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc is not on PATH")
+def test_euler_in_rhs_frees_registers(monkeypatch):
+    """What the flag is for: Bondarenko's uncapped fused kernel needs fewer registers (238 -> 194 with nvcc 13, sm_90)
+    and spills less under the cap of 168 the runs use (284 -> 124 bytes)."""
+    from cardiosim.cells import make
+    from cardiosim.reaction.ode import ptxas
+    rows = {}
+    for flag in ("1", "0"):
+        monkeypatch.setenv(cb.EULER_IN_RHS_ENV, flag)
+        monkeypatch.setenv(cb.MAXRREG_ENV, "none")
+        free = ptxas.report(make("bondarenko"), ["fused"], "sm_90")[0]
+        monkeypatch.setenv(cb.MAXRREG_ENV, "168")
+        capped = ptxas.report(make("bondarenko"), ["fused"], "sm_90")[0]
+        rows[flag] = (free["registers"], capped["spill_stores"])
+    assert rows["1"][0] < rows["0"][0] - 20 and rows["1"][1] < rows["0"][1], rows
