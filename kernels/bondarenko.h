@@ -15,9 +15,7 @@
  *   CS_PARAM_ARG  the extra argument that brings the parameters in. Host default: , const double *p.
  *                 Device: define it empty.
  *   CS_DERIV_T    the type of dydt. Default: double *. The seed's kernel variants (cardiosim/ode/kernel_variants.py)
- *                 pass an object whose operator[] addresses a derivative vector in global memory; the fused kernel
- *                 one that applies the Forward-Euler update as each derivative is assigned (kernels/fused.cu,
- *                 CS_EULER_IN_RHS: fewer live registers). So dydt is written once per state and never read here.
+ *                 pass an object whose operator[] addresses a derivative vector in global memory.
  * The parameter vector is Bondarenko.parameter_vector() in Python: the model parameters (BP_Acap .. BP_shift_INa_inact,
  * spec.md section 3, in cardiosim.cells.bondarenko.PARAMETER_ORDER) followed by parameter-only constants derived from
  * them in Python (BP_RTF .. BP_pryr_k, DERIVED_ORDER), so that no parameter-only arithmetic is done per step.

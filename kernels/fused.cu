@@ -94,37 +94,6 @@ struct cs_aux_row {
 #define CS_DERIV_T cs_aux_row
 #endif
 
-#ifndef CS_EULER_IN_RHS
-#define CS_EULER_IN_RHS 0
-#endif
-#if CS_EULER_IN_RHS && !CS_AUX && !CS_RUSH_LARSEN
-/* Forward Euler where each derivative is assigned (-DCS_EULER_IN_RHS=1; cuda_backend passes it for a header whose
- * right-hand side takes CS_DERIV_T): dydt[s] = v stores yn[s] = y[s] + dt*v, the same expression as the update
- * after the right-hand side, so the same rounding and FMA contraction. Why: written as "every derivative, then
- * every update", each derivative stays live from its assignment to the end of the right-hand side, across the
- * branches that keep the compiler from moving the update up; Bondarenko's Markov blocks hold ~30 of them (60
- * registers) at the peak. yn is a second array, so the right-hand side still reads the old y wherever it reads it. */
-struct cs_euler_slot {
-    double *yn;
-    double y, dt;
-    double *f0;
-    __device__ __forceinline__ void operator=(double v) const
-    {
-        *yn = y + dt * v;
-        if (f0)
-            *f0 = v;
-    }
-};
-struct cs_euler_row {
-    double *yn;
-    const double *y;
-    double dt;
-    double *f0;
-    __device__ __forceinline__ cs_euler_slot operator[](int s) const { return {yn + s, y[s], dt, s == 0 ? f0 : 0}; }
-};
-#define CS_DERIV_T cs_euler_row
-#endif
-
 #define CS_FN __device__ __forceinline__
 #if !CS_CELL_PARAMS
 #define CS_PARAM_ARG
@@ -172,8 +141,6 @@ extern "C" __global__ void cs_fused_euler(double *__restrict__ y, long long pitc
     double ys[NS];
 #if CS_AUX
     const cs_aux_row f = {aux + c, pitch};
-#elif CS_EULER_IN_RHS && !CS_RUSH_LARSEN
-    double yn[NS], f0 = 0.0;
 #elif !CS_RUSH_LARSEN
     double f[NS];
 #endif
@@ -181,11 +148,6 @@ extern "C" __global__ void cs_fused_euler(double *__restrict__ y, long long pitc
 #pragma unroll
     for (int s = 0; s < NS; ++s)
         ys[s] = y[(long long)s * pitch + c];
-#if CS_EULER_IN_RHS && !CS_AUX && !CS_RUSH_LARSEN
-#pragma unroll
-    for (int s = 0; s < NS; ++s)
-        yn[s] = ys[s];          /* a state whose derivative the header never assigned stays put (dead otherwise) */
-#endif
 
     double dmax = -INFINITY, tmax = t0;
     int status = 0, which = -1, jbad = 0;
@@ -204,16 +166,6 @@ extern "C" __global__ void cs_fused_euler(double *__restrict__ y, long long pitc
 #pragma unroll
         for (int s = 0; s < NS; ++s)
             sum += ys[s];
-#elif CS_EULER_IN_RHS && !CS_AUX
-        const cs_euler_row f = {yn, ys, dt, &f0};
-        CS_RHS(ys, f, i_stim CS_CELL_ARG);
-        const double dvdt = f0;
-        double sum = 0.0;
-#pragma unroll
-        for (int s = 0; s < NS; ++s) {
-            ys[s] = yn[s];
-            sum += ys[s];
-        }
 #else
         CS_RHS(ys, f, i_stim CS_CELL_ARG);
         const double dvdt = f[0];

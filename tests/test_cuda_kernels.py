@@ -238,28 +238,3 @@ def test_throughput_1e6_cells(gpu, k):
         print(f"10^6 cells, k = {k}: {launches} launches in {wall:.3f} s ({per * 1e3:.3f} ms/launch): "
               f"{rate:.3g} cell-steps/s; state traffic {bytes_moved / per / 1e9:.0f} GB/s")
         assert rate > 0
-
-
-def test_euler_in_rhs_is_bitwise_the_update_after(gpu, monkeypatch):
-    """The fused kernel's Forward Euler applied where Bondarenko's right-hand side assigns each derivative
-    (kernels/fused.cu, CS_EULER_IN_RHS: fewer live registers) gives the states of the update after the right-hand
-    side bit for bit: the same expression y + dt*f, so the same rounding and contraction. 10^4 cells through the
-    staggered upstrokes, compared at 2.5 ms (group 0 depolarised, group 4 at rest) and 20 ms (k = 100)."""
-    from cardiosim.reaction.ode import cuda_backend as cb, kernel_variants
-    model = make("bondarenko", "apical")
-    n, k = 10_000, 100
-    protocols, amps = _stimulus(n)
-    fused = kernel_variants.get("fused", model.kernel_name)
-    when = {int(round(t / (k * DT))) - 1: t for t in (2.5, 20.0)}
-    out = {}
-    for flag in ("1", "0"):
-        monkeypatch.setenv(cb.EULER_IN_RHS_ENV, flag)
-        opts = cb.kernel_source(model, model.parameter_vector(), fused)[1]
-        assert ("-DCS_EULER_IN_RHS=1" in opts) == (flag == "1")
-        out[flag] = _run_gpu(model, model.initial_state(n), protocols, amps, 20.0, k, True, when=when)
-        print(f"\nCS_EULER_IN_RHS={flag}: {out[flag][2]}")
-    early = out["1"][0][2.5]
-    assert early[0, 0] > -40.0 and early[0, 4] < -70.0, "group 0 should be depolarised at 2.5 ms, group 4 at rest"
-    for t in (2.5, 20.0):
-        a, b = out["1"][0][t], out["0"][0][t]
-        assert np.array_equal(a, b), f"t = {t} ms: {int((a != b).sum())} values differ"

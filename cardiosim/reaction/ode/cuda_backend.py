@@ -38,7 +38,6 @@ MAXRREG_ENV = "CARDIOSIM_CELL_MAXRREG"   # ptxas's register cap for the cell ker
 # spills) 6.74e9. O'Hara-Rudy 240 -> 168: 2.72e9 -> 3.13e9. TT06 162 (12 warps) -> 128 (16): 7.19e9 -> 7.83e9.
 AUTO_CAPS = (168, 128)
 BLOCK_ENV = "CARDIOSIM_CELL_BLOCK"       # threads per block where the caller names none; unset: DEFAULT_BLOCK
-EULER_IN_RHS_ENV = "CARDIOSIM_CELL_EULER_IN_RHS"   # "0": the fused kernel's update after the right-hand side
 
 
 def _env_int(environ, name: str, low: int, high: int, what: str) -> int | None:
@@ -139,20 +138,8 @@ def kernel_source(model, params: np.ndarray, variant, integrator: str = "forward
     opts = [f"-DCS_MODEL={name}", f"-DCS_MODEL_UP={name.upper()}", f"-DCS_N_STATES={model.n_states}",
             f"-DCS_N_PARAMS={params.size}", f"-DCS_MAX_PROTOCOLS={MAX_PROTOCOLS}",
             f"-DCS_RUSH_LARSEN={int(step is not None)}", *([f"-DCS_STEP={step}"] if step else []), *defines,
-            *(["-DCS_CELL_PARAMS=1"] if per_cell else []),
-            *(["-DCS_EULER_IN_RHS=1"] if euler_in_rhs(header, variant, step) else [])]
+            *(["-DCS_CELL_PARAMS=1"] if per_cell else [])]
     return src, opts
-
-
-def euler_in_rhs(header: str, variant, step) -> bool:
-    """Whether the fused Forward-Euler kernel applies each update where the right-hand side assigns its derivative
-    (kernels/fused.cu, CS_EULER_IN_RHS): where the header's right-hand side takes its derivative vector as
-    CS_DERIV_T, so that the kernel can pass its own type, and the kernel is not the seed's (whose variants pass
-    theirs) or a Rush-Larsen step; $CARDIOSIM_CELL_EULER_IN_RHS=0 turns it off (to compare: the states are the
-    same bit for bit, tests/test_cuda_kernels.py)."""
-    if os.environ.get(EULER_IN_RHS_ENV, "1").strip() == "0":
-        return False
-    return variant.fused and step is None and "CS_DERIV_T dydt" in header
 
 
 def per_cell_folder(model):
