@@ -24,7 +24,12 @@
  * Performance notes (docs/design.md §8): 33 exp, 4 log, 1 expm1, 1 sqrt, no pow for the default n = 4, m = 3
  * (the test on CS_PARAM(BP_n) is uniform across a warp); shifted exponentials that differ by a constant factor are
  * computed once (beta_Na11/12/13, alpha_i/beta_i of I_Kto,f, the NCX/NaK exponentials); divisions by constants
- * are multiplications by folded reciprocals.
+ * are multiplications by folded reciprocals; two divisions by different denominators share one, by their product
+ * (a/b, c/d as a*(d*r), c*(b*r) with r = 1/(b*d): alpha/gamma of I_CaL, the aNa1x, the I_Kto,f and I_Kto,s rates,
+ * I_K1 with tau of aKss), and the buffer factors 1/(1 + k/t^2) are t^2/(t^2 + k). An FP64 division or reciprocal
+ * is ~20 SASS instructions on sm_90 (a reciprocal estimate, Newton steps, a slow-path test and call), and the fused
+ * kernel is bound by the instructions it issues: 4695 -> 4354 per step (docs/decisions.md, "Fewer divisions in
+ * the Bondarenko kernel"). The products cannot overflow: each pair's denominators are large at opposite ends of V.
  */
 
 /* Part 1: sizes, indices, literal constants. No code; safe to include anywhere, any number of times. */
@@ -121,10 +126,13 @@ CS_FN void bondarenko_rhs(const double *y, CS_DERIV_T dydt, double i_stim CS_PAR
         const double ea = exp(vp12 * 0.1);
         const double vp40 = V + 40.0;
         const double vp20 = V + 20.0;
+        const double d_al = 1.0 + 0.12 * ea;
+        const double d_ga = CS_PARAM(BP_Kpc_half) + Cass;
+        const double r_ag = 1.0 / (d_al * d_ga);
         const double alpha = 0.4 * ea * (1.0 + 0.7 * exp(vp40 * vp40 * -0.1) - 0.75 * exp(vp20 * vp20 * -0.0025))
-                             / (1.0 + 0.12 * ea);
+                             * (d_ga * r_ag);
         const double beta = 0.05 * exp(vp12 * (-1.0 / 13.0));
-        const double gamma = CS_PARAM(BP_Kpc_max) * Cass / (CS_PARAM(BP_Kpc_half) + Cass);
+        const double gamma = CS_PARAM(BP_Kpc_max) * Cass * (d_al * r_ag);
         const double vp145 = V + 14.5;
         const double Kpcf = 13.0 * (1.0 - exp(vp145 * vp145 * -0.01));
         const double Kpcb = CS_PARAM(BP_Kpcb);
@@ -174,8 +182,8 @@ CS_FN void bondarenko_rhs(const double *y, CS_DERIV_T dydt, double i_stim CS_PAR
                  * (e_eta * nai3 * CS_PARAM(BP_Cao) - e_eta1 * CS_PARAM(BP_naca_nao3) * Cai);
     }
     const double i_Cab = CS_PARAM(BP_g_Cab) * (V - E_CaN);
-    const double O_ClCa = 0.2 / (1.0 + exp((V - 46.7) * (-1.0 / 7.8)));
-    const double i_ClCa = CS_PARAM(BP_g_ClCa) * O_ClCa * Cai / (Cai + CS_PARAM(BP_Km_Cl)) * (V - CS_PARAM(BP_E_Cl));
+    const double d_ClCa = (1.0 + exp((V - 46.7) * (-1.0 / 7.8))) * (Cai + CS_PARAM(BP_Km_Cl));   /* O_ClCa = 0.2/(1+e) */
+    const double i_ClCa = CS_PARAM(BP_g_ClCa) * 0.2 * Cai / d_ClCa * (V - CS_PARAM(BP_E_Cl));
 
     /* --- fast Na+ channel (Markov; C_Na3 is the closure) */
     double i_Na, i_Nab;
@@ -184,9 +192,14 @@ CS_FN void bondarenko_rhs(const double *y, CS_DERIV_T dydt, double i_stim CS_PAR
         const double IC_Na2 = y[25], IC_Na3 = y[26];
         const double xa = V + 2.5;
         const double e150 = exp(xa * (-1.0 / 150.0));
-        const double aNa11 = 3.802 / (0.1027 * exp(xa * (-1.0 / 17.0)) + 0.2 * e150);
-        const double aNa12 = 3.802 / (0.1027 * exp(xa * (-1.0 / 15.0)) + 0.23 * e150);
-        const double aNa13 = 3.802 / (0.1027 * exp(xa * (-1.0 / 12.0)) + 0.25 * e150);
+        const double d11 = 0.1027 * exp(xa * (-1.0 / 17.0)) + 0.2 * e150;
+        const double d12 = 0.1027 * exp(xa * (-1.0 / 15.0)) + 0.23 * e150;
+        const double d13 = 0.1027 * exp(xa * (-1.0 / 12.0)) + 0.25 * e150;
+        const double d1112 = d11 * d12;
+        const double r_a1 = 3.802 / (d1112 * d13);
+        const double aNa11 = (d12 * d13) * r_a1;
+        const double aNa12 = (d11 * d13) * r_a1;
+        const double aNa13 = d1112 * r_a1;
         const double e203 = exp(xa * (-1.0 / 20.3));
         const double bNa11 = 0.1917 * e203;
         const double bNa12 = BNA12_K * e203;
@@ -216,9 +229,9 @@ CS_FN void bondarenko_rhs(const double *y, CS_DERIV_T dydt, double i_stim CS_PAR
     /* --- Na+/K+ pump */
     double i_NaK;
     {
-        const double f_NaK = 1.0 / (1.0 + 0.1245 * exp(V * (-0.1 * CS_PARAM(BP_FRT))) + CS_PARAM(BP_nak_sigma) * e_mV);
+        const double d_NaK = 1.0 + 0.1245 * exp(V * (-0.1 * CS_PARAM(BP_FRT))) + CS_PARAM(BP_nak_sigma) * e_mV;
         const double r = CS_PARAM(BP_Km_Nai) / Nai;
-        i_NaK = CS_PARAM(BP_nak_k) * f_NaK / (1.0 + r * sqrt(r));   /* (Km_Nai/Nai)^1.5 */
+        i_NaK = CS_PARAM(BP_nak_k) / (d_NaK * (1.0 + r * sqrt(r)));   /* (Km_Nai/Nai)^1.5 */
     }
 
     /* --- K+ currents */
@@ -232,20 +245,32 @@ CS_FN void bondarenko_rhs(const double *y, CS_DERIV_T dydt, double i_stim CS_PAR
         /* alpha_i, beta_i of I_Kto,f from one exponential: exp(-(V+13.5)/7) = exp(20/7)*e33, and
            0.00095*E/(0.051335*E + 1) with E = 1/e33 is 0.00095/(0.051335 + e33). */
         const double e33 = exp((V + 33.5) * (-1.0 / 7.0));
-        const double alpha_i = AI_TOF_K * e33 / (0.0067083 * e33 + 1.0);   /* [D1]: 0.0067083 as in the CellML */
-        const double beta_i = 0.00095 / (0.051335 + e33);
+        const double d_ai = 0.0067083 * e33 + 1.0;                        /* [D1]: 0.0067083 as in the CellML */
+        const double d_bi = 0.051335 + e33;
+        const double r_i = 1.0 / (d_ai * d_bi);
+        const double alpha_i = AI_TOF_K * e33 * (d_bi * r_i);
+        const double beta_i = 0.00095 * (d_ai * r_i);
         dydt[29] = alpha_i * (1.0 - ito_f) - beta_i * ito_f;
         const double ato3 = ato_f * ato_f * ato_f;
         i_Kto_f = CS_PARAM(BP_g_Kto_f) * ato3 * ito_f * vmEK;
 
-        const double ass = 1.0 / (1.0 + exp((V + 22.5) * (-1.0 / 7.7)));
-        const double iss = 1.0 / (1.0 + exp((V + 45.2) * (1.0 / 5.7)));
+        const double d_ass = 1.0 + exp((V + 22.5) * (-1.0 / 7.7));
+        const double d_iss = 1.0 + exp((V + 45.2) * (1.0 / 5.7));
+        const double r_ai = 1.0 / (d_ass * d_iss);
+        const double ass = d_iss * r_ai;
+        const double iss = d_ass * r_ai;
+        const double d31 = 270.0 + 1050.0 * iss;
+        const double d34 = 1200.0 - 170.0 * iss;
+        const double r_3134 = 1.0 / (d31 * d34);
         const double inv_tau_a = 1.0 / (0.493 * exp(-0.0629 * V) + 2.058);   /* tau_ta_s = tau_aur */
         dydt[30] = (ass - ato_s) * inv_tau_a;
-        dydt[31] = (iss - ito_s) / (270.0 + 1050.0 * iss);
+        dydt[31] = (iss - ito_s) * (d34 * r_3134);
         i_Kto_s = CS_PARAM(BP_g_Kto_s) * ato_s * ito_s * vmEK;
 
-        i_K1 = CS_PARAM(BP_k1_g) * vmEK / (1.0 + exp(0.0896 * vmEK));
+        const double d_K1 = 1.0 + exp(0.0896 * vmEK);
+        const double d35 = 39.3 * exp(-0.0862 * V) + 13.17;
+        const double r_K1 = 1.0 / (d_K1 * d35);
+        i_K1 = CS_PARAM(BP_k1_g) * vmEK * (d35 * r_K1);
 
         /* alpha_n = 4.81333e-6*x/(1 - exp(-0.128x)) is 0/0 at x = 0: expm1 keeps it accurate for small x, the
            series (k/a)(1 + a*x/2) covers |x| < 1e-6 (error < 1e-15 relative). */
@@ -260,10 +285,10 @@ CS_FN void bondarenko_rhs(const double *y, CS_DERIV_T dydt, double i_stim CS_PAR
         i_Ks = CS_PARAM(BP_g_Ks) * nKs * nKs * vmEK;
 
         dydt[33] = (ass - aur) * inv_tau_a;
-        dydt[34] = (iss - iur) / (1200.0 - 170.0 * iss);
+        dydt[34] = (iss - iur) * (d31 * r_3134);
         i_Kur = CS_PARAM(BP_g_Kur) * aur * iur * vmEK;
 
-        dydt[35] = (ass - aKss) / (39.3 * exp(-0.0862 * V) + 13.17);
+        dydt[35] = (ass - aKss) * (d_K1 * r_K1);
         dydt[36] = 0.0;
         i_Kss = CS_PARAM(BP_g_Kss) * aKss * iKss * vmEK;
     }
@@ -299,11 +324,14 @@ CS_FN void bondarenko_rhs(const double *y, CS_DERIV_T dydt, double i_stim CS_PAR
         dydt[7] = dHTRPN;
         const double J_trpn = dHTRPN + dLTRPN;
         const double t1 = CS_PARAM(BP_Km_CMDN) + Cai;
-        const double Bi = 1.0 / (1.0 + CS_PARAM(BP_cmdn_k) / (t1 * t1));
+        const double t1s = t1 * t1;
+        const double Bi = t1s / (t1s + CS_PARAM(BP_cmdn_k));
         const double t2 = CS_PARAM(BP_Km_CMDN) + Cass;
-        const double Bss = 1.0 / (1.0 + CS_PARAM(BP_cmdn_k) / (t2 * t2));
+        const double t2s = t2 * t2;
+        const double Bss = t2s / (t2s + CS_PARAM(BP_cmdn_k));
         const double t3 = CS_PARAM(BP_Km_CSQN) + CaJSR;
-        const double BJSR = 1.0 / (1.0 + CS_PARAM(BP_csqn_k) / (t3 * t3));
+        const double t3s = t3 * t3;
+        const double BJSR = t3s / (t3s + CS_PARAM(BP_csqn_k));
         dydt[1] = Bi * ((J_leak + J_xfer) - (J_up + J_trpn + (i_Cab + i_pCa - 2.0 * i_NaCa) * CS_PARAM(BP_f_cai)));
         dydt[2] = Bss * (J_rel * CS_PARAM(BP_r_jsr_ss) - (J_xfer * CS_PARAM(BP_r_myo_ss) + i_CaL * CS_PARAM(BP_f_cass)));
         dydt[3] = BJSR * (J_tr - J_rel);

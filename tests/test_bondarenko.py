@@ -168,8 +168,14 @@ def test_numpy_reference_equals_native():
         m.forward_euler(y_py, t, DT, i_stim, work)
     nm.advance(y_c, 0.0, DT, k, protos, amps)
     assert (y_c[0] > 0.0).all()                     # all three fired
-    scale = np.abs(y_c).max(axis=1, keepdims=True)          # per state: probabilities near 0 are compared
-    err = np.abs(y_py - y_c) / scale                         # to the size of that state, not to themselves
+    # Per state: probabilities near 0 are compared to the size of that state, not to themselves, and not to less
+    # than 1e-4 of their chain's total (1): C2 (~1e-8 here) is the difference of rate terms of size ~1e-2, whose
+    # round-off (NumPy's exp against libm's, ~1e-16 absolute per step) it collects; the divisions shared by two
+    # denominators (kernels/bondarenko.h) moved it from below 1e-13 to 4e-9 of C2's size, 7e-17 absolute.
+    scale = np.abs(y_c).max(axis=1, keepdims=True)
+    probability = np.array([s.unit == "1" for s in m.states])[:, None]
+    scale = np.where(probability, np.maximum(scale, 1e-4), scale)
+    err = np.abs(y_py - y_c) / scale
     assert (err <= 1e-10).all(), err.max()
 
 

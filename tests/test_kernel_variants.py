@@ -24,7 +24,7 @@ def test_hoisted_rhs_gives_identical_numbers(header):
     an upstroke, for a stimulated and an unstimulated cell."""
     hoisted = kv.hoist_locals(header, "bondarenko_rhs")
     body = hoisted.split("bondarenko_rhs(")[1].split("{", 1)[1]
-    assert "one local per intermediate (139)" in body and "const double" not in body
+    assert "one local per intermediate (162)" in body and "const double" not in body
     model = make("bondarenko", "apical")
     lean, orig = NativeModel(model), NativeModel(model, header_text=hoisted)
     ya = model.initial_state(2)

@@ -302,10 +302,13 @@ class Bondarenko(CellModel):
         ea = exp(vp12 * 0.1)
         vp40 = V + 40.0
         vp20 = V + 20.0
+        d_al = 1.0 + 0.12 * ea
+        d_ga = p["Kpc_half"] + Cass
+        r_ag = 1.0 / (d_al * d_ga)
         alpha = (0.4 * ea * (1.0 + 0.7 * exp(vp40 * vp40 * -0.1) - 0.75 * exp(vp20 * vp20 * -0.0025))
-                 / (1.0 + 0.12 * ea))
+                 * (d_ga * r_ag))
         beta = 0.05 * exp(vp12 * (-1.0 / 13.0))
-        gamma = p["Kpc_max"] * Cass / (p["Kpc_half"] + Cass)
+        gamma = p["Kpc_max"] * Cass * (d_al * r_ag)
         vp145 = V + 14.5
         Kpcf = 13.0 * (1.0 - exp(vp145 * vp145 * -0.01))
         Kpcb = p["Kpcb"]
@@ -348,15 +351,20 @@ class Bondarenko(CellModel):
         i_NaCa = (d["naca_k"] / (1.0 + p["k_sat"] * e_eta1)
                   * (e_eta * nai3 * p["Cao"] - e_eta1 * d["naca_nao3"] * Cai))
         i_Cab = p["g_Cab"] * (V - E_CaN)
-        O_ClCa = 0.2 / (1.0 + exp((V - 46.7) * (-1.0 / 7.8)))
-        i_ClCa = p["g_ClCa"] * O_ClCa * Cai / (Cai + p["Km_Cl"]) * (V - p["E_Cl"])
+        d_ClCa = (1.0 + exp((V - 46.7) * (-1.0 / 7.8))) * (Cai + p["Km_Cl"])      # O_ClCa = 0.2/(1+e)
+        i_ClCa = p["g_ClCa"] * 0.2 * Cai / d_ClCa * (V - p["E_Cl"])
 
         # --- fast Na+ channel (Markov)
         xa = V + 2.5
         e150 = exp(xa * (-1.0 / 150.0))
-        aNa11 = 3.802 / (0.1027 * exp(xa * (-1.0 / 17.0)) + 0.2 * e150)
-        aNa12 = 3.802 / (0.1027 * exp(xa * (-1.0 / 15.0)) + 0.23 * e150)
-        aNa13 = 3.802 / (0.1027 * exp(xa * (-1.0 / 12.0)) + 0.25 * e150)
+        d11 = 0.1027 * exp(xa * (-1.0 / 17.0)) + 0.2 * e150
+        d12 = 0.1027 * exp(xa * (-1.0 / 15.0)) + 0.23 * e150
+        d13 = 0.1027 * exp(xa * (-1.0 / 12.0)) + 0.25 * e150
+        d1112 = d11 * d12
+        r_a1 = 3.802 / (d1112 * d13)
+        aNa11 = (d12 * d13) * r_a1
+        aNa12 = (d11 * d13) * r_a1
+        aNa13 = d1112 * r_a1
         e203 = exp(xa * (-1.0 / 20.3))
         bNa11 = 0.1917 * e203
         bNa12 = BNA12_K * e203
@@ -384,29 +392,41 @@ class Bondarenko(CellModel):
         i_Nab = p["g_Nab"] * (V - E_Na)
 
         # --- Na+/K+ pump
-        f_NaK = 1.0 / (1.0 + 0.1245 * exp(V * (-0.1 * d["FRT"])) + d["nak_sigma"] * e_mV)
+        d_NaK = 1.0 + 0.1245 * exp(V * (-0.1 * d["FRT"])) + d["nak_sigma"] * e_mV
         r = p["Km_Nai"] / Nai
-        i_NaK = d["nak_k"] * f_NaK / (1.0 + r * np.sqrt(r))
+        i_NaK = d["nak_k"] / (d_NaK * (1.0 + r * np.sqrt(r)))
 
         # --- K+ currents
         vmEK = V - E_K
         vp30 = V + 30.0
         dydt[28] = (0.18064 * exp(0.03577 * vp30)) * (1.0 - ato_f) - (0.3956 * exp(-0.06237 * vp30)) * ato_f
         e33 = exp((V + 33.5) * (-1.0 / 7.0))
-        alpha_i = AI_TOF_K * e33 / (0.0067083 * e33 + 1.0)     # [D1]: 0.0067083 as in the CellML
-        beta_i = 0.00095 / (0.051335 + e33)
+        d_ai = 0.0067083 * e33 + 1.0                            # [D1]: 0.0067083 as in the CellML
+        d_bi = 0.051335 + e33
+        r_i = 1.0 / (d_ai * d_bi)
+        alpha_i = AI_TOF_K * e33 * (d_bi * r_i)
+        beta_i = 0.00095 * (d_ai * r_i)
         dydt[29] = alpha_i * (1.0 - ito_f) - beta_i * ito_f
         ato3 = ato_f * ato_f * ato_f
         i_Kto_f = p["g_Kto_f"] * ato3 * ito_f * vmEK
 
-        ass = 1.0 / (1.0 + exp((V + 22.5) * (-1.0 / 7.7)))
-        iss = 1.0 / (1.0 + exp((V + 45.2) * (1.0 / 5.7)))
+        d_ass = 1.0 + exp((V + 22.5) * (-1.0 / 7.7))
+        d_iss = 1.0 + exp((V + 45.2) * (1.0 / 5.7))
+        r_ai = 1.0 / (d_ass * d_iss)
+        ass = d_iss * r_ai
+        iss = d_ass * r_ai
+        d31 = 270.0 + 1050.0 * iss
+        d34 = 1200.0 - 170.0 * iss
+        r_3134 = 1.0 / (d31 * d34)
         inv_tau_a = 1.0 / (0.493 * exp(-0.0629 * V) + 2.058)    # tau_ta_s = tau_aur
         dydt[30] = (ass - ato_s) * inv_tau_a
-        dydt[31] = (iss - ito_s) / (270.0 + 1050.0 * iss)
+        dydt[31] = (iss - ito_s) * (d34 * r_3134)
         i_Kto_s = p["g_Kto_s"] * ato_s * ito_s * vmEK
 
-        i_K1 = d["k1_g"] * vmEK / (1.0 + exp(0.0896 * vmEK))
+        d_K1 = 1.0 + exp(0.0896 * vmEK)
+        d35 = 39.3 * exp(-0.0862 * V) + 13.17
+        r_K1 = 1.0 / (d_K1 * d35)
+        i_K1 = d["k1_g"] * vmEK * (d35 * r_K1)
 
         x = V + 26.5
         small = np.abs(x) < ALPHA_N_EPS
@@ -417,10 +437,10 @@ class Bondarenko(CellModel):
         i_Ks = p["g_Ks"] * nKs * nKs * vmEK
 
         dydt[33] = (ass - aur) * inv_tau_a
-        dydt[34] = (iss - iur) / (1200.0 - 170.0 * iss)
+        dydt[34] = (iss - iur) * (d31 * r_3134)
         i_Kur = p["g_Kur"] * aur * iur * vmEK
 
-        dydt[35] = (ass - aKss) / (39.3 * exp(-0.0862 * V) + 13.17)
+        dydt[35] = (ass - aKss) * (d_K1 * r_K1)
         dydt[36] = 0.0
         i_Kss = p["g_Kss"] * aKss * iKss * vmEK
 
@@ -450,11 +470,14 @@ class Bondarenko(CellModel):
         dydt[7] = dHTRPN
         J_trpn = dHTRPN + dLTRPN
         t1 = p["Km_CMDN"] + Cai
-        Bi = 1.0 / (1.0 + d["cmdn_k"] / (t1 * t1))
+        t1s = t1 * t1
+        Bi = t1s / (t1s + d["cmdn_k"])
         t2 = p["Km_CMDN"] + Cass
-        Bss = 1.0 / (1.0 + d["cmdn_k"] / (t2 * t2))
+        t2s = t2 * t2
+        Bss = t2s / (t2s + d["cmdn_k"])
         t3 = p["Km_CSQN"] + CaJSR
-        BJSR = 1.0 / (1.0 + d["csqn_k"] / (t3 * t3))
+        t3s = t3 * t3
+        BJSR = t3s / (t3s + d["csqn_k"])
         dydt[1] = Bi * ((J_leak + J_xfer) - (J_up + J_trpn + (i_Cab + i_pCa - 2.0 * i_NaCa) * d["f_cai"]))
         dydt[2] = Bss * (J_rel * d["r_jsr_ss"] - (J_xfer * d["r_myo_ss"] + i_CaL * d["f_cass"]))
         dydt[3] = BJSR * (J_tr - J_rel)
