@@ -183,7 +183,7 @@ CS_FN void bondarenko_rhs(const double *y, CS_DERIV_T dydt, double i_stim CS_PAR
                  * (e_eta * nai3 * CS_PARAM(BP_Cao) - e_eta1 * CS_PARAM(BP_naca_nao3) * Cai);
     }
     const double i_Cab = CS_PARAM(BP_g_Cab) * (V - E_CaN);
-    const double d_ClCa = (1.0 + exp((V - 46.7) * (-1.0 / 7.8))) * (Cai + CS_PARAM(BP_Km_Cl));   /* O_ClCa = 0.2/(1+e) */
+    const double d_ClCa = (1.0 + exp((V - 46.7) * (-1.0 / 7.8))) * (Cai + CS_PARAM(BP_Km_Cl)); /* O_ClCa = 0.2/(1+e) */
     const double i_ClCa = CS_PARAM(BP_g_ClCa) * 0.2 * Cai / d_ClCa * (V - CS_PARAM(BP_E_Cl));
 
     /* --- fast Na+ channel (Markov; C_Na3 is the closure) */
