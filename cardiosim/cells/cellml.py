@@ -41,7 +41,7 @@ import numpy as np
 from . import cellml_codegen, cse, singularities
 from .base import CellModel, CellModelError, Parameter, State
 
-GENERATOR_VERSION = "6"      # shown in the outputs; the cache key also has the generator's sources (_digest)
+GENERATOR_VERSION = "7"      # shown in the outputs; the cache key also has the generator's sources (_digest)
 _GATE_TOL = 1e-9                 # as tt06.py: a gate may land a few ulp outside [0, 1]
 _STIM_NAMES = ("i_stim", "I_stim", "i_Stim", "I_Stim", "istim", "Istim", "IStim", "i_st", "I_st")
 _V_NAMES = ("V", "Vm", "v", "vm", "E", "V_m")

@@ -198,8 +198,11 @@ def _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True, 
         rhs, flat = shared[:len(body)], shared[len(body):]
         rhs = cse.split_logs(rhs, _constant)
         infs = {g[1] for g in (gates or {}).values() if g[0] == "inf-tau"}
+        keep = [i for i, x in enumerate(body) if x in infs]
         rhs = cse.merge_quotients(rhs, {x: e for x, e in zip(body, rhs) if not x.is_state()}, _constant, keys,
-                                  keep=[i for i, x in enumerate(body) if x in infs])
+                                  keep=keep)
+        rhs = cse.paired_reciprocals(rhs, {x: e for x, e in zip(body, rhs) if not x.is_state()}, v, _constant,
+                                     keys, {x: i for i, x in enumerate(body)}, keep=keep)
         rhs = cse.reciprocals(rhs, keys, constant=_constant)
     # the intermediates by their equations first: the Jacobian's copies of them are those names, not temporaries
     whole = {}
@@ -226,6 +229,38 @@ def _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True, 
             else:
                 per_state[s][0].append((name, e))
     return prologue.assignments, {"temps": temps, "states": [(s, *per_state[s]) for s in grl_states]}
+
+
+def _unread_dropped(code, gates, names):
+    """``code`` (body_code, grl_code of :func:`_common_subexpressions`) without the intermediates nothing reads any
+    more. A merged quotient reads through an intermediate to its own inputs (Courtemanche's τ = (α + β)^(−1) over
+    the quotients α and β): where nothing else reads α and β, their lines would be dead code, which the C compiler
+    drops but warns of (the device convention compiles with -Wall -Werror). The C only: the NumPy twin keeps every
+    intermediate for `cardiosim cell --trace` (its values())."""
+    import myokit
+    body, grl = code
+
+    def reads(e) -> set:
+        out = set()
+        for node in e.walk(myokit.Name):
+            x = node.var()
+            out.add(x if isinstance(x, str) else names.ident.get(x))
+        return out
+
+    needed = set()
+    for _, a, b in gates.values():
+        for x in (a, b):
+            needed |= reads(myokit.Name(x) if isinstance(x, myokit.Variable) else x)
+    for _, e in grl.get("temps", []):
+        needed |= reads(e)
+    for _, partials, top in grl.get("states", []):
+        needed |= reads(top).union(*(reads(e) for _, e in partials))
+    kept = []
+    for name, e in reversed(body):            # a line reads only lines before it: one backward pass
+        if name.startswith("d_") or name in needed:
+            kept.append((name, e))
+            needed |= reads(e)
+    return list(reversed(kept)), grl
 
 
 def _placements(code, states, gates, jac, names, sidx) -> dict:
@@ -388,7 +423,8 @@ def write(m, kname: str, origin: str, generator: str, cse: bool = True, numpy_li
                  {"temps": [], "states": [(s, [("j_" + names.ident[x], e) for x, e in jac[s][0]], jac[s][1])
                                           for s in states if s in jac]})
         code = {cw: plain, pw: plain}
-
+    if cse:
+        code[cw] = _unread_dropped(code[cw], gates, names)
     placed = _placements(code[cw], states, gates, jac, names, sidx)     # the GPU's order (below)
 
     def prologue(writer, line):

@@ -436,6 +436,20 @@ def _steep(e) -> bool:
                for ex in e.walk(m.Exp) for q in ex[0].walk(m.Divide))
 
 
+def _exponent(e) -> float | None:
+    """The exponent of the power ``e`` where it is a number, written n or −(n) (CellML's x^(−1) reaches Myokit as
+    a power of the negated number 1: Bondarenko 2004's buffers (1 + k/(K + c)²)^(−1)); None otherwise."""
+    m = _myokit()
+    if not isinstance(e, m.Power):
+        return None
+    x = e[1]
+    if isinstance(x, m.Number):
+        return float(x.eval())
+    if isinstance(x, m.PrefixMinus) and isinstance(x[0], m.Number):
+        return -float(x[0].eval())
+    return None
+
+
 def merge_quotients(exprs, defs: dict, constant, keys: Keys, depth: int = 3, max_den: int = 4, keep=()) -> list:
     """``exprs`` with the quotients of each sum-and-product (a subtree of +, −, ·, /) put over one denominator where
     that divides fewer times, the intermediates' equations (``defs``, {variable: expression}) looked through where
@@ -532,8 +546,8 @@ def merge_quotients(exprs, defs: dict, constant, keys: Keys, depth: int = 3, max
             return [m.PrefixMinus(prod(n))], d
         if name == "PrefixPlus":
             return frac(e[0], level)
-        if isinstance(e, m.Power) and isinstance(e[1], m.Number):
-            p = float(e[1].eval())
+        p = _exponent(e)
+        if p is not None:
             if p == int(p) and 1 <= abs(p) <= 4:
                 n, d = frac(e[0], level)
                 if any(not constant(x) for x in d) or p < 0:
@@ -551,7 +565,7 @@ def merge_quotients(exprs, defs: dict, constant, keys: Keys, depth: int = 3, max
         if name in _RATIONAL:
             here = 1 if name == "Divide" and not constant(e[1]) else 0
             return here + sum(divisions(x) for x in e)
-        if isinstance(e, m.Power) and isinstance(e[1], m.Number) and float(e[1].eval()) < 0:
+        if (_exponent(e) or 0) < 0:
             return 1 + divisions(e[0])
         return 0
 
@@ -583,3 +597,98 @@ def merge_quotients(exprs, defs: dict, constant, keys: Keys, depth: int = 3, max
                 return _rebuild(e, [rewrite(x) for x in e])
         return inner(e)
     return [e if i in keep else rewrite(e) for i, e in enumerate(exprs)]
+
+
+# -- reciprocals shared by two divisors -------------------------------------------------------------------------------
+def paired_reciprocals(exprs, defs: dict, v, constant, keys: Keys, lines: dict, keep=(), v_max: float = 200.0,
+                       bound: float = 1e50) -> list:
+    """``exprs`` with pairs of divisions by different functions of the membrane potential ``v`` alone, x/b₁ and
+    y/b₂, written x·b₂·r and y·b₁·r with r = 1/(b₁·b₂): one division instead of two, for three products (an FP64
+    division is some twenty instructions on a GPU, whose cell kernels are bound by the instructions they issue:
+    Bondarenko's hand kernel does this for its α_Na1x, α/β of I_Kto,f, ...). A product of two denominators
+    overflows where neither does, so only a divisor that stays within [1/``bound``, ``bound``] in magnitude for
+    every |V| ≤ ``v_max`` (1 mV apart, at the file's parameters; the margin of 10⁵⁰ leaves room for overridden
+    ones) is paired. Pairs are consecutive in the body's order, and b₂ may read only lines before b₁'s (``lines``:
+    {variable: index of its line}; b₂ is evaluated where b₁ is). Divisions in ``keep`` (the gates' steady states),
+    inside a conditional's branches, and divisors that occur more than once (:func:`reciprocals` shares those) are
+    left as they are. Round-off only; C only."""
+    m = _myokit()
+    keep = set(keep)
+    v_only: dict = {}
+
+    def only_v(e) -> bool:
+        """Whether ``e`` reads nothing but ``v``, constants and intermediates that do the same."""
+        if constant(e):
+            return True
+        if isinstance(e, m.Name):
+            var = e.var()
+            if var is v:
+                return True
+            if isinstance(var, str) or var not in defs:
+                return False
+            if var not in v_only:
+                v_only[var] = False                     # a cycle cannot happen in a sorted body; be safe
+                v_only[var] = only_v(defs[var])
+            return v_only[var]
+        if _leaf(e):
+            return False
+        return all(only_v(x) for x in e)
+
+    def inlined(e):
+        if isinstance(e, m.Name) and not isinstance(e.var(), str) and e.var() in defs:
+            return inlined(defs[e.var()])
+        return e if _leaf(e) else _rebuild(e, [inlined(x) for x in e])
+
+    def bounded(b) -> bool:
+        import warnings
+        f = inlined(b)
+        with warnings.catch_warnings():                 # an exp overflowing here is an answer (no), not news
+            warnings.simplefilter("ignore", RuntimeWarning)
+            try:
+                for k in range(-int(v_max), int(v_max) + 1):
+                    x = abs(float(f.eval(subst={m.Name(v): m.Number(float(k))})))
+                    if not (1.0 / bound <= x <= bound):
+                        return False
+            except Exception:                           # ZeroDivision, overflow: not bounded
+                return False
+        return True
+
+    def reads(e) -> set:
+        return {n.var() for n in e.walk(m.Name) if not isinstance(n.var(), str) and n.var() in defs}
+
+    count: dict = {}
+    found = []                                          # (line, division node) in the body's order
+
+    def scan(e, line):
+        if isinstance(e, m.Divide) and not constant(e[1]):
+            count[keys(e[1])] = count.get(keys(e[1]), 0) + 1
+            found.append((line, e))
+        if not _leaf(e):
+            ops = list(e)
+            for i in _always(e):
+                scan(ops[i], line)
+    for line, e in enumerate(exprs):
+        if line not in keep:
+            scan(e, line)
+    candidates = [(line, q) for line, q in found
+                  if count[keys(q[1])] == 1 and not _steep(q[1]) and only_v(q[1]) and bounded(q[1])]
+    plan: dict = {}
+    i = 0
+    while i + 1 < len(candidates):
+        (l1, q1), (l2, q2) = candidates[i], candidates[i + 1]
+        if all(lines.get(x, -1) < l1 for x in reads(q2[1])):
+            b1, b2 = q1[1], q2[1]
+            r = m.Divide(m.Number(1.0), m.Multiply(b1, b2))
+            plan[id(q1)] = (q1[0], m.Multiply(b2, r))
+            plan[id(q2)] = (q2[0], m.Multiply(b1, r))
+            i += 2
+        else:
+            i += 1
+
+    def rewrite(e):
+        if id(e) in plan:
+            x, inv = plan[id(e)]
+            x = rewrite(x)
+            return inv if _is_one(x) else m.Multiply(x, inv)
+        return e if _leaf(e) else _rebuild(e, [rewrite(x) for x in e])
+    return [rewrite(e) for e in exprs]

@@ -125,6 +125,10 @@ def time_one(model, dt, n, k, launches, repeats):
                 "warps": warps_per_sm(regs["num_regs"], be.block), "y": y}
 
 
+def _cap(cap: int) -> str:
+    return "auto" if cap < 0 else str(cap) if cap else "none"
+
+
 def time_table(names, caps, blocks, n, k, launches, repeats) -> str:
     import shutil
     import subprocess
@@ -140,12 +144,15 @@ def time_table(names, caps, blocks, n, k, launches, repeats) -> str:
         ref = base = None
         for cap in caps:
             for block in blocks:
-                os.environ["CARDIOSIM_CELL_MAXRREG"] = str(cap) if cap else "none"     # 0: no cap (unset: auto)
+                if cap < 0:                             # -1: the backend's automatic cap, as production runs
+                    os.environ.pop("CARDIOSIM_CELL_MAXRREG", None)
+                else:
+                    os.environ["CARDIOSIM_CELL_MAXRREG"] = str(cap) if cap else "none"     # 0: no cap
                 os.environ["CARDIOSIM_CELL_BLOCK"] = str(block)
                 try:
                     r = time_one(model, dt, n, k, launches, repeats)
                 except Exception as e:                  # one configuration failing must not lose the table
-                    lines.append(f"| {name} | {cap or 'none'} | {block} | failed: {str(e).splitlines()[0][:80]} "
+                    lines.append(f"| {name} | {_cap(cap)} | {block} | failed: {str(e).splitlines()[0][:80]} "
                                  f"| | | | | |")
                     print(lines[-1], file=sys.stderr, flush=True)
                     continue
@@ -153,7 +160,7 @@ def time_table(names, caps, blocks, n, k, launches, repeats) -> str:
                     ref, base = r["y"], r["rate"]
                 same = "bitwise" if np.array_equal(r["y"], ref) else \
                     f"max |diff| {np.nanmax(np.abs(r['y'] - ref)):.1e}"
-                lines.append(f"| {name} | {cap or 'none'} | {block} | {r['registers']} | {r['local']} | {r['warps']} "
+                lines.append(f"| {name} | {_cap(cap)} | {block} | {r['registers']} | {r['local']} | {r['warps']} "
                              f"| {r['rate']:.3e} | {r['rate'] / base:.2f} | {same} |")
                 print(lines[-1], file=sys.stderr, flush=True)
     os.environ.pop("CARDIOSIM_CELL_MAXRREG", None)
@@ -167,7 +174,8 @@ def main(argv=None) -> int:
     p.add_argument("--models", nargs="+", default=None, choices=list(MODELS),
                    help="default: the first three (ptxas, time); the four twins (static)")
     p.add_argument("--json", help="static: write the rows here too")
-    p.add_argument("--caps", nargs="+", type=int, default=None, help="register caps, 0 = none")
+    p.add_argument("--caps", nargs="+", type=int, default=None,
+                   help="register caps, 0 = none, -1 = the backend's automatic cap (time)")
     p.add_argument("--blocks", nargs="+", type=int, default=[128, 256])
     p.add_argument("--arch", default="sm_90")
     p.add_argument("--cells", type=int, default=1 << 20)
