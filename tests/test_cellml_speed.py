@@ -210,3 +210,57 @@ def test_an_exponential_of_zero_times_v_is_left_alone():
     from cardiosim.cells import cellml
     g = cellml.generate(MODELS / "fink_noble_giles_model_2008.cellml")
     assert "c_header" in g and g["states"]
+
+
+def test_paired_reciprocals_only_for_bounded_functions_of_v():
+    """Generator 7 (docs/decisions.md): two divisions by different functions of V alone become one reciprocal of
+    their product, but only where each divisor stays within 10^±50 for |V| ≤ 200 mV (a product of two unbounded
+    denominators overflows where neither does), not for a divisor that reads another state, and the rewritten
+    expressions keep their values."""
+    import myokit
+    from cardiosim.cells import cse
+    m = myokit.parse_model("""
+[[model]]
+c.V = -80
+c.Ca = 1e-4
+[c]
+t = 0 bind time
+dot(V) = a + b + s + q
+dot(Ca) = -Ca / 100
+a = 1 / (1 + exp(-(V + 20) / 7))
+b = 3 / (0.5 + exp((V + 10) / 9))
+s = 1 / (1 + exp(V / 1))
+q = 2 / (Ca + 0.01 * exp(V / 20))
+""")
+    V, Ca = m.get("c.V"), m.get("c.Ca")
+    body = [m.get(f"c.{n}") for n in "absq"]
+    exprs = [x.rhs() for x in body]
+    constant = lambda e: not any(isinstance(n, myokit.Name) and not n.var().is_constant()   # noqa: E731
+                                 for n in e.walk(myokit.Name))
+    out = cse.paired_reciprocals(exprs, dict(zip(body, exprs)), V, constant, cse.Keys(),
+                                 {x: i for i, x in enumerate(body)})
+    divisions = lambda e: sum(1 for q in e.walk(myokit.Divide) if not constant(q[1]))      # noqa: E731
+    # a and b paired: the reciprocal of their product read by both; s (exp(V) reaches e^200) and q (reads Ca) alone
+    assert divisions(out[0]) == 1 and divisions(out[1]) == 1
+    inverse = lambda e: next(q for q in e.walk(myokit.Divide) if not constant(q[1])).code()  # noqa: E731
+    assert inverse(out[0]) == inverse(out[1])
+    assert out[2] is exprs[2] and out[3] is exprs[3]
+    for v in (-200.0, -85.0, 0.0, 40.0, 200.0):
+        sub = {myokit.Name(V): myokit.Number(v), myokit.Name(Ca): myokit.Number(2e-4)}
+        for before, after in zip(exprs, out):
+            assert after.eval(subst=sub) == pytest.approx(before.eval(subst=sub), rel=1e-14)
+
+
+def test_power_minus_one_merged_and_nothing_left_unread():
+    """CellML's x^(−1) is a quotient to merge (Bondarenko's buffers (1 + k/(K + c)²)^(−1) lose a division each), and
+    an intermediate a merge left unread is not written: Courtemanche's header compiles under -Wall -Werror in
+    tests/test_cellml.py; here, no line of the generated C assigns a name that nothing reads."""
+    text = _header(cells.model_class(str(MODELS / "bondarenko_szigeti_bett_kim_rasmusson_2004_apical.cellml"))())
+    body = text[text.index("_step_("):text.index("#ifndef __CUDACC__\n    if (rl)")]
+    assert not re.search(r"\(1\.0 \+ [^;]*\)\s*\^|pow\(", body)
+    for name in ("courtemanche_ramirez_nattel_1998", "bondarenko_szigeti_bett_kim_rasmusson_2004_apical"):
+        text = _header(cells.model_class(str(MODELS / f"{name}.cellml"))())
+        step = text[text.index("_step_("):]
+        assigned = re.findall(r"const double (v_\w+) = ", step)
+        unread = [n for n in assigned if len(re.findall(rf"\b{n}\b", step)) < 2]
+        assert not unread, (name, unread[:5])
