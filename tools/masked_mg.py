@@ -10,7 +10,8 @@ the whole step's A/B on a GPU is ``cardiosim bench mask --placement resident ...
     .venv/bin/python tools/masked_mg.py --lv-spacing 0.05 0.025 --solves 5 --vcycles 20 [--gpu]
 
 ``--coarse-max`` (default 2048, the GPU runs' limit: cardiosim.solvers.linear.GPU_STENCIL_MG) bounds the coarsest
-level.
+level; ``--jacobi-from`` (default 1, the GPU runs' default there) smooths that level and coarser by Jacobi instead of
+multicolour SOR, in the host build and the CUDA build alike (-1: SOR on every level).
 """
 
 import argparse
@@ -33,6 +34,7 @@ def main():
     p.add_argument("--systems", nargs="+", default=["elliptic", "parabolic"])
     p.add_argument("--gpu", action="store_true", help="also time the V-cycle in the CUDA build (device 0)")
     p.add_argument("--coarse-max", type=int, default=2048, help="smg_coarse_max (nodes of the coarsest level)")
+    p.add_argument("--jacobi-from", type=int, default=1, help="smg_jacobi_from (-1: SOR on every level)")
     args = p.parse_args()
     petsc4py.init(["-no_signal_handler"])
     from petsc4py import PETSc
@@ -55,7 +57,7 @@ def main():
                     o = PETSc.Options()
                     mine = {"ksp_type": "python", "ksp_python_type": krylov.PYTHON_TYPE, "pc_type": "python",
                             "pc_python_type": multigrid.PYTHON_TYPE, "smg_active": str(active).lower(),
-                            "smg_coarse_max": str(args.coarse_max)}
+                            "smg_coarse_max": str(args.coarse_max), "smg_jacobi_from": str(args.jacobi_from)}
                     for k, v in mine.items():
                         o[f"{name}_{k}"] = v
                     t0 = time.perf_counter()
@@ -110,10 +112,11 @@ def main():
                           f"  ({ta / tb if tb else 0:.2f}x)")
                 if args.gpu:
                     gpu_vcycles(built[True][1].ksp.getPC().getPythonContext().hierarchy, args.vcycles,
-                                built[True][2].getArray(readonly=True).copy(), built[True][1].ksp.getTolerances())
+                                built[True][2].getArray(readonly=True).copy(), built[True][1].ksp.getTolerances(),
+                                args.jacobi_from)
 
 
-def gpu_vcycles(hier, reps: int, b_host: np.ndarray, tolerances) -> None:
+def gpu_vcycles(hier, reps: int, b_host: np.ndarray, tolerances, jacobi_from: int = -1) -> None:
     """The hierarchy's V-cycle in the CUDA build, active lists on and off: ms per V-cycle back to back (CUDA graph,
     as a solve runs it) and per level and phase (profiled: events between phases, so launch gaps show); then CG
     with it on the system's right-hand side ``b_host`` (zero first guess, the solver's ``tolerances``), timed in C
@@ -132,7 +135,7 @@ def gpu_vcycles(hier, reps: int, b_host: np.ndarray, tolerances) -> None:
         rtol, atol, dtol, maxit = tolerances
         out, cg = {}, {}
         for active in (True, False):
-            vc = multigrid.VCycle(hier, gpu=True, active=active)
+            vc = multigrid.VCycle(hier, gpu=True, active=active, jacobi_from=jacobi_from)
             for _ in range(3):
                 vc.apply(int(db), int(dx))
             ctx.synchronize()
