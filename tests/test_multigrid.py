@@ -8,7 +8,7 @@ import pytest
 from petsc4py import PETSc
 
 from cardiosim import config
-from cardiosim.solvers import multigrid
+from cardiosim.solvers import linear, multigrid
 from cardiosim.grid import Grid
 from cardiosim.tissue import make as make_tissue
 
@@ -316,7 +316,7 @@ def test_vcycle_with_jacobi_coarse_levels_is_symmetric_positive(size, h, sweeps)
     assert hier.levels >= 3
     N = A.getSize()[0]
     Ms = {}
-    for jf in (-1, 1):
+    for jf in (-1, 0, 1):          # 0: the finest level too (the GPU's default on a masked grid)
         vc = multigrid.VCycle(hier, gpu=False, sweeps=sweeps, jacobi_from=jf)
         M = np.empty((N, N))
         e, col = np.zeros(N), np.empty(N)
@@ -327,12 +327,22 @@ def test_vcycle_with_jacobi_coarse_levels_is_symmetric_positive(size, h, sweeps)
             M[:, k] = col
         vc.destroy()
         Ms[jf] = M
-    M = Ms[1]
-    assert np.allclose(M, M.T, atol=1e-12 * np.abs(M).max())
-    Q = np.eye(N) - 1.0 / N
-    lam = np.linalg.eigvalsh(Q @ M @ Q)
-    assert lam.min() > -1e-10 * lam.max()
-    assert np.abs(M - Ms[-1]).max() > 1e-6 * np.abs(M).max()
+    for jf in (0, 1):
+        M = Ms[jf]
+        assert np.allclose(M, M.T, atol=1e-12 * np.abs(M).max())
+        Q = np.eye(N) - 1.0 / N
+        lam = np.linalg.eigvalsh(Q @ M @ Q)
+        assert lam.min() > -1e-10 * lam.max()
+        assert np.abs(M - Ms[-1]).max() > 1e-6 * np.abs(M).max()
+    assert np.abs(Ms[0] - Ms[1]).max() > 1e-6 * np.abs(Ms[1]).max()
+
+
+def test_gpu_elliptic_jacobi_on_every_level_of_a_masked_grid():
+    """The GPU's elliptic multigrid smooths levels 1 and coarser by Jacobi, and the finest level too where the grid
+    is masked (cardiosim.solvers.linear.GPU_MASKED_JACOBI_FROM: its SOR colours are launches over few nodes)."""
+    from types import SimpleNamespace
+    assert linear.gpu_elliptic_defaults(SimpleNamespace(mask=None))["smg_jacobi_from"] == "1"
+    assert linear.gpu_elliptic_defaults(SimpleNamespace(mask=object()))["smg_jacobi_from"] == "0"
 
 
 def _rows_27(h, l):

@@ -139,12 +139,22 @@ def gpu_parabolic_defaults(grid, jacobi_radius: float) -> dict:
     return out
 
 
+# On a masked grid the finest level is smoothed by Jacobi too: its multicolour SOR sweeps the tissue's nodes in 8
+# colours of 27-point stencils, each a launch over an eighth of them, latency more than work. The idealised LV at
+# 0.025 cm (25 % tissue), one H200: the step 7.38/7.17 → 6.08/5.77 ms at 12.4 elliptic iterations instead of 9.15
+# (docs/benchmarks.md, "Session 18"); a box gains little (13.64/12.81 → 12.45/12.72 ms at 15.35 instead of 10.35).
+GPU_MASKED_JACOBI_FROM = "0"
+
+
 def gpu_elliptic_defaults(grid) -> dict:
     """The elliptic solver on the GPU: cardiosim's CG + multigrid (PCMG's V-cycle on the GPU is latency-bound,
-    docs/benchmarks.md), unless the user chose a preconditioner (then PETSc's CG with it, and the CPU's PCMG
-    settings where that choice is mg)."""
+    docs/benchmarks.md), Jacobi on every level of a masked grid's, unless the user chose a preconditioner (then
+    PETSc's CG with it, and the CPU's PCMG settings where that choice is mg)."""
     if not _user_chose_pc("elliptic"):
-        return {**STENCIL_CG, **GPU_STENCIL_MG}
+        out = {**STENCIL_CG, **GPU_STENCIL_MG}
+        if getattr(grid, "mask", None) is not None:
+            out["smg_jacobi_from"] = GPU_MASKED_JACOBI_FROM
+        return out
     return elliptic_pc_defaults(grid)
 
 

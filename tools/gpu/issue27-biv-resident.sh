@@ -9,6 +9,8 @@
 #   on 2 GPUs, one rank each:  NP=2 bash tools/gpu/issue27-biv-resident.sh  (BALANCE below chooses the split)
 #   DURATION=1.0 (ms) for 100 steps instead of 200 (session 15 measured that: docs/benchmarks.md).
 #   BALANCE=tissue|box|auto: grid.balance on several ranks (auto: the box split for the resident placement).
+#   PETSC_ARGS="-elliptic_smg_jacobi_from 1": PETSc options for the run (after its --); REUSE=1 keeps the geometry
+#   in $OUT for the next call with REUSE=1 (an A/B of solver options without building the BiV twice).
 #
 # What it should show:
 #   1. geometry: "rule-based fibres: 463702 tissue nodes, both ventricles", "121 x 137 x 105 nodes" and the [grid]
@@ -34,7 +36,11 @@ out=$dir/issue27.txt
 export CARDIOSIM_CACHE=${CARDIOSIM_CACHE:-/tmp/cardiosim-issue27-cache}
 {
   nvidia-smi --query-gpu=name --format=csv,noheader
-  "$py" -m cardiosim geometry biv --spacing 0.025 --out "$dir/biv25.h5" --overwrite | tee "$dir/geometry.txt"
+  if [ -n "${REUSE:-}" ] && [ -f "$dir/biv25.h5" ] && [ -f "$dir/geometry.txt" ]; then
+    echo "geometry: $dir/biv25.h5 reused (REUSE=1)"
+  else
+    "$py" -m cardiosim geometry biv --spacing 0.025 --out "$dir/biv25.h5" --overwrite | tee "$dir/geometry.txt"
+  fi
   grid=$(sed -n '/^\[grid\]/,$p' "$dir/geometry.txt" | sed "s/^\[grid\]$/[grid]\nbalance = \"$balance\"/")
   cat > "$dir/biv-ohara.toml" <<TOML
 [simulation]
@@ -96,7 +102,10 @@ minus = "right"
 interval = 1.0
 fields = ["Vm"]
 TOML
-  "${run[@]}" "$py" -m cardiosim run "$dir/biv-ohara.toml" --output "$dir/biv-ohara.h5" --overwrite
+  read -r -a extra <<< "${PETSC_ARGS:-}"
+  "${run[@]}" "$py" -m cardiosim run "$dir/biv-ohara.toml" --output "$dir/biv-ohara.h5" --overwrite \
+      ${extra[@]+-- "${extra[@]}"}
   "$py" -m cardiosim inspect "$dir/biv-ohara.h5"
 } 2>&1 | tee "$out"
-rm -f "$dir/biv25.h5" "$dir/biv-ohara.h5"      # large; the text above is what is wanted
+rm -f "$dir/biv-ohara.h5"                       # large; the text above is what is wanted
+[ -n "${REUSE:-}" ] || rm -f "$dir/biv25.h5"
