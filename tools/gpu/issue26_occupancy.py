@@ -168,6 +168,15 @@ def time_table(names, caps, blocks, n, k, launches, repeats) -> str:
     return "\n".join(lines) + "\n"
 
 
+def loop_arguments(p) -> None:
+    """The throughput loop's options (also tools/gpu/myokit_peer.py's, which times its kernel the same way)."""
+    p.add_argument("--arch", default="sm_90")
+    p.add_argument("--cells", type=int, default=1 << 20)
+    p.add_argument("--k", type=int, default=100)
+    p.add_argument("--launches", type=int, default=10)
+    p.add_argument("--repeats", type=int, default=3)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("what", choices=("ptxas", "time", "static"))
@@ -177,11 +186,7 @@ def main(argv=None) -> int:
     p.add_argument("--caps", nargs="+", type=int, default=None,
                    help="register caps, 0 = none, -1 = the backend's automatic cap (time)")
     p.add_argument("--blocks", nargs="+", type=int, default=[128, 256])
-    p.add_argument("--arch", default="sm_90")
-    p.add_argument("--cells", type=int, default=1 << 20)
-    p.add_argument("--k", type=int, default=100)
-    p.add_argument("--launches", type=int, default=10)
-    p.add_argument("--repeats", type=int, default=3)
+    loop_arguments(p)
     a = p.parse_args(argv)
     if a.what == "static":
         caps = [None] + [c for c in (a.caps or [])]

@@ -134,11 +134,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("what", choices=("time", "compile"))
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    p.add_argument("--arch", default="sm_90")
-    p.add_argument("--cells", type=int, default=1 << 20)
-    p.add_argument("--k", type=int, default=100)
-    p.add_argument("--launches", type=int, default=10)
-    p.add_argument("--repeats", type=int, default=3)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from issue26_occupancy import loop_arguments       # the same loop, the same options
+    loop_arguments(p)
     a = p.parse_args(argv)
     if a.what == "compile":
         return compile_only(a.models, a.arch)
