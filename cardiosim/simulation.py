@@ -29,6 +29,21 @@ from .tissue import make as make_tissue
 from .timing import Timers, table
 
 
+def choose_stencil(cfg, grid, want: str | None = None) -> str:
+    """The stencil of the tissue operators: grid.stencil (or ``want``), "auto" resolved to "box" where the fibres
+    leave the axes (cross terms) and "star" where they do not; the microscopic model's per-face star is "faces"."""
+    if cfg.tissue.model == "microscopic":
+        return "faces"   # the microscopic model's per-face 3/5/7-point star (cardiosim.microscopic)
+    want = want or cfg.grid.stencil
+    cross = grid.has_cross_terms(grid.fibres(cfg.tissue, grid.owned))
+    if want == "star" and cross:
+        raise UserError("grid.stencil: 'star' cannot represent fibres that are not along an axis; "
+                        "use 'box' or 'auto'")
+    if want == "auto":
+        return "box" if cross else "star"
+    return want
+
+
 class Simulation:
     def __init__(self, cfg, comm=None, output_path: Path | None = None, overwrite: bool = False,
                  write_output: bool = True, restart: Path | None = None):
@@ -65,7 +80,7 @@ class Simulation:
             lap_start[0] = now
 
         self.grid = Grid(cfg, PETSc.Comm(self.comm))   # GPU vector and matrix types for the resident placement
-        self.stencil = self._choose_stencil()
+        self.stencil = choose_stencil(self.cfg, self.grid)
         if self.grid.mask is not None:
             log.info(f"tissue ({self.cfg.tissue.label_file}): {self.grid.mask.describe()}"
                      + (f"; {self.grid.describe_balance()}" if self.comm.size > 1 else ""))
@@ -157,18 +172,6 @@ class Simulation:
         self.step_index = self.start_step = ckpt.step
         self.t = self.step_index * self.dt
         self.last_checkpoint = (ckpt.path, self.t)
-
-    def _choose_stencil(self) -> str:
-        if self.cfg.tissue.model == "microscopic":
-            return "faces"   # the microscopic model's per-face 3/5/7-point star (cardiosim.microscopic)
-        want = self.cfg.grid.stencil
-        cross = self.grid.has_cross_terms(self.grid.fibres(self.cfg.tissue, self.grid.owned))
-        if want == "star" and cross:
-            raise UserError("grid.stencil: 'star' cannot represent fibres that are not along an axis; "
-                            "use 'box' or 'auto'")
-        if want == "auto":
-            return "box" if cross else "star"
-        return want
 
     # -- the numerical method ----------------------------------------------------------------------------------
     def step(self) -> bool:

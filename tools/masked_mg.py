@@ -44,6 +44,7 @@ def main():
     from cardiosim import config
     from cardiosim.bench.mask import RUN, anatomy
     from cardiosim.grid import Grid
+    from cardiosim.simulation import choose_stencil
     from cardiosim.solvers import krylov, multigrid
     from cardiosim.tissue import make as make_tissue
 
@@ -65,10 +66,9 @@ def main():
                     t0 = time.perf_counter()
                     try:
                         grid = Grid(cfg, PETSc.COMM_SELF)
-                        # the stencil a run of this anatomy takes (Simulation._choose_stencil): the LV's rule-based
-                        # fibres leave the axes, so "box" (27 points); a 7-point operator would time another solver
-                        cross = grid.has_cross_terms(grid.fibres(cfg.tissue, grid.owned))
-                        stencil = args.stencil if args.stencil != "auto" else ("box" if cross else "star")
+                        # the stencil a run of this anatomy takes: the LV's rule-based fibres leave the axes, so
+                        # "box" (27 points); a 7-point operator would time another solver
+                        stencil = choose_stencil(cfg, grid, args.stencil)
                         tis = make_tissue(grid, cfg, stencil)
                         s = getattr(tis, name)
                         x_true, b = s.A.createVecs()

@@ -73,4 +73,3 @@ for grid in ("masked", "box"):
               f", pieces {None if tis.pieces is None else len(tis.pieces)}; ms per step:")
         for k, v in T.items():
             print(f"  {k:45s} {1e3 * v / n:8.3f}")
-        sim.destroy() if hasattr(sim, "destroy") else None

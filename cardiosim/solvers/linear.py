@@ -152,7 +152,7 @@ def gpu_elliptic_defaults(grid) -> dict:
     PETSc's CG with it, and the CPU's PCMG settings where that choice is mg)."""
     if not _user_chose_pc("elliptic"):
         out = {**STENCIL_CG, **GPU_STENCIL_MG}
-        if getattr(grid, "mask", None) is not None:
+        if grid.mask is not None:
             out["smg_jacobi_from"] = GPU_MASKED_JACOBI_FROM
         return out
     return elliptic_pc_defaults(grid)

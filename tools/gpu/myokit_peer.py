@@ -79,8 +79,7 @@ def source(path: Path) -> tuple[str, list[float]]:
     return cu + WRAPPER, list(m.initial_values(as_floats=True))
 
 
-def _nvcc_options(arch: str) -> list[str]:
-    return [f"-arch={arch}", "--fmad=true", "-O3"]
+NVCC_FLAGS = ["--fmad=true", "-O3"]       # as our fused kernel is built: FMA on
 
 
 def compile_only(names, arch) -> int:
@@ -91,7 +90,7 @@ def compile_only(names, arch) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             f = Path(tmp) / "peer.cu"
             f.write_text(cu)
-            r = subprocess.run(["nvcc", "-cubin", *_nvcc_options(arch), "-Xptxas", "-v", "-o",
+            r = subprocess.run(["nvcc", "-cubin", f"-arch={arch}", *NVCC_FLAGS, "-Xptxas", "-v", "-o",
                                 str(Path(tmp) / "peer.cubin"), str(f)], capture_output=True, text=True)
         info = [line.strip() for line in r.stderr.splitlines() if "peer_euler" in line or "registers" in line]
         print(f"{name}: nvcc exit {r.returncode}; " + " / ".join(info[-2:]))
@@ -107,7 +106,7 @@ def time_peer(name, n, k, launches, repeats, block=128) -> dict:
     import pycuda.driver as cuda
     from pycuda.compiler import SourceModule
     cu, y0 = source(MODELS[name])
-    mod = SourceModule(cu, no_extern_c=True, options=["--fmad=true", "-O3"])
+    mod = SourceModule(cu, no_extern_c=True, options=NVCC_FLAGS)
     fn = mod.get_function("peer_euler")
     y = np.repeat(np.asarray(y0, dtype=np.float64)[:, None], n, axis=1)
     d = cuda.mem_alloc(y.nbytes)
