@@ -97,7 +97,6 @@ __global__ void gemv_kernel(long n, const double *G, const double *x, double *y)
     int lane = threadIdx.x % 32;
     if (row >= n) return;
     double acc = 0.0;
-#pragma unroll 8        /* eight loads in flight per lane, not one (see offdiag); the same order of the sum */
     for (long c = lane; c < n; c += 32) acc += G[row * n + c] * x[c];
     for (int off = 16; off > 0; off /= 2) acc += __shfl_down_sync(0xffffffffu, acc, off);
     if (lane == 0) y[row] = acc;
@@ -153,8 +152,6 @@ static int get_scalars(double *host, const double *dev, int n) {
 }
 #define RED_PARTIAL (3 * RED_BLOCKS)
 #define HD __host__ __device__
-#define UNROLL _Pragma("unroll")      /* loads issued together: see offdiag */
-#define POINTS_LOOP(st) 27              /* offdiag's loop: every point a stencil can have, unrolled */
 /* Phase timers for smg_apply_timed (a profile; smg_apply itself never synchronises). */
 struct Clock {
     cudaEvent_t ev[4 * MAX_LEVELS + 2];
@@ -205,8 +202,6 @@ template <class F> void reduce(Nodes s, F f, double *, double *out, int o0, int 
 static int get_scalars(double *host, const double *dev, int n) { memcpy(host, dev, n * sizeof(double)); return 0; }
 #define RED_PARTIAL 1
 #define HD
-#define UNROLL
-#define POINTS_LOOP(st) (st).na         /* the host: no turn for the points the stencil lacks */
 #endif
 
 static double seconds(void) {
@@ -278,17 +273,14 @@ static inline Nodes nodes(const Level &L) { return L.a.act ? Nodes{L.a.act, L.a.
 /* level L's inactive nodes (none without a list) */
 static inline Nodes outside(const Level &L) { return Nodes{L.a.out, L.a.act ? L.a.nout : 0}; }
 
-/* Σ over the off-diagonal points of row t (owned node i, j, k) of S x, x ghosted. Unrolled over the 27 points
- * that a stencil can have (those beyond st.na are predicated off): a loop of st.na turns would wait for each load's
- * ~0.5 µs before issuing the next, and on a level too small to fill the GPU, where no other warp hides that wait, a
- * loop's 26 waits were its time. Unrolled, a thread issues its loads together; the sum's order is unchanged. The
- * host's loop stops at st.na. */
+/* Σ over the off-diagonal points of row t (owned node i, j, k) of S x, x ghosted. */
 HD inline double offdiag(const Stencil &st, const double *S, const Box &B, const double *x, int i, int j, int k,
                          long t) {
     double acc = 0.0;
-    UNROLL
-    for (int a = 0; a < POINTS_LOOP(st); ++a)
-        if (a < st.na && a != st.centre) acc += S[a * B.size + t] * x[gix(B, i + st.di[a], j + st.dj[a], k + st.dk[a])];
+    for (int a = 0; a < st.na; ++a) {
+        if (a == st.centre) continue;
+        acc += S[a * B.size + t] * x[gix(B, i + st.di[a], j + st.dj[a], k + st.dk[a])];
+    }
     return acc;
 }
 
@@ -551,17 +543,14 @@ void restrict_residual(const Level &F, const Level &C) {
         int I, J, K;
         coords(CB, rc, I, J, K);
         double acc = 0.0;
-        UNROLL
         for (int a = -1; a <= 1; ++a) {
             const double wz = a == 0 ? 1.0 : (a < 0 ? Z.wl[K] : Z.wr[K]);
             if (wz == 0.0) continue;
             const int k = Z.pos[K] + a;
-            UNROLL
             for (int bb = -1; bb <= 1; ++bb) {
                 const double wy = bb == 0 ? 1.0 : (bb < 0 ? Y.wl[J] : Y.wr[J]);
                 if (wy == 0.0) continue;
                 const int j = Y.pos[J] + bb;
-                UNROLL
                 for (int c = -1; c <= 1; ++c) {
                     const double wx = c == 0 ? 1.0 : (c < 0 ? X.wl[I] : X.wr[I]);
                     if (wx == 0.0) continue;
@@ -583,17 +572,14 @@ void prolong_add(const Level &F, const Level &C) {
         int i, j, k;
         coords(FB, t, i, j, k);
         double acc = 0.0;
-        UNROLL
         for (int a = 0; a < 2; ++a) {
             const double wz = a ? Z.w1[k] : Z.w0[k];
             if (wz == 0.0) continue;
             const int K = a ? Z.c1[k] : Z.c0[k];
-            UNROLL
             for (int bb = 0; bb < 2; ++bb) {
                 const double wy = bb ? Y.w1[j] : Y.w0[j];
                 if (wy == 0.0) continue;
                 const int J = bb ? Y.c1[j] : Y.c0[j];
-                UNROLL
                 for (int c = 0; c < 2; ++c) {
                     const double wx = c ? X.w1[i] : X.w0[i];
                     if (wx == 0.0) continue;

@@ -117,14 +117,6 @@ def stencil_solver(name: str, defaults: dict) -> bool:
             or (chosen("pc_type"), chosen("pc_python_type")) == ("python", STENCIL_MG["pc_python_type"]))
 
 
-def stencil_krylov(name: str, defaults: dict) -> bool:
-    """Whether solver ``name``'s Krylov method will be cardiosim's CG (StencilCG): by the options database where the
-    user set it, else by ``defaults``."""
-    opts = PETSc.Options()
-    return all((opts.getString(f"{name}_{k}") if opts.hasName(f"{name}_{k}") else defaults.get(k, "")) == v
-               for k, v in STENCIL_CG.items())
-
-
 def _user_chose_pc(name: str) -> bool:
     return PETSc.Options().hasName(f"{name}_pc_type")
 
@@ -206,14 +198,9 @@ class LinearSolver:
         op = A if rows is None else A.createSubMatrix(rows, rows)
         self.op = op
         if nullspace:
-            # PETSc's KSPSolve projects the right-hand side onto the range of a matrix with a transpose null
-            # space: a copy of b made and freed every solve. cardiosim's CG is handed consistent right-hand
-            # sides (Tissue.solve_phi removes the null space first, as every caller here does), so its matrix
-            # carries the null space alone (MatSetNullSpace), and the copy is not made.
-            consistent = stencil_krylov(name, defaults or {})
-            _set_nullspace(A, nullspace, transpose=not consistent)
+            _set_nullspace(A, nullspace)
             if rows is not None:
-                _set_nullspace(op, _restricted(nullspace, rows), transpose=not consistent)
+                _set_nullspace(op, _restricted(nullspace, rows))
         ksp = PETSc.KSP().create(comm=A.getComm())
         ksp.setOptionsPrefix(name + "_")
         ksp.setOperators(op)
@@ -279,14 +266,12 @@ class LinearSolver:
             self.op.destroy()
 
 
-def _set_nullspace(M: PETSc.Mat, vecs, transpose: bool = True) -> None:
-    """``vecs``: True, the constants; else the orthonormal vectors given (one constant per piece of masked tissue).
-    ``transpose``: the same as the transpose null space (for KSPSolve's projection of b; the matrix is symmetric)."""
+def _set_nullspace(M: PETSc.Mat, vecs) -> None:
+    """``vecs``: True, the constants; else the orthonormal vectors given (one constant per piece of masked tissue)."""
     ns = (PETSc.NullSpace().create(constant=True, comm=M.getComm()) if vecs is True else
           PETSc.NullSpace().create(constant=False, vectors=vecs, comm=M.getComm()))
     M.setNullSpace(ns)
-    if transpose:
-        M.setTransposeNullSpace(ns)
+    M.setTransposeNullSpace(ns)
 
 
 def _restricted(vecs, rows: PETSc.IS):
