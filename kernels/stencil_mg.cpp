@@ -344,6 +344,8 @@ struct MG {
     double omega;
     Level lev[MAX_LEVELS];
     double *G;              /* the coarsest level's dense (pseudo-)inverse, row-major (one rank) */
+    int *clist;             /* the coarsest level's nodes that G covers (smg_coarse_list; null: all) */
+    long nclist;
     double *cb, *cx;        /* the coarsest level's b and x, contiguous (one rank) */
     double *in_b, *in_x;    /* level 0's ghosted b and x for smg_apply on owned-layout vectors */
     int err;
@@ -356,6 +358,7 @@ struct MG {
 #ifdef __CUDACC__
     Graph graph[MAX_GRAPHS];
     int n_graphs, next_graph;
+    cudaGraphExec_t cg_graph[3][2][2];     /* one-rank CG iterations (cg_iteration): [precond][update][cur - 1] */
     cudaStream_t capture;
 #endif
 };
@@ -397,6 +400,24 @@ void from_owned(const Box &B, const double *src, double *dst, Nodes on) {
         int i, j, k;
         coords(B, t, i, j, k);
         dst[gix(B, i, j, k)] = src[t];
+    });
+}
+
+/* dst[i] = src at the i-th node of `on` (src ghosted), or the reverse: the coarsest level's vectors as the dense
+ * solve's contiguous ones, over the level's active nodes (a masked grid's, whose inactive nodes the dense
+ * (pseudo-)inverse leaves out: their right-hand sides are zero, and so are their solutions) or all of them */
+void to_list(const Box &B, const double *src, double *dst, Nodes on) {
+    each(on.n, LOOP(long i) {
+        int a, b, c;
+        coords(B, node_at(on, i), a, b, c);
+        dst[i] = src[gix(B, a, b, c)];
+    });
+}
+void from_list(const Box &B, const double *src, double *dst, Nodes on) {
+    each(on.n, LOOP(long i) {
+        int a, b, c;
+        coords(B, node_at(on, i), a, b, c);
+        dst[gix(B, a, b, c)] = src[i];
     });
 }
 
@@ -975,6 +996,11 @@ extern "C" int smg_cg(MG *mg, int precond, const double *b, double *x, double rt
 
 /* x = M b at the distributed top level: b gathered onto rank 0, one V-cycle of the serial tail there (or its dense
  * inverse), x scattered back with its ghosts. */
+/* The coarsest level's nodes that its dense solve covers, in order: smg_coarse_list's, or all of them */
+static Nodes coarse_nodes(const MG *mg) {
+    return mg->clist ? Nodes{mg->clist, mg->nclist} : range(mg->lev[mg->nlev - 1].B.size);
+}
+
 static int coarse_on_root(MG *mg, const double *b, double *x) {
     Comm *c = mg->c;
     int err = gather_root(mg, b, 1, c->dev_nat_b);
@@ -1027,9 +1053,10 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
     if (mg->c) {
         err |= coarse_on_root(mg, L[top].b, L[top].x);
     } else {
-        to_owned(L[top].B, L[top].b, mg->cb, range(L[top].B.size));
-        gemv(L[top].B.size, mg->G, mg->cb, mg->cx);
-        from_owned(L[top].B, mg->cx, L[top].x, range(L[top].B.size));
+        const Nodes on = coarse_nodes(mg);
+        to_list(L[top].B, L[top].b, mg->cb, on);
+        gemv(on.n, mg->G, mg->cb, mg->cx);
+        from_list(L[top].B, mg->cx, L[top].x, on);
     }
     if (clock) clock->mark();
     for (int l = top - 1; l >= 0; --l) {
@@ -1217,23 +1244,36 @@ static void coarse_vectors(MG *mg) {
     if (!mg->cx) mg->cx = alloc_doubles(mg, n);
 }
 
-/* The coarsest level's dense (pseudo-)inverse, row-major, host memory. */
+/* The coarsest level's dense solve over the n nodes of `list` (ascending owned indices, host memory) instead of
+ * all of them: a masked grid's active nodes there (whether or not the loops visit active nodes alone, so that both
+ * give the same values). An inactive node's row is a diagonal alone whose right-hand side stays zero: leaving it
+ * out changes no value, and the dense product shrinks with the tissue. Before smg_coarse or
+ * smg_coarse_gauss_jordan, whose matrices are then over these nodes. */
+int smg_coarse_list(MG *mg, long n, const int *list) {
+    if (n < 1 || n > mg->lev[mg->nlev - 1].B.size) return mg->err = 1;
+    mem_free(mg->clist);
+    mg->clist = upload(mg, list, n);
+    mg->nclist = n;
+    return mg->err;
+}
+
+/* The coarsest level's dense (pseudo-)inverse over coarse_nodes (in their order), row-major, host memory. */
 int smg_coarse(MG *mg, const double *G) {
-    const long n = mg->lev[mg->nlev - 1].B.size;
+    const long n = coarse_nodes(mg).n;
     mg->G = upload(mg, G, n * n);
     coarse_vectors(mg);
     return mg->err;
 }
 
 /* The coarsest level's (pseudo-)inverse by Gauss–Jordan elimination on the device (the seed's GPU technique,
- * Shirazi et al.), from its dense matrix A (row-major, host memory). No pivoting: the matrix is symmetric positive
+ * Shirazi et al.), from its dense matrix A over coarse_nodes (row-major, host memory). No pivoting: the matrix is symmetric positive
  * definite — for a singular operator (`singular`: constant null space) after pinning node 0 (row and column 0
  * replaced by e0, and the inverse's (0, 0) entry then zeroed), whose inverse B gives the pseudo-inverse
  * G = Q B Q, Q = I - 11ᵀ/n (B b solves A x = b for b ⊥ 1 with x0 = 0; Q makes it the minimum-norm solution and
  * maps any b into the range first). Per pivot column k three
  * parallel loops: save column k (the multipliers), scale row k, eliminate column k from every other row. */
 int smg_coarse_gauss_jordan(MG *mg, const double *A, int singular) {
-    const long n = mg->lev[mg->nlev - 1].B.size, m = 2 * n;
+    const long n = coarse_nodes(mg).n, m = 2 * n;
     coarse_vectors(mg);
     double *a = upload(mg, A, n * n), *W = alloc_doubles(mg, n * m), *col = alloc_doubles(mg, n);
     double *G = alloc_doubles(mg, n * n), *rs = alloc_doubles(mg, n), *cs = alloc_doubles(mg, n);
@@ -1283,7 +1323,7 @@ int smg_coarse_gauss_jordan(MG *mg, const double *A, int singular) {
 
 /* Copy the coarsest inverse to the host (n x n, row-major): to compare the ways of computing it. */
 int smg_coarse_get(MG *mg, double *G) {
-    const long n = mg->lev[mg->nlev - 1].B.size;
+    const long n = coarse_nodes(mg).n;
     return mem_get(G, mg->G, n * n * sizeof(double));
 }
 
@@ -1552,6 +1592,104 @@ int cg_product(MG *mg, double *u, const double *r, double *wv, double *h) {
     return err | allreduce(mg, h, 4);
 }
 
+/* The device work of one iteration of cg_one_rank (all of it but the host's stopping test), in the order of the
+ * loop it came from: `update` (every iteration but the first) p = z + β p with β = sc[cur] / sc[3 - cur] (this
+ * and the last zᵀr), then q = A p and pᵀq, x += α p and r -= α q with α = sc[cur] / pᵀq, z = B r, and zᵀz and the
+ * new zᵀr into sc[3] and sc[3 - cur]. Every scalar is read on the device, so the work depends only on
+ * (precond, update, cur): run_iteration captures each of those once as a CUDA graph. */
+int enqueue_iteration(MG *mg, int precond, int update, int cur) {
+    const Level &L = mg->lev[0];
+    const Box B = L.B;
+    const long N = B.size;
+    const Stencil st = L.st;
+    const double *S = L.S;
+    const Nodes on = nodes(L);
+    CGWork w = mg->cg;
+    double *x = w.x, *r = w.r, *z = w.z, *p = w.p, *q = w.q, *sc = w.sc;
+    const int jacobi = precond == 1, c = cur, nxt = 3 - cur;
+    if (update) {
+        if (L.a.act)
+            each(on, LOOP(long t) {
+                int i, j, k;
+                coords(B, t, i, j, k);
+                const long g = gix(B, i, j, k);
+                p[g] = z[g] + sc[c] / sc[nxt] * p[g];
+            });
+        else
+            each(B.gsize, LOOP(long g) { p[g] = z[g] + sc[c] / sc[nxt] * p[g]; });
+    }
+    /* q = A p, pᵀq */
+    reduce(on, LOOP(long t, double *acc) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        const long g = gix(B, i, j, k);
+        const double qi = S[st.centre * N + t] * p[g] + offdiag(st, S, B, p, i, j, k, t);
+        q[g] = qi;
+        acc[0] += p[g] * qi;
+    }, w.partial, sc, 0, -1, -1);
+    if (precond == 2) {
+        each(on, LOOP(long t) {
+            int i, j, k;
+            coords(B, t, i, j, k);
+            const long g = gix(B, i, j, k);
+            const double a = sc[c] / sc[0];
+            x[g] += a * p[g];
+            r[g] -= a * q[g];
+        });
+        if (vcycle_g(mg, r, z)) return 1;
+        reduce(on, LOOP(long t, double *acc) {
+            int i, j, k;
+            coords(B, t, i, j, k);
+            const long g = gix(B, i, j, k);
+            acc[0] += z[g] * z[g];
+            acc[1] += z[g] * r[g];
+        }, w.partial, sc, 3, nxt, -1);
+    } else {
+        reduce(on, LOOP(long t, double *acc) {
+            int i, j, k;
+            coords(B, t, i, j, k);
+            const long g = gix(B, i, j, k);
+            const double a = sc[c] / sc[0];
+            x[g] += a * p[g];
+            const double ri = r[g] - a * q[g];
+            r[g] = ri;
+            const double zi = jacobi ? ri / S[st.centre * N + t] : ri;
+            z[g] = zi;
+            acc[0] += zi * zi;
+            acc[1] += zi * ri;
+        }, w.partial, sc, 3, nxt, -1);
+    }
+    return launch_error();
+}
+
+/* enqueue_iteration, as one CUDA graph launch where graphs are on: an iteration is otherwise 6-8 launches (a
+ * V-cycle graph among them) issued after the host's stopping test, while the device waits for the first. */
+int cg_iteration(MG *mg, int precond, int update, int cur) {
+#ifdef __CUDACC__
+    if (mg->graphs && !stream_now) {
+        cudaGraphExec_t &exec = mg->cg_graph[precond][update][cur - 1];
+        if (!exec) {
+            if (!mg->capture && cudaStreamCreateWithFlags(&mg->capture, cudaStreamNonBlocking) != cudaSuccess)
+                return 1;
+            cudaGraph_t graph = 0;
+            stream_now = mg->capture;
+            int err = cudaStreamBeginCapture(mg->capture, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
+            if (!err) err = enqueue_iteration(mg, precond, update, cur);
+            err |= cudaStreamEndCapture(mg->capture, &graph) != cudaSuccess;
+            stream_now = 0;
+            if (!err && graph) err = cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
+            if (graph) cudaGraphDestroy(graph);
+            if (err) {
+                exec = 0;
+                return 1;
+            }
+        }
+        return cudaGraphLaunch(exec, 0) != cudaSuccess;
+    }
+#endif
+    return enqueue_iteration(mg, precond, update, cur);
+}
+
 /* One rank: preconditioned CG on level 0's matrix, as PETSc's KSPCG with its default convergence test
  * (preconditioned residual norm; with a nonzero initial guess relative to ‖B b‖, as KSPConvergedDefault does), so
  * iteration counts match PETSc's: the iteration runs on the device, and one synchronisation per iteration brings
@@ -1610,7 +1748,6 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
     const double rnorm0 = zero_guess ? sqrt(h[3]) : sqrt(h[5] + h[6]);
     const double ttol = fmax(rtol * rnorm0, atol);
     double rn = sqrt(h[3]);
-    int cur = 1, nxt = 2;
     if (L.a.act)
         each(on, LOOP(long t) {
             int i, j, k;
@@ -1620,66 +1757,14 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
         });
     else
         each(B.gsize, LOOP(long g) { p[g] = z[g]; });
+    int cur = 1;
     for (int k = 0;; ++k) {
         *rnorm = rn;
         if (cg_stop(rn, rnorm0, ttol, atol, dtol, k, maxit, reason)) break;
-        if (k > 0) {
-            const int c = cur, n2 = nxt;
-            if (L.a.act)
-                each(on, LOOP(long t) {
-                    int i, j, k;
-                    coords(B, t, i, j, k);
-                    const long g = gix(B, i, j, k);
-                    p[g] = z[g] + sc[n2] / sc[c] * p[g];
-                });
-            else
-                each(B.gsize, LOOP(long g) { p[g] = z[g] + sc[n2] / sc[c] * p[g]; });
-            cur = nxt;
-            nxt = 3 - nxt;
-        }
-        /* q = A p, pᵀq */
-        reduce(on, LOOP(long t, double *acc) {
-            int i, j, k;
-            coords(B, t, i, j, k);
-            const long g = gix(B, i, j, k);
-            const double qi = S[st.centre * N + t] * p[g] + offdiag(st, S, B, p, i, j, k, t);
-            q[g] = qi;
-            acc[0] += p[g] * qi;
-        }, w.partial, sc, 0, -1, -1);
-        const int c = cur;
-        if (precond == 2) {
-            each(on, LOOP(long t) {
-                int i, j, k;
-                coords(B, t, i, j, k);
-                const long g = gix(B, i, j, k);
-                const double a = sc[c] / sc[0];
-                x[g] += a * p[g];
-                r[g] -= a * q[g];
-            });
-            if (vcycle_g(mg, r, z)) return 1;
-            reduce(on, LOOP(long t, double *acc) {
-                int i, j, k;
-                coords(B, t, i, j, k);
-                const long g = gix(B, i, j, k);
-                acc[0] += z[g] * z[g];
-                acc[1] += z[g] * r[g];
-            }, w.partial, sc, 3, nxt, -1);
-        } else {
-            reduce(on, LOOP(long t, double *acc) {
-                int i, j, k;
-                coords(B, t, i, j, k);
-                const long g = gix(B, i, j, k);
-                const double a = sc[c] / sc[0];
-                x[g] += a * p[g];
-                const double ri = r[g] - a * q[g];
-                r[g] = ri;
-                const double zi = jacobi ? ri / S[st.centre * N + t] : ri;
-                z[g] = zi;
-                acc[0] += zi * zi;
-                acc[1] += zi * ri;
-            }, w.partial, sc, 3, nxt, -1);
-        }
+        if (k > 0) cur = 3 - cur;
+        if (cg_iteration(mg, precond, k > 0, cur)) return 1;
         if (get_scalars(h, sc, 6)) return 1;
+        const int nxt = 3 - cur;
         *its = k + 1;
         if (h[0] <= 0.0) { *reason = DIVERGED_INDEFINITE_MAT; break; }
         rn = sqrt(h[3]);
@@ -1942,6 +2027,7 @@ void smg_destroy(MG *mg) {
         }
     }
     mem_free(mg->G);
+    mem_free(mg->clist);
     mem_free(mg->cb); mem_free(mg->cx); mem_free(mg->in_b); mem_free(mg->in_x);
     mem_free(mg->cg.x); mem_free(mg->cg.r); mem_free(mg->cg.z); mem_free(mg->cg.p); mem_free(mg->cg.q);
     mem_free(mg->cg.s); mem_free(mg->cg.partial); mem_free(mg->cg.sc);
@@ -1983,6 +2069,10 @@ void smg_destroy(MG *mg) {
     }
 #ifdef __CUDACC__
     for (int g = 0; g < mg->n_graphs; ++g) cudaGraphExecDestroy(mg->graph[g].exec);
+    for (int a = 0; a < 3; ++a)
+        for (int u = 0; u < 2; ++u)
+            for (int c = 0; c < 2; ++c)
+                if (mg->cg_graph[a][u][c]) cudaGraphExecDestroy(mg->cg_graph[a][u][c]);
     if (mg->capture) cudaStreamDestroy(mg->capture);
 #endif
     free(mg);

@@ -202,6 +202,16 @@ class Hierarchy:
             self._inverse = self.eig_inverse(self.coarse_matrix, self.singular)
         return self._inverse
 
+    def coarse_system(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The coarsest operator the V-cycle's dense solve inverts, and the nodes it covers (None: all of them). On
+        a masked grid those are the coarsest level's active nodes alone: an inactive node's row is a diagonal alone
+        whose right-hand side stays zero, so leaving it out changes no value, and the dense product shrinks with the
+        tissue (the LV at 0.025 cm: 57 % of 2,016 nodes, a third of the bytes)."""
+        if self.coarse_matrix is None or self.active is None:
+            return self.coarse_matrix, None
+        keep = np.flatnonzero(self.owned_active(self.levels - 1)).astype(np.int32)
+        return np.ascontiguousarray(self.coarse_matrix[np.ix_(keep, keep)]), keep
+
     @staticmethod
     def eig_inverse(dense: np.ndarray, singular: bool) -> np.ndarray:
         lam, V = np.linalg.eigh(dense)
@@ -419,6 +429,7 @@ def library(gpu: bool) -> ctypes.CDLL:
         lib.smg_cg.restype = i
         lib.smg_transfer.argtypes, lib.smg_transfer.restype = [p, i, i, i, i, p, p, p, p, p, p, p], i
         lib.smg_coarse.argtypes, lib.smg_coarse.restype = [p, p], i
+        lib.smg_coarse_list.argtypes, lib.smg_coarse_list.restype = [p, ctypes.c_long, p], i
         lib.smg_coarse_gauss_jordan.argtypes, lib.smg_coarse_gauss_jordan.restype = [p, p, i], i
         lib.smg_coarse_get.argtypes, lib.smg_coarse_get.restype = [p, p], i
         lib.smg_apply.argtypes, lib.smg_apply.restype = [p, p, p], i
@@ -508,12 +519,16 @@ class VCycle:
                 a = {k: np.ascontiguousarray(v) for k, v in t.items()}
                 err |= self.lib.smg_transfer(self.handle, l, d, len(a["c0"]), len(a["pos"]),
                                              *(a[k].ctypes.data for k in ("c0", "c1", "w0", "w1", "pos", "wl", "wr")))
-        if h.coarse_matrix is not None and coarse == "gauss-jordan":
-            err |= self.lib.smg_coarse_gauss_jordan(self.handle, h.coarse_matrix.ctypes.data, int(h.singular))
-        elif h.coarse_matrix is not None:
-            G = np.ascontiguousarray(h.coarse_inverse)
+        coarse_system, keep = h.coarse_system() if isinstance(h, Hierarchy) else (None, None)
+        if keep is not None:
+            err |= self.lib.smg_coarse_list(self.handle, len(keep), keep.ctypes.data)
+        if coarse_system is not None and coarse == "gauss-jordan":
+            err |= self.lib.smg_coarse_gauss_jordan(self.handle, coarse_system.ctypes.data, int(h.singular))
+        elif coarse_system is not None:
+            G = np.ascontiguousarray(h.coarse_inverse if coarse_system is h.coarse_matrix else
+                                     Hierarchy.eig_inverse(coarse_system, h.singular))
             err |= self.lib.smg_coarse(self.handle, G.ctypes.data)
-        self.coarse_size = None if h.coarse_matrix is None else h.coarse_matrix.shape[0]
+        self.coarse_size = None if coarse_system is None else coarse_system.shape[0]
         self.ranks, self.transport = 1, None
         if isinstance(h, RankHierarchy):
             self.transport = comm.transport(transport, gpu, h.comm.tompi4py())
