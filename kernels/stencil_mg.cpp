@@ -348,6 +348,7 @@ struct MG {
     long nclist;
     double *cb, *cx;        /* the coarsest level's b and x, contiguous (one rank) */
     double *in_b, *in_x;    /* level 0's ghosted b and x for smg_apply on owned-layout vectors */
+    double *x0;             /* level 0's working x where its post-smoothing writes the result elsewhere (vcycle) */
     int err;
     int graphs;             /* apply through CUDA graphs (GPU build, one rank; default on) */
     CGWork cg;              /* allocated at the first smg_cg */
@@ -469,9 +470,9 @@ void sweep_colour(const Level &L, int colour, double omega) {
     });
 }
 
-/* A Jacobi sweep on level L with the per-node weights L.jw (the coarse levels' smoother from smg_jacobi: two
- * loops per sweep, not one per colour): x += W r with r = b - A x from residual(), or the first sweep from x = 0,
- * x = W b (`first`: no residual, and no zeroing before it). */
+/* A Jacobi sweep on level L with the per-node weights L.jw (ghosted; the smoother from smg_jacobi: two loops per
+ * sweep, not one per colour): x += W r with r = b - A x from residual(), or the first sweep from x = 0, x = W b
+ * (`first`: no residual, and no zeroing before it). */
 void jacobi_sweep(const Level &L, int first) {
     const Box B = L.B;
     const double *w = L.jw, *v = first ? L.b : L.r;
@@ -480,7 +481,46 @@ void jacobi_sweep(const Level &L, int first) {
         int i, j, k;
         coords(B, t, i, j, k);
         const long g = gix(B, i, j, k);
-        x[g] = (first ? 0.0 : x[g]) + w[t] * v[g];
+        x[g] = (first ? 0.0 : x[g]) + w[g] * v[g];
+    });
+}
+
+/* One Jacobi sweep from x = 0 and the residual after it in one loop, where a level's smoothing is that one sweep:
+ * x = W b and r = b - A W b, each neighbour's (W b) formed where it is read (the same products as x's, so the same
+ * values as jacobi_sweep then residual). One rank only: a neighbour's weight across a rank boundary is not here. */
+void jacobi_first_residual(const Level &L) {
+    const Box B = L.B;
+    const Stencil st = L.st;
+    const double *S = L.S, *b = L.b, *w = L.jw;
+    double *x = L.x, *res = L.r;
+    each(nodes(L), LOOP(long t) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        const long g = gix(B, i, j, k);
+        const double xg = w[g] * b[g];
+        x[g] = xg;
+        double acc = 0.0;
+        for (int a = 0; a < st.na; ++a) {
+            if (a == st.centre) continue;
+            const long n = gix(B, i + st.di[a], j + st.dj[a], k + st.dk[a]);
+            acc += S[a * B.size + t] * (w[n] * b[n]);
+        }
+        res[g] = b[g] - S[st.centre * B.size + t] * xg - acc;
+    });
+}
+
+/* One Jacobi sweep after the coarse correction, into another vector: out = x + W (b - A x) (x's ghosts current),
+ * the residual and the update of residual() then jacobi_sweep in one loop, the same arithmetic. */
+void jacobi_into(const Level &L, double *out) {
+    const Box B = L.B;
+    const Stencil st = L.st;
+    const double *S = L.S, *b = L.b, *w = L.jw, *x = L.x;
+    each(nodes(L), LOOP(long t) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        const long g = gix(B, i, j, k);
+        const double r = b[g] - S[st.centre * B.size + t] * x[g] - offdiag(st, S, B, x, i, j, k, t);
+        out[g] = x[g] + w[g] * r;
     });
 }
 
@@ -583,11 +623,10 @@ void restrict_residual(const Level &F, const Level &C) {
     });
 }
 
-/* x_fine += P x_coarse */
-void prolong_add(const Level &F, const Level &C) {
+/* x_fine += P xc, xc the coarse level's result (ghosted) */
+void prolong_add(const Level &F, const Level &C, const double *xc) {
     const Box FB = F.B, CB = C.B;
     const Dim X = F.t[0], Y = F.t[1], Z = F.t[2];
-    const double *xc = C.x;
     double *x = F.x;
     each(nodes(F), LOOP(long t) {
         int i, j, k;
@@ -1021,31 +1060,44 @@ static int jacobi_again(MG *mg, int l) {
  * ordered before any later work on the default stream. On several ranks the ghosts are exchanged wherever a loop
  * reads a neighbour that the last loop changed: before each colour but the first (x starts at zero; per_sweep:
  * before each sweep but the first), before the residual, before the restriction, and after each level's
- * correction. Returns non-zero on an error. */
+ * correction. Returns non-zero on an error.
+ *
+ * A level smoothed by one Jacobi sweep (the GPU's default) runs two loops fewer: its pre-smoothing sweep and the
+ * residual after it are one loop (one rank), and so are its post-smoothing residual and sweep, which write the
+ * level's result into another vector (`out`: its r, free after the restriction; level 0's result is x, its
+ * working vector then mg->x0). On the GPU the coarse levels cost launches more than bytes, and these are two of
+ * six per level. */
 static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
     Level *L = mg->lev;
-    const int top = mg->nlev - 1, colours = 1 << mg->dim;
+    const int top = mg->nlev - 1, colours = 1 << mg->dim, one = mg->nu == 1;
     int err = 0;
+    double *out[MAX_LEVELS];
     L[0].b = (double *)b;
-    L[0].x = x;
+    L[0].x = top > 0 && L[0].jw && one ? mg->x0 : x;
+    for (int l = 0; l <= top; ++l) out[l] = l < top && L[l].jw && one ? (l == 0 ? x : L[l].r) : L[l].x;
     if (clock) clock->mark();
     for (int l = 0; l < top; ++l) {
-        if (L[l].jw) {
-            /* Jacobi from x = 0: the first sweep needs no zeroing (it writes every node a loop visits; the rest
-             * stay zero, or are ghosts an exchange fills before they are read) */
-            jacobi_sweep(L[l], 1);
-            for (int it = 1; it < mg->nu; ++it) err |= jacobi_again(mg, l);
+        if (L[l].jw && one && !mg->c) {
+            jacobi_first_residual(L[l]);
+            if (clock) clock->mark();
         } else {
-            clear(L[l], L[l].x, mg->c);
-            for (int it = 0; it < mg->nu; ++it)
-                for (int c = 0; c < colours; ++c) {
-                    if (it + c > 0 && (!mg->per_sweep || c == 0)) err |= exchange(mg, l, L[l].x);
-                    sweep_colour(L[l], c, mg->omega);
-                }
+            if (L[l].jw) {
+                /* Jacobi from x = 0: the first sweep needs no zeroing (it writes every node a loop visits; the
+                 * rest stay zero, or are ghosts an exchange fills before they are read) */
+                jacobi_sweep(L[l], 1);
+                for (int it = 1; it < mg->nu; ++it) err |= jacobi_again(mg, l);
+            } else {
+                clear(L[l], L[l].x, mg->c);
+                for (int it = 0; it < mg->nu; ++it)
+                    for (int c = 0; c < colours; ++c) {
+                        if (it + c > 0 && (!mg->per_sweep || c == 0)) err |= exchange(mg, l, L[l].x);
+                        sweep_colour(L[l], c, mg->omega);
+                    }
+            }
+            if (clock) clock->mark();
+            err |= exchange(mg, l, L[l].x);
+            residual(L[l]);
         }
-        if (clock) clock->mark();
-        err |= exchange(mg, l, L[l].x);
-        residual(L[l]);
         err |= exchange(mg, l, L[l].r);
         restrict_residual(L[l], L[l + 1]);
         if (clock) clock->mark();
@@ -1060,19 +1112,24 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
     }
     if (clock) clock->mark();
     for (int l = top - 1; l >= 0; --l) {
-        prolong_add(L[l], L[l + 1]);
+        prolong_add(L[l], L[l + 1], out[l + 1]);
         if (clock) clock->mark();
-        for (int it = 0; it < mg->nu; ++it) {
-            if (L[l].jw) {
-                err |= jacobi_again(mg, l);
-            } else {
-                for (int c = colours - 1; c >= 0; --c) {
-                    if (!mg->per_sweep || c == colours - 1) err |= exchange(mg, l, L[l].x);
-                    sweep_colour(L[l], c, mg->omega);
+        if (out[l] != L[l].x) {
+            err |= exchange(mg, l, L[l].x);
+            jacobi_into(L[l], out[l]);
+        } else {
+            for (int it = 0; it < mg->nu; ++it) {
+                if (L[l].jw) {
+                    err |= jacobi_again(mg, l);
+                } else {
+                    for (int c = colours - 1; c >= 0; --c) {
+                        if (!mg->per_sweep || c == colours - 1) err |= exchange(mg, l, L[l].x);
+                        sweep_colour(L[l], c, mg->omega);
+                    }
                 }
             }
         }
-        if (l > 0) err |= exchange(mg, l, L[l].x);
+        if (l > 0) err |= exchange(mg, l, out[l]);
         if (clock) clock->mark();
     }
     return err | launch_error();
@@ -1181,6 +1238,7 @@ int smg_level(MG *mg, int l, const int *n, const int *start, int na, const int *
     } else {
         mg->in_b = alloc_ghosted(mg, B);
         mg->in_x = alloc_ghosted(mg, B);
+        mg->x0 = alloc_ghosted(mg, B);
     }
     return mg->err;
 }
@@ -1926,8 +1984,17 @@ void smg_use_graphs(MG *mg, int on) { mg->graphs = on; }
  * chooses them) instead of multicolour SOR: on the GPU two loops per sweep instead of 2^d. */
 int smg_jacobi(MG *mg, int l, const double *w) {
     Level &L = mg->lev[l];
+    const Box &B = L.B;
+    double *wg = (double *)calloc((size_t)B.gsize, sizeof(double));      /* ghosted, ghosts zero */
+    if (!wg) return mg->err = 1;
+    for (long t = 0; t < B.size; ++t) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        wg[gix(B, i, j, k)] = w[t];
+    }
     mem_free(L.jw);
-    L.jw = upload(mg, w, L.B.size);
+    L.jw = upload(mg, wg, B.gsize);
+    free(wg);
     return mg->err;
 }
 
@@ -2028,7 +2095,7 @@ void smg_destroy(MG *mg) {
     }
     mem_free(mg->G);
     mem_free(mg->clist);
-    mem_free(mg->cb); mem_free(mg->cx); mem_free(mg->in_b); mem_free(mg->in_x);
+    mem_free(mg->cb); mem_free(mg->cx); mem_free(mg->in_b); mem_free(mg->in_x); mem_free(mg->x0);
     mem_free(mg->cg.x); mem_free(mg->cg.r); mem_free(mg->cg.z); mem_free(mg->cg.p); mem_free(mg->cg.q);
     mem_free(mg->cg.s); mem_free(mg->cg.partial); mem_free(mg->cg.sc);
     if (Comm *c = mg->c) {

@@ -105,8 +105,9 @@ def test_hierarchy_is_galerkin():
     assert np.allclose(Af @ G @ Af, Af, atol=1e-10 * np.abs(Af).max())
 
 
-def reference_vcycle(h, b, omega=1.0, sweeps=1):
-    """The V-cycle of kernels/stencil_mg.cpp from its definition, with dense matrices."""
+def reference_vcycle(h, b, omega=1.0, sweeps=1, jacobi_from=-1, jacobi_omega=0.8):
+    """The V-cycle of kernels/stencil_mg.cpp from its definition, with dense matrices (levels from ``jacobi_from``
+    smoothed by weighted Jacobi, multigrid.jacobi_weights)."""
     dim = h.dim
     mats, Ps = [], []
     for l, sizes in enumerate(h.sizes):
@@ -146,6 +147,11 @@ def reference_vcycle(h, b, omega=1.0, sweeps=1):
                 x[r] = x_old[r] + omega * ((b[r] - A[r] @ x_old + A[r, r] * x_old[r]) / A[r, r] - x_old[r])
         return x
 
+    def smooth(l, A, x, b, order):
+        if 0 <= jacobi_from <= l:
+            return x + multigrid.jacobi_weights(h.stencils[l], jacobi_omega) * (b - A @ x)
+        return sweep(A, x, b, h.sizes[l], order)
+
     def cycle(l, b):
         if l == h.levels - 1:
             return h.coarse_inverse @ b
@@ -153,10 +159,10 @@ def reference_vcycle(h, b, omega=1.0, sweeps=1):
         colours = 2 ** dim
         x = np.zeros_like(b)
         for _ in range(sweeps):
-            x = sweep(A, x, b, h.sizes[l], range(colours))
+            x = smooth(l, A, x, b, range(colours))
         x = x + P @ cycle(l + 1, P.T @ (b - A @ x))
         for _ in range(sweeps):
-            x = sweep(A, x, b, h.sizes[l], reversed(range(colours)))
+            x = smooth(l, A, x, b, reversed(range(colours)))
         return x
 
     return cycle(0, b), mats[0]
@@ -189,6 +195,24 @@ def test_compiled_vcycle_equals_its_definition_and_is_symmetric(size, h, omega, 
     Q = np.eye(N) - 1.0 / N
     lam = np.linalg.eigvalsh(Q @ M @ Q)
     assert lam.min() > -1e-10 * lam.max()
+
+
+@pytest.mark.parametrize("size,h,sweeps", [((0.16, 0.12), 0.02, 1), ((0.1, 0.08, 0.06), 0.02, 1),
+                                          ((0.1, 0.08, 0.06), 0.02, 2)])
+def test_jacobi_vcycle_equals_its_definition(size, h, sweeps):
+    """Jacobi on every level (the GPU's default on a masked grid): with one sweep the compiled V-cycle runs its
+    fused loops (the first sweep with the residual after it, the last sweep with the residual before it, into
+    another vector), with two the separate ones; either is the weighted-Jacobi V-cycle of its definition."""
+    grid, tis = tissue(size, h)
+    hier = multigrid.Hierarchy(tis.elliptic.A, grid.da.getSizes(), coarse_max=8, singular=True)
+    assert hier.levels >= 3
+    vc = multigrid.VCycle(hier, gpu=False, sweeps=sweeps, jacobi_from=0)
+    b = np.random.default_rng(2).standard_normal(tis.elliptic.A.getSize()[0])
+    x = np.empty_like(b)
+    vc.apply(b.ctypes.data, x.ctypes.data)
+    vc.destroy()
+    want, _ = reference_vcycle(hier, b, sweeps=sweeps, jacobi_from=0)
+    assert np.allclose(x, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
 
 
 def solve(ksp_solver, b):
