@@ -107,8 +107,10 @@ static void gemv(long n, const double *G, const double *x, double *y) {
 
 /* Sums over nodes, deterministic (fixed grid, fixed order: the same bits every run, as restarts need): f(i, acc)
  * adds node i's terms to acc[0..2]; each block's sums go to `partial`, one block adds those into out[o0..o2]
- * (an index < 0: not wanted). Results stay on the device. */
-#define RED_BLOCKS 264
+ * (an index < 0: not wanted). Results stay on the device. 1024 blocks (about a full GPU: 8 per SM of an H100):
+ * f is often a 27-point product (CG's q = A p), whose loads only many resident warps hide; 264 blocks left a
+ * thread a dozen nodes of a million-node box in turn. */
+#define RED_BLOCKS 1024
 template <class F> __global__ void reduce_kernel(Nodes s, F f, double *partial) {
     __shared__ double sh[3][256];
     double acc[3] = {0.0, 0.0, 0.0};
