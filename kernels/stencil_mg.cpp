@@ -1656,7 +1656,7 @@ int cg_product(MG *mg, double *u, const double *r, double *wv, double *h) {
  * loop it came from: `update` (every iteration but the first) p = z + β p with β = sc[cur] / sc[3 - cur] (this
  * and the last zᵀr), then q = A p and pᵀq, x += α p and r -= α q with α = sc[cur] / pᵀq, z = B r, and zᵀz and the
  * new zᵀr into sc[3] and sc[3 - cur]. Every scalar is read on the device, so the work depends only on
- * (precond, update, cur): run_iteration captures each of those once as a CUDA graph. */
+ * (precond, update, cur): cg_iteration captures each of those once as a CUDA graph. */
 int enqueue_iteration(MG *mg, int precond, int update, int cur) {
     const Level &L = mg->lev[0];
     const Box B = L.B;
