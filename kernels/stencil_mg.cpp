@@ -1035,13 +1035,13 @@ extern "C" int smg_apply(MG *mg, const double *b, double *x);
 extern "C" int smg_cg(MG *mg, int precond, const double *b, double *x, double rtol, double atol, double dtol,
                       int maxit, int zero_guess, int *its, double *rnorm, int *reason);
 
-/* x = M b at the distributed top level: b gathered onto rank 0, one V-cycle of the serial tail there (or its dense
- * inverse), x scattered back with its ghosts. */
 /* The coarsest level's nodes that its dense solve covers, in order: smg_coarse_list's, or all of them */
 static Nodes coarse_nodes(const MG *mg) {
     return mg->clist ? Nodes{mg->clist, mg->nclist} : range(mg->lev[mg->nlev - 1].B.size);
 }
 
+/* x = M b at the distributed top level: b gathered onto rank 0, one V-cycle of the serial tail there (or its dense
+ * inverse), x scattered back with its ghosts. */
 static int coarse_on_root(MG *mg, const double *b, double *x) {
     Comm *c = mg->c;
     int err = gather_root(mg, b, 1, c->dev_nat_b);
@@ -1326,12 +1326,12 @@ int smg_coarse(MG *mg, const double *G) {
 }
 
 /* The coarsest level's (pseudo-)inverse by Gauss–Jordan elimination on the device (the seed's GPU technique,
- * Shirazi et al.), from its dense matrix A over coarse_nodes (row-major, host memory). No pivoting: the matrix is symmetric positive
- * definite — for a singular operator (`singular`: constant null space) after pinning node 0 (row and column 0
- * replaced by e0, and the inverse's (0, 0) entry then zeroed), whose inverse B gives the pseudo-inverse
- * G = Q B Q, Q = I - 11ᵀ/n (B b solves A x = b for b ⊥ 1 with x0 = 0; Q makes it the minimum-norm solution and
- * maps any b into the range first). Per pivot column k three
- * parallel loops: save column k (the multipliers), scale row k, eliminate column k from every other row. */
+ * Shirazi et al.), from its dense matrix A over coarse_nodes (row-major, host memory). No pivoting: the matrix is
+ * symmetric positive definite — for a singular operator (`singular`: constant null space) after pinning node 0
+ * (row and column 0 replaced by e0, and the inverse's (0, 0) entry then zeroed), whose inverse B gives the
+ * pseudo-inverse G = Q B Q, Q = I - 11ᵀ/n (B b solves A x = b for b ⊥ 1 with x0 = 0; Q makes it the minimum-norm
+ * solution and maps any b into the range first). Per pivot column k three parallel loops: save column k (the
+ * multipliers), scale row k, eliminate column k from every other row. */
 int smg_coarse_gauss_jordan(MG *mg, const double *A, int singular) {
     const long n = coarse_nodes(mg).n, m = 2 * n;
     coarse_vectors(mg);
