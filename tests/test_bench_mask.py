@@ -77,3 +77,17 @@ def test_forward_euler_fails_there(petsc, tmp_path):
     cfg, node = apex_config(tmp_path, 'integrator = "forward-euler"', steps=21)
     with pytest.raises(SimulationError, match=r"tt06: cell \d+, state V = nan mV is not finite at t = 0\.33"):
         run(cfg, node)
+
+
+def test_masked_over_box_per_round_and_of_the_medians():
+    """--rounds: the summary pairs each round's masked and whole-box steps of the default solvers (a GAMG row of the
+    same round is left out) and divides the medians."""
+    rows = []
+    for k, (m, b) in enumerate([(5.0, 12.0), (4.5, 11.0), (4.8, 11.5)], 1):
+        rows += [dict(anatomy="lv 0.025 cm", grid="masked", round=k, options="", step_ms=m),
+                 dict(anatomy="lv 0.025 cm", grid="box", round=k, options="", step_ms=b),
+                 dict(anatomy="lv 0.025 cm", grid="box", round=k, options="-elliptic_pc_type gamg", step_ms=99.0)]
+    line, = mask.masked_over_box(rows)
+    assert "medians 4.80 / 11.50 ms = **0.417** over 3 round(s)" in line
+    assert "(per round: 0.417, 0.409, 0.417)" in line
+    assert mask.masked_over_box([r for r in rows if r["grid"] == "box"]) == []

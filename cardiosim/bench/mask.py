@@ -13,7 +13,9 @@ a mask; the box solves with the elliptic preconditioner of the default (geometri
         --write docs/benchmarks.md                                                         # on a GPU node
 
 Each case runs in its own ``mpirun``. A masked grid has cells at its tissue nodes only; the table shows the
-solvers' cost and the reaction's apart.
+solvers' cost and the reaction's apart. ``--rounds N`` runs every case N times, the grids alternating, and ends
+with the masked grid's step against the whole box's (default solvers) per round and of the medians: on a GPU a
+single round of 20 steps varies by several per cent from one run to the next (docs/benchmarks.md, "Session 19").
 
 The cells' integrator (``--integrator``) is Rush–Larsen by default for a model with gates (TT06), Forward Euler
 otherwise (Mitchell–Schaeffer). Forward Euler on TT06 at 0.002 ms (10 substeps of 0.02 ms) is unstable wherever Vm
@@ -171,6 +173,23 @@ def markdown(results, meta) -> str:
     return "\n".join(lines) + "\n"
 
 
+def masked_over_box(results) -> list[str]:
+    """Per anatomy, the masked grid's step (solved on the box, the GPU's way) over the whole box's, both with the
+    default solvers: per round, and the ratio of the medians."""
+    lines = []
+    for anatomy in dict.fromkeys(r["anatomy"] for r in results):
+        step = {g: {r["round"]: r["step_ms"] for r in results
+                    if r["anatomy"] == anatomy and r["grid"] == g and not r["options"]} for g in ("masked", "box")}
+        rounds = sorted(set(step["masked"]) & set(step["box"]))
+        if not rounds:
+            continue
+        masked, box = (float(np.median([step[g][k] for k in rounds])) for g in ("masked", "box"))
+        per = ", ".join(f"{step['masked'][k] / step['box'][k]:.3f}" for k in rounds)
+        lines.append(f"{anatomy}: masked / whole box, step: medians {masked:.2f} / {box:.2f} ms = "
+                     f"**{masked / box:.3f}** over {len(rounds)} round(s) (per round: {per})")
+    return lines
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     ours = argv[:argv.index("--")] if "--" in argv else argv
@@ -187,6 +206,7 @@ def main(argv=None):
     p.add_argument("--integrator", choices=["forward-euler", "rush-larsen", "grl1"],
                    help="cell.integrator (default: rush-larsen for a model with gates, tt06; else forward-euler)")
     p.add_argument("--no-gamg", action="store_true", help="the default elliptic preconditioner only")
+    p.add_argument("--rounds", type=int, default=1, help="runs of every case, the grids alternating")
     p.add_argument("--write", help="markdown page to update (e.g. docs/benchmarks.md)")
     p.add_argument("--json", help="write the results here too")
     p.add_argument("--single", help=argparse.SUPPRESS)
@@ -199,18 +219,22 @@ def main(argv=None):
             "command": "cardiosim bench mask " + " ".join(argv)}
     results = []
     cases = [(name, h) for name in args.anatomies for h in (args.lv_spacing if name == "lv" else [0.0])]
-    for name, h in cases:
+    if args.rounds < 1:
+        p.error(f"--rounds {args.rounds}: at least 1")
+    for (name, h), rnd in ((c, k) for c in cases for k in range(1, args.rounds + 1)):
         # the resident placement solves on the box whatever solve_on says: no tissue-only row there
         for grid in ("tissue", "masked", "box") if args.placement == "cpu" else ("masked", "box"):
             gamg = [] if args.no_gamg or grid == "tissue" else [["-elliptic_pc_type", "gamg"]]    # tissue: GAMG
             for extra in ([], *gamg):
                 r = run_case(name, grid, args, h, extra)
+                r.update(round=rnd, options=" ".join(extra))
                 results.append(r)
                 print(f"{r['anatomy']:5} {grid:6} {r['elliptic_solver']:8} step "
                       f"{r['step_ms']:8.2f} ms (parabolic {r['parabolic_ms']:.2f}, elliptic {r['elliptic_ms']:.2f} ms "
                       f"/ {r['elliptic_its']:.1f} its, reaction {r['reaction_ms']:.2f})", flush=True)
     key = "mask" if args.placement == "cpu" else f"mask:{args.placement}"
-    publish(markdown(results, meta), meta, results, args.json, args.write, key)
+    publish(markdown(results, meta) + "\n" + "\n".join(masked_over_box(results)) + "\n", meta, results, args.json,
+            args.write, key)
     return 0
 
 if __name__ == "__main__":
