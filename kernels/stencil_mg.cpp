@@ -342,7 +342,8 @@ struct Graph {
 #endif
 
 struct MG {
-    int dim, nlev, nu;
+    int dim, nlev;
+    int nu[MAX_LEVELS];     /* smoothing sweeps before and after the coarse correction, per level (smg_sweeps) */
     double omega;
     Level lev[MAX_LEVELS];
     double *G;              /* the coarsest level's dense (pseudo-)inverse, row-major (one rank) */
@@ -511,12 +512,12 @@ void jacobi_first_residual(const Level &L) {
     });
 }
 
-/* One Jacobi sweep after the coarse correction, into another vector: out = x + W (b - A x) (x's ghosts current),
- * the residual and the update of residual() then jacobi_sweep in one loop, the same arithmetic. */
-void jacobi_into(const Level &L, double *out) {
+/* One Jacobi sweep after the coarse correction, from one vector into another: out = x + W (b - A x) (x's ghosts
+ * current), the residual and the update of residual() then jacobi_sweep in one loop, the same arithmetic. */
+void jacobi_into(const Level &L, const double *x, double *out) {
     const Box B = L.B;
     const Stencil st = L.st;
-    const double *S = L.S, *b = L.b, *w = L.jw, *x = L.x;
+    const double *S = L.S, *b = L.b, *w = L.jw;
     each(nodes(L), LOOP(long t) {
         int i, j, k;
         coords(B, t, i, j, k);
@@ -1050,52 +1051,52 @@ static int coarse_on_root(MG *mg, const double *b, double *x) {
     return err | exchange(mg, mg->nlev - 1, x);
 }
 
-/* A Jacobi sweep on level l after the first: the ghosts of x, r = b - A x, x += W r */
-static int jacobi_again(MG *mg, int l) {
-    const int err = exchange(mg, l, mg->lev[l].x);
-    residual(mg->lev[l]);
-    jacobi_sweep(mg->lev[l], 0);
-    return err;
-}
-
 /* x = M b, M the V-cycle, on level 0's ghosted vectors (x is overwritten). Asynchronous on one GPU: the result is
  * ordered before any later work on the default stream. On several ranks the ghosts are exchanged wherever a loop
  * reads a neighbour that the last loop changed: before each colour but the first (x starts at zero; per_sweep:
  * before each sweep but the first), before the residual, before the restriction, and after each level's
  * correction. Returns non-zero on an error.
  *
- * A level smoothed by one Jacobi sweep (the GPU's default) runs two loops fewer: its pre-smoothing sweep and the
- * residual after it are one loop (one rank), and so are its post-smoothing residual and sweep, which write the
- * level's result into another vector (`out`: its r, free after the restriction; level 0's result is x, its
- * working vector then mg->x0). On the GPU the coarse levels cost launches more than bytes, and these are two of
- * six per level. */
+ * A level smoothed by Jacobi (the GPU's default) fuses each sweep with a residual: before the coarse correction
+ * the first sweep (from x = 0) and the residual after it are one loop (one rank), and after it each sweep is one
+ * loop from one vector into another, alternating between the level's x and its r (free after the restriction),
+ * the last into the level's result `out` (level 0's: the caller's x, its working vector then mg->x0). On the GPU
+ * the coarse levels cost launches more than bytes, and a fused sweep saves one of them. */
 static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
     Level *L = mg->lev;
-    const int top = mg->nlev - 1, colours = 1 << mg->dim, one = mg->nu == 1;
+    const int top = mg->nlev - 1, colours = 1 << mg->dim;
     int err = 0;
     double *out[MAX_LEVELS];
     L[0].b = (double *)b;
-    L[0].x = top > 0 && L[0].jw && one ? mg->x0 : x;
-    for (int l = 0; l <= top; ++l) out[l] = l < top && L[l].jw && one ? (l == 0 ? x : L[l].r) : L[l].x;
+    L[0].x = top > 0 && L[0].jw ? mg->x0 : x;
+    for (int l = 0; l <= top; ++l)
+        out[l] = l == 0 ? x : l < top && L[l].jw && mg->nu[l] % 2 ? L[l].r : L[l].x;
     if (clock) clock->mark();
     for (int l = 0; l < top; ++l) {
-        if (L[l].jw && one && !mg->c) {
-            jacobi_first_residual(L[l]);
+        const int nu = mg->nu[l];
+        if (L[l].jw) {
+            /* Jacobi from x = 0: the first sweep needs no zeroing (it writes every node a loop visits; the rest
+             * stay zero, or are ghosts an exchange fills before they are read) */
+            if (!mg->c) {
+                jacobi_first_residual(L[l]);
+            } else {
+                jacobi_sweep(L[l], 1);
+                err |= exchange(mg, l, L[l].x);
+                residual(L[l]);
+            }
+            for (int it = 1; it < nu; ++it) {
+                jacobi_sweep(L[l], 0);
+                err |= exchange(mg, l, L[l].x);
+                residual(L[l]);
+            }
             if (clock) clock->mark();
         } else {
-            if (L[l].jw) {
-                /* Jacobi from x = 0: the first sweep needs no zeroing (it writes every node a loop visits; the
-                 * rest stay zero, or are ghosts an exchange fills before they are read) */
-                jacobi_sweep(L[l], 1);
-                for (int it = 1; it < mg->nu; ++it) err |= jacobi_again(mg, l);
-            } else {
-                clear(L[l], L[l].x, mg->c);
-                for (int it = 0; it < mg->nu; ++it)
-                    for (int c = 0; c < colours; ++c) {
-                        if (it + c > 0 && (!mg->per_sweep || c == 0)) err |= exchange(mg, l, L[l].x);
-                        sweep_colour(L[l], c, mg->omega);
-                    }
-            }
+            clear(L[l], L[l].x, mg->c);
+            for (int it = 0; it < nu; ++it)
+                for (int c = 0; c < colours; ++c) {
+                    if (it + c > 0 && (!mg->per_sweep || c == 0)) err |= exchange(mg, l, L[l].x);
+                    sweep_colour(L[l], c, mg->omega);
+                }
             if (clock) clock->mark();
             err |= exchange(mg, l, L[l].x);
             residual(L[l]);
@@ -1114,22 +1115,23 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
     }
     if (clock) clock->mark();
     for (int l = top - 1; l >= 0; --l) {
+        const int nu = mg->nu[l];
         prolong_add(L[l], L[l + 1], out[l + 1]);
         if (clock) clock->mark();
-        if (out[l] != L[l].x) {
-            err |= exchange(mg, l, L[l].x);
-            jacobi_into(L[l], out[l]);
-        } else {
-            for (int it = 0; it < mg->nu; ++it) {
-                if (L[l].jw) {
-                    err |= jacobi_again(mg, l);
-                } else {
-                    for (int c = colours - 1; c >= 0; --c) {
-                        if (!mg->per_sweep || c == colours - 1) err |= exchange(mg, l, L[l].x);
-                        sweep_colour(L[l], c, mg->omega);
-                    }
-                }
+        if (L[l].jw) {
+            double *src = L[l].x;
+            for (int it = 0; it < nu; ++it) {
+                double *dst = it == nu - 1 ? out[l] : src == L[l].r ? L[l].x : L[l].r;
+                err |= exchange(mg, l, src);
+                jacobi_into(L[l], src, dst);
+                src = dst;
             }
+        } else {
+            for (int it = 0; it < nu; ++it)
+                for (int c = colours - 1; c >= 0; --c) {
+                    if (!mg->per_sweep || c == colours - 1) err |= exchange(mg, l, L[l].x);
+                    sweep_colour(L[l], c, mg->omega);
+                }
         }
         if (l > 0) err |= exchange(mg, l, out[l]);
         if (clock) clock->mark();
@@ -1202,7 +1204,7 @@ MG *smg_create(int dim, int nlev, double omega, int nu) {
     mg->dim = dim;
     mg->nlev = nlev;
     mg->omega = omega;
-    mg->nu = nu;
+    for (int l = 0; l < MAX_LEVELS; ++l) mg->nu[l] = nu;
     mg->graphs = 1;
     return mg;
 }
@@ -1981,6 +1983,13 @@ void smg_halo_per_sweep(MG *mg, int on) { mg->per_sweep = on; }
 
 /* Graphs on (1, the default) or off (0: every kernel launched from the host each time; for comparisons). */
 void smg_use_graphs(MG *mg, int on) { mg->graphs = on; }
+
+/* Level l's smoothing sweeps before and after the coarse correction (smg_create's `nu` until set here). */
+int smg_sweeps(MG *mg, int l, int nu) {
+    if (l < 0 || l >= mg->nlev || nu < 1) return 1;
+    mg->nu[l] = nu;
+    return 0;
+}
 
 /* Level l smoothed by Jacobi with the weights w (one per owned node, host memory; cardiosim.solvers.multigrid
  * chooses them) instead of multicolour SOR: on the GPU two loops per sweep instead of 2^d. */

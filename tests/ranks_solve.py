@@ -43,6 +43,7 @@ def main():
     p.add_argument("--halo", choices=("colour", "sweep"), default="colour")
     p.add_argument("--graphs", choices=("on", "off"), default="on", help="the V-cycle as a CUDA graph (GPU build)")
     p.add_argument("--jacobi-from", type=int, default=-1, help="smg_jacobi_from: Jacobi on the levels from this one")
+    p.add_argument("--finest-sweeps", type=int, default=0, help="smg_finest_sweeps: level 0's sweeps (0: smg_sweeps)")
     p.add_argument("--ksp", choices=("stencil", "petsc"), default="stencil",
                    help="the Krylov method on several ranks: cardiosim's CG or PETSc's KSPCG (with our PC)")
     args = p.parse_args()
@@ -62,6 +63,8 @@ def main():
             "smg_halo": args.halo, "smg_graphs": str(args.graphs == "on").lower()}
     if args.jacobi_from >= 0:
         opts["smg_jacobi_from"] = str(args.jacobi_from)
+    if args.finest_sweeps:
+        opts["smg_finest_sweeps"] = str(args.finest_sweeps)
     opts.update({"pc_type": args.pc} if args.pc != "mg" else
                 {"pc_type": "python", "pc_python_type": multigrid.PYTHON_TYPE})
     text = SHEET.format(size=list(args.size), h=args.h).replace("fibre_angle = 30.0", f"fibre_angle = {args.fibre}")

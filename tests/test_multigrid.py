@@ -105,9 +105,9 @@ def test_hierarchy_is_galerkin():
     assert np.allclose(Af @ G @ Af, Af, atol=1e-10 * np.abs(Af).max())
 
 
-def reference_vcycle(h, b, omega=1.0, sweeps=1, jacobi_from=-1, jacobi_omega=0.8):
+def reference_vcycle(h, b, omega=1.0, sweeps=1, jacobi_from=-1, jacobi_omega=0.8, finest_sweeps=0):
     """The V-cycle of kernels/stencil_mg.cpp from its definition, with dense matrices (levels from ``jacobi_from``
-    smoothed by weighted Jacobi, multigrid.jacobi_weights)."""
+    smoothed by weighted Jacobi, multigrid.jacobi_weights; level 0 ``finest_sweeps`` times where nonzero)."""
     dim = h.dim
     mats, Ps = [], []
     for l, sizes in enumerate(h.sizes):
@@ -158,10 +158,11 @@ def reference_vcycle(h, b, omega=1.0, sweeps=1, jacobi_from=-1, jacobi_omega=0.8
         A, P = mats[l], Ps[l]
         colours = 2 ** dim
         x = np.zeros_like(b)
-        for _ in range(sweeps):
+        nu = finest_sweeps if l == 0 and finest_sweeps else sweeps
+        for _ in range(nu):
             x = smooth(l, A, x, b, range(colours))
         x = x + P @ cycle(l + 1, P.T @ (b - A @ x))
-        for _ in range(sweeps):
+        for _ in range(nu):
             x = smooth(l, A, x, b, reversed(range(colours)))
         return x
 
@@ -197,21 +198,23 @@ def test_compiled_vcycle_equals_its_definition_and_is_symmetric(size, h, omega, 
     assert lam.min() > -1e-10 * lam.max()
 
 
-@pytest.mark.parametrize("size,h,sweeps", [((0.16, 0.12), 0.02, 1), ((0.1, 0.08, 0.06), 0.02, 1),
-                                          ((0.1, 0.08, 0.06), 0.02, 2)])
-def test_jacobi_vcycle_equals_its_definition(size, h, sweeps):
-    """Jacobi on every level (the GPU's default on a masked grid): with one sweep the compiled V-cycle runs its
-    fused loops (the first sweep with the residual after it, the last sweep with the residual before it, into
-    another vector), with two the separate ones; either is the weighted-Jacobi V-cycle of its definition."""
+@pytest.mark.parametrize("size,h,sweeps,finest", [((0.16, 0.12), 0.02, 1, 0), ((0.1, 0.08, 0.06), 0.02, 1, 0),
+                                                 ((0.1, 0.08, 0.06), 0.02, 2, 0), ((0.1, 0.08, 0.06), 0.02, 1, 2),
+                                                 ((0.16, 0.12), 0.02, 2, 3)])
+def test_jacobi_vcycle_equals_its_definition(size, h, sweeps, finest):
+    """Jacobi on every level (the GPU's default on a masked grid): the compiled V-cycle runs its fused loops (the
+    first sweep with the residual after it; after the correction each sweep with the residual before it, from one
+    vector into another, the last into the level's result), with one sweep per level or several, and level 0's
+    count apart (``finest``); each is the weighted-Jacobi V-cycle of its definition."""
     grid, tis = tissue(size, h)
     hier = multigrid.Hierarchy(tis.elliptic.A, grid.da.getSizes(), coarse_max=8, singular=True)
     assert hier.levels >= 3
-    vc = multigrid.VCycle(hier, gpu=False, sweeps=sweeps, jacobi_from=0)
+    vc = multigrid.VCycle(hier, gpu=False, sweeps=sweeps, jacobi_from=0, finest_sweeps=finest)
     b = np.random.default_rng(2).standard_normal(tis.elliptic.A.getSize()[0])
     x = np.empty_like(b)
     vc.apply(b.ctypes.data, x.ctypes.data)
     vc.destroy()
-    want, _ = reference_vcycle(hier, b, sweeps=sweeps, jacobi_from=0)
+    want, _ = reference_vcycle(hier, b, sweeps=sweeps, jacobi_from=0, finest_sweeps=finest)
     assert np.allclose(x, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
 
 
@@ -363,10 +366,12 @@ def test_vcycle_with_jacobi_coarse_levels_is_symmetric_positive(size, h, sweeps)
 
 def test_gpu_elliptic_jacobi_on_every_level_of_a_masked_grid():
     """The GPU's elliptic multigrid smooths levels 1 and coarser by Jacobi, and the finest level too where the grid
-    is masked (cardiosim.solvers.linear.GPU_MASKED_JACOBI_FROM: its SOR colours are launches over few nodes)."""
+    is masked (cardiosim.solvers.linear.GPU_MASKED_JACOBI_FROM: its SOR colours are launches over few nodes), swept
+    twice there (GPU_MASKED_FINEST_SWEEPS); a box keeps one SOR sweep on its finest level."""
     from types import SimpleNamespace
-    assert linear.gpu_elliptic_defaults(SimpleNamespace(mask=None))["smg_jacobi_from"] == "1"
-    assert linear.gpu_elliptic_defaults(SimpleNamespace(mask=object()))["smg_jacobi_from"] == "0"
+    box, masked = (linear.gpu_elliptic_defaults(SimpleNamespace(mask=m)) for m in (None, object()))
+    assert box["smg_jacobi_from"] == "1" and "smg_finest_sweeps" not in box
+    assert masked["smg_jacobi_from"] == "0" and masked["smg_finest_sweeps"] == "2"
 
 
 def _rows_27(h, l):

@@ -87,11 +87,14 @@ def test_root_layout_solves_on_rank_zero_alone(system, pc, ksp):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("n,grid,system", [(2, SHEET_2D, "elliptic"), (3, SLAB_3D, "parabolic")])
-def test_jacobi_coarse_levels_on_ranks_equal_one_rank(n, grid, system):
+@pytest.mark.parametrize("n,grid,system,jf,finest", [(2, SHEET_2D, "elliptic", 1, 0), (3, SLAB_3D, "parabolic", 1, 0),
+                                                     (2, SLAB_3D, "elliptic", 0, 2)])
+def test_jacobi_coarse_levels_on_ranks_equal_one_rank(n, grid, system, jf, finest):
     """smg_jacobi_from 1: the coarse levels smoothed by Jacobi, which a decomposition cannot change (the halo is
-    exchanged before each sweep's residual), on the split levels and rank 0's tail alike."""
-    r = ranks_solve(n, [*grid, "--system", system, "--pc", "mg", "--agglomerate", "64", "--jacobi-from", "1"])
+    exchanged before each sweep's residual), on the split levels and rank 0's tail alike; from level 0 with two
+    sweeps there (smg_finest_sweeps, a masked grid's GPU default)."""
+    r = ranks_solve(n, [*grid, "--system", system, "--pc", "mg", "--agglomerate", "64", "--jacobi-from", str(jf),
+                        "--finest-sweeps", str(finest)])
     agree(r)
     assert r["exchanges"] > 0 and r["gathers"] > 0
 

@@ -11,7 +11,8 @@ the whole step's A/B on a GPU is ``cardiosim bench mask --placement resident ...
 
 ``--coarse-max`` (default 2048, the GPU runs' limit: cardiosim.solvers.linear.GPU_STENCIL_MG) bounds the coarsest
 level; ``--jacobi-from`` (default 1, the GPU runs' default there) smooths that level and coarser by Jacobi instead of
-multicolour SOR, in the host build and the CUDA build alike (-1: SOR on every level).
+multicolour SOR, in the host build and the CUDA build alike (-1: SOR on every level); ``--finest-sweeps`` sweeps
+level 0 that many times (the masked GPU runs' default: 2, cardiosim.solvers.linear.GPU_MASKED_FINEST_SWEEPS).
 """
 
 import argparse
@@ -35,6 +36,7 @@ def main():
     p.add_argument("--gpu", action="store_true", help="also time the V-cycle in the CUDA build (device 0)")
     p.add_argument("--coarse-max", type=int, default=2048, help="smg_coarse_max (nodes of the coarsest level)")
     p.add_argument("--jacobi-from", type=int, default=1, help="smg_jacobi_from (-1: SOR on every level)")
+    p.add_argument("--finest-sweeps", type=int, default=0, help="smg_finest_sweeps (0: smg_sweeps, one)")
     p.add_argument("--stencil", choices=("auto", "star", "box"), default="auto",
                    help="the operator's stencil (auto: the run's choice, box for the LV's fibres)")
     args = p.parse_args()
@@ -60,7 +62,8 @@ def main():
                     o = PETSc.Options()
                     mine = {"ksp_type": "python", "ksp_python_type": krylov.PYTHON_TYPE, "pc_type": "python",
                             "pc_python_type": multigrid.PYTHON_TYPE, "smg_active": str(active).lower(),
-                            "smg_coarse_max": str(args.coarse_max), "smg_jacobi_from": str(args.jacobi_from)}
+                            "smg_coarse_max": str(args.coarse_max), "smg_jacobi_from": str(args.jacobi_from),
+                            "smg_finest_sweeps": str(args.finest_sweeps)}
                     for k, v in mine.items():
                         o[f"{name}_{k}"] = v
                     t0 = time.perf_counter()
@@ -119,10 +122,10 @@ def main():
                 if args.gpu:
                     gpu_vcycles(built[True][1].ksp.getPC().getPythonContext().hierarchy, args.vcycles,
                                 built[True][2].getArray(readonly=True).copy(), built[True][1].ksp.getTolerances(),
-                                args.jacobi_from)
+                                args.jacobi_from, args.finest_sweeps)
 
 
-def gpu_vcycles(hier, reps: int, b_host: np.ndarray, tolerances, jacobi_from: int = -1) -> None:
+def gpu_vcycles(hier, reps: int, b_host: np.ndarray, tolerances, jacobi_from: int = -1, finest_sweeps: int = 0) -> None:
     """The hierarchy's V-cycle in the CUDA build, active lists on and off: ms per V-cycle back to back (CUDA graph,
     as a solve runs it) and per level and phase (profiled: events between phases, so launch gaps show); then CG
     with it on the system's right-hand side ``b_host`` (zero first guess, the solver's ``tolerances``), timed in C
@@ -141,7 +144,7 @@ def gpu_vcycles(hier, reps: int, b_host: np.ndarray, tolerances, jacobi_from: in
         rtol, atol, dtol, maxit = tolerances
         out, cg = {}, {}
         for active in (True, False):
-            vc = multigrid.VCycle(hier, gpu=True, active=active, jacobi_from=jacobi_from)
+            vc = multigrid.VCycle(hier, gpu=True, active=active, jacobi_from=jacobi_from, finest_sweeps=finest_sweeps)
             for _ in range(3):
                 vc.apply(int(db), int(dx))
             ctx.synchronize()

@@ -144,6 +144,10 @@ def gpu_parabolic_defaults(grid, jacobi_radius: float) -> dict:
 # 0.025 cm (25 % tissue), one H200: the step 7.38/7.17 → 6.08/5.77 ms at 12.4 elliptic iterations instead of 9.15
 # (docs/benchmarks.md, "Session 18"); a box gains little (13.64/12.81 → 12.45/12.72 ms at 15.35 instead of 10.35).
 GPU_MASKED_JACOBI_FROM = "0"
+# and swept twice there, each sweep fused with its residual: two loops more per V-cycle for fewer iterations
+# (the LV at 0.025 cm, zero first guess, on the host: 13 -> 9; measured on the GPU in docs/benchmarks.md,
+# "Session 20"). Not on the coarser levels, whose loops cost launches, not bytes.
+GPU_MASKED_FINEST_SWEEPS = "2"
 
 
 def gpu_elliptic_defaults(grid) -> dict:
@@ -154,6 +158,7 @@ def gpu_elliptic_defaults(grid) -> dict:
         out = {**STENCIL_CG, **GPU_STENCIL_MG}
         if grid.mask is not None:
             out["smg_jacobi_from"] = GPU_MASKED_JACOBI_FROM
+            out["smg_finest_sweeps"] = GPU_MASKED_FINEST_SWEEPS
         return out
     return elliptic_pc_defaults(grid)
 

@@ -26,6 +26,7 @@ diagonals (galerkin.lump), so an inactive row is a diagonal alone on every level
 zero the box computes. Level 0's inactive rows are solved on their own (x = b / d) where a result leaves.
 
 Options, under the solver's prefix (e.g. ``-elliptic_``): ``smg_omega`` (default 1.0), ``smg_sweeps`` (1),
+``smg_finest_sweeps`` (level 0's, where they differ: 0, the default, is smg_sweeps),
 ``smg_coarse_max`` (1024 nodes), ``smg_graphs`` (true: the GPU build applies the V-cycle as a CUDA graph),
 ``smg_coarse_solve`` (eig: the coarsest inverse from an eigendecomposition on the host; gauss-jordan: by
 Gauss–Jordan elimination on the device), ``smg_active`` (true: on a masked grid the active nodes only; false: every
@@ -439,6 +440,7 @@ def library(gpu: bool) -> ctypes.CDLL:
         lib.smg_destroy.argtypes, lib.smg_destroy.restype = [p], None
         lib.smg_use_graphs.argtypes, lib.smg_use_graphs.restype = [p, i], None
         lib.smg_jacobi.argtypes, lib.smg_jacobi.restype = [p, i, p], i
+        lib.smg_sweeps.argtypes, lib.smg_sweeps.restype = [p, i, i], i
         lib.smg_set_block.argtypes, lib.smg_set_block.restype = [i], i
         _libs[gpu] = lib
     return _libs[gpu]
@@ -462,19 +464,22 @@ class VCycle:
 
     def __init__(self, h: Hierarchy | RankHierarchy, gpu: bool, omega: float = 1.0, sweeps: int = 1,
                  graphs: bool = True, coarse: str = "eig", transport: str = "auto", halo: str = "sweep",
-                 active: bool = True, jacobi_from: int = -1, jacobi_omega: float = 0.8):
+                 active: bool = True, jacobi_from: int = -1, jacobi_omega: float = 0.8, finest_sweeps: int = 0):
         """``coarse``: how the coarsest level's (pseudo-)inverse is computed: "eig" (eigendecomposition on the host)
         or "gauss-jordan" (Gauss–Jordan elimination in this build: on the device for the GPU). ``active``: where
         the hierarchy has inactive nodes (a masked grid), the loops visit each level's active nodes only (False:
         every node of the box, the same values). ``jacobi_from``: levels from this index (of the whole hierarchy)
         to the coarsest's parent are smoothed by Jacobi (:func:`jacobi_weights`, damping ``jacobi_omega``) instead
-        of multicolour SOR (-1: none)."""
+        of multicolour SOR (-1: none). ``finest_sweeps``: level 0's sweeps where they differ from ``sweeps``
+        (0: the same)."""
         if coarse not in COARSE_SOLVES:
             raise ValueError(f"multigrid: smg_coarse_solve = '{coarse}'; allowed: {', '.join(COARSE_SOLVES)}")
         if not 0.0 < omega < 2.0:
             raise ValueError(f"multigrid: smg_omega = {omega} is outside (0, 2)")
         if sweeps < 1:
             raise ValueError(f"multigrid: smg_sweeps = {sweeps} must be at least 1")
+        if finest_sweeps < 0:
+            raise ValueError(f"multigrid: smg_finest_sweeps = {finest_sweeps} must be at least 1 (0: smg_sweeps)")
         if not jacobi_omega > 0.0:
             raise ValueError(f"multigrid: smg_jacobi_omega = {jacobi_omega} must be positive (the weights are capped "
                              f"where the operator needs less)")
@@ -493,7 +498,7 @@ class VCycle:
         if not self.handle:
             raise RuntimeError("multigrid: smg_create failed")
         self.lib.smg_use_graphs(self.handle, int(graphs))
-        err = 0
+        err = self.lib.smg_sweeps(self.handle, 0, finest_sweeps) if finest_sweeps else 0
         for l, (sizes, start, S, codes) in enumerate(zip(h.sizes, h.starts, h.stencils, h.codes)):
             # only the stencil points the matrix uses (a star stencil: 5 of 9, 7 of 27): fewer bytes per sweep
             codes = np.union1d(codes, [S.shape[0] // 2]).astype(np.int32)          # and the centre, always
@@ -666,7 +671,7 @@ class StencilMG:
     def __init__(self):
         self.omega, self.sweeps, self.coarse_max, self.graphs, self.coarse = 1.0, 1, 1024, True, "eig"
         self.layout, self.agglomerate, self.transport, self.halo, self.why = "auto", AGGLOMERATE, "auto", "sweep", ""
-        self.active, self.jacobi_from, self.jacobi_omega = True, -1, 0.8
+        self.active, self.jacobi_from, self.jacobi_omega, self.finest_sweeps = True, -1, 0.8, 0
         self.vcycle: VCycle | None = None
         self.hierarchy: Hierarchy | RankHierarchy | None = None
 
@@ -684,6 +689,7 @@ class StencilMG:
         self.active = opts.getBool("smg_active", self.active)
         self.jacobi_from = opts.getInt("smg_jacobi_from", self.jacobi_from)
         self.jacobi_omega = opts.getReal("smg_jacobi_omega", self.jacobi_omega)
+        self.finest_sweeps = opts.getInt("smg_finest_sweeps", self.finest_sweeps)
 
     def setUp(self, pc):
         A, _ = pc.getOperators()
@@ -702,7 +708,7 @@ class StencilMG:
         self.hierarchy = hierarchy_for(A, dm, self.coarse_max, singular, self.layout, self.agglomerate)
         self.vcycle = VCycle(self.hierarchy, "cusparse" in A.getType().lower(), self.omega, self.sweeps,
                              self.graphs, self.coarse, self.transport, self.halo, self.active, self.jacobi_from,
-                             self.jacobi_omega)
+                             self.jacobi_omega, self.finest_sweeps)
         self.why = ", ".join(w for w in (self.hierarchy.why, self.vcycle.transport,
                                          "halo per sweep" if self.halo == "sweep" and self.vcycle.ranks > 1 else "")
                              if w)
@@ -724,7 +730,9 @@ class StencilMG:
                            f"SOR omega {self.omega}"
                            + (f" (Jacobi from level {self.jacobi_from}, omega {self.jacobi_omega} capped)"
                               if 0 <= self.jacobi_from < h.levels - 1 else "")
-                           + f", {self.sweeps} sweep(s), dense coarse inverse\n")
+                           + f", {self.sweeps} sweep(s)"
+                           + (f" ({self.finest_sweeps} on level 0)" if self.finest_sweeps else "")
+                           + ", dense coarse inverse\n")
         if h.active is not None:
             shares = " > ".join(f"{100 * a:.0f}%" for a in self.vcycle.active_share)
             viewer.printfASCII(f"  active nodes per level: {shares}" + ("" if self.active else " (smg_active "
