@@ -58,25 +58,9 @@ def test_gpu_vcycle_equals_host_vcycle(cuda_context, size, h, omega, sweeps):
 def test_gpu_vcycle_with_jacobi_coarse_levels_equals_host(cuda_context, size, h, sweeps):
     """smg_jacobi_from 1 (the coarse levels smoothed by Jacobi) on the GPU against the host build: round-off only;
     and the GPU's Jacobi V-cycle differs from its SOR one (the weights reached the device)."""
-    import pycuda.driver as cuda
     grid, tis = tissue(size, h)
-    A = tis.elliptic.A
-    hier = multigrid.Hierarchy(A, grid.da.getSizes(), coarse_max=64, singular=True)
-    N = A.getSize()[0]
-    b = np.random.default_rng(5).standard_normal(N)
-    host = np.empty(N)
-    cpu = multigrid.VCycle(hier, gpu=False, sweeps=sweeps, jacobi_from=1)
-    cpu.apply(b.ctypes.data, host.ctypes.data)
-    cpu.destroy()
-    db, dx = cuda.to_device(b), cuda.mem_alloc(N * 8)
-    got = {}
-    for jf in (1, -1):
-        gpu = multigrid.VCycle(hier, gpu=True, sweeps=sweeps, jacobi_from=jf)
-        for _ in range(2):                  # the second through the CUDA graph the first captured
-            gpu.apply(int(db), int(dx))
-        got[jf] = cuda.from_device(dx, (N,), np.float64)
-        cuda_context.synchronize()
-        gpu.destroy()
+    hier = multigrid.Hierarchy(tis.elliptic.A, grid.da.getSizes(), coarse_max=64, singular=True)
+    host, got = jacobi_vcycles(cuda_context, hier, sweeps, {1: 0, -1: 0})
     scale = np.abs(host).max()
     err = np.abs(got[1] - host).max() / scale
     print(f"\n{'x'.join(map(str, grid.da.getSizes()))}: {hier.levels} levels, Jacobi from level 1: "
@@ -84,6 +68,46 @@ def test_gpu_vcycle_with_jacobi_coarse_levels_equals_host(cuda_context, size, h,
     assert hier.levels >= 3
     assert err < 1e-11
     assert np.abs(got[1] - got[-1]).max() > 1e-6 * scale
+
+
+def jacobi_vcycles(cuda_context, hier, sweeps, variants, jf_host=1, finest_host=0):
+    """The host build's V-cycle (Jacobi from ``jf_host``, ``finest_host`` sweeps on level 0) of a random b, and the
+    GPU build's for each {jacobi_from: finest_sweeps} of ``variants``, each applied twice (the second through the
+    CUDA graph the first captured)."""
+    import pycuda.driver as cuda
+    N = int(np.prod(hier.sizes[0]))
+    b = np.random.default_rng(5).standard_normal(N)
+    host = np.empty(N)
+    cpu = multigrid.VCycle(hier, gpu=False, sweeps=sweeps, jacobi_from=jf_host, finest_sweeps=finest_host)
+    cpu.apply(b.ctypes.data, host.ctypes.data)
+    cpu.destroy()
+    db, dx = cuda.to_device(b), cuda.mem_alloc(N * 8)
+    got = {}
+    for jf, finest in variants.items():
+        gpu = multigrid.VCycle(hier, gpu=True, sweeps=sweeps, jacobi_from=jf, finest_sweeps=finest)
+        for _ in range(2):
+            gpu.apply(int(db), int(dx))
+        got[jf] = cuda.from_device(dx, (N,), np.float64)
+        cuda_context.synchronize()
+        gpu.destroy()
+    return host, got
+
+
+@pytest.mark.parametrize("size,h,finest", [((0.2, 0.12, 0.1), 0.01, 2), ((0.5, 0.3), 0.01, 3)])
+def test_gpu_vcycle_with_jacobi_finest_sweeps_equals_host(cuda_context, size, h, finest):
+    """Jacobi on every level with level 0 swept ``finest`` times (a masked grid's GPU default: 2), each sweep fused
+    with its residual, on the GPU against the host build: round-off only; and not the one-sweep V-cycle."""
+    grid, tis = tissue(size, h)
+    hier = multigrid.Hierarchy(tis.elliptic.A, grid.da.getSizes(), coarse_max=64, singular=True)
+    host, got = jacobi_vcycles(cuda_context, hier, 1, {0: finest}, jf_host=0, finest_host=finest)
+    _, once = jacobi_vcycles(cuda_context, hier, 1, {0: 0}, jf_host=0)
+    scale = np.abs(host).max()
+    err = np.abs(got[0] - host).max() / scale
+    print(f"\n{'x'.join(map(str, grid.da.getSizes()))}: level 0 swept {finest} times, |GPU - host| / max |host| = "
+          f"{err:.2e}")
+    assert hier.levels >= 3
+    assert err < 1e-11
+    assert np.abs(got[0] - once[0]).max() > 1e-6 * scale
 
 
 @pytest.mark.parametrize("size,h,fibre", [((0.5, 0.3), 0.01, 30.0), ((0.2, 0.12, 0.1), 0.01, 0.0)])
