@@ -1166,19 +1166,29 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
 }
 
 #ifdef __CUDACC__
+/* The work `enqueue()` issues (returning non-zero on an error), captured on mg's capture stream as one CUDA graph
+ * and instantiated; 0 on an error. */
+template <class F> static cudaGraphExec_t capture(MG *mg, F enqueue) {
+    if (!mg->capture && cudaStreamCreateWithFlags(&mg->capture, cudaStreamNonBlocking) != cudaSuccess) return 0;
+    cudaGraph_t graph = 0;
+    stream_now = mg->capture;
+    int err = cudaStreamBeginCapture(mg->capture, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
+    if (!err) err = enqueue();
+    err |= cudaStreamEndCapture(mg->capture, &graph) != cudaSuccess;
+    stream_now = 0;
+    cudaGraphExec_t exec = 0;
+    if (!err && graph) err = cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
+    if (graph) cudaGraphDestroy(graph);
+    return err ? 0 : exec;
+}
+
 static Graph *captured(MG *mg, const double *b, double *x) {
     for (int g = 0; g < mg->n_graphs; ++g)
         if (mg->graph[g].b == b && mg->graph[g].x == x) return &mg->graph[g];
-    if (!mg->capture && cudaStreamCreateWithFlags(&mg->capture, cudaStreamNonBlocking) != cudaSuccess) return 0;
-    cudaGraph_t graph = 0;
     Comm *c = mg->c;
     const long ne = c ? c->n_exchange : 0, ng = c ? c->n_gather : 0, nb = c ? c->bytes : 0;
-    stream_now = mg->capture;
-    int err = cudaStreamBeginCapture(mg->capture, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
-    if (!err) err = vcycle(mg, b, x, 0);
-    err |= cudaStreamEndCapture(mg->capture, &graph) != cudaSuccess;
-    stream_now = 0;
-    Graph made = {b, x, 0, 0, 0, 0};
+    const cudaGraphExec_t exec = capture(mg, [&] { return vcycle(mg, b, x, 0); });
+    Graph made = {b, x, exec, 0, 0, 0};
     if (c) {        /* counted per launch, not at capture */
         made.n_exchange = c->n_exchange - ne;
         made.n_gather = c->n_gather - ng;
@@ -1187,14 +1197,10 @@ static Graph *captured(MG *mg, const double *b, double *x) {
         c->n_gather = ng;
         c->bytes = nb;
     }
-    cudaGraphExec_t exec = 0;
-    if (!err && graph) err = cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
-    if (graph) cudaGraphDestroy(graph);
-    if (err) return 0;
+    if (!exec) return 0;
     Graph &g = mg->graph[mg->next_graph];
     if (mg->next_graph < mg->n_graphs) cudaGraphExecDestroy(g.exec);
     else mg->n_graphs++;
-    made.exec = exec;
     g = made;
     mg->next_graph = (mg->next_graph + 1) % MAX_GRAPHS;
     return &g;
@@ -1756,23 +1762,8 @@ int cg_iteration(MG *mg, int precond, int update, int cur) {
 #ifdef __CUDACC__
     if (mg->graphs && !stream_now) {
         cudaGraphExec_t &exec = mg->cg_graph[precond][update][cur - 1];
-        if (!exec) {
-            if (!mg->capture && cudaStreamCreateWithFlags(&mg->capture, cudaStreamNonBlocking) != cudaSuccess)
-                return 1;
-            cudaGraph_t graph = 0;
-            stream_now = mg->capture;
-            int err = cudaStreamBeginCapture(mg->capture, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
-            if (!err) err = enqueue_iteration(mg, precond, update, cur);
-            err |= cudaStreamEndCapture(mg->capture, &graph) != cudaSuccess;
-            stream_now = 0;
-            if (!err && graph) err = cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
-            if (graph) cudaGraphDestroy(graph);
-            if (err) {
-                exec = 0;
-                return 1;
-            }
-        }
-        return cudaGraphLaunch(exec, 0) != cudaSuccess;
+        if (!exec) exec = capture(mg, [&] { return enqueue_iteration(mg, precond, update, cur); });
+        return !exec || cudaGraphLaunch(exec, 0) != cudaSuccess;
     }
 #endif
     return enqueue_iteration(mg, precond, update, cur);

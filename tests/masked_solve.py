@@ -78,6 +78,8 @@ def main():
     p.add_argument("--placement", choices=("cpu", "resident"), default="cpu",
                    help="resident: GPU matrices, the GPU build (one GPU per rank)")
     p.add_argument("--transport", choices=("auto", "mpi-host", "ipc"), default="auto")
+    p.add_argument("--jacobi-from", type=int, default=-1, help="smg_jacobi_from (-1: SOR on every level)")
+    p.add_argument("--finest-sweeps", type=int, default=0, help="smg_finest_sweeps (0: smg_sweeps)")
     args = p.parse_args()
 
     from ranks_solve import start_petsc
@@ -103,7 +105,8 @@ def main():
     name = args.system
     opts = {"ksp_type": "python", "ksp_python_type": krylov.PYTHON_TYPE, "ksp_rtol": "1e-10",
             "smg_layout": args.layout, "smg_agglomerate": str(args.agglomerate), "smg_halo": args.halo,
-            "smg_omega": str(args.omega), "smg_transport": args.transport}
+            "smg_omega": str(args.omega), "smg_transport": args.transport,
+            "smg_jacobi_from": str(args.jacobi_from), "smg_finest_sweeps": str(args.finest_sweeps)}
     if args.pc in ("mg", "petsc-cg-mg"):
         opts.update({"pc_type": "python", "pc_python_type": multigrid.PYTHON_TYPE})
     else:

@@ -450,11 +450,16 @@ def jacobi_weights(S: np.ndarray, omega: float) -> np.ndarray:
     """Jacobi's weight per row of the stencil rows S (points x owned nodes): omega / a_ii, capped at
     1.9 / sum_j |a_ij| where a row's off-diagonal sum is large (rotated anisotropic stencils). The cap makes 2 W^-1 - A
     diagonally dominant, hence positive definite: the smoother converges in A's norm and the V-cycle stays a
-    symmetric positive definite preconditioner for any operator (the reasoning of l1-Jacobi, hypre's BoomerAMG)."""
+    symmetric positive definite preconditioner for any operator (the reasoning of l1-Jacobi, hypre's BoomerAMG).
+
+    A row that couples to nothing (a masked grid's node outside the tissue, on any level) gets 1 / a_ii: one sweep
+    solves it, as SOR's does, so that a V-cycle visiting every node of the box (smg_active false) leaves those
+    nodes what the tissue's visit leaves them, b / a_ii, and the two give the same iterates."""
     diag = S[S.shape[0] // 2]
     l1 = np.abs(S).sum(axis=0)
+    alone = l1 == np.abs(diag)
     with np.errstate(divide="ignore"):
-        w = np.minimum(omega / diag, 1.9 / l1)
+        w = np.where(alone, 1.0 / diag, np.minimum(omega / diag, 1.9 / l1))
     return np.ascontiguousarray(np.where(l1 > 0, w, 0.0))
 
 
