@@ -55,6 +55,10 @@ CASES = [
      ["--", "-elliptic_pc_type", "python", "-elliptic_pc_python_type", "cardiosim.solvers.multigrid.StencilMG",
       "-elliptic_smg_jacobi_from", "1", "-elliptic_smg_jacobi_omega", "0"],
      ["smg_jacobi_omega = 0.0", "must be positive"]),
+    ("negative finest-level sweeps of the stencil multigrid", None,
+     ["--", "-elliptic_pc_type", "python", "-elliptic_pc_python_type", "cardiosim.solvers.multigrid.StencilMG",
+      "-elliptic_smg_finest_sweeps", "-1"],
+     ["smg_finest_sweeps = -1", "at least 1"]),
     # -- times the run could only round (issue 16, class 5) --
     ("output interval not a whole number of steps", None, ["--set", "output.interval=0.03"],
      ["output.interval", "0.03 ms", "whole number of steps", "simulation.dt = 0.02 ms", "0.04 ms"]),
