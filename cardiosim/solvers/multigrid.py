@@ -454,7 +454,8 @@ def jacobi_weights(S: np.ndarray, omega: float) -> np.ndarray:
 
     A row that couples to nothing (a masked grid's node outside the tissue, on any level) gets 1 / a_ii: one sweep
     solves it, as SOR's does, so that a V-cycle visiting every node of the box (smg_active false) leaves those
-    nodes what the tissue's visit leaves them, b / a_ii, and the two give the same iterates."""
+    nodes what the tissue's visit leaves them, b / a_ii, and the two give the same iterates. (2 W^-1 - A stays
+    positive there: 2 a_ii - a_ii.)"""
     diag = S[S.shape[0] // 2]
     l1 = np.abs(S).sum(axis=0)
     alone = l1 == np.abs(diag)
