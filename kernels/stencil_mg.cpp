@@ -275,30 +275,47 @@ static inline Nodes nodes(const Level &L) { return L.a.act ? Nodes{L.a.act, L.a.
 /* level L's inactive nodes (none without a list) */
 static inline Nodes outside(const Level &L) { return Nodes{L.a.out, L.a.act ? L.a.nout : 0}; }
 
-/* Σ over the off-diagonal points of row t (owned node i, j, k) of S x, x ghosted.
+/* Σ over the off-diagonal points of row t (owned node i, j, k) of S times each neighbour's value, `value(n)` for
+ * the neighbour's ghosted index n.
  *
  * On the GPU a 3D stencil of all 27 points (the box stencil: fibres off the axes) takes a loop of its own, unrolled,
  * whose offsets are constants (two strides), so the compiler may issue a row's loads before their products; the
  * general loop's bound and offsets are run-time values. The same terms in the same order: the same sum. Measured
  * (docs/decisions.md, "Level 0 swept twice on a masked grid; the 27-point loop unrolled"): the LV's whole box 11 %
  * faster per step, its masked grid 2 %. */
-HD inline double offdiag(const Stencil &st, const double *S, const Box &B, const double *x, int i, int j, int k,
-                         long t) {
+template <class V>
+HD inline double offdiag_of(const Stencil &st, const double *S, const Box &B, int i, int j, int k, long t, V value) {
     double acc = 0.0;
 #ifdef __CUDA_ARCH__
     if (st.na == 27) {
         const long g = gix(B, i, j, k), sy = B.g[0], sz = (long)B.g[0] * B.g[1];
 #pragma unroll
         for (int a = 0; a < 27; ++a)
-            if (a != 13) acc += S[a * B.size + t] * x[g + (a % 3 - 1) + sy * ((a / 3) % 3 - 1) + sz * (a / 9 - 1)];
+            if (a != 13) acc += S[a * B.size + t] * value(g + (a % 3 - 1) + sy * ((a / 3) % 3 - 1) + sz * (a / 9 - 1));
         return acc;
     }
 #endif
     for (int a = 0; a < st.na; ++a) {
         if (a == st.centre) continue;
-        acc += S[a * B.size + t] * x[gix(B, i + st.di[a], j + st.dj[a], k + st.dk[a])];
+        acc += S[a * B.size + t] * value(gix(B, i + st.di[a], j + st.dj[a], k + st.dk[a]));
     }
     return acc;
+}
+
+/* the neighbour values offdiag_of reads: a ghosted vector's, or the first Jacobi sweep's W b formed where read */
+struct Entries {
+    const double *x;
+    HD double operator()(long n) const { return x[n]; }
+};
+struct WeightedEntries {
+    const double *w, *x;
+    HD double operator()(long n) const { return w[n] * x[n]; }
+};
+
+/* Σ over the off-diagonal points of row t (owned node i, j, k) of S x, x ghosted. */
+HD inline double offdiag(const Stencil &st, const double *S, const Box &B, const double *x, int i, int j, int k,
+                         long t) {
+    return offdiag_of(st, S, B, i, j, k, t, Entries{x});
 }
 
 /* owned index t -> coordinates */
@@ -366,7 +383,8 @@ struct MG {
     long nclist;
     double *cb, *cx;        /* the coarsest level's b and x, contiguous (one rank) */
     double *in_b, *in_x;    /* level 0's ghosted b and x for smg_apply on owned-layout vectors */
-    double *x0;             /* level 0's working x where its post-smoothing writes the result elsewhere (vcycle) */
+    double *x0;             /* level 0's working x where Jacobi smooths it (its sweeps write the result elsewhere:
+                             * vcycle); allocated by smg_jacobi */
     int err;
     int graphs;             /* apply through CUDA graphs (GPU build, one rank; default on) */
     CGWork cg;              /* allocated at the first smg_cg */
@@ -517,24 +535,7 @@ void jacobi_first_residual(const Level &L) {
         const long g = gix(B, i, j, k);
         const double xg = w[g] * b[g];
         x[g] = xg;
-        double acc = 0.0;
-#ifdef __CUDA_ARCH__
-        if (st.na == 27) {          /* unrolled, as offdiag's */
-            const long sy = B.g[0], sz = (long)B.g[0] * B.g[1];
-#pragma unroll
-            for (int a = 0; a < 27; ++a)
-                if (a != 13) {
-                    const long n = g + (a % 3 - 1) + sy * ((a / 3) % 3 - 1) + sz * (a / 9 - 1);
-                    acc += S[a * B.size + t] * (w[n] * b[n]);
-                }
-        } else
-#endif
-        for (int a = 0; a < st.na; ++a) {
-            if (a == st.centre) continue;
-            const long n = gix(B, i + st.di[a], j + st.dj[a], k + st.dk[a]);
-            acc += S[a * B.size + t] * (w[n] * b[n]);
-        }
-        res[g] = b[g] - S[st.centre * B.size + t] * xg - acc;
+        res[g] = b[g] - S[st.centre * B.size + t] * xg - offdiag_of(st, S, B, i, j, k, t, WeightedEntries{w, b});
     });
 }
 
@@ -1274,7 +1275,6 @@ int smg_level(MG *mg, int l, const int *n, const int *start, int na, const int *
     } else {
         mg->in_b = alloc_ghosted(mg, B);
         mg->in_x = alloc_ghosted(mg, B);
-        mg->x0 = alloc_ghosted(mg, B);
     }
     return mg->err;
 }
@@ -2023,6 +2023,7 @@ int smg_jacobi(MG *mg, int l, const double *w) {
     mem_free(L.jw);
     L.jw = upload(mg, wg, B.gsize);
     free(wg);
+    if (l == 0 && !mg->x0) mg->x0 = alloc_ghosted(mg, B);      /* the V-cycle's working x (vcycle) */
     return mg->err;
 }
 
