@@ -326,9 +326,32 @@ HD inline void coords(const Box &B, long t, int &i, int &j, int &k) {
     k = (int)(q / B.n[1]);
 }
 
+/* PETSc's KSPConvergedReason values that smg_cg can return */
+enum { CONVERGED_RTOL = 2, CONVERGED_ATOL = 3, DIVERGED_ITS = -3, DIVERGED_DTOL = -4, DIVERGED_INDEFINITE_PC = -8,
+       DIVERGED_NANORINF = -9, DIVERGED_INDEFINITE_MAT = -10 };
+
+/* The stopping test of KSPConvergedDefault (and KSPCG's divergence checks), shared by every CG form, on the host
+ * or (cg_loop) on the device: 1 to stop (*reason set), 0 to go on. */
+HD inline int cg_stop(double rn, double rnorm0, double ttol, double atol, double dtol, int k, int maxit,
+                      int *reason) {
+    if (rn != rn || isinf(rn)) { *reason = DIVERGED_NANORINF; return 1; }
+    if (rn <= ttol) { *reason = rn < atol ? CONVERGED_ATOL : CONVERGED_RTOL; return 1; }
+    if (dtol > 0 && k > 0 && rn >= dtol * rnorm0) { *reason = DIVERGED_DTOL; return 1; }
+    if (k >= maxit) { *reason = DIVERGED_ITS; return 1; }
+    return 0;
+}
+
+/* A one-rank CG solve's stopping test where it runs on the device (cg_loop): what the host sets before the loop
+ * (the tolerances) and what the loop leaves for it (iterations, reason, the last norm tested). */
+struct LoopState {
+    double rnorm0, ttol, atol, dtol, rnorm;
+    int maxit, its, reason;
+};
+
 /* Conjugate gradients' work vectors (level 0's ghosted size) and scalars. sc: device scalars, see smg_cg. */
 struct CGWork {
     double *x, *r, *z, *p, *q, *s, *partial, *sc;
+    LoopState *loop, *loop_host;    /* device, and pinned host memory for its transfers */
 };
 
 /* Several ranks: the communicator, where this rank sits, and the buffers of the seam. */
@@ -396,6 +419,7 @@ struct MG {
     Graph graph[MAX_GRAPHS];
     int n_graphs, next_graph;
     cudaGraphExec_t cg_graph[3][2][2];     /* one-rank CG iterations (cg_iteration): [precond][update][cur - 1] */
+    cudaGraphExec_t cg_loop[3];            /* one-rank CG's iterations after the first, a device loop: [precond] */
     cudaStream_t capture;
 #endif
 };
@@ -1628,10 +1652,6 @@ int smg_matvec(MG *mg, const double *x, double *y) {
     return err | launch_error();
 }
 
-/* PETSc's KSPConvergedReason values that smg_cg can return */
-enum { CONVERGED_RTOL = 2, CONVERGED_ATOL = 3, DIVERGED_ITS = -3, DIVERGED_DTOL = -4, DIVERGED_INDEFINITE_PC = -8,
-       DIVERGED_NANORINF = -9, DIVERGED_INDEFINITE_MAT = -10 };
-
 static int cg_work(MG *mg) {
     CGWork &w = mg->cg;
     if (w.sc) return mg->err;
@@ -1644,17 +1664,10 @@ static int cg_work(MG *mg) {
     w.s = alloc_ghosted(mg, B);
     w.partial = alloc_doubles(mg, RED_PARTIAL);
     w.sc = alloc_doubles(mg, 8);
+    w.loop = (LoopState *)mem_alloc(sizeof(LoopState));
+    w.loop_host = (LoopState *)host_alloc(sizeof(LoopState));
+    if (!w.loop || !w.loop_host) mg->err = 1;
     return mg->err;
-}
-
-/* The stopping test of KSPConvergedDefault (and KSPCG's divergence checks), shared by both CG forms: 1 to stop
- * (*reason set), 0 to go on. */
-static int cg_stop(double rn, double rnorm0, double ttol, double atol, double dtol, int k, int maxit, int *reason) {
-    if (rn != rn || isinf(rn)) { *reason = DIVERGED_NANORINF; return 1; }
-    if (rn <= ttol) { *reason = rn < atol ? CONVERGED_ATOL : CONVERGED_RTOL; return 1; }
-    if (dtol > 0 && k > 0 && rn >= dtol * rnorm0) { *reason = DIVERGED_DTOL; return 1; }
-    if (k >= maxit) { *reason = DIVERGED_ITS; return 1; }
-    return 0;
 }
 
 }  /* extern "C" */
@@ -1769,6 +1782,90 @@ int cg_iteration(MG *mg, int precond, int update, int cur) {
     return enqueue_iteration(mg, precond, update, cur);
 }
 
+#ifdef __CUDACC__
+/* The host loop's test after an iteration (cg_one_rank), on the device: sc[0] = pᵀAp, sc[2] = the new zᵀr, sc[3]
+ * = zᵀz; then the two zᵀr swapped, so that every iteration of the loop reads this one's from sc[1] and the last
+ * from sc[2] (an iteration with cur = 1: one graph serves them all). The loop goes on while `go` is 1. */
+__global__ void cg_test_kernel(double *sc, LoopState *s, cudaGraphConditionalHandle go) {
+    const int k = ++s->its;
+    int stop = 1;
+    if (sc[0] <= 0.0) s->reason = DIVERGED_INDEFINITE_MAT;
+    else if (sc[2] < 0.0 && sqrt(sc[3]) > s->ttol) s->reason = DIVERGED_INDEFINITE_PC;
+    else {
+        s->rnorm = sqrt(sc[3]);
+        stop = cg_stop(s->rnorm, s->rnorm0, s->ttol, s->atol, s->dtol, k, s->maxit, &s->reason);
+    }
+    const double last = sc[1];
+    sc[1] = sc[2];
+    sc[2] = last;
+    cudaGraphSetConditional(go, !stop);
+}
+
+/* A graph of one-rank CG's iterations after the first: the test of the first, then while it says go on, an
+ * iteration (update, cur = 1) and its test. */
+static cudaGraphExec_t loop_graph(MG *mg, int precond) {
+    if (!mg->capture && cudaStreamCreateWithFlags(&mg->capture, cudaStreamNonBlocking) != cudaSuccess) return 0;
+    cudaGraph_t graph = 0;
+    if (cudaGraphCreate(&graph, 0) != cudaSuccess) return 0;
+    cudaGraphConditionalHandle go;
+    double *sc = mg->cg.sc;
+    LoopState *s = mg->cg.loop;
+    void *args[] = {&sc, &s, &go};
+    cudaKernelNodeParams test = {};
+    test.func = (void *)cg_test_kernel;
+    test.gridDim = dim3(1);
+    test.blockDim = dim3(1);
+    test.kernelParams = args;
+    cudaGraphNode_t first = 0, loop = 0;
+    cudaGraphNodeParams params = {};
+    params.type = cudaGraphNodeTypeConditional;
+    int err = cudaGraphConditionalHandleCreate(&go, graph, 0, cudaGraphCondAssignDefault) != cudaSuccess ||
+              cudaGraphAddKernelNode(&first, graph, 0, 0, &test) != cudaSuccess;
+    if (!err) {
+        params.conditional.handle = go;
+        params.conditional.type = cudaGraphCondTypeWhile;
+        params.conditional.size = 1;
+        err = cudaGraphAddNode(&loop, graph, &first, 0, 1, &params) != cudaSuccess;
+    }
+    if (!err) {
+        stream_now = mg->capture;
+        err = cudaStreamBeginCaptureToGraph(mg->capture, params.conditional.phGraph_out[0], 0, 0, 0,
+                                            cudaStreamCaptureModeThreadLocal) != cudaSuccess;
+        if (!err) {
+            err = enqueue_iteration(mg, precond, 1, 1);
+            cg_test_kernel<<<1, 1, 0, stream_now>>>(sc, s, go);
+            cudaGraph_t body = 0;
+            err |= cudaStreamEndCapture(mg->capture, &body) != cudaSuccess;
+        }
+        stream_now = 0;
+    }
+    cudaGraphExec_t exec = 0;
+    if (!err) err = cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
+    cudaGraphDestroy(graph);
+    return err ? 0 : exec;
+}
+
+/* cg_one_rank's iterations as device work alone: the first iteration's graph, then loop_graph, then one transfer
+ * of the result of the stopping test. The host loop waits for every iteration's scalars and then launches the
+ * next, and the device idles meanwhile: with a dozen iterations a solve and two solves a step that idle time is a
+ * measurable part of a small (masked) grid's step. The same kernels in the same order: the same iterates. */
+static int cg_loop(MG *mg, int precond, double rnorm0, double ttol, double atol, double dtol, int maxit, int *its,
+                   double *rnorm, int *reason) {
+    LoopState *h = mg->cg.loop_host;
+    *h = LoopState{rnorm0, ttol, atol, dtol, *rnorm, maxit, 0, 0};
+    cudaGraphExec_t &exec = mg->cg_loop[precond];
+    if (!exec) exec = loop_graph(mg, precond);
+    if (!exec || cudaMemcpyAsync(mg->cg.loop, h, sizeof *h, cudaMemcpyHostToDevice, 0) != cudaSuccess ||
+        cg_iteration(mg, precond, 0, 1) || cudaGraphLaunch(exec, 0) != cudaSuccess ||
+        mem_get(h, mg->cg.loop, sizeof *h))
+        return 1;
+    *its = h->its;
+    *rnorm = h->rnorm;
+    *reason = h->reason;
+    return 0;
+}
+#endif
+
 /* One rank: preconditioned CG on level 0's matrix, as PETSc's KSPCG with its default convergence test
  * (preconditioned residual norm; with a nonzero initial guess relative to ‖B b‖, as KSPConvergedDefault does), so
  * iteration counts match PETSc's: the iteration runs on the device, and one synchronisation per iteration brings
@@ -1836,6 +1933,16 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
         });
     else
         each(B.gsize, LOOP(long g) { p[g] = z[g]; });
+#ifdef __CUDACC__
+    if (mg->graphs && !stream_now) {
+        *rnorm = rn;
+        if (!cg_stop(rn, rnorm0, ttol, atol, dtol, 0, maxit, reason) &&
+            cg_loop(mg, precond, rnorm0, ttol, atol, dtol, maxit, its, rnorm, reason))
+            return 1;
+        to_owned(B, x, xo, on);
+        return launch_error();
+    }
+#endif
     int cur = 1;
     for (int k = 0;; ++k) {
         *rnorm = rn;
@@ -2127,6 +2234,7 @@ void smg_destroy(MG *mg) {
     mem_free(mg->cb); mem_free(mg->cx); mem_free(mg->in_b); mem_free(mg->in_x); mem_free(mg->x0);
     mem_free(mg->cg.x); mem_free(mg->cg.r); mem_free(mg->cg.z); mem_free(mg->cg.p); mem_free(mg->cg.q);
     mem_free(mg->cg.s); mem_free(mg->cg.partial); mem_free(mg->cg.sc);
+    mem_free(mg->cg.loop); host_free(mg->cg.loop_host);
     if (Comm *c = mg->c) {
 #ifdef __CUDACC__
         void *closed[6];
@@ -2169,6 +2277,8 @@ void smg_destroy(MG *mg) {
         for (int u = 0; u < 2; ++u)
             for (int c = 0; c < 2; ++c)
                 if (mg->cg_graph[a][u][c]) cudaGraphExecDestroy(mg->cg_graph[a][u][c]);
+    for (int a = 0; a < 3; ++a)
+        if (mg->cg_loop[a]) cudaGraphExecDestroy(mg->cg_loop[a]);
     if (mg->capture) cudaStreamDestroy(mg->capture);
 #endif
     free(mg);

@@ -119,3 +119,39 @@ def test_gpu_stencil_cg_equals_petsc_cg_on_gpu_matrices(size, h, fibre, name, pc
     require_gpu()
     from test_krylov import test_stencil_cg_equals_petsc_cg
     test_stencil_cg_equals_petsc_cg(size, h, fibre, name, pc, placement="resident")
+
+
+@pytest.mark.parametrize("precond", [0, 1, 2], ids=["none", "jacobi", "vcycle"])
+def test_gpu_cg_device_loop_equals_host_loop(cuda_context, precond):
+    """One-rank GPU CG through CUDA graphs, whose iterations after the first are a device loop (a conditional graph
+    node; the stopping test a kernel), against the same CG without graphs (the host's loop: a launch and a wait per
+    iteration): the same iterations, reason, norm and solution bit for bit, for a converged solve from zero and
+    from a guess and for one stopped by the iteration limit."""
+    import pycuda.driver as cuda
+    grid, tis = tissue((0.2, 0.12, 0.1), 0.01, 30.0)
+    A = tis.elliptic.A
+    hier = multigrid.Hierarchy(A, grid.da.getSizes(), singular=True)
+    N = A.getSize()[0]
+    rng = np.random.default_rng(11)
+    b = rng.standard_normal(N)
+    b -= b.mean()                                   # in the range of the singular operator
+    guess = rng.standard_normal(N)
+    cases = [(500, True), (3, True), (500, False)]  # (maxit, zero initial guess)
+    got = {}
+    for graphs in (True, False):
+        vc = multigrid.VCycle(hier, gpu=True, graphs=graphs)
+        db = cuda.to_device(b)
+        got[graphs] = []
+        for maxit, zero in cases:
+            dx = cuda.to_device(np.zeros(N) if zero else guess)
+            its, rnorm, reason = vc.cg(precond, int(db), int(dx), 1e-8, 1e-50, 1e5, maxit, zero)
+            got[graphs].append((its, rnorm, reason, cuda.from_device(dx, (N,), np.float64)))
+        cuda_context.synchronize()
+        vc.destroy()
+    for (maxit, zero), on, off in zip(cases, got[True], got[False]):
+        print(f"\nprecond {precond}, maxit {maxit}, zero guess {zero}: graphs {on[:3]}, host loop {off[:3]}")
+        assert on[:3] == off[:3]
+        assert np.array_equal(on[3], off[3])
+    assert got[True][0][2] == 2 and got[True][0][0] > 3     # converged (rtol) in more than the limit below
+    assert got[True][1][2] == -3 and got[True][1][0] == 3   # stopped by maxit
+    assert got[True][2][2] == 2
