@@ -288,10 +288,19 @@ HD inline double offdiag_of(const Stencil &st, const double *S, const Box &B, in
     double acc = 0.0;
 #ifdef __CUDA_ARCH__
     if (st.na == 27) {
+        /* every load of the row issued before the first product: the registers they take are what lets a grid of
+         * one wave (nothing else to hide the wait) keep its memory busy */
         const long g = gix(B, i, j, k), sy = B.g[0], sz = (long)B.g[0] * B.g[1];
+        double c[27], v[27];
 #pragma unroll
         for (int a = 0; a < 27; ++a)
-            if (a != 13) acc += S[a * B.size + t] * value(g + (a % 3 - 1) + sy * ((a / 3) % 3 - 1) + sz * (a / 9 - 1));
+            if (a != 13) {
+                c[a] = __ldg(S + a * B.size + t);
+                v[a] = value(g + (a % 3 - 1) + sy * ((a / 3) % 3 - 1) + sz * (a / 9 - 1));
+            }
+#pragma unroll
+        for (int a = 0; a < 27; ++a)
+            if (a != 13) acc += c[a] * v[a];
         return acc;
     }
 #endif
