@@ -279,17 +279,17 @@ static inline Nodes outside(const Level &L) { return Nodes{L.a.out, L.a.act ? L.
  * the neighbour's ghosted index n.
  *
  * On the GPU a 3D stencil of all 27 points (the box stencil: fibres off the axes) takes a loop of its own, unrolled,
- * whose offsets are constants (two strides), so the compiler may issue a row's loads before their products; the
- * general loop's bound and offsets are run-time values. The same terms in the same order: the same sum. Measured
- * (docs/decisions.md, "Level 0 swept twice on a masked grid; the 27-point loop unrolled"): the LV's whole box 11 %
- * faster per step, its masked grid 2 %. */
+ * whose offsets are constants (two strides), and the whole row is loaded before the first product: a masked level
+ * 0 is under one wave of threads, with no other warps to hide a wait, so the loads in flight per thread set its
+ * time (56-64 registers instead of 32). The general loop's bound and offsets are run-time values. The same terms in
+ * the same order: the same sum. Measured (docs/decisions.md, "Level 0 swept twice on a masked grid; the 27-point
+ * loop unrolled", "The CG loop on the device; a row's loads first"): unrolled, the LV's whole box 11 % faster per
+ * step and its masked grid 2 %; the loads first, on an H200, the masked step 10 % and the box 6 %. */
 template <class V>
 HD inline double offdiag_of(const Stencil &st, const double *S, const Box &B, int i, int j, int k, long t, V value) {
     double acc = 0.0;
 #ifdef __CUDA_ARCH__
     if (st.na == 27) {
-        /* every load of the row issued before the first product: the registers they take are what lets a grid of
-         * one wave (nothing else to hide the wait) keep its memory busy */
         const long g = gix(B, i, j, k), sy = B.g[0], sz = (long)B.g[0] * B.g[1];
         double c[27], v[27];
 #pragma unroll
