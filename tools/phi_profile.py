@@ -1,4 +1,5 @@
-"""Issue 27: where a resident masked LV's elliptic phase spends its time, cardiosim's CG and what is around it.
+"""Issue 27: where a resident masked LV's elliptic and parabolic phases spend their time, cardiosim's CG and what
+is around it.
 The bench's LV (cardiosim.bench.mask: masked, solved on the box's stencils with active lists; then the whole box),
 20 steps after two, each piece of Tissue.solve_phi (and the parabolic phase) timed between device
 synchronisations, which adds a little to each. On a GPU node (docs/benchmarks.md, "Session 18"):
@@ -53,11 +54,14 @@ for grid in ("masked", "box"):
                 T[name] = T.get(name, 0.0) + time.perf_counter() - t
                 return r
             return g
-        if tis.elliptic.ksp.getType() == "python":
-            ctx = tis.elliptic.ksp.getPythonContext()
-            ctx.solve = timed("  StencilCG.solve (addresses + CG in C)", ctx.solve)
-            ctx.vcycle.cg = timed("    VCycle.cg (C)", ctx.vcycle.cg)
-        tis.elliptic.run = timed(" LinearSolver.run (KSPSolve)", tis.elliptic.run)
+        for name, solver in (("elliptic", tis.elliptic), ("parabolic", tis.parabolic)):
+            if solver.ksp.getType() == "python":
+                ctx = solver.ksp.getPythonContext()
+                ctx.solve = timed(f"  {name}: StencilCG.solve (addresses + CG in C)", ctx.solve)
+                ctx.vcycle.cg = timed(f"    {name}: VCycle.cg (C)", ctx.vcycle.cg)
+            solver.run = timed(f" {name}: LinearSolver.run (KSPSolve)", solver.run)
+        tis._parabolic_rhs = timed(" parabolic: _parabolic_rhs (αM V, K V)", tis._parabolic_rhs)
+        tis._mult = timed(" K x products (_mult, both phases; also inside _parabolic_rhs)", tis._mult)
         tis.solve_phi = timed("solve_phi (elliptic phase)", tis.solve_phi)
         tis.diffuse = timed("diffuse (parabolic phase)", tis.diffuse)
         sim.step()
