@@ -1877,8 +1877,10 @@ static int cg_loop(MG *mg, int precond, double rnorm0, double ttol, double atol,
 
 /* One rank: preconditioned CG on level 0's matrix, as PETSc's KSPCG with its default convergence test
  * (preconditioned residual norm; with a nonzero initial guess relative to ‖B b‖, as KSPConvergedDefault does), so
- * iteration counts match PETSc's: the iteration runs on the device, and one synchronisation per iteration brings
- * the scalars to the host for the test. precond: 0 none, 1 Jacobi (the stencil's diagonal), 2 the V-cycle.
+ * iteration counts match PETSc's: the iteration runs on the device; through CUDA graphs (the GPU's default) so
+ * does the test after the first (cg_loop), and the host waits once per solve; otherwise one synchronisation per
+ * iteration brings the scalars to the host for the test. precond: 0 none, 1 Jacobi (the stencil's diagonal), 2
+ * the V-cycle.
  * Device scalars sc: 0 pᵀAp, 1 and 2 zᵀr (this and the last iteration, alternating), 3 zᵀz, 5 ‖B b‖². */
 int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, double atol, double dtol,
                        int maxit, int zero_guess, int *its, double *rnorm, int *reason) {
