@@ -427,7 +427,7 @@ struct MG {
 #ifdef __CUDACC__
     Graph graph[MAX_GRAPHS];
     int n_graphs, next_graph;
-    cudaGraphExec_t cg_graph[3][2][2];     /* one-rank CG iterations (cg_iteration): [precond][update][cur - 1] */
+    cudaGraphExec_t cg_first[3];           /* one-rank CG's first iteration (cg_loop): [precond] */
     cudaGraphExec_t cg_loop[3];            /* one-rank CG's iterations after the first, a device loop: [precond] */
     cudaStream_t capture;
 #endif
@@ -1712,7 +1712,7 @@ int cg_product(MG *mg, double *u, const double *r, double *wv, double *h) {
  * loop it came from: `update` (every iteration but the first) p = z + β p with β = sc[cur] / sc[3 - cur] (this
  * and the last zᵀr), then q = A p and pᵀq, x += α p and r -= α q with α = sc[cur] / pᵀq, z = B r, and zᵀz and the
  * new zᵀr into sc[3] and sc[3 - cur]. Every scalar is read on the device, so the work depends only on
- * (precond, update, cur): cg_iteration captures each of those once as a CUDA graph. */
+ * (precond, update, cur), and CUDA graphs capture it once (cg_loop: the first iteration, and the loop's body). */
 int enqueue_iteration(MG *mg, int precond, int update, int cur) {
     const Level &L = mg->lev[0];
     const Box B = L.B;
@@ -1776,19 +1776,6 @@ int enqueue_iteration(MG *mg, int precond, int update, int cur) {
         }, w.partial, sc, 3, nxt, -1);
     }
     return launch_error();
-}
-
-/* enqueue_iteration, as one CUDA graph launch where graphs are on: an iteration is otherwise 6-8 launches (a
- * V-cycle graph among them) issued after the host's stopping test, while the device waits for the first. */
-int cg_iteration(MG *mg, int precond, int update, int cur) {
-#ifdef __CUDACC__
-    if (mg->graphs && !stream_now) {
-        cudaGraphExec_t &exec = mg->cg_graph[precond][update][cur - 1];
-        if (!exec) exec = capture(mg, [&] { return enqueue_iteration(mg, precond, update, cur); });
-        return !exec || cudaGraphLaunch(exec, 0) != cudaSuccess;
-    }
-#endif
-    return enqueue_iteration(mg, precond, update, cur);
 }
 
 #ifdef __CUDACC__
@@ -1862,10 +1849,11 @@ static int cg_loop(MG *mg, int precond, double rnorm0, double ttol, double atol,
                    double *rnorm, int *reason) {
     LoopState *h = mg->cg.loop_host;
     *h = LoopState{rnorm0, ttol, atol, dtol, *rnorm, maxit, 0, 0};
-    cudaGraphExec_t &exec = mg->cg_loop[precond];
+    cudaGraphExec_t &first = mg->cg_first[precond], &exec = mg->cg_loop[precond];
+    if (!first) first = capture(mg, [&] { return enqueue_iteration(mg, precond, 0, 1); });
     if (!exec) exec = loop_graph(mg, precond);
-    if (!exec || cudaMemcpyAsync(mg->cg.loop, h, sizeof *h, cudaMemcpyHostToDevice, 0) != cudaSuccess ||
-        cg_iteration(mg, precond, 0, 1) || cudaGraphLaunch(exec, 0) != cudaSuccess ||
+    if (!first || !exec || cudaMemcpyAsync(mg->cg.loop, h, sizeof *h, cudaMemcpyHostToDevice, 0) != cudaSuccess ||
+        cudaGraphLaunch(first, 0) != cudaSuccess || cudaGraphLaunch(exec, 0) != cudaSuccess ||
         mem_get(h, mg->cg.loop, sizeof *h))
         return 1;
     *its = h->its;
@@ -1959,7 +1947,7 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
         *rnorm = rn;
         if (cg_stop(rn, rnorm0, ttol, atol, dtol, k, maxit, reason)) break;
         if (k > 0) cur = 3 - cur;
-        if (cg_iteration(mg, precond, k > 0, cur)) return 1;
+        if (enqueue_iteration(mg, precond, k > 0, cur)) return 1;
         if (get_scalars(h, sc, 6)) return 1;
         const int nxt = 3 - cur;
         *its = k + 1;
@@ -2284,12 +2272,10 @@ void smg_destroy(MG *mg) {
     }
 #ifdef __CUDACC__
     for (int g = 0; g < mg->n_graphs; ++g) cudaGraphExecDestroy(mg->graph[g].exec);
-    for (int a = 0; a < 3; ++a)
-        for (int u = 0; u < 2; ++u)
-            for (int c = 0; c < 2; ++c)
-                if (mg->cg_graph[a][u][c]) cudaGraphExecDestroy(mg->cg_graph[a][u][c]);
-    for (int a = 0; a < 3; ++a)
+    for (int a = 0; a < 3; ++a) {
+        if (mg->cg_first[a]) cudaGraphExecDestroy(mg->cg_first[a]);
         if (mg->cg_loop[a]) cudaGraphExecDestroy(mg->cg_loop[a]);
+    }
     if (mg->capture) cudaStreamDestroy(mg->capture);
 #endif
     free(mg);
