@@ -140,13 +140,6 @@ class TissueModel:
         finally:
             galerkin.detach(K)
 
-    def _mult(self, K, x, y) -> None:
-        """y = K x for a right-hand side."""
-        product = self.products.get(K.handle)
-        if product is not None:
-            product.mult(x, y)
-        else:
-            K.mult(x, y)
 
     def vecs(self) -> list:
         """The model's own vectors (for the resident placement's set-up: made current on the device)."""
@@ -168,14 +161,28 @@ class TissueModel:
             for v in (x, b, y):
                 v.destroy()
 
-    def _parabolic_rhs(self, K, V):
-        """αM V − (1−θ) K V into self.rhs."""
-        self.rhs.pointwiseMult(self.M_step, V)
-        self.rhs.scale(self.alpha)
-        if self.theta < 1.0:
-            self._mult(K, V, self.work)
-            self.rhs.axpy(-(1.0 - self.theta), self.work)
-        return self.rhs
+    def _rhs(self, K, V, phi, alpha: float, beta: float):
+        """αM V − K(βV + φ) into self.rhs (φ None: αM V − βK V). Through the stencil product where the stencil
+        solvers run: one pass on the device, where PETSc's vector operations would cost a launch and its host
+        latency each (docs/decisions.md, "A step's fixed costs"); else PETSc's product and vector operations."""
+        b = self.rhs
+        product = self.products.get(K.handle)
+        if product is not None:
+            product.combine(V, phi, self.M_step if alpha else None, alpha, beta, 1.0, b)
+            return b
+        if alpha:
+            b.pointwiseMult(self.M_step, V)
+            b.scale(alpha)
+            if beta:
+                K.mult(V, self.work)
+                b.axpy(-beta, self.work)
+        else:
+            K.mult(V, b)
+            b.scale(-beta)
+        if phi is not None:
+            K.mult(phi, self.work)
+            b.axpy(-1.0, self.work)
+        return b
 
     def iterations(self) -> dict:
         return {s.name: s.iterations for s in self.solvers()}
@@ -204,7 +211,7 @@ class Monodomain(TissueModel):
         return a.matrix(a.values(self.sigma.intra))
 
     def diffuse(self, V, phi, t):
-        self.parabolic.solve(self._parabolic_rhs(self.K, V), V, t)
+        self.parabolic.solve(self._rhs(self.K, V, None, self.alpha, 1.0 - self.theta), V, t)
 
     def solve_phi(self, V, phi, t):  # no extracellular potential
         pass
@@ -254,6 +261,10 @@ class Bidomain(TissueModel):
         self.elliptic = LinearSolver("elliptic", A, grid=grid, defaults=defaults, rows=self.rows,
                                      nullspace=True if self.pieces is None else _normalised(self.pieces))
         self.volume = self.M.sum()
+        self.mean_weight = None                 # M / volume: φe's mean over the grid as a product, on the device
+        if self.pieces is None and self.Ki.handle in self.products:
+            self.mean_weight = self.M.copy()
+            self.mean_weight.scale(1.0 / self.volume)
 
     def solvers(self):
         return [self.parabolic, self.elliptic]
@@ -262,26 +273,32 @@ class Bidomain(TissueModel):
         return self.Ki
 
     def diffuse(self, V, phi, t):
-        b = self._parabolic_rhs(self.Ki, V)
-        self._mult(self.Ki, phi, self.work)
-        b.axpy(-1.0, self.work)
-        self.parabolic.solve(b, V, t)
+        self.parabolic.solve(self._rhs(self.Ki, V, phi, self.alpha, 1.0 - self.theta), V, t)
 
     def solve_phi(self, V, phi, t):
-        b = self.rhs
-        self._mult(self.Ki, V, b)
-        b.scale(-1.0)
-        # The right-hand side sums to zero in exact arithmetic (K_i 1 = 0); remove the round-off so the
-        # singular system stays consistent.
-        if self.pieces is None:
-            b.shift(-b.sum() / b.getSize())
-            self.elliptic.solve(b, phi, t)
-            phi.shift(-phi.dot(self.M) / self.volume)
-            return
-        self.elliptic.A.getNullSpace().remove(b)
+        b = self._rhs(self.Ki, V, None, 0.0, 1.0)                  # −K_i V
+        # b sums to zero over each piece in exact arithmetic (K_i 1 = 0); KSPSolve removes the round-off, which
+        # would make the singular system inconsistent: it projects a copy of b onto the range, by the matrix's
+        # (transpose) null space (cardiosim.solvers.linear._set_nullspace), so that is not done here as well.
         self.elliptic.solve(b, phi, t)
-        phi.pointwiseMult(phi, self.inside)             # exactly 0 outside (the solve leaves round-off there)
-        for piece, mean in zip(self.pieces, self.piece_means):      # zero mean over each piece's volume
+        self._zero_means(phi)
+
+    def _zero_means(self, phi) -> None:
+        """φe with zero mean over the tissue's volume (over each piece's, masked), and exactly 0 outside the tissue
+        (the solve leaves round-off there). Through the stencil product where the stencil solvers run: the sums stay
+        on the device (StencilProduct.deflate), where PETSc's VecDot waits for the host."""
+        product = self.products.get(self.Ki.handle)
+        if self.pieces is None:
+            if product is not None:
+                product.deflate(phi, [(self.mean_weight, None)])
+            else:
+                phi.shift(-phi.dot(self.M) / self.volume)
+            return
+        if product is not None:
+            product.deflate(phi, list(zip(self.piece_means, self.pieces)), self.inside)
+            return
+        phi.pointwiseMult(phi, self.inside)
+        for piece, mean in zip(self.pieces, self.piece_means):
             phi.axpy(-phi.dot(mean), piece)
 
 

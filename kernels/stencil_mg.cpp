@@ -420,6 +420,7 @@ struct MG {
     int err;
     int graphs;             /* apply through CUDA graphs (GPU build, one rank; default on) */
     CGWork cg;              /* allocated at the first smg_cg */
+    double *dsc, *dpartial; /* smg_deflate's sums and its reduction's partial sums (allocated at its first call) */
     Comm *c;                /* several ranks; null on one */
     struct MG *tail;        /* rank 0: the serial hierarchy below the top level (several ranks) */
     int root_only;          /* several ranks: the whole solve on rank 0 (the tail is the whole grid) */
@@ -1661,6 +1662,72 @@ int smg_matvec(MG *mg, const double *x, double *y) {
     return err | launch_error();
 }
 
+/* y = α d∘x − A(βx + γw) on level 0: a tissue model's right-hand side in one product (cardiosim.tissue: αM V − K_i
+ * ((1−θ)V + φe) for the parabolic system, −K_i V for the elliptic one), where PETSc's vector operations cost a
+ * launch and its host latency each. d and w may be null (α or γ unused). u = βx + γw is formed at the nodes a loop
+ * visits only, as from_owned does: elsewhere level 0's ghosted work vector stays zero. */
+int smg_combine(MG *mg, const double *x, const double *w, const double *d, double alpha, double beta, double gamma,
+                double *y) {
+    const Level &L = mg->lev[0];
+    const Box B = L.B;
+    const Stencil st = L.st;
+    const double *S = L.S;
+    double *u = mg->in_x;
+    each(nodes(L), LOOP(long t) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        u[gix(B, i, j, k)] = w ? beta * x[t] + gamma * w[t] : beta * x[t];
+    });
+    int err = exchange(mg, 0, u);
+    each(nodes(L), LOOP(long t) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        const double au = S[st.centre * B.size + t] * u[gix(B, i, j, k)] + offdiag(st, S, B, u, i, j, k, t);
+        y[t] = d ? alpha * d[t] * x[t] - au : -au;
+    });
+    each(outside(L), LOOP(long t) {                                  /* the rows of a diagonal */
+        const double ut = w ? beta * x[t] + gamma * w[t] : beta * x[t];
+        const double au = S[st.centre * B.size + t] * ut;
+        y[t] = d ? alpha * d[t] * x[t] - au : -au;
+    });
+    return err | launch_error();
+}
+
+/* v = m∘v − Σ_j (w_j·v) u_j over level 0's owned entries, for k = 1..3 pairs (u_j null: the constants; m null: 1):
+ * a solution's mean removed, or its part in a null space, with the sums on the device (no wait for the host, as
+ * PETSc's VecDot and VecAXPY would; on several ranks one MPI_Allreduce of the k sums). The sums are of v before m
+ * applies, so m must be 1 wherever a w_j is not 0. */
+int smg_deflate(MG *mg, double *v, int k, const double *w0, const double *w1, const double *w2, const double *u0,
+                const double *u1, const double *u2, const double *m) {
+    const long n = mg->lev[0].B.size;
+    if (k < 1 || k > 3 || !w0 || (k > 1 && !w1) || (k > 2 && !w2)) return 1;
+    if (!mg->dsc) {
+        mg->dsc = alloc_doubles(mg, 3);
+        mg->dpartial = alloc_doubles(mg, RED_PARTIAL);
+        if (mg->err) return 1;
+    }
+    double *s = mg->dsc;
+    const int k1 = k > 1, k2 = k > 2;
+    reduce(range(n), LOOP(long t, double *acc) {
+        const double vt = v[t];
+        acc[0] += w0[t] * vt;
+        if (k1) acc[1] += w1[t] * vt;
+        if (k2) acc[2] += w2[t] * vt;
+    }, mg->dpartial, s, 0, k1 ? 1 : -1, k2 ? 2 : -1);
+    if (mg->c) {
+        double h[3] = {0.0, 0.0, 0.0};
+        if (get_scalars(h, s, k) || allreduce(mg, h, k) || mem_put(s, h, (size_t)k * sizeof(double))) return 1;
+    }
+    each(n, LOOP(long t) {
+        double vt = m ? m[t] * v[t] : v[t];
+        vt -= s[0] * (u0 ? u0[t] : 1.0);
+        if (k1) vt -= s[1] * (u1 ? u1[t] : 1.0);
+        if (k2) vt -= s[2] * (u2 ? u2[t] : 1.0);
+        v[t] = vt;
+    });
+    return launch_error();
+}
+
 static int cg_work(MG *mg) {
     CGWork &w = mg->cg;
     if (w.sc) return mg->err;
@@ -2234,6 +2301,7 @@ void smg_destroy(MG *mg) {
     mem_free(mg->cg.x); mem_free(mg->cg.r); mem_free(mg->cg.z); mem_free(mg->cg.p); mem_free(mg->cg.q);
     mem_free(mg->cg.s); mem_free(mg->cg.partial); mem_free(mg->cg.sc);
     mem_free(mg->cg.loop); host_free(mg->cg.loop_host);
+    mem_free(mg->dsc); mem_free(mg->dpartial);
     if (Comm *c = mg->c) {
 #ifdef __CUDACC__
         void *closed[6];

@@ -437,6 +437,8 @@ def library(gpu: bool) -> ctypes.CDLL:
         lib.smg_apply.argtypes, lib.smg_apply.restype = [p, p, p], i
         lib.smg_active.argtypes, lib.smg_active.restype = [p, i, ctypes.c_long, p, ctypes.c_long, p], i
         lib.smg_matvec.argtypes, lib.smg_matvec.restype = [p, p, p], i
+        lib.smg_combine.argtypes, lib.smg_combine.restype = [p, p, p, p, d, d, d, p], i
+        lib.smg_deflate.argtypes, lib.smg_deflate.restype = [p, p, i, p, p, p, p, p, p, p], i
         lib.smg_apply_timed.argtypes, lib.smg_apply_timed.restype = [p, p, p, p], i
         lib.smg_destroy.argtypes, lib.smg_destroy.restype = [p], None
         lib.smg_use_graphs.argtypes, lib.smg_use_graphs.restype = [p, i], None
@@ -566,6 +568,21 @@ class VCycle:
         if self.lib.smg_matvec(self.handle, x, y):
             raise RuntimeError("multigrid: a kernel launch or the halo exchange failed in a matrix product")
 
+    def combine(self, x: int, w: int | None, d: int | None, alpha: float, beta: float, gamma: float, y: int) -> None:
+        """y = alpha d∘x − A(beta x + gamma w) on raw addresses in one pass (w, d: None where unused)."""
+        if self.lib.smg_combine(self.handle, x, w, d, alpha, beta, gamma, y):
+            raise RuntimeError("multigrid: a kernel launch or the halo exchange failed in a matrix product")
+
+    def deflate(self, v: int, w: list[int], u: list[int | None], m: int | None) -> None:
+        """v = m∘v − Σ_j (w_j·v) u_j on raw addresses (u_j None: the constants; m None: 1), up to 3 pairs, the sums
+        on the device (smg_deflate)."""
+        k = len(w)
+        if not 1 <= k <= 3 or len(u) != k:
+            raise ValueError("multigrid: deflate takes 1 to 3 pairs")
+        pad = [None] * (3 - k)
+        if self.lib.smg_deflate(self.handle, v, k, *w, *pad, *u, *pad, m):
+            raise RuntimeError("multigrid: a kernel launch or reduction failed in deflate")
+
     def cg(self, precond: int, b: int, x: int, rtol: float, atol: float, dtol: float, maxit: int,
            zero_guess: bool) -> tuple[int, float, int]:
         """Preconditioned CG on level 0's matrix (kernels/stencil_mg.cpp smg_cg; precond 0 none, 1 Jacobi, 2 this
@@ -664,6 +681,31 @@ class StencilProduct:
     def mult(self, x: PETSc.Vec, y: PETSc.Vec) -> None:
         with addresses(self.gpu, (x, "r"), (y, "w")) as (xp, yp):
             self.ops.matvec(xp, yp)
+
+    def combine(self, x: PETSc.Vec, w: PETSc.Vec | None, d: PETSc.Vec | None, alpha: float, beta: float,
+                gamma: float, y: PETSc.Vec) -> None:
+        """y = alpha d∘x − A(beta x + gamma w), one pass (w, d: None where unused)."""
+        vecs = [(v, "r") for v in (x, w, d) if v is not None] + [(y, "w")]
+        with addresses(self.gpu, *vecs) as ptrs:
+            it = iter(ptrs)
+            xp, wp, dp = next(it), next(it) if w is not None else None, next(it) if d is not None else None
+            self.ops.combine(xp, wp, dp, alpha, beta, gamma, next(it))
+
+    def deflate(self, v: PETSc.Vec, pairs: list, m: PETSc.Vec | None = None) -> None:
+        """v = m∘v − Σ (w·v) u for the (w, u) ``pairs`` (u None: the constants; m None: 1; m must be 1 wherever a w
+        is not 0), the sums on the device: three pairs per pass."""
+        for first in range(0, len(pairs), 3):
+            chunk = pairs[first:first + 3]
+            mask = m if first == 0 else None
+            reads = {}                               # each Vec's address once, however often it appears
+            for r in [w for w, _ in chunk] + [u for _, u in chunk] + [mask]:
+                if r is not None:
+                    reads.setdefault(r.handle, r)
+            with addresses(self.gpu, (v, "rw"), *((r, "r") for r in reads.values())) as ptrs:
+                at = dict(zip(reads, ptrs[1:]))
+                self.ops.deflate(ptrs[0], [at[w.handle] for w, _ in chunk],
+                                 [None if u is None else at[u.handle] for _, u in chunk],
+                                 None if mask is None else at[mask.handle])
 
     def destroy(self) -> None:
         self.ops.destroy()
