@@ -5,6 +5,7 @@
   krylov        StencilCG: conjugate gradients with the whole iteration in kernels/stencil_mg.cpp (KSP type python)
   multigrid     StencilMG: geometric multigrid on the grid's stencil, the V-cycle in one C call (PC type python)
   coloured_icc  ColouredICC: IC(0) of the colour-ordered matrix (PC type python)
+  nullspace     a singular system's null space as StencilCG takes it (projected on the device, not by KSPSolve)
   comm          the one communication seam of the stencil solvers on several ranks: halo exchange, reductions,
                 the coarse sub-communicator, and the table of transports
 

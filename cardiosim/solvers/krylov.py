@@ -18,7 +18,8 @@ MPI_Allreduce per iteration; the same iterates), over the boxes of the grid or, 
 (``smg_layout``, ``smg_transport``: cardiosim.solvers.comm). On a masked grid every vector operation and dot
 product runs over the tissue's nodes only (``smg_active``, cardiosim.solvers.multigrid): the rows outside (a
 diagonal each) are solved at the start, and their part of ‖B b‖ is kept for the stopping test, so iteration counts
-are the box's. Not supported: monitors (-ksp_monitor prints
+are the box's. A singular operator's right-hand side is projected onto its range on the device, as KSPSolve
+would project it (cardiosim.solvers.nullspace). Not supported: monitors (-ksp_monitor prints
 nothing), other PC types (one line says so).
 
     -parabolic_ksp_type python -parabolic_ksp_python_type cardiosim.solvers.krylov.StencilCG -parabolic_pc_type jacobi
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 from petsc4py import PETSc
 
-from . import comm, multigrid
+from . import comm, multigrid, nullspace
 
 PYTHON_TYPE = "cardiosim.solvers.krylov.StencilCG"
 PRECONDITIONERS = {"none": 0, "jacobi": 1}
@@ -42,6 +43,8 @@ class StencilCG:
         self.own: multigrid.VCycle | None = None     # a one-level hierarchy of our own, for Jacobi and none
         self.precond = 0
         self.why = ""          # on several ranks: the layout, and why (cardiosim.solvers.comm.layout)
+        self.null: list = []   # (w, u) pairs whose removal makes b consistent (cardiosim.solvers.nullspace)
+        self.b = None          # b made consistent, where the operator is singular
 
     def setUp(self, ksp):
         A, _ = ksp.getOperators()
@@ -70,10 +73,28 @@ class StencilCG:
                              f"(python), not '{kind}'")
         if self.vcycle.gpu != gpu:
             raise ValueError("krylov: the preconditioner and the matrix are on different devices")
+        self._null_space(A)
+
+    def _null_space(self, A) -> None:
+        """The pairs that project b onto A's range, b − Σ (n·b) n over its orthonormal null vectors n (the constants:
+        b − mean(b)), and a vector for the projected b."""
+        held = nullspace.of(A)
+        if held is None:
+            return
+        if held is True:
+            w = A.createVecs()[0]
+            w.set(1.0 / A.getSize()[0])
+            self.null = [(w, None)]
+        else:
+            self.null = [(n, n) for n in held]
+        self.b = A.createVecs()[1]
 
     def solve(self, ksp, b, x):
         rtol, atol, dtol, maxit = ksp.getTolerances()
         zero = not ksp.getInitialGuessNonzero()
+        if self.null:      # KSPSolve's projection of b, on the device (it has none to do: nullspace.give)
+            multigrid.deflate(self.vcycle, b, self.null, out=self.b)
+            b = self.b
         with multigrid.addresses(self.vcycle.gpu, (b, "r"), (x, "rw")) as (bp, xp):
             its, rnorm, reason = self.vcycle.cg(self.precond, bp, xp, rtol, atol, dtol, maxit, zero)
         ksp.setIterationNumber(its)
@@ -89,3 +110,6 @@ class StencilCG:
         if self.own is not None:
             self.own.destroy()
         self.own = self.vcycle = None
+        for v in [w for w, u in self.null if u is None] + ([self.b] if self.b is not None else []):
+            v.destroy()
+        self.null, self.b = [], None

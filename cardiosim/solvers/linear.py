@@ -17,6 +17,7 @@ from __future__ import annotations
 from petsc4py import PETSc
 
 from .. import petsc_options
+from . import nullspace as nullspace_attr
 from ..errors import SimulationError, UserError
 
 PARABOLIC_DEFAULTS = {
@@ -104,17 +105,25 @@ GPU_STENCIL_MG = {**STENCIL_MG, "smg_coarse_max": "2048", "smg_jacobi_from": "1"
 STENCIL_CG = {"ksp_type": "python", "ksp_python_type": "cardiosim.solvers.krylov.StencilCG"}
 
 
+def _chosen(name: str, defaults: dict, key: str) -> str:
+    """Option ``key`` of solver ``name``: the options database's where the user set it, else ``defaults``'."""
+    opts = PETSc.Options()
+    return opts.getString(f"{name}_{key}") if opts.hasName(f"{name}_{key}") else defaults.get(key, "")
+
+
+def stencil_krylov(name: str, defaults: dict) -> bool:
+    """Whether solver ``name``'s Krylov method will be cardiosim's StencilCG."""
+    return (_chosen(name, defaults, "ksp_type"), _chosen(name, defaults, "ksp_python_type")) == \
+        ("python", STENCIL_CG["ksp_python_type"])
+
+
 def stencil_solver(name: str, defaults: dict) -> bool:
     """Whether solver ``name`` (its options prefix) will be one of cardiosim's stencil solvers, which read their
     matrix as a stencil (cardiosim.solvers.galerkin.attach): by the options database where the user set them, else
     by ``defaults``."""
-    opts = PETSc.Options()
-
-    def chosen(key: str) -> str:
-        return opts.getString(f"{name}_{key}") if opts.hasName(f"{name}_{key}") else defaults.get(key, "")
-
-    return ((chosen("ksp_type"), chosen("ksp_python_type")) == ("python", STENCIL_CG["ksp_python_type"])
-            or (chosen("pc_type"), chosen("pc_python_type")) == ("python", STENCIL_MG["pc_python_type"]))
+    return stencil_krylov(name, defaults) or \
+        (_chosen(name, defaults, "pc_type"), _chosen(name, defaults, "pc_python_type")) == \
+        ("python", STENCIL_MG["pc_python_type"])
 
 
 def _user_chose_pc(name: str) -> bool:
@@ -202,7 +211,9 @@ class LinearSolver:
         self.rows = rows
         op = A if rows is None else A.createSubMatrix(rows, rows)
         self.op = op
-        if nullspace:
+        if nullspace and rows is None and stencil_krylov(name, defaults or {}):
+            nullspace_attr.give(A, nullspace)       # StencilCG makes b consistent itself, on the device
+        elif nullspace:
             _set_nullspace(A, nullspace)
             if rows is not None:
                 _set_nullspace(op, _restricted(nullspace, rows))

@@ -59,7 +59,7 @@ from petsc4py import PETSc
 
 from ..compile import cache_dir, compile_once, kernel_dir
 from ..gpu import current_arch
-from . import comm, galerkin
+from . import comm, galerkin, nullspace
 from .comm import Boxes
 
 # the solvers here work on the whole grid of a DMDA; a masked grid's systems on its tissue rows have none
@@ -438,7 +438,7 @@ def library(gpu: bool) -> ctypes.CDLL:
         lib.smg_active.argtypes, lib.smg_active.restype = [p, i, ctypes.c_long, p, ctypes.c_long, p], i
         lib.smg_matvec.argtypes, lib.smg_matvec.restype = [p, p, p], i
         lib.smg_combine.argtypes, lib.smg_combine.restype = [p, p, p, p, d, d, d, p], i
-        lib.smg_deflate.argtypes, lib.smg_deflate.restype = [p, p, i, p, p, p, p, p, p, p], i
+        lib.smg_deflate.argtypes, lib.smg_deflate.restype = [p, p, p, i, p, p, p, p, p, p, p], i
         lib.smg_apply_timed.argtypes, lib.smg_apply_timed.restype = [p, p, p, p], i
         lib.smg_destroy.argtypes, lib.smg_destroy.restype = [p], None
         lib.smg_use_graphs.argtypes, lib.smg_use_graphs.restype = [p, i], None
@@ -573,14 +573,14 @@ class VCycle:
         if self.lib.smg_combine(self.handle, x, w, d, alpha, beta, gamma, y):
             raise RuntimeError("multigrid: a kernel launch or the halo exchange failed in a matrix product")
 
-    def deflate(self, v: int, w: list[int], u: list[int | None], m: int | None) -> None:
-        """v = m∘v − Σ_j (w_j·v) u_j on raw addresses (u_j None: the constants; m None: 1), up to 3 pairs, the sums
-        on the device (smg_deflate)."""
+    def deflate(self, v: int, w: list[int], u: list[int | None], m: int | None, out: int | None = None) -> None:
+        """out = m∘v − Σ_j (w_j·v) u_j on raw addresses (out None: v itself; u_j None: the constants; m None: 1),
+        up to 3 pairs, the sums on the device (smg_deflate)."""
         k = len(w)
         if not 1 <= k <= 3 or len(u) != k:
             raise ValueError("multigrid: deflate takes 1 to 3 pairs")
         pad = [None] * (3 - k)
-        if self.lib.smg_deflate(self.handle, v, k, *w, *pad, *u, *pad, m):
+        if self.lib.smg_deflate(self.handle, v, v if out is None else out, k, *w, *pad, *u, *pad, m):
             raise RuntimeError("multigrid: a kernel launch or reduction failed in deflate")
 
     def cg(self, precond: int, b: int, x: int, rtol: float, atol: float, dtol: float, maxit: int,
@@ -664,6 +664,28 @@ def hierarchy_for(A: PETSc.Mat, dm, coarse_max: int | None, singular: bool, layo
     return RankHierarchy(A, dm, coarse_max, singular, agglomerate, root_only=where == "root", why=why)
 
 
+def deflate(ops: VCycle, v: PETSc.Vec, pairs: list, m: PETSc.Vec | None = None, out: PETSc.Vec | None = None) -> None:
+    """out = m∘v − Σ (w·v) u for the (w, u) ``pairs`` of Vecs (out None: v itself; u None: the constants; m None: 1,
+    and m must be 1 wherever a w is not 0), through ``ops`` (a VCycle on their grid): the sums on the device, three
+    pairs per pass (pieces of tissue are disjoint: pass after pass is the same as all at once)."""
+    dst = v if out is None else out
+    for first in range(0, len(pairs), 3):
+        chunk = pairs[first:first + 3]
+        src = v if first == 0 else dst
+        mask = m if first == 0 else None
+        reads = {}                                   # each Vec's address once, however often it appears
+        for r in [src] + [w for w, _ in chunk] + [u for _, u in chunk] + [mask]:
+            if r is not None and r.handle != dst.handle:
+                reads.setdefault(r.handle, r)
+        with addresses(ops.gpu, (dst, "rw" if src.handle == dst.handle else "w"),
+                       *((r, "r") for r in reads.values())) as ptrs:
+            at = dict(zip(reads, ptrs[1:]))
+            at[dst.handle] = ptrs[0]
+            ops.deflate(at[src.handle], [at[w.handle] for w, _ in chunk],
+                        [None if u is None else at[u.handle] for _, u in chunk],
+                        None if mask is None else at[mask.handle], out=ptrs[0])
+
+
 class StencilProduct:
     """y = A x for a matrix on a DMDA, through the stencil library and its seam: on the GPU with the IPC transport
     no host copy and no PETSc VecScatter (whose halo goes through host memory where MPI is not CUDA-aware). The
@@ -692,20 +714,8 @@ class StencilProduct:
             self.ops.combine(xp, wp, dp, alpha, beta, gamma, next(it))
 
     def deflate(self, v: PETSc.Vec, pairs: list, m: PETSc.Vec | None = None) -> None:
-        """v = m∘v − Σ (w·v) u for the (w, u) ``pairs`` (u None: the constants; m None: 1; m must be 1 wherever a w
-        is not 0), the sums on the device: three pairs per pass."""
-        for first in range(0, len(pairs), 3):
-            chunk = pairs[first:first + 3]
-            mask = m if first == 0 else None
-            reads = {}                               # each Vec's address once, however often it appears
-            for r in [w for w, _ in chunk] + [u for _, u in chunk] + [mask]:
-                if r is not None:
-                    reads.setdefault(r.handle, r)
-            with addresses(self.gpu, (v, "rw"), *((r, "r") for r in reads.values())) as ptrs:
-                at = dict(zip(reads, ptrs[1:]))
-                self.ops.deflate(ptrs[0], [at[w.handle] for w, _ in chunk],
-                                 [None if u is None else at[u.handle] for _, u in chunk],
-                                 None if mask is None else at[mask.handle])
+        """v = m∘v − Σ (w·v) u in place: :func:`deflate`."""
+        deflate(self.ops, v, pairs, m)
 
     def destroy(self) -> None:
         self.ops.destroy()
@@ -745,11 +755,11 @@ class StencilMG:
         dm = grid_dm(pc.getDM(), "multigrid")
         from ..operators import sync_host
         sync_host(A)                                # host values of a COO-assembled cuSPARSE matrix (PETSc defect)
-        ns = A.getNullSpace()
+        ns = nullspace.of(A)
         # any null space (the constants, or one constant per piece of masked tissue) makes the coarsest operator
         # singular or nearly so: its pseudo-inverse, not an inverse that divides by round-off
-        singular = bool(ns and ns.handle)
-        if singular and self.coarse == "gauss-jordan" and not ns.hasConstant():
+        singular = ns is not None
+        if singular and self.coarse == "gauss-jordan" and ns is not True:
             raise ValueError("multigrid: smg_coarse_solve gauss-jordan handles the constant null space only; "
                              "masked tissue (one constant per piece) needs eig")
         self.destroy(pc)
