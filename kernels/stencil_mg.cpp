@@ -1693,12 +1693,12 @@ int smg_combine(MG *mg, const double *x, const double *w, const double *d, doubl
     return err | launch_error();
 }
 
-/* v = m∘v − Σ_j (w_j·v) u_j over level 0's owned entries, for k = 1..3 pairs (u_j null: the constants; m null: 1):
- * a solution's mean removed, or its part in a null space, with the sums on the device (no wait for the host, as
- * PETSc's VecDot and VecAXPY would; on several ranks one MPI_Allreduce of the k sums). The sums are of v before m
- * applies, so m must be 1 wherever a w_j is not 0. */
-int smg_deflate(MG *mg, double *v, int k, const double *w0, const double *w1, const double *w2, const double *u0,
-                const double *u1, const double *u2, const double *m) {
+/* out = m∘v − Σ_j (w_j·v) u_j over level 0's owned entries (out may be v), for k = 1..3 pairs (u_j null: the
+ * constants; m null: 1): a solution's mean removed, or a right-hand side's part in a null space, with the sums on the
+ * device (no wait for the host, as PETSc's VecDot and VecAXPY would; on several ranks one MPI_Allreduce of the k
+ * sums). The sums are of v before m applies, so m must be 1 wherever a w_j is not 0. */
+int smg_deflate(MG *mg, const double *v, double *out, int k, const double *w0, const double *w1, const double *w2,
+                const double *u0, const double *u1, const double *u2, const double *m) {
     const long n = mg->lev[0].B.size;
     if (k < 1 || k > 3 || !w0 || (k > 1 && !w1) || (k > 2 && !w2)) return 1;
     if (!mg->dsc) {
@@ -1723,7 +1723,7 @@ int smg_deflate(MG *mg, double *v, int k, const double *w0, const double *w1, co
         vt -= s[0] * (u0 ? u0[t] : 1.0);
         if (k1) vt -= s[1] * (u1 ? u1[t] : 1.0);
         if (k2) vt -= s[2] * (u2 ? u2[t] : 1.0);
-        v[t] = vt;
+        out[t] = vt;
     });
     return launch_error();
 }
