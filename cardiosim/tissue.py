@@ -140,7 +140,6 @@ class TissueModel:
         finally:
             galerkin.detach(K)
 
-
     def vecs(self) -> list:
         """The model's own vectors (for the resident placement's set-up: made current on the device)."""
         return [self.M, self.rhs, self.work] + ([self.M_step, self.outside] if self.outside is not None else [])
@@ -164,7 +163,8 @@ class TissueModel:
     def _rhs(self, K, V, phi, alpha: float, beta: float):
         """αM V − K(βV + φ) into self.rhs (φ None: αM V − βK V). Through the stencil product where the stencil
         solvers run: one pass on the device, where PETSc's vector operations would cost a launch and its host
-        latency each (docs/decisions.md, "A step's fixed costs"); else PETSc's product and vector operations."""
+        latency each (docs/decisions.md, "A step's fixed costs on the device"); else PETSc's product and vector
+        operations, as before."""
         b = self.rhs
         product = self.products.get(K.handle)
         if product is not None:
@@ -277,9 +277,9 @@ class Bidomain(TissueModel):
 
     def solve_phi(self, V, phi, t):
         b = self._rhs(self.Ki, V, None, 0.0, 1.0)                  # −K_i V
-        # b sums to zero over each piece in exact arithmetic (K_i 1 = 0); KSPSolve removes the round-off, which
-        # would make the singular system inconsistent: it projects a copy of b onto the range, by the matrix's
-        # (transpose) null space (cardiosim.solvers.linear._set_nullspace), so that is not done here as well.
+        # b sums to zero over each piece in exact arithmetic (K_i 1 = 0); its round-off, which would make the
+        # singular system inconsistent, the solver removes: KSPSolve by the matrix's null space, or StencilCG on
+        # the device (cardiosim.solvers.nullspace). Not here as well.
         self.elliptic.solve(b, phi, t)
         self._zero_means(phi)
 

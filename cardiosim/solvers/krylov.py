@@ -76,8 +76,8 @@ class StencilCG:
         self._null_space(A)
 
     def _null_space(self, A) -> None:
-        """The pairs that project b onto A's range, b − Σ (n·b) n over its orthonormal null vectors n (the constants:
-        b − mean(b)), and a vector for the projected b."""
+        """The pairs that project b onto A's range, b − Σ (n·b) n over its orthonormal null vectors n (the
+        constants: b − mean(b)), and a vector for the projected b."""
         held = nullspace.of(A)
         if held is None:
             return

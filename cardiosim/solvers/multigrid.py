@@ -664,7 +664,8 @@ def hierarchy_for(A: PETSc.Mat, dm, coarse_max: int | None, singular: bool, layo
     return RankHierarchy(A, dm, coarse_max, singular, agglomerate, root_only=where == "root", why=why)
 
 
-def deflate(ops: VCycle, v: PETSc.Vec, pairs: list, m: PETSc.Vec | None = None, out: PETSc.Vec | None = None) -> None:
+def deflate(ops: VCycle, v: PETSc.Vec, pairs: list, m: PETSc.Vec | None = None,
+            out: PETSc.Vec | None = None) -> None:
     """out = m∘v − Σ (w·v) u for the (w, u) ``pairs`` of Vecs (out None: v itself; u None: the constants; m None: 1,
     and m must be 1 wherever a w is not 0), through ``ops`` (a VCycle on their grid): the sums on the device, three
     pairs per pass (pieces of tissue are disjoint: pass after pass is the same as all at once)."""
