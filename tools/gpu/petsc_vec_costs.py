@@ -1,9 +1,9 @@
 """What PETSc's CUDA vector operations cost per call on this GPU, host latency included, on vectors of the LV's
-box (831,705 entries at 0.025 cm): the operations Tissue.diffuse and Tissue.solve_phi issue around the stencil
-solvers, and what KSPSolve adds for a matrix with a null space (it projects a copy of the right-hand side: VecDuplicate,
-VecCopy, the removal, VecDestroy; docs/decisions.md, "Fixed costs of a step"). Each case: the device synchronised,
-then REPS calls, then synchronised again; µs per call. Issue 27's question: which fixed costs of a step are
-PETSc's.
+box (831,705 entries at 0.025 cm): the operations the tissue models issued around the stencil solvers, and what
+KSPSolve adds for a matrix with a null space (it projects a copy of the right-hand side: VecDuplicate, VecCopy, the
+removal, VecDestroy). Each case: the device synchronised, then REPS calls, then synchronised again; µs per call.
+Issue 27's question, which fixed costs of a step are PETSc's: docs/benchmarks.md, "Session 22"; what was done about
+them: docs/decisions.md, "A step's fixed costs on the device". On a host without CUDA PETSc it runs on host vectors.
 
     python3 tools/gpu/petsc_vec_costs.py [n]
 """
@@ -52,9 +52,9 @@ n1 = vec(1.0)
 n1.normalize()
 print(f"{N} entries, type {x.getType()}")
 cost("VecAXPY", lambda: y.axpy(1e-9, x))
-cost("VecScale", lambda: y.scale(1.0))
+cost("VecScale", lambda: y.scale(1.0000001))     # not 1: PETSc skips that
 cost("VecPointwiseMult", lambda: y.pointwiseMult(w, x))
-cost("VecShift", lambda: y.shift(0.0))
+cost("VecShift", lambda: y.shift(1e-12))         # not 0: PETSc skips that
 cost("VecDot (to the host)", lambda: y.dot(x))
 cost("VecSum (to the host)", lambda: y.sum())
 cost("VecDuplicate + VecCopy + VecDestroy", lambda: y.copy().destroy())
