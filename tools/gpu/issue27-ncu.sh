@@ -7,11 +7,17 @@
 # the measurement that says why. About a minute on an H100 besides the LV's set-up.
 #
 #   source .gpu-node/activate.sh && OUT=/tmp/ncu bash tools/gpu/issue27-ncu.sh [--lv-spacing 0.025]
+#
+# Nsight Compute's defaults lock the clocks at base and flush the caches before each kernel, so a small kernel reads
+# slower than it runs inside a step (session 21's 7-15 us per coarse kernel). NCU_CLOCK=none NCU_CACHE=none keep the
+# boost clocks and warm caches: durations closer to a run's own (still each kernel alone, without the graph's
+# launch gaps).
 set -u
 out=${OUT:-/tmp}
 mkdir -p "$out"
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 ncu --target-processes all --kernel-name regex:'each_kernel|reduce_kernel|gemv_kernel|finish_kernel' \
+    --clock-control "${NCU_CLOCK:-base}" --cache-control "${NCU_CACHE:-all}" \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --section MemoryWorkloadAnalysis --csv --page details \
     ${PYTHON:-python3} tools/gpu/stencil_kernels.py "$@" > "$out/ncu.csv" 2> "$out/ncu.err"
