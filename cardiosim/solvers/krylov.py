@@ -45,6 +45,7 @@ class StencilCG:
         self.why = ""          # on several ranks: the layout, and why (cardiosim.solvers.comm.layout)
         self.null: list = []   # (w, u) pairs whose removal makes b consistent (cardiosim.solvers.nullspace)
         self.b = None          # b made consistent, where the operator is singular
+        self.mine: list = []   # the vectors made here for that (destroyed with the solver)
 
     def setUp(self, ksp):
         A, _ = ksp.getOperators()
@@ -85,9 +86,11 @@ class StencilCG:
             w = A.createVecs()[0]
             w.set(1.0 / A.getSize()[0])
             self.null = [(w, None)]
+            self.mine.append(w)
         else:
             self.null = [(n, n) for n in held]
         self.b = A.createVecs()[1]
+        self.mine.append(self.b)
 
     def solve(self, ksp, b, x):
         rtol, atol, dtol, maxit = ksp.getTolerances()
@@ -110,6 +113,6 @@ class StencilCG:
         if self.own is not None:
             self.own.destroy()
         self.own = self.vcycle = None
-        for v in [w for w, u in self.null if u is None] + ([self.b] if self.b is not None else []):
+        for v in self.mine:
             v.destroy()
-        self.null, self.b = [], None
+        self.null, self.b, self.mine = [], None, []
