@@ -8,6 +8,8 @@
 #
 # A tree is any directory with cardiosim's sources (git archive REV cardiosim kernels tools pyproject.toml
 # setup.cfg | tar -x -C DIR). GRIDS (default "masked box") picks the grids; PETSc options apply to every case.
+# ENVS (one word per tree: VAR=VALUE pairs joined by commas, or "-" for none) sets environment variables for that
+# tree's cases only, e.g. ENVS="- CARDIOSIM_CELL_MAXRREG=112,CARDIOSIM_CELL_BLOCK=64" with the same tree twice.
 # GPU 0 unless CUDA_VISIBLE_DEVICES says otherwise. The first round also compiles each tree's libraries: a
 # warm-up round (WARMUP=1, the default) runs each tree's masked case once, untimed in the summary.
 set -u
@@ -15,11 +17,13 @@ export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 read -r -a trees <<< "${TREES:-$PWD}"
 read -r -a labels <<< "${LABELS:-${TREES:-new}}"
 read -r -a grids <<< "${GRIDS:-masked box}"
+read -r -a envs <<< "${ENVS:-}"
 rounds=${ROUNDS:-3}
 py=${PYTHON:-python3}
 log=$(mktemp)
-case_() {  # tree label grid round
-  (cd "$1" && timeout 150 $py -m cardiosim.bench.mask --single lv --grid "$3" --steps 20 --model tt06 \
+case_() {  # tree label grid round env
+  local e=${5:--}; [ "$e" = - ] && e=""
+  (cd "$1" && env ${e//,/ } timeout 150 $py -m cardiosim.bench.mask --single lv --grid "$3" --steps 20 --model tt06 \
     --placement resident --lv-spacing 0.025 --ode-substeps 10 --current-density -52 --integrator rush-larsen \
     ${petsc:+-- $petsc}) 2>&1 | grep -E "RESULT|rror" | LABEL=$2 GRID=$3 ROUND=$4 $py -c "
 import json, os, sys
@@ -33,11 +37,11 @@ for l in sys.stdin:
 }
 petsc="$*"
 if [ "${WARMUP:-1}" = 1 ]; then
-  for i in "${!trees[@]}"; do case_ "${trees[$i]}" "${labels[$i]}" masked 0; done
+  for i in "${!trees[@]}"; do case_ "${trees[$i]}" "${labels[$i]}" masked 0 "${envs[$i]:--}"; done
 fi
 for r in $(seq 1 "$rounds"); do
   for g in "${grids[@]}"; do
-    for i in "${!trees[@]}"; do case_ "${trees[$i]}" "${labels[$i]}" "$g" "$r" | tee -a "$log"; done
+    for i in "${!trees[@]}"; do case_ "${trees[$i]}" "${labels[$i]}" "$g" "$r" "${envs[$i]:--}" | tee -a "$log"; done
   done
 done
 $py - "$log" <<'PY'
