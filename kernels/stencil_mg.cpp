@@ -106,13 +106,19 @@ static void gemv(long n, const double *G, const double *x, double *y) {
 }
 
 /* Sums over nodes, deterministic (fixed grid, fixed order: the same bits every run, as restarts need): f(i, acc)
- * adds node i's terms to acc[0..2]; each block's sums go to `partial`, one block adds those into out[o0..o2]
- * (an index < 0: not wanted). Results stay on the device. 1024 blocks (about a full GPU: 8 per SM of an H100):
- * f is often a 27-point product (CG's q = A p), whose loads only many resident warps hide; 264 blocks left a
- * thread a dozen nodes of a million-node box in turn. */
+ * adds node i's terms to acc[0..2]; each block's sums go to `partial`, and the last block to finish adds those into
+ * out[o0..o2] (an index < 0: not wanted), in the order a kernel of its own did before (the same bits): a second,
+ * one-block kernel cost a launch per reduction, two per CG iteration, at a size (the masked LV) where a step is
+ * mostly such fixed costs (docs/decisions.md, "A step's fixed costs on the device"). Results stay on the device.
+ * 1024 blocks (about a full GPU: 8 per SM of an H100): f is often a 27-point product (CG's q = A p), whose loads
+ * only many resident warps hide; 264 blocks left a thread a dozen nodes of a million-node box in turn. `partial`
+ * holds RED_PARTIAL doubles: the blocks' sums, then the finished-block counter (zero between reductions: the last
+ * block resets it, alloc_partial zeroes it). */
 #define RED_BLOCKS 1024
-template <class F> __global__ void reduce_kernel(Nodes s, F f, double *partial) {
+template <class F>
+__global__ void reduce_kernel(Nodes s, F f, double *partial, double *out, int o0, int o1, int o2) {
     __shared__ double sh[3][256];
+    __shared__ bool last;
     double acc[3] = {0.0, 0.0, 0.0};
     for (long i = (long)blockIdx.x * 256 + threadIdx.x; i < s.n; i += (long)gridDim.x * 256) f(node_at(s, i), acc);
     for (int k = 0; k < 3; ++k) sh[k][threadIdx.x] = acc[k];
@@ -122,14 +128,18 @@ template <class F> __global__ void reduce_kernel(Nodes s, F f, double *partial) 
             for (int k = 0; k < 3; ++k) sh[k][threadIdx.x] += sh[k][threadIdx.x + h];
         __syncthreads();
     }
-    if (threadIdx.x == 0)
-        for (int k = 0; k < 3; ++k) partial[k * gridDim.x + blockIdx.x] = sh[k][0];
-}
-__global__ void finish_kernel(int nb, const double *partial, double *out, int o0, int o1, int o2) {
-    __shared__ double sh[3][256];
-    for (int k = 0; k < 3; ++k) {
+    const int nb = gridDim.x;
+    unsigned int *done = (unsigned int *)(partial + 3 * nb);
+    if (threadIdx.x == 0) {
+        for (int k = 0; k < 3; ++k) partial[k * nb + blockIdx.x] = sh[k][0];
+        __threadfence();                        /* this block's sums visible before it counts itself done */
+        last = atomicAdd(done, 1u) == (unsigned)nb - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    for (int k = 0; k < 3; ++k) {               /* the last block: every block's sums, in a fixed order */
         double a = 0.0;
-        for (int b = threadIdx.x; b < nb; b += 256) a += partial[k * nb + b];
+        for (int b = threadIdx.x; b < nb; b += 256) a += __ldcg(partial + k * nb + b);
         sh[k][threadIdx.x] = a;
     }
     __syncthreads();
@@ -142,17 +152,17 @@ __global__ void finish_kernel(int nb, const double *partial, double *out, int o0
         if (o0 >= 0) out[o0] = sh[0][0];
         if (o1 >= 0) out[o1] = sh[1][0];
         if (o2 >= 0) out[o2] = sh[2][0];
+        *done = 0;
     }
 }
 template <class F> void reduce(Nodes s, F f, double *partial, double *out, int o0, int o1, int o2) {
-    reduce_kernel<<<RED_BLOCKS, 256, 0, stream_now>>>(s, f, partial);
-    finish_kernel<<<1, 256, 0, stream_now>>>(RED_BLOCKS, partial, out, o0, o1, o2);
+    reduce_kernel<<<RED_BLOCKS, 256, 0, stream_now>>>(s, f, partial, out, o0, o1, o2);
 }
 /* Scalars to the host: waits for the work before it (the one synchronisation per CG iteration). */
 static int get_scalars(double *host, const double *dev, int n) {
     return cudaMemcpy(host, dev, n * sizeof(double), cudaMemcpyDeviceToHost) != cudaSuccess;
 }
-#define RED_PARTIAL (3 * RED_BLOCKS)
+#define RED_PARTIAL (3 * RED_BLOCKS + 1)
 #define HD __host__ __device__
 /* Phase timers for smg_apply_timed (a profile; smg_apply itself never synchronises). */
 struct Clock {
@@ -450,6 +460,16 @@ static double *alloc_ghosted(MG *mg, const Box &B) {
     return p;
 }
 
+/* a reduction's partial sums (RED_PARTIAL doubles), zero: the GPU's finished-block counter starts at zero */
+static double *alloc_partial(MG *mg) {
+    double *p = alloc_doubles(mg, RED_PARTIAL);
+    if (p) {
+        mem_zero(p, RED_PARTIAL);
+        if (launch_error()) mg->err = 1;
+    }
+    return p;
+}
+
 template <class T> static T *upload(MG *mg, const T *src, long n) {
     T *p = (T *)mem_alloc((size_t)(n > 0 ? n : 1) * sizeof(T));
     if (!p || mem_put(p, src, (size_t)n * sizeof(T))) mg->err = 1;
@@ -490,6 +510,48 @@ void from_list(const Box &B, const double *src, double *dst, Nodes on) {
         coords(B, node_at(on, i), a, b, c);
         dst[gix(B, a, b, c)] = src[i];
     });
+}
+
+/* x = G b at the nodes of `on` of the coarsest level (b, x ghosted), G over those nodes in their order: on the GPU
+ * one kernel where to_list, gemv and from_list were three, each block gathering b's entries into shared memory,
+ * then one warp per row as gemv_kernel (the same sum, so the same bits), each row's result written to its node.
+ * The coarsest solve is tiny and runs in every V-cycle, so its launches, not its bytes, were its cost (issue 27). */
+#ifdef __CUDACC__
+#define GATHER_GEMV_MAX 6144            /* entries of b in 48 KiB of shared memory; larger: the three kernels */
+__global__ void gather_gemv_kernel(Box B, Nodes on, const double *G, const double *b, double *x) {
+    extern __shared__ double xs[];
+    const long n = on.n;
+    for (long c = threadIdx.x; c < n; c += blockDim.x) {
+        int i, j, k;
+        coords(B, node_at(on, c), i, j, k);
+        xs[c] = b[gix(B, i, j, k)];
+    }
+    __syncthreads();
+    const long row = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= n) return;
+    double acc = 0.0;
+    for (long c = lane; c < n; c += 32) acc += G[row * n + c] * xs[c];
+    for (int off = 16; off > 0; off /= 2) acc += __shfl_down_sync(0xffffffffu, acc, off);
+    if (lane == 0) {
+        int i, j, k;
+        coords(B, node_at(on, row), i, j, k);
+        x[gix(B, i, j, k)] = acc;
+    }
+}
+#endif
+void coarse_gemv(const Box &B, Nodes on, const double *G, const double *b, double *x, double *cb, double *cx) {
+#ifdef __CUDACC__
+    if (on.n <= GATHER_GEMV_MAX) {
+        if (on.n > 0)
+            gather_gemv_kernel<<<(unsigned)((on.n * 32 + 255) / 256), 256, on.n * sizeof(double), stream_now>>>(
+                B, on, G, b, x);
+        return;
+    }
+#endif
+    to_list(B, b, cb, on);
+    gemv(on.n, G, cb, cx);
+    from_list(B, cx, x, on);
 }
 
 /* Pack (unpack) the slab lo[e] <= coordinate < lo[e] + ext[e] of a ghosted vector into (from) buf. */
@@ -586,6 +648,33 @@ void jacobi_into(const Level &L, const double *x, double *out) {
         const double r = b[g] - S[st.centre * B.size + t] * x[g] - offdiag(st, S, B, x, i, j, k, t);
         out[g] = x[g] + w[g] * r;
     });
+}
+
+/* Where CG wants sums of the V-cycle's result z = out and its input r = L.b right after it (zᵀz and zᵀr into
+ * sc[o0], sc[o1]): the V-cycle's last sweep on level 0, when a Jacobi sweep on one rank, computes them too
+ * (jacobi_into_sums), so that CG's pass of its own over z and r, and its launch, go (issue 27: a masked grid's
+ * level 0 is smoothed by Jacobi). */
+struct Sums {
+    double *partial, *sc;
+    int o0, o1;
+};
+
+/* jacobi_into, and the sums of `sums` of its result over the level's nodes: the same sweep, and the sums CG's own
+ * pass would give (the same reduction over the same nodes), so the same bits */
+void jacobi_into_sums(const Level &L, const double *x, double *out, const Sums &sums) {
+    const Box B = L.B;
+    const Stencil st = L.st;
+    const double *S = L.S, *b = L.b, *w = L.jw;
+    reduce(nodes(L), LOOP(long t, double *acc) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        const long g = gix(B, i, j, k);
+        const double r = b[g] - S[st.centre * B.size + t] * x[g] - offdiag(st, S, B, x, i, j, k, t);
+        const double z = x[g] + w[g] * r;
+        out[g] = z;
+        acc[0] += z * z;
+        acc[1] += z * b[g];
+    }, sums.partial, sums.sc, sums.o0, sums.o1, -1);
 }
 
 void residual(const Level &L) {
@@ -1123,7 +1212,7 @@ static int coarse_on_root(MG *mg, const double *b, double *x) {
  * loop from one vector into another, alternating between the level's x and its r (free after the restriction),
  * the last into the level's result `out` (level 0's: the caller's x, its working vector then mg->x0). On the GPU
  * the coarse levels cost launches more than bytes, and a fused sweep saves one of them. */
-static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
+static int vcycle(MG *mg, const double *b, double *x, Clock *clock, const Sums *sums = 0) {
     Level *L = mg->lev;
     const int top = mg->nlev - 1, colours = 1 << mg->dim;
     int err = 0;
@@ -1169,10 +1258,7 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
     if (mg->c) {
         err |= coarse_on_root(mg, L[top].b, L[top].x);
     } else {
-        const Nodes on = coarse_nodes(mg);
-        to_list(L[top].B, L[top].b, mg->cb, on);
-        gemv(on.n, mg->G, mg->cb, mg->cx);
-        from_list(L[top].B, mg->cx, L[top].x, on);
+        coarse_gemv(L[top].B, coarse_nodes(mg), mg->G, L[top].b, L[top].x, mg->cb, mg->cx);
     }
     if (clock) clock->mark();
     for (int l = top - 1; l >= 0; --l) {
@@ -1184,7 +1270,8 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock) {
             for (int it = 0; it < nu; ++it) {
                 double *dst = it == nu - 1 ? out[l] : src == L[l].r ? L[l].x : L[l].r;
                 err |= exchange(mg, l, src);
-                jacobi_into(L[l], src, dst);
+                if (sums && l == 0 && it == nu - 1) jacobi_into_sums(L[l], src, dst, *sums);
+                else jacobi_into(L[l], src, dst);
                 src = dst;
             }
         } else {
@@ -1258,6 +1345,12 @@ static int vcycle_g(MG *mg, const double *b, double *x) {
     }
 #endif
     return vcycle(mg, b, x, 0);
+}
+
+/* Whether vcycle() computes CG's sums of its result in its last sweep (Sums): one rank, level 0 smoothed by Jacobi
+ * after a coarse correction */
+static int sums_in_vcycle(const MG *mg) {
+    return !mg->c && mg->nlev > 1 && mg->lev[0].jw && mg->nu[0] >= 1;
 }
 
 extern "C" {
@@ -1703,7 +1796,7 @@ int smg_deflate(MG *mg, const double *v, double *out, int k, const double *w0, c
     if (k < 1 || k > 3 || !w0 || (k > 1 && !w1) || (k > 2 && !w2)) return 1;
     if (!mg->dsc) {
         mg->dsc = alloc_doubles(mg, 3);
-        mg->dpartial = alloc_doubles(mg, RED_PARTIAL);
+        mg->dpartial = alloc_partial(mg);
         if (mg->err) return 1;
     }
     double *s = mg->dsc;
@@ -1738,7 +1831,7 @@ static int cg_work(MG *mg) {
     w.p = alloc_ghosted(mg, B);
     w.q = alloc_ghosted(mg, B);
     w.s = alloc_ghosted(mg, B);
-    w.partial = alloc_doubles(mg, RED_PARTIAL);
+    w.partial = alloc_partial(mg);
     w.sc = alloc_doubles(mg, 8);
     w.loop = (LoopState *)mem_alloc(sizeof(LoopState));
     w.loop_host = (LoopState *)host_alloc(sizeof(LoopState));
@@ -1819,14 +1912,19 @@ int enqueue_iteration(MG *mg, int precond, int update, int cur) {
             x[g] += a * p[g];
             r[g] -= a * q[g];
         });
-        if (vcycle_g(mg, r, z)) return 1;
-        reduce(on, LOOP(long t, double *acc) {
-            int i, j, k;
-            coords(B, t, i, j, k);
-            const long g = gix(B, i, j, k);
-            acc[0] += z[g] * z[g];
-            acc[1] += z[g] * r[g];
-        }, w.partial, sc, 3, nxt, -1);
+        if (sums_in_vcycle(mg)) {   /* the iteration is captured in a graph (cg_loop) or runs without graphs */
+            const Sums sums = {w.partial, sc, 3, nxt};
+            if (vcycle(mg, r, z, 0, &sums)) return 1;
+        } else {
+            if (vcycle_g(mg, r, z)) return 1;
+            reduce(on, LOOP(long t, double *acc) {
+                int i, j, k;
+                coords(B, t, i, j, k);
+                const long g = gix(B, i, j, k);
+                acc[0] += z[g] * z[g];
+                acc[1] += z[g] * r[g];
+            }, w.partial, sc, 3, nxt, -1);
+        }
     } else {
         reduce(on, LOOP(long t, double *acc) {
             int i, j, k;

@@ -13,6 +13,12 @@ from conftest import require_gcc
 from test_multigrid import tissue
 
 
+# the smoothing a masked grid's elliptic multigrid gets on the GPU (cardiosim.solvers.linear.gpu_elliptic_defaults):
+# Jacobi on level 0, swept twice, where CG's sums of z = B r come from the V-cycle's last sweep (smg jacobi_into_sums)
+MASKED_GPU_MG = {"pc_type": "python", "pc_python_type": multigrid.PYTHON_TYPE, "smg_jacobi_from": "0",
+                 "smg_finest_sweeps": "2"}
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _compiler():
     require_gcc()
@@ -35,7 +41,9 @@ def solve_with(name, size, h, options, b_of, guess_of, fibre=30.0, placement="cp
 
 @pytest.mark.parametrize("size,h,fibre", [((0.5, 0.3), 0.01, 30.0), ((0.2, 0.12, 0.1), 0.01, 0.0)])
 @pytest.mark.parametrize("name,pc", [("parabolic", {"pc_type": "jacobi"}),
-                                     ("elliptic", {"pc_type": "python", "pc_python_type": multigrid.PYTHON_TYPE})])
+                                     ("elliptic", {"pc_type": "python", "pc_python_type": multigrid.PYTHON_TYPE}),
+                                     ("elliptic", MASKED_GPU_MG)],
+                         ids=["parabolic-jacobi", "elliptic-mg", "elliptic-mg-jacobi0"])
 def test_stencil_cg_equals_petsc_cg(size, h, fibre, name, pc, placement="cpu"):
     """The same iterations, norms and solution as PETSc's CG; for the elliptic system from a right-hand side with a
     part in the null space, which PETSc's KSPSolve projects out and StencilCG on the device."""

@@ -11,6 +11,7 @@ import pytest
 from cardiosim.solvers import multigrid
 
 from conftest import require_gcc, require_gpu
+from test_krylov import MASKED_GPU_MG
 from test_multigrid import tissue
 
 pytestmark = pytest.mark.gpu
@@ -112,7 +113,9 @@ def test_gpu_vcycle_with_jacobi_finest_sweeps_equals_host(cuda_context, size, h,
 
 @pytest.mark.parametrize("size,h,fibre", [((0.5, 0.3), 0.01, 30.0), ((0.2, 0.12, 0.1), 0.01, 0.0)])
 @pytest.mark.parametrize("name,pc", [("parabolic", {"pc_type": "jacobi"}),
-                                     ("elliptic", {"pc_type": "python", "pc_python_type": multigrid.PYTHON_TYPE})])
+                                     ("elliptic", {"pc_type": "python", "pc_python_type": multigrid.PYTHON_TYPE}),
+                                     ("elliptic", MASKED_GPU_MG)],
+                         ids=["parabolic-jacobi", "elliptic-mg", "elliptic-mg-jacobi0"])
 def test_gpu_stencil_cg_equals_petsc_cg_on_gpu_matrices(size, h, fibre, name, pc):
     """StencilCG on cuSPARSE matrices and CUDA vectors (the resident placement's) against PETSc's KSPCG on the
     same: the same iterations and solution (tests/test_krylov.py does this on the host)."""
