@@ -350,7 +350,7 @@ enum { CONVERGED_RTOL = 2, CONVERGED_ATOL = 3, DIVERGED_ITS = -3, DIVERGED_DTOL 
        DIVERGED_NANORINF = -9, DIVERGED_INDEFINITE_MAT = -10 };
 
 /* The stopping test of KSPConvergedDefault (and KSPCG's divergence checks), shared by every CG form, on the host
- * or (cg_loop) on the device: 1 to stop (*reason set), 0 to go on. */
+ * or (cg_graph) on the device: 1 to stop (*reason set), 0 to go on. */
 HD inline int cg_stop(double rn, double rnorm0, double ttol, double atol, double dtol, int k, int maxit,
                       int *reason) {
     if (rn != rn || isinf(rn)) { *reason = DIVERGED_NANORINF; return 1; }
@@ -360,10 +360,11 @@ HD inline int cg_stop(double rn, double rnorm0, double ttol, double atol, double
     return 0;
 }
 
-/* A one-rank CG solve's stopping test where it runs on the device (cg_loop): what the host sets before the loop
- * (the tolerances) and what the loop leaves for it (iterations, reason, the last norm tested). */
+/* A one-rank CG solve's stopping test where it runs on the device (cg_graph): what the host sets before the solve
+ * (the tolerances: atol, dtol, rtol, maxit), what the test of the initial guess sets (rnorm0, ttol) and what the
+ * loop leaves for the host (iterations, reason, the last norm tested). */
 struct LoopState {
-    double rnorm0, ttol, atol, dtol, rnorm;
+    double rnorm0, ttol, atol, dtol, rnorm, rtol;
     int maxit, its, reason;
 };
 
@@ -413,6 +414,13 @@ struct Graph {
     cudaGraphExec_t exec;
     long n_exchange, n_gather, bytes;       /* what one launch moves (the seam's statistics) */
 };
+#define MAX_SOLVES 4
+struct SolveGraph {
+    const double *b;
+    double *xo;
+    int precond, zero_guess;
+    cudaGraphExec_t exec;
+};
 #endif
 
 struct MG {
@@ -438,8 +446,8 @@ struct MG {
 #ifdef __CUDACC__
     Graph graph[MAX_GRAPHS];
     int n_graphs, next_graph;
-    cudaGraphExec_t cg_first[3];           /* one-rank CG's first iteration (cg_loop): [precond] */
-    cudaGraphExec_t cg_loop[3];            /* one-rank CG's iterations after the first, a device loop: [precond] */
+    SolveGraph solves[MAX_SOLVES];         /* one-rank CG solves, each one graph (cg_graph) */
+    int n_solves, next_solve;
     cudaStream_t capture;
 #endif
 };
@@ -1290,7 +1298,7 @@ static int vcycle(MG *mg, const double *b, double *x, Clock *clock, const Sums *
 #ifdef __CUDACC__
 /* The work `enqueue()` issues (returning non-zero on an error), captured on mg's capture stream as one CUDA graph
  * and instantiated; 0 on an error. */
-template <class F> static cudaGraphExec_t capture(MG *mg, F enqueue) {
+template <class F> static cudaGraph_t captured_graph(MG *mg, F enqueue) {
     if (!mg->capture && cudaStreamCreateWithFlags(&mg->capture, cudaStreamNonBlocking) != cudaSuccess) return 0;
     cudaGraph_t graph = 0;
     stream_now = mg->capture;
@@ -1298,8 +1306,16 @@ template <class F> static cudaGraphExec_t capture(MG *mg, F enqueue) {
     if (!err) err = enqueue();
     err |= cudaStreamEndCapture(mg->capture, &graph) != cudaSuccess;
     stream_now = 0;
+    if (err && graph) {
+        cudaGraphDestroy(graph);
+        graph = 0;
+    }
+    return graph;
+}
+template <class F> static cudaGraphExec_t capture(MG *mg, F enqueue) {
+    cudaGraph_t graph = captured_graph(mg, enqueue);
     cudaGraphExec_t exec = 0;
-    if (!err && graph) err = cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
+    const int err = !graph || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
     if (graph) cudaGraphDestroy(graph);
     return err ? 0 : exec;
 }
@@ -1868,12 +1884,33 @@ int cg_product(MG *mg, double *u, const double *r, double *wv, double *h) {
     return err | allreduce(mg, h, 4);
 }
 
-/* The device work of one iteration of cg_one_rank (all of it but the host's stopping test), in the order of the
- * loop it came from: `update` (every iteration but the first) p = z + β p with β = sc[cur] / sc[3 - cur] (this
- * and the last zᵀr), then q = A p and pᵀq, x += α p and r -= α q with α = sc[cur] / pᵀq, z = B r, and zᵀz and the
- * new zᵀr into sc[3] and sc[3 - cur]. Every scalar is read on the device, so the work depends only on
- * (precond, update, cur), and CUDA graphs capture it once (cg_loop: the first iteration, and the loop's body). */
-int enqueue_iteration(MG *mg, int precond, int update, int cur) {
+/* z = B r (the V-cycle) and zᵀz, zᵀr into sc[o0], sc[o1], for one-rank CG: the sums from the V-cycle's last sweep
+ * where it can give them (sums_in_vcycle: the V-cycle's own kernels, enqueued here, in the graph being captured
+ * or, without graphs, as launches), else the V-cycle and a pass of its own. */
+int z_sums(MG *mg, const double *r, double *z, int o0, int o1) {
+    if (sums_in_vcycle(mg)) {
+        const Sums sums = {mg->cg.partial, mg->cg.sc, o0, o1};
+        return vcycle(mg, r, z, 0, &sums);
+    }
+    const Level &L = mg->lev[0];
+    const Box B = L.B;
+    if (vcycle_g(mg, r, z)) return 1;
+    reduce(nodes(L), LOOP(long t, double *acc) {
+        int i, j, k;
+        coords(B, t, i, j, k);
+        const long g = gix(B, i, j, k);
+        acc[0] += z[g] * z[g];
+        acc[1] += z[g] * r[g];
+    }, mg->cg.partial, mg->cg.sc, o0, o1, -1);
+    return launch_error();
+}
+
+/* The device work of one iteration of cg_one_rank (all of it but the stopping test): p = z + β p with β = sc[cur] /
+ * sc[3 - cur] (this and the last zᵀr; the first iteration's p = z, enqueue_start sets p = 0), q = A p and pᵀq, x +=
+ * α p and r -= α q with α = sc[cur] / pᵀq, z = B r, and zᵀz and the new zᵀr into sc[3] and sc[3 - cur]. Every
+ * scalar is read on the device, so the work depends only on (precond, cur), and a CUDA graph captures it once
+ * (solve_graph: the loop's body, cur = 1, the test swapping the two zᵀr). */
+int enqueue_iteration(MG *mg, int precond, int cur) {
     const Level &L = mg->lev[0];
     const Box B = L.B;
     const long N = B.size;
@@ -1883,17 +1920,15 @@ int enqueue_iteration(MG *mg, int precond, int update, int cur) {
     CGWork w = mg->cg;
     double *x = w.x, *r = w.r, *z = w.z, *p = w.p, *q = w.q, *sc = w.sc;
     const int jacobi = precond == 1, c = cur, nxt = 3 - cur;
-    if (update) {
-        if (L.a.act)
-            each(on, LOOP(long t) {
-                int i, j, k;
-                coords(B, t, i, j, k);
-                const long g = gix(B, i, j, k);
-                p[g] = z[g] + sc[c] / sc[nxt] * p[g];
-            });
-        else
-            each(B.gsize, LOOP(long g) { p[g] = z[g] + sc[c] / sc[nxt] * p[g]; });
-    }
+    if (L.a.act)
+        each(on, LOOP(long t) {
+            int i, j, k;
+            coords(B, t, i, j, k);
+            const long g = gix(B, i, j, k);
+            p[g] = z[g] + sc[c] / sc[nxt] * p[g];
+        });
+    else
+        each(B.gsize, LOOP(long g) { p[g] = z[g] + sc[c] / sc[nxt] * p[g]; });
     /* q = A p, pᵀq */
     reduce(on, LOOP(long t, double *acc) {
         int i, j, k;
@@ -1912,19 +1947,7 @@ int enqueue_iteration(MG *mg, int precond, int update, int cur) {
             x[g] += a * p[g];
             r[g] -= a * q[g];
         });
-        if (sums_in_vcycle(mg)) {   /* the iteration is captured in a graph (cg_loop) or runs without graphs */
-            const Sums sums = {w.partial, sc, 3, nxt};
-            if (vcycle(mg, r, z, 0, &sums)) return 1;
-        } else {
-            if (vcycle_g(mg, r, z)) return 1;
-            reduce(on, LOOP(long t, double *acc) {
-                int i, j, k;
-                coords(B, t, i, j, k);
-                const long g = gix(B, i, j, k);
-                acc[0] += z[g] * z[g];
-                acc[1] += z[g] * r[g];
-            }, w.partial, sc, 3, nxt, -1);
-        }
+        if (z_sums(mg, r, z, 3, nxt)) return 1;
     } else {
         reduce(on, LOOP(long t, double *acc) {
             int i, j, k;
@@ -1962,81 +1985,117 @@ __global__ void cg_test_kernel(double *sc, LoopState *s, cudaGraphConditionalHan
     cudaGraphSetConditional(go, !stop);
 }
 
-/* A graph of one-rank CG's iterations after the first: the test of the first, then while it says go on, an
- * iteration (update, cur = 1) and its test. */
-static cudaGraphExec_t loop_graph(MG *mg, int precond) {
+int enqueue_start(MG *mg, int precond, const double *b, double *xo, int zero_guess);
+
+/* The test of a one-rank CG solve's initial guess, on the device (solve_graph): rnorm0 and the tolerance from the
+ * start's sums as cg_one_rank's host loop computes them (sc: 3 zᵀz, 5 and 6 ‖B b‖²'s parts), into the loop's state,
+ * and `go` to 1 unless the guess already passes. */
+__global__ void cg_start_kernel(const double *sc, LoopState *s, cudaGraphConditionalHandle go, int zero_guess) {
+    const double rnorm0 = zero_guess ? sqrt(sc[3]) : sqrt(sc[5] + sc[6]);
+    s->rnorm0 = rnorm0;
+    s->ttol = fmax(s->rtol * rnorm0, s->atol);
+    s->rnorm = sqrt(sc[3]);
+    s->its = 0;
+    s->reason = 0;
+    const int stop = cg_stop(s->rnorm, rnorm0, s->ttol, s->atol, s->dtol, 0, s->maxit, &s->reason);
+    cudaGraphSetConditional(go, !stop);
+}
+
+/* A whole one-rank CG solve of b into xo as one CUDA graph: the start (enqueue_start), the test of the initial guess
+ * (cg_start_kernel), then while the test says go on an iteration (cur = 1) and its test (cg_test_kernel), then the
+ * result to xo. The host sets the tolerances in the loop's state before a launch and reads the outcome after it:
+ * one wait per solve, and no launch from the host between the start and the loop, where the device idled before
+ * (the start's sums went to the host to set the tolerance). */
+static cudaGraphExec_t solve_graph(MG *mg, int precond, const double *b, double *xo, int zero_guess) {
     if (!mg->capture && cudaStreamCreateWithFlags(&mg->capture, cudaStreamNonBlocking) != cudaSuccess) return 0;
-    cudaGraph_t graph = 0;
-    if (cudaGraphCreate(&graph, 0) != cudaSuccess) return 0;
-    cudaGraphConditionalHandle go;
-    double *sc = mg->cg.sc;
+    const Level &L = mg->lev[0];
+    const Box B = L.B;
+    const Nodes on = nodes(L);
+    double *x = mg->cg.x, *sc = mg->cg.sc;
     LoopState *s = mg->cg.loop;
-    void *args[] = {&sc, &s, &go};
+    cudaGraph_t start = captured_graph(mg, [&] { return enqueue_start(mg, precond, b, xo, zero_guess); });
+    cudaGraph_t end = captured_graph(mg, [&] { to_owned(B, x, xo, on); return launch_error(); });
+    cudaGraph_t graph = 0;
+    cudaGraphConditionalHandle go;
+    cudaGraphNode_t n_start = 0, n_test = 0, n_loop = 0, n_end = 0;
+    int err = !start || !end || cudaGraphCreate(&graph, 0) != cudaSuccess;
+    if (!err)
+        err = cudaGraphConditionalHandleCreate(&go, graph, 0, cudaGraphCondAssignDefault) != cudaSuccess ||
+              cudaGraphAddChildGraphNode(&n_start, graph, 0, 0, start) != cudaSuccess;
+    int zg = zero_guess;
+    void *args[] = {&sc, &s, &go, &zg};
     cudaKernelNodeParams test = {};
-    test.func = (void *)cg_test_kernel;
+    test.func = (void *)cg_start_kernel;
     test.gridDim = dim3(1);
     test.blockDim = dim3(1);
     test.kernelParams = args;
-    cudaGraphNode_t first = 0, loop = 0;
+    if (!err) err = cudaGraphAddKernelNode(&n_test, graph, &n_start, 1, &test) != cudaSuccess;
     cudaGraphNodeParams params = {};
     params.type = cudaGraphNodeTypeConditional;
-    int err = cudaGraphConditionalHandleCreate(&go, graph, 0, cudaGraphCondAssignDefault) != cudaSuccess ||
-              cudaGraphAddKernelNode(&first, graph, 0, 0, &test) != cudaSuccess;
     if (!err) {
         params.conditional.handle = go;
         params.conditional.type = cudaGraphCondTypeWhile;
         params.conditional.size = 1;
-        err = cudaGraphAddNode(&loop, graph, &first, 0, 1, &params) != cudaSuccess;
+        err = cudaGraphAddNode(&n_loop, graph, &n_test, 0, 1, &params) != cudaSuccess;
     }
     if (!err) {
         stream_now = mg->capture;
         err = cudaStreamBeginCaptureToGraph(mg->capture, params.conditional.phGraph_out[0], 0, 0, 0,
                                             cudaStreamCaptureModeThreadLocal) != cudaSuccess;
         if (!err) {
-            err = enqueue_iteration(mg, precond, 1, 1);
+            err = enqueue_iteration(mg, precond, 1);
             cg_test_kernel<<<1, 1, 0, stream_now>>>(sc, s, go);
             cudaGraph_t body = 0;
             err |= cudaStreamEndCapture(mg->capture, &body) != cudaSuccess;
         }
         stream_now = 0;
     }
+    if (!err) err = cudaGraphAddChildGraphNode(&n_end, graph, &n_loop, 1, end) != cudaSuccess;
     cudaGraphExec_t exec = 0;
     if (!err) err = cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
-    cudaGraphDestroy(graph);
+    for (cudaGraph_t g : {graph, start, end})
+        if (g) cudaGraphDestroy(g);
     return err ? 0 : exec;
 }
 
-/* cg_one_rank's iterations as device work alone: the first iteration's graph, then loop_graph, then one transfer
- * of the result of the stopping test. The host loop waits for every iteration's scalars and then launches the
- * next, and the device idles meanwhile: with a dozen iterations a solve and two solves a step that idle time is a
+/* cg_one_rank as device work alone: solve_graph's graph for these vectors (captured at the first solve with them,
+ * kept for the next: the time loop solves into the same vectors every step), the tolerances sent before it, one
+ * transfer of the outcome after it. The host loop waits for every iteration's scalars and then launches the next,
+ * and the device idles meanwhile: with a dozen iterations a solve and two solves a step that idle time is a
  * measurable part of a small (masked) grid's step. The same kernels in the same order: the same iterates. */
-static int cg_loop(MG *mg, int precond, double rnorm0, double ttol, double atol, double dtol, int maxit, int *its,
-                   double *rnorm, int *reason) {
+static int cg_graph(MG *mg, int precond, const double *b, double *xo, double rtol, double atol, double dtol,
+                    int maxit, int zero_guess, int *its, double *rnorm, int *reason) {
+    SolveGraph *g = 0;
+    for (int i = 0; i < mg->n_solves && !g; ++i) {
+        SolveGraph &c = mg->solves[i];
+        if (c.b == b && c.xo == xo && c.precond == precond && c.zero_guess == zero_guess) g = &c;
+    }
+    if (!g) {
+        const cudaGraphExec_t exec = solve_graph(mg, precond, b, xo, zero_guess);
+        if (!exec) return 1;
+        g = &mg->solves[mg->next_solve];
+        if (mg->next_solve < mg->n_solves) cudaGraphExecDestroy(g->exec);
+        else mg->n_solves++;
+        *g = SolveGraph{b, xo, precond, zero_guess, exec};
+        mg->next_solve = (mg->next_solve + 1) % MAX_SOLVES;
+    }
     LoopState *h = mg->cg.loop_host;
-    *h = LoopState{rnorm0, ttol, atol, dtol, *rnorm, maxit, 0, 0};
-    cudaGraphExec_t &first = mg->cg_first[precond], &exec = mg->cg_loop[precond];
-    if (!first) first = capture(mg, [&] { return enqueue_iteration(mg, precond, 0, 1); });
-    if (!exec) exec = loop_graph(mg, precond);
-    if (!first || !exec || cudaMemcpyAsync(mg->cg.loop, h, sizeof *h, cudaMemcpyHostToDevice, 0) != cudaSuccess ||
-        cudaGraphLaunch(first, 0) != cudaSuccess || cudaGraphLaunch(exec, 0) != cudaSuccess ||
-        mem_get(h, mg->cg.loop, sizeof *h))
+    *h = LoopState{0.0, 0.0, atol, dtol, 0.0, rtol, maxit, 0, 0};
+    if (cudaMemcpyAsync(mg->cg.loop, h, sizeof *h, cudaMemcpyHostToDevice, 0) != cudaSuccess ||
+        cudaGraphLaunch(g->exec, 0) != cudaSuccess || mem_get(h, mg->cg.loop, sizeof *h))
         return 1;
     *its = h->its;
     *rnorm = h->rnorm;
     *reason = h->reason;
-    return 0;
+    return launch_error();
 }
 #endif
 
-/* One rank: preconditioned CG on level 0's matrix, as PETSc's KSPCG with its default convergence test
- * (preconditioned residual norm; with a nonzero initial guess relative to ‖B b‖, as KSPConvergedDefault does), so
- * iteration counts match PETSc's: the iteration runs on the device; through CUDA graphs (the GPU's default) so
- * does the test after the first (cg_loop), and the host waits once per solve; otherwise one synchronisation per
- * iteration brings the scalars to the host for the test. precond: 0 none, 1 Jacobi (the stencil's diagonal), 2
- * the V-cycle.
- * Device scalars sc: 0 pᵀAp, 1 and 2 zᵀr (this and the last iteration, alternating), 3 zᵀz, 5 ‖B b‖². */
-int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, double atol, double dtol,
-                       int maxit, int zero_guess, int *its, double *rnorm, int *reason) {
+/* The work of a one-rank CG solve before its first iteration: x from the guess (zero_guess: zero), level 0's
+ * inactive rows solved into xo, r = b − A x, z = B r, p = 0 and sc[2] = 1 (the first iteration's p = z + (sc[1] /
+ * sc[2]) p is then z, so that every iteration is the same work), and the sums the test of the guess needs: sc[3]
+ * zᵀz, sc[1] zᵀr, sc[5] and sc[6] ‖B b‖²'s parts (the active rows' and the inactive rows'). */
+int enqueue_start(MG *mg, int precond, const double *b, double *xo, int zero_guess) {
     const Level &L = mg->lev[0];
     const Box B = L.B;
     const long N = B.size;
@@ -2046,9 +2105,6 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
     CGWork w = mg->cg;
     double *x = w.x, *r = w.r, *z = w.z, *p = w.p, *q = w.q, *sc = w.sc;
     const int jacobi = precond == 1;
-    double h[8];
-    *its = 0;
-    *reason = 0;
     if (zero_guess) mem_zero(x, B.gsize);
     else from_owned(B, xo, x, on);
     start_outside(L, precond, b, xo, w.partial, sc, 6);
@@ -2075,45 +2131,42 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
             const long g = gix(B, i, j, k);
             acc[0] += z[g] * z[g];
         }, w.partial, sc, 5, -1, -1);
-        if (vcycle_g(mg, r, z)) return 1;
-        reduce(on, LOOP(long t, double *acc) {
-            int i, j, k;
-            coords(B, t, i, j, k);
-            const long g = gix(B, i, j, k);
-            acc[0] += z[g] * z[g];
-            acc[1] += z[g] * r[g];
-        }, w.partial, sc, 3, 1, -1);
+        if (z_sums(mg, r, z, 3, 1)) return 1;
     }
-    if (get_scalars(h, sc, 7)) return 1;
+    mem_zero(p, B.gsize);
+    each(1, LOOP(long) { sc[2] = 1.0; });
+    return launch_error();
+}
+
+/* One rank: preconditioned CG on level 0's matrix, as PETSc's KSPCG with its default convergence test
+ * (preconditioned residual norm; with a nonzero initial guess relative to ‖B b‖, as KSPConvergedDefault does), so
+ * iteration counts match PETSc's: the iteration runs on the device; through CUDA graphs (the GPU's default) the
+ * whole solve is one graph with the tests on the device too (cg_graph), and the host waits once per solve;
+ * otherwise one synchronisation after the start and one per iteration bring the scalars to the host for the test.
+ * precond: 0 none, 1 Jacobi (the stencil's diagonal), 2 the V-cycle.
+ * Device scalars sc: 0 pᵀAp, 1 and 2 zᵀr (this and the last iteration, alternating), 3 zᵀz, 5 and 6 ‖B b‖². */
+int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, double atol, double dtol,
+                       int maxit, int zero_guess, int *its, double *rnorm, int *reason) {
+    const Level &L = mg->lev[0];
+    const Nodes on = nodes(L);
+    double h[8];
+    *its = 0;
+    *reason = 0;
+#ifdef __CUDACC__
+    if (mg->graphs && !stream_now)
+        return cg_graph(mg, precond, b, xo, rtol, atol, dtol, maxit, zero_guess, its, rnorm, reason);
+#endif
+    if (enqueue_start(mg, precond, b, xo, zero_guess) || get_scalars(h, mg->cg.sc, 7)) return 1;
     const double rnorm0 = zero_guess ? sqrt(h[3]) : sqrt(h[5] + h[6]);
     const double ttol = fmax(rtol * rnorm0, atol);
     double rn = sqrt(h[3]);
-    if (L.a.act)
-        each(on, LOOP(long t) {
-            int i, j, k;
-            coords(B, t, i, j, k);
-            const long g = gix(B, i, j, k);
-            p[g] = z[g];
-        });
-    else
-        each(B.gsize, LOOP(long g) { p[g] = z[g]; });
-#ifdef __CUDACC__
-    if (mg->graphs && !stream_now) {
-        *rnorm = rn;
-        if (!cg_stop(rn, rnorm0, ttol, atol, dtol, 0, maxit, reason) &&
-            cg_loop(mg, precond, rnorm0, ttol, atol, dtol, maxit, its, rnorm, reason))
-            return 1;
-        to_owned(B, x, xo, on);
-        return launch_error();
-    }
-#endif
     int cur = 1;
     for (int k = 0;; ++k) {
         *rnorm = rn;
         if (cg_stop(rn, rnorm0, ttol, atol, dtol, k, maxit, reason)) break;
         if (k > 0) cur = 3 - cur;
-        if (enqueue_iteration(mg, precond, k > 0, cur)) return 1;
-        if (get_scalars(h, sc, 6)) return 1;
+        if (enqueue_iteration(mg, precond, cur)) return 1;
+        if (get_scalars(h, mg->cg.sc, 6)) return 1;
         const int nxt = 3 - cur;
         *its = k + 1;
         if (h[0] <= 0.0) { *reason = DIVERGED_INDEFINITE_MAT; break; }
@@ -2122,7 +2175,7 @@ int cg_one_rank(MG *mg, int precond, const double *b, double *xo, double rtol, d
          * has converged) */
         if (h[nxt] < 0.0 && rn > ttol) { *reason = DIVERGED_INDEFINITE_PC; break; }
     }
-    to_owned(B, x, xo, on);
+    to_owned(L.B, mg->cg.x, xo, on);
     return launch_error();
 }
 
@@ -2438,10 +2491,7 @@ void smg_destroy(MG *mg) {
     }
 #ifdef __CUDACC__
     for (int g = 0; g < mg->n_graphs; ++g) cudaGraphExecDestroy(mg->graph[g].exec);
-    for (int a = 0; a < 3; ++a) {
-        if (mg->cg_first[a]) cudaGraphExecDestroy(mg->cg_first[a]);
-        if (mg->cg_loop[a]) cudaGraphExecDestroy(mg->cg_loop[a]);
-    }
+    for (int g = 0; g < mg->n_solves; ++g) cudaGraphExecDestroy(mg->solves[g].exec);
     if (mg->capture) cudaStreamDestroy(mg->capture);
 #endif
     free(mg);
