@@ -28,7 +28,7 @@ zero the box computes. Level 0's inactive rows are solved on their own (x = b / 
 Options, under the solver's prefix (e.g. ``-elliptic_``): ``smg_omega`` (default 1.0), ``smg_sweeps`` (1),
 ``smg_finest_sweeps`` (level 0's, where they differ: 0, the default, is smg_sweeps),
 ``smg_coarse_max`` (1024 nodes), ``smg_graphs`` (true: the GPU build applies the V-cycle as a CUDA graph, and on
-one rank runs CG's iterations as a device loop),
+one rank runs a whole CG solve as one, its iterations a device loop),
 ``smg_coarse_solve`` (eig: the coarsest inverse from an eigendecomposition on the host; gauss-jordan: by
 Gauss–Jordan elimination on the device), ``smg_active`` (true: on a masked grid the active nodes only; false: every
 node of the box, the same values, for comparisons). Select it with ``-elliptic_pc_type python -elliptic_pc_python_type
