@@ -82,13 +82,13 @@ class StencilCG:
         held = nullspace.of(A)
         if held is None:
             return
-        if held is True:
+        constant, vecs = held
+        if constant:                        # (w, None): b − (w·b) 1 with w = 1/N, b − mean(b)
             w = A.createVecs()[0]
             w.set(1.0 / A.getSize()[0])
-            self.null = [(w, None)]
+            self.null.append((w, None))
             self.mine.append(w)
-        else:
-            self.null = [(n, n) for n in held]
+        self.null += [(n, n) for n in vecs]
         self.b = A.createVecs()[1]
         self.mine.append(self.b)
 
