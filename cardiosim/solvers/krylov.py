@@ -82,13 +82,13 @@ class StencilCG:
         held = nullspace.of(A)
         if held is None:
             return
-        constant, vecs = held
-        if constant:                        # (w, None): b − (w·b) 1 with w = 1/N, b − mean(b)
+        if held is True:
             w = A.createVecs()[0]
             w.set(1.0 / A.getSize()[0])
-            self.null.append((w, None))
+            self.null = [(w, None)]
             self.mine.append(w)
-        self.null += [(n, n) for n in vecs]
+        else:
+            self.null = [(n, n) for n in held]
         self.b = A.createVecs()[1]
         self.mine.append(self.b)
 

@@ -760,7 +760,7 @@ class StencilMG:
         # any null space (the constants, or one constant per piece of masked tissue) makes the coarsest operator
         # singular or nearly so: its pseudo-inverse, not an inverse that divides by round-off
         singular = ns is not None
-        if singular and self.coarse == "gauss-jordan" and ns != (True, []):
+        if singular and self.coarse == "gauss-jordan" and ns is not True:
             raise ValueError("multigrid: smg_coarse_solve gauss-jordan handles the constant null space only; "
                              "masked tissue (one constant per piece) needs eig")
         self.destroy(pc)

@@ -22,14 +22,21 @@ def give(A: PETSc.Mat, vecs) -> None:
     A.setAttr(ATTR, vecs)
 
 
-def of(A: PETSc.Mat) -> tuple[bool, list] | None:
-    """A's null space as (whether the constants are in it, its other orthonormal vectors), None where A has none:
-    from :func:`give`, else from PETSc's (MatGetNullSpace). The constants are a flag, not a vector: a caller that
-    needs them as one makes it itself."""
+def of(A: PETSc.Mat):
+    """A's null space: None, True (the constants, alone) or a list of orthonormal vectors (with the constants
+    first where PETSc's null space has them too), from :func:`give` or else from PETSc's."""
     held = A.getAttr(ATTR)
     if held is not None:
-        return (True, []) if held is True else (False, list(held))
+        return held
     ns = A.getNullSpace()
     if not (ns and ns.handle):
         return None
-    return bool(ns.hasConstant()), list(ns.getVecs())
+    vecs = list(ns.getVecs())
+    if not ns.hasConstant():
+        return vecs
+    if not vecs:
+        return True
+    ones = A.createVecs()[0]
+    ones.set(1.0)
+    ones.normalize()
+    return [ones, *vecs]
