@@ -1,22 +1,22 @@
 """cardiosim from Python: build a run from a config file, a dict or overrides, run it (under mpirun too), and read
-what it wrote as NumPy arrays. ``cardiosim run`` is this module and a command line (cardiosim/cli.py).
+what it wrote as NumPy arrays. ``cardiosim run`` is this module and a command line (cardiosim/cli/).
 
     from cardiosim import api
 
     cfg = api.config("run/demo.toml", {"simulation.duration": 50.0, "stimulus.S1.current_density": -40.0})
     done = api.run(cfg, output="out/demo-50.h5", overwrite=True)
-    print(done.warnings)                    # the end-of-run checks (cardiosim/checks.py); [] where none
-    with done.results() as r:               # cardiosim.results.Results: h5py + NumPy, no MPI needed
+    print(done.warnings)                    # the end-of-run checks (cardiosim/analysis/checks.py); [] where none
+    with done.results() as r:               # cardiosim.output.results.Results: h5py + NumPy, no MPI needed
         act = r.map("activation_time")      # ([nz,] [ny,] nx) ms, NaN: not activated
         vm = r.probe("centre")["Vm"]        # every PDE step, at r.probe_times (ms)
-        beats = r.beats("centre")           # per-beat activation, APD and the rest (cardiosim/analysis.py)
+        beats = r.beats("centre")           # per-beat activation, APD and the rest (cardiosim/analysis/maps.py)
 
 A config may also be a dict of the TOML's tables (``api.config({"simulation": {...}, "grid": {...}})``). Overrides
 are ``--set``'s keys with Python values: ``{"stimulus.S2.start": 300.0, "grid.spacing": 0.02}`` (an entry of a table
 array by its name or index); the effective config and the overrides are stored in the output, as with ``--set``.
 Under ``mpirun -n 4 python script.py`` every rank calls :func:`run` and the run is spread over the ranks;
-:class:`Done` is the same on every rank, and rank 0 writes the files. Mistakes raise :class:`cardiosim.errors.
-UserError` (one line naming the key), a run that goes wrong :class:`cardiosim.errors.SimulationError`.
+:class:`Done` is the same on every rank, and rank 0 writes the files. Mistakes raise :class:`cardiosim.runtime.errors.
+UserError` (one line naming the key), a run that goes wrong :class:`cardiosim.runtime.errors.SimulationError`.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SimulationError, UserError
+from cardiosim.runtime.errors import SimulationError, UserError
 
 
 def override(key: str, value) -> str:
     """``key`` = ``value`` as a ``--set`` option: the value written as TOML (a Python str becomes a TOML string)."""
-    from . import tomlwrite
+    from cardiosim.config import tomlwrite
     try:
         return f"{key}={tomlwrite._value(value)}"
     except TypeError:
@@ -42,8 +42,8 @@ def config(source, overrides: dict | list | None = None, name: str | None = None
     Config (its effective text, so its overrides stay recorded); ``overrides``: {dotted key: value} or a list of
     ``--set`` strings. ``name``: the config's name (default: the file's stem, or "config"), which names the default
     output ``out/<name>.h5``."""
-    from . import config as cfgmod
-    from . import tomlwrite
+    from cardiosim import config as cfgmod
+    from cardiosim.config import tomlwrite
     sets = [override(k, v) for k, v in overrides.items()] if isinstance(overrides, dict) else list(overrides or [])
     if isinstance(source, cfgmod.Config):
         base = Path(source.source_path) if source.source_path else None
@@ -72,8 +72,8 @@ class Done:
     stopped: bool = False
 
     def results(self):
-        """The output file, opened (cardiosim.results.Results; use it in a ``with`` block)."""
-        from .results import Results
+        """The output file, opened (cardiosim.output.results.Results; use it in a ``with`` block)."""
+        from cardiosim.output.results import Results
         if self.output is None:
             raise UserError("this run wrote no output (write_output=False)")
         return Results(self.output)
@@ -82,9 +82,9 @@ class Done:
 def start_petsc(petsc_options=(), comm=None) -> None:
     """Start PETSc with these options (``-elliptic_pc_type gamg`` ...) where it is not running yet; the CLI does the
     same with what follows ``--``. Options given once PETSc runs cannot be taken (one line saying so)."""
-    from . import info
-    from . import petsc_options as po
-    from .reaction.placement import petsc_device_options
+    from cardiosim.runtime import info
+    from cardiosim.runtime import petsc as po
+    from cardiosim.reaction.placement import petsc_device_options
     if comm is None:
         from mpi4py import MPI
         comm = MPI.COMM_WORLD
@@ -94,8 +94,8 @@ def start_petsc(petsc_options=(), comm=None) -> None:
                             "run (or start the process with them)")
         return
     # -no_signal_handler: PETSc's handler would turn a SIGTERM during set-up into a stack dump and an abort
-    # (cardiosim.signals has its own); REPRODUCIBLE (below); the device choice; -use_gpu_aware_mpi 0 for a CUDA PETSc
-    # over an MPI that is not CUDA-aware (cardiosim.info)
+    # (cardiosim.runtime.signals has its own); REPRODUCIBLE (below); the device choice; -use_gpu_aware_mpi 0 for a CUDA PETSc
+    # over an MPI that is not CUDA-aware (cardiosim.runtime.info)
     given = list(petsc_options)
     po.init(given, ["-no_signal_handler", *REPRODUCIBLE, *petsc_device_options(comm, given),
                     *info.gpu_aware_mpi_options(given)])
@@ -124,16 +124,16 @@ def run(cfg, output: str | Path | None = None, overwrite: bool = False, restart:
     ``quiet``: no progress lines, no timing table (the checks' warnings still go to stderr); ``strict``: raise
     :class:`StrictError` where the checks warn; ``write_output``: False runs without writing any file
     (the summary and the checks' warnings are still returned)."""
-    from . import config as cfgmod
-    from . import log
+    from cardiosim import config as cfgmod
+    from cardiosim.runtime import log
     if not isinstance(cfg, cfgmod.Config):
         cfg = config(cfg)
     if comm is None:
         from mpi4py import MPI
         comm = MPI.COMM_WORLD
     start_petsc(petsc_options, comm)
-    from .reaction.placement import check_resident
-    from .simulation import Simulation
+    from cardiosim.reaction.placement import check_resident
+    from cardiosim.simulation.loop import Simulation
     check_resident(cfg.cell, comm)   # before any file, lock or PETSc object: its GPU needs, one line
     if restart and overwrite:
         raise cfgmod.ConfigError("cardiosim run: --restart continues the output file and --overwrite would replace "

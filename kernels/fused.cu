@@ -11,7 +11,7 @@
  *   -DCS_MAX_PROTOCOLS=16     optional: room for pulse trains in constant memory
  *   -DCS_AUX=0|1, -DCS_PARAMS_INITIALISED=0|1   the seed's kernel variants (cardiosim/ode/kernel_variants.py, which
  *                             also swaps the model header for its one-local-per-intermediate form where asked)
- *   -DCS_CELL_PARAMS=1        a population (cardiosim/population.py): the header is a generated model's per-cell
+ *   -DCS_CELL_PARAMS=1        a population (cardiosim/single_cell/population.py): the header is a generated model's per-cell
  *                             form (cardiosim.cells.cellml.per_cell_header), reading slot j of its cell as
  *                             CS_CELL_PARAM(j) from cell_params[j*c_cell_pitch + c], the kernel's last argument;
  *                             every other parameter is a literal in the header. kernels/cpu_driver.c compiles the

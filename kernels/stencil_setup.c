@@ -161,7 +161,7 @@ done:
     return err;
 }
 
-/* The rows of the stiffness matrix K = Σ_e Σ_pq σ_e[p,q] E[p,q,a,b] on Q1 elements (cardiosim/operators.py), as a
+/* The rows of the stiffness matrix K = Σ_e Σ_pq σ_e[p,q] E[p,q,a,b] on Q1 elements (cardiosim/tissue/operators.py), as a
  * stencil S (3^dim x owned nodes, zeroed by the caller; code Σ_d (o_d + 1) 3^d of the neighbour offset o, x first).
  * Elements are given by their lowest corner, the box (el_start, el_size); node data cover the ghosted box
  * (g_start, g_size), rows the owned box (o_start, o_size). An element's tensor is the mean of its corners' tensors

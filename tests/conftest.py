@@ -63,7 +63,7 @@ def pytest_configure(config):
     # A PETSc with CUDA over an MPI that is not CUDA-aware (the GPU nodes' Open MPI) aborts at its first GPU object
     # unless told -use_gpu_aware_mpi 0. cardiosim run tells it itself; the tests that start PETSc in-process or in
     # scripts of their own get it from the environment (MPI is not loaded here: "not known to be aware").
-    from cardiosim.info import export_gpu_aware_mpi_option
+    from cardiosim.runtime.info import export_gpu_aware_mpi_option
     export_gpu_aware_mpi_option()
 
 

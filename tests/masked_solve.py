@@ -87,9 +87,9 @@ def main():
     from petsc4py import PETSc
 
     from cardiosim import config
-    from cardiosim.grid import Grid
+    from cardiosim.domain.grid import Grid
     from cardiosim.solvers import krylov, multigrid
-    from cardiosim.tissue import make as make_tissue
+    from cardiosim.tissue.equations import make as make_tissue
 
     size, lab = labels(args.dim, args.h)
     path = None

@@ -1,6 +1,6 @@
-"""The decomposition of a masked grid (grid.balance, cardiosim.balance) on every rank of MPI_COMM_WORLD: the tissue
+"""The decomposition of a masked grid (grid.balance, cardiosim.domain.balance) on every rank of MPI_COMM_WORLD: the tissue
 nodes per rank of the box split and of the balanced one, the boxes, PETSc's coarsening of the balanced boxes against
-cardiosim.balance.coarsened, and an unmasked grid's decomposition with either balance (PETSc's, untouched). Prints one
+cardiosim.domain.balance.coarsened, and an unmasked grid's decomposition with either balance (PETSc's, untouched). Prints one
 JSON line on rank 0. Run under mpirun by tests/test_balance.py:
 
     mpirun -n 2 python tests/ranks_balance.py --labels LV.h5 --size 2.4 2.4 2.8 --h 0.05 [--equations bidomain]
@@ -41,8 +41,9 @@ def main():
     world = start_petsc("cpu")
     from petsc4py import PETSc
 
-    from cardiosim import balance, config
-    from cardiosim.grid import Grid
+    from cardiosim.domain import balance
+    from cardiosim import config
+    from cardiosim.domain.grid import Grid
 
     def grid(bal, masked=True):
         text = SHEET.format(equations=args.equations, size=list(args.size), h=args.h, balance=bal,
@@ -57,7 +58,7 @@ def main():
                     "owned": world.allgather(int((~g.mask.outside()).sum()))}
         if bal == "tissue":
             out["describe"] = g.describe_balance()
-            # PETSc's own coarsening of the balanced boxes (PCMG's hierarchy) against cardiosim.balance.coarsened
+            # PETSc's own coarsening of the balanced boxes (PCMG's hierarchy) against cardiosim.domain.balance.coarsened
             da, ours = g.da, [list(r) for r in out[bal]["ranges"]]
             petsc, mine = [], []
             for _ in range(args.coarsen):

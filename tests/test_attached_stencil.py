@@ -26,7 +26,7 @@ ours = [f"-{s}_{k}" if i % 2 == 0 else k for s in ("parabolic", "elliptic")
 petsc4py.init(sys.argv[:1] + ["-no_signal_handler"] + (ours if solvers == "ours" else []))
 from petsc4py import PETSc
 from cardiosim import config, tissue
-from cardiosim.grid import Grid
+from cardiosim.domain.grid import Grid
 from cardiosim.solvers import galerkin
 from cardiosim.solvers.comm import Boxes
 

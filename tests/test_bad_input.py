@@ -246,7 +246,7 @@ def _attr(name, value, reseal=False):
     """Change one attribute of the checkpoint; ``reseal``: and write its checksums anew, as a forger (or a faulty
     version) would, so that only the cross-checks can tell."""
     def edit_fn(f):
-        from cardiosim import checkpoint
+        from cardiosim.output import checkpoint
         f.attrs[name] = value(f.attrs[name]) if callable(value) else value
         if reseal:
             checkpoint.seal(f)
@@ -279,7 +279,7 @@ def _raw_bit_flip(dataset):
 
 def _reseal(edit_fn):
     def both(f):
-        from cardiosim import checkpoint
+        from cardiosim.output import checkpoint
         edit_fn(f)
         checkpoint.seal(f)
     return _h5(both)

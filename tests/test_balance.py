@@ -1,4 +1,4 @@
-"""A masked grid's decomposition balanced by tissue nodes (grid.balance, cardiosim.balance): the idealised LV's
+"""A masked grid's decomposition balanced by tissue nodes (grid.balance, cardiosim.domain.balance): the idealised LV's
 tissue per rank, balanced runs against box-split runs (monodomain and bidomain; PETSc's solvers on the tissue rows
 and PCMG on the box; cardiosim's stencil solvers split over the ranks), a checkpoint written balanced on 2 ranks
 restarted on 3 and on 1, unmasked grids untouched, a bad value in one line."""
@@ -21,12 +21,12 @@ from test_bad_input import assert_one_line
 ROOT = Path(__file__).parent.parent
 
 
-# --- cardiosim.balance alone -------------------------------------------------------------------------------------
+# --- cardiosim.domain.balance alone -------------------------------------------------------------------------------------
 
 def test_split_balances_a_one_sided_mask():
     """Tissue in the left quarter of a 2D box, 2 and 3 columns of ranks along x: the even split leaves ranks empty,
     the balanced one gives each the same count to within a column of tissue."""
-    from cardiosim import balance
+    from cardiosim.domain import balance
     w = np.zeros((17, 65), dtype=np.int64)
     w[:, 2:25] = 1
     for p in (2, 3):
@@ -40,8 +40,8 @@ def test_split_balances_a_one_sided_mask():
 
 def test_split_keeps_the_multigrid_levels():
     """With PETSc's multigrid levels to keep, every box stays 2 nodes wide on each through PETSc's own coarsening of
-    the boxes (cardiosim.balance.coarsened); a dimension where no balanced split can keeps the even split."""
-    from cardiosim import balance
+    the boxes (cardiosim.domain.balance.coarsened); a dimension where no balanced split can keeps the even split."""
+    from cardiosim.domain import balance
     w = np.zeros((17, 65), dtype=np.int64)
     w[:, 30:34] = 1                                 # a band of tissue in the middle: the middle box gets narrow
     box = [[22, 22, 21], [17]]
@@ -53,7 +53,7 @@ def test_split_keeps_the_multigrid_levels():
 
 
 def test_coarsened_follows_the_fine_boxes():
-    from cardiosim import balance
+    from cardiosim.domain import balance
     assert balance.coarsened([29, 28]) == [15, 14]
     assert balance.coarsened([31, 26]) == [15, 14]          # within one node of the fine boundary's half
     assert balance.coarsened([24, 14, 19]) == [12, 8, 9]    # as PETSc's DMCoarsen gives (tests/ranks_balance.py)
@@ -83,7 +83,7 @@ def test_lv_tissue_per_rank(lv, n):
     """The LV at 0.05 cm (49 x 49 x 57 nodes, 26,025 tissue): PETSc splits z evenly, 11,641 / 14,384 tissue nodes
     on 2 ranks and 6,029 / 11,188 / 8,808 on 3; balanced, within 5 % of each other (the largest within 2 % of the mean), on PETSc's
     process grid. Each
-    rank's mask cut agrees with the counts, PETSc's coarsening of the balanced boxes is cardiosim.balance.coarsened,
+    rank's mask cut agrees with the counts, PETSc's coarsening of the balanced boxes is cardiosim.domain.balance.coarsened,
     and an unmasked grid keeps PETSc's split whatever grid.balance says."""
     r = ranks_balance(n, ["--labels", str(lv), "--size", "2.4", "2.4", "2.8", "--h", "0.05", "--equations",
                           "bidomain"])

@@ -18,7 +18,7 @@ import pytest
 
 from cardiosim import config
 from cardiosim.bench import mask
-from cardiosim.errors import SimulationError
+from cardiosim.runtime.errors import SimulationError
 
 H = 0.025
 HALF, TOP = 10, 22           # the cut: 2·HALF + 1 nodes across the axis, the lowest TOP layers
@@ -28,7 +28,7 @@ FE_FLOOR = -85.54            # mV: below it TT06's tau_m < 0.001 ms = dt/2 of th
 def apex_config(tmp_path, cell: str, steps: int) -> tuple[config.Config, int]:
     """The bench's LV case (mask.RUN, its stimulus, dt and substeps) on the LV's apex; and the grid index of the
     node above the stimulated sphere's top (the bench's tissue cell 7242)."""
-    from cardiosim.geometry import built_in
+    from cardiosim.domain.anatomy import built_in
     box, fields = built_in("lv", H, log=lambda line: None)
     axis = int(round(-box.origin[0] / H))
     assert abs(box.origin[0] + axis * H) < 1e-9 and abs(box.origin[1] + axis * H) < 1e-9
@@ -51,7 +51,7 @@ def apex_config(tmp_path, cell: str, steps: int) -> tuple[config.Config, int]:
 
 def run(cfg, node: int) -> float:
     """Run to the end; the lowest Vm at ``node`` after any step."""
-    from cardiosim.simulation import Simulation
+    from cardiosim.simulation.loop import Simulation
     sim = Simulation(cfg, write_output=False)
     lowest = np.inf
     while sim.step_index < sim.n_steps:

@@ -14,14 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cardiosim.biomarkers import format_table
+from cardiosim.analysis.biomarkers import format_table
 from cardiosim.cells import make
 from cardiosim.cells.bondarenko import ALPHA_N_LIM, DERIVED_ORDER, PARAMETER_ORDER
-from cardiosim.errors import SimulationError
+from cardiosim.runtime.errors import SimulationError
 from cardiosim.reaction.ode import native
 from cardiosim.reaction.ode.native import NativeModel
-from cardiosim.single_cell import run_cell
-from cardiosim.stimulus import Protocol
+from cardiosim.single_cell.pacing import run_cell
+from cardiosim.cells.stimulus import Protocol
 from conftest import REFERENCE
 
 ROOT = Path(__file__).resolve().parents[1]

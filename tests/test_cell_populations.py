@@ -1,4 +1,4 @@
-"""Several cell models in one run (cell.regions[].model; cardiosim.reaction.populations): one population per model,
+"""Several cell models in one run (cell.regions[].model; cardiosim.reaction.multimodel): one population per model,
 each its own states, backend and parameters, Vm gathered back into the one PDE vector.
 
 Checked against what is known:

@@ -16,9 +16,9 @@ from conftest import ROOT, require_cvodes, require_gcc, run_cli
 
 pytest.importorskip("myokit")
 
-from cardiosim import cells                                       # noqa: E402
-from cardiosim.cells import CellModelError, cellml                # noqa: E402
-from cardiosim.stimulus import Protocol                           # noqa: E402
+from cardiosim import cells  # noqa: E402
+from cardiosim.cells import CellModelError, cellml  # noqa: E402
+from cardiosim.cells.stimulus import Protocol  # noqa: E402
 
 MODELS = ROOT / "models"
 TT06 = MODELS / "ten_tusscher_model_2006_epi.cellml"
@@ -442,7 +442,7 @@ def test_fused_kernel_source_with_a_generated_model_compiles(tmp_path, integrato
     import shutil
     from cardiosim.reaction.ode import kernel_variants
     from cardiosim.reaction.ode.cuda_backend import kernel_source
-    from cardiosim.compile import header_dir, kernel_dir
+    from cardiosim.runtime.compile import header_dir, kernel_dir
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         require_gcc()

@@ -10,8 +10,8 @@ from conftest import ROOT, require_cvodes, require_gcc
 
 pytest.importorskip("myokit")
 
-from cardiosim import cells                                       # noqa: E402
-from cardiosim.bench import cellml as bench                       # noqa: E402
+from cardiosim import cells  # noqa: E402
+from cardiosim.bench import cellml as bench  # noqa: E402
 
 MODELS = ROOT / "models"
 
@@ -68,7 +68,7 @@ def test_grl1_step_is_the_linearised_solution(name):
     y + f·(e^(a·dt) − 1)/a with a = ∂f/∂y, the symbolic diagonal Jacobian checked against finite differences."""
     require_gcc()
     from cardiosim.reaction.ode.native import NativeModel
-    from cardiosim.stimulus import Protocol
+    from cardiosim.cells.stimulus import Protocol
     model = cells.model_class(str(MODELS / f"{name}.cellml"))()
     y = model.initial_state(1)
     y[0] = -20.0                                           # mid-upstroke: every current is moving

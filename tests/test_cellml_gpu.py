@@ -24,8 +24,8 @@ from conftest import ROOT, require_gpu, run_cli
 pytest.importorskip("myokit")
 pytestmark = pytest.mark.gpu
 
-from cardiosim import cells                                   # noqa: E402
-from cardiosim.stimulus import Protocol                       # noqa: E402
+from cardiosim import cells  # noqa: E402
+from cardiosim.cells.stimulus import Protocol  # noqa: E402
 
 MODELS = ROOT / "models"
 GENERATED = {"tt06-generated": MODELS / "ten_tusscher_model_2006_epi.cellml",

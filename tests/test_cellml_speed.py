@@ -15,7 +15,7 @@ from conftest import ROOT, require_gcc
 
 pytest.importorskip("myokit")
 
-from cardiosim import cells                                       # noqa: E402
+from cardiosim import cells  # noqa: E402
 
 MODELS = ROOT / "models"
 TT06 = MODELS / "ten_tusscher_model_2006_epi.cellml"

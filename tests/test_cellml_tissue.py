@@ -5,7 +5,7 @@ import h5py
 import numpy as np
 import pytest
 
-from cardiosim.analysis import activation_time, conduction_velocity
+from cardiosim.analysis.maps import activation_time, conduction_velocity
 
 from conftest import ROOT, require_gcc, run_cli
 

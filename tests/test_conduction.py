@@ -3,7 +3,7 @@
 import numpy as np
 
 from cardiosim import config
-from cardiosim.analysis import activation_time, conduction_velocity
+from cardiosim.analysis.maps import activation_time, conduction_velocity
 
 CABLE = """
 [simulation]
@@ -37,7 +37,7 @@ position = [0.7]
 
 
 def cv(petsc, tmp_path, dx):
-    from cardiosim.simulation import Simulation
+    from cardiosim.simulation.loop import Simulation
     cfg = config.loads(CABLE.format(dx=dx), name=f"cable-{dx}")
     sim = Simulation(cfg, output_path=tmp_path / f"cable-{dx}.h5")
     t, v = [], {"x1": [], "x2": []}

@@ -56,7 +56,7 @@ parameters = {{ beta = {beta!r} }}
 def mms_errors(cfg):
     """Max over time steps of the mass-weighted L2 errors of V and (mean-free) φe."""
     from cardiosim.cells.pathmanathan_gray import exact
-    from cardiosim.simulation import Simulation
+    from cardiosim.simulation.loop import Simulation
     sim = Simulation(cfg, write_output=False)
     coords = sim.grid.coords()
     M = sim.tissue.M.getArray()

@@ -25,7 +25,7 @@ from cardiosim.cells import make
 from conftest import require_gpu
 from cardiosim.reaction.ode.kernel_variants import VARIANTS
 from cardiosim.reaction.ode.native import NativeModel
-from cardiosim.stimulus import Protocol
+from cardiosim.cells.stimulus import Protocol
 
 pytestmark = pytest.mark.gpu
 
@@ -201,7 +201,7 @@ def test_registers_and_spills(gpu):
 @pytest.mark.parametrize("variant, when", [("fused", "t = 2.0001 ms"), ("original", "a time in (2, 2.001] ms")])
 def test_nonfinite_is_reported(gpu, variant, when):
     """A NaN in one cell stops the launch's check with the cell, state and time named."""
-    from cardiosim.errors import SimulationError
+    from cardiosim.runtime.errors import SimulationError
     from cardiosim.reaction.ode.cuda_backend import CudaBackend
     model = make("bondarenko", "apical")
     y = model.initial_state(1000)

@@ -1,4 +1,4 @@
-"""The pseudo-ECG (cardiosim/ecg.py): against the exact integral of its formula for a plane wave in a sheet, in a
+"""The pseudo-ECG (cardiosim/analysis/ecg.py): against the exact integral of its formula for a plane wave in a sheet, in a
 run (electrodes, leads, the output file, a restart, inspect and plot), and bad input."""
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ def exact(e):
 
 
 def discrete(h):
-    from cardiosim.ecg import PseudoEcg
-    from cardiosim.grid import Grid
-    from cardiosim.tissue import Monodomain
+    from cardiosim.analysis.ecg import PseudoEcg
+    from cardiosim.domain.grid import Grid
+    from cardiosim.tissue.equations import Monodomain
     electrodes = "\n".join(f'[[ecg.electrodes]]\nname = "e{i}"\nposition = {list(e)}' for i, e in enumerate(ELECTRODES))
     cfg = config.loads(f"""
 [simulation]
@@ -223,9 +223,9 @@ def test_bad_ecg_input_is_one_line(tmp_path, case, edit, words):
 def test_weighted_leads_are_their_sums(petsc):
     """A lead given by weights is Σ weight·φ(electrode) (augmented limb leads, Wilson's terminal); a plus/minus lead
     is the difference, bit for bit; the output's attribute says the formula."""
-    from cardiosim.ecg import PseudoEcg
-    from cardiosim.grid import Grid
-    from cardiosim.tissue import Monodomain
+    from cardiosim.analysis.ecg import PseudoEcg
+    from cardiosim.domain.grid import Grid
+    from cardiosim.tissue.equations import Monodomain
     cfg = config.loads(f"""
 [simulation]
 duration = 1.0

@@ -1,9 +1,9 @@
-"""GPU energy accounting (cardiosim.energy) where there is no GPU or no NVML: the run says why instead of giving
+"""GPU energy accounting (cardiosim.runtime.energy) where there is no GPU or no NVML: the run says why instead of giving
 numbers. On a GPU node tests/test_resident_gpu.py checks that a resident run reports joules."""
 
 from mpi4py import MPI
 
-from cardiosim import energy
+from cardiosim.runtime import energy
 
 
 def test_no_gpu_gives_a_reason_not_numbers():

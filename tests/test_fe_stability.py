@@ -139,7 +139,7 @@ def test_tissue_run_on_two_ranks_warns_once(tmp_path):
 
 
 def test_single_cell_warns_before_it_steps(tmp_path, capsys):
-    from cardiosim.single_cell import run_cell
+    from cardiosim.single_cell.pacing import run_cell
     run_cell("tt06", None, {}, -52.0, 0.5, 2.0, 1, 0.002, 0.01, tmp_path / "c.h5")
     err = capsys.readouterr().err
     assert err.count("stability limit") == 1 and "--integrator forward-euler with --dt 0.002 ms" in err

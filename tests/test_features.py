@@ -5,7 +5,7 @@ import h5py
 import numpy as np
 import pytest
 
-from cardiosim.analysis import activation_time
+from cardiosim.analysis.maps import activation_time
 
 from conftest import run_cli
 
@@ -139,7 +139,7 @@ interval = 5.0
 
 @pytest.mark.mpi
 def test_activation_map_matches_probes_on_two_ranks(tmp_path):
-    from cardiosim.analysis import sample
+    from cardiosim.analysis.maps import sample
     from pathlib import Path
     sheet = Path(__file__).parent / "configs" / "sheet.toml"
     out = tmp_path / "sheet.h5"

@@ -1,4 +1,4 @@
-"""Rule-based fibres and ventricular coordinates (cardiosim/fibres.py, ``cardiosim geometry fibres``), the
+"""Rule-based fibres and ventricular coordinates (cardiosim/domain/fibres.py, ``cardiosim geometry fibres``), the
 idealised BiV (``cardiosim geometry biv``) and cell regions chosen by a coordinate (``shape = "coordinate"``).
 
 What is known: the Q1 Laplacian reproduces linear functions exactly and ln r (harmonic in 2D) to second order; the
@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 import pytest
 
-from cardiosim import fibres
+from cardiosim.domain import fibres
 from conftest import run_cli
 from test_bad_input import assert_one_line
 
@@ -29,7 +29,7 @@ def cylinder(h, r0=0.5, r1=1.0, height=0.4):
     labels = ((r >= r0) & (r <= r1)).astype(np.int32)
     _, nodes = fibres.tissue_nodes(labels)
     code = np.where(r < r0, S["lv_endo"], S["epi"])
-    from cardiosim.geometry import surface_labels
+    from cardiosim.domain.anatomy import surface_labels
     surfaces = surface_labels(nodes, np.where(nodes, 0, code))
     surfaces[nodes & (z == z.max())] |= S["base"]
     return labels, surfaces, (x, y, z), r

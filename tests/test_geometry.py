@@ -1,4 +1,4 @@
-"""Anatomy on the grid (cardiosim/geometry.py, ``cardiosim geometry``): the idealised LV (its rule-based fibres:
+"""Anatomy on the grid (cardiosim/domain/anatomy.py, ``cardiosim geometry``): the idealised LV (its rule-based fibres:
 tests/test_fibres.py), meshes from VTU and from
 openCARP files, fibres interpolated to the nodes, the LV paced at the apex with its pseudo-ECG, and bad input."""
 
@@ -76,7 +76,7 @@ def test_vtu_and_opencarp_give_the_same_mask_and_fibres(tmp_path):
     assert "origin = [0, 0, 0]" in out and 'label_file = "' in out
     assert np.array_equal(a["labels"], b["labels"])
     assert np.allclose(a["fibres"], b["fibres"], atol=1e-9)
-    # 20 x 15 x 10 cells of the box, padded to multiples of 8 (cardiosim.geometry.CELL_MULTIPLE) with empty nodes
+    # 20 x 15 x 10 cells of the box, padded to multiples of 8 (cardiosim.domain.anatomy.CELL_MULTIPLE) with empty nodes
     assert a["labels"].shape == (17, 17, 25) and not a["labels"][11:].any() and not a["labels"][:, 16:].any()
     lab = a["labels"][:11, :16, :21]
     assert np.all(lab > 0) and np.count_nonzero(a["labels"]) == lab.size
@@ -92,7 +92,7 @@ def test_vtu_and_opencarp_give_the_same_mask_and_fibres(tmp_path):
 
 def test_idealised_lv(tmp_path):
     """The shell between the two ellipsoids, cut at the base, its surfaces labelled; rule-based fibres
-    (cardiosim.fibres) of unit length, tangent to the wall, with the helix angle of the rule, +60° at the
+    (cardiosim.domain.fibres) of unit length, tangent to the wall, with the helix angle of the rule, +60° at the
     endocardium to −60° at the epicardium linear in the transmural coordinate: within 2.5° (median of each band)
     across the wall, 0° mid-wall (the issue's "within a few degrees in the wall's middle")."""
     h = 0.05
@@ -163,7 +163,7 @@ def test_idealised_lv_is_mirror_symmetric(h):
     """The LV is a body of revolution about z: its labels are the same under x -> -x and y -> -y wherever the grid
     has both nodes (nodes exactly on the endocardium once fell on either side by round-off: 2 at 0.05 cm, 8 at
     0.025 cm)."""
-    from cardiosim.geometry import built_in
+    from cardiosim.domain.anatomy import built_in
     box, fields = built_in("lv", h, log=lambda line: None)
     tissue = fields["labels"] > 0
     for axis, d in ((2, 0), (1, 1)):                     # array axis (z, y, x) and coordinate
@@ -197,7 +197,7 @@ def test_lv_paced_at_the_apex_activates_the_base_last(tmp_path, capsys):
         print(f"\nLV paced at the apex: apex {apex:.1f} ms, base {base:.1f} ms, total activation time "
               f"{np.ptp(act[tissue]):.1f} ms, corr(activation, apex-base) {corr:.3f}; lead base-apex peak "
               f"{lead.max():.3g} mV, QRS-like width {big.max() - big.min():.1f} ms")
-    # the base last: 34 ms with the rule-based fibres of cardiosim.fibres (over 40 ms with the analytic helix the
+    # the base last: 34 ms with the rule-based fibres of cardiosim.domain.fibres (over 40 ms with the analytic helix the
     # LV had before them, whose transmural coordinate differs from the Laplace one by 0.06 in the median)
     assert apex < 10.0 < 30.0 < base and corr > 0.95
     assert ab[np.unravel_index(np.nanargmax(np.where(tissue, act, np.nan)), act.shape)] > 0.9
@@ -249,7 +249,7 @@ def _one_tet(path, size, fibre=(1, 0, 0), tag=1):
 
 
 def analytic_lv_fibres(x, y, z):
-    """The idealised LV's analytic rule (what `geometry lv` wrote before its fibres came from cardiosim.fibres):
+    """The idealised LV's analytic rule (what `geometry lv` wrote before its fibres came from cardiosim.domain.fibres):
     the shell coordinate s (the point lies on the ellipsoid whose semi-axes are the endocardium's and the
     epicardium's interpolated by s; bisection) and the helix +60° → −60° linear in s, in the plane tangent to that
     ellipsoid. Returns (s, fibres)."""

@@ -1,5 +1,5 @@
 """cardiosim info, the rank-count check of cardiosim run, and GPU PETSc options against a PETSc without CUDA
-(cardiosim/info.py, cardiosim/petsc_options.py; issue 25). All on the CPU: a PETSc with CUDA and another MPI's
+(cardiosim/runtime/info.py, cardiosim/runtime/petsc.py; issue 25). All on the CPU: a PETSc with CUDA and another MPI's
 launcher are stood in for (a petscconf.h, the launchers' environment variables, an `mpirun --version` script)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from conftest import ROOT, run_cli
 
-from cardiosim import info
-from cardiosim.errors import UserError
+from cardiosim.runtime import info
+from cardiosim.runtime.errors import UserError
 
 SHEET = ROOT / "tests" / "configs" / "sheet.toml"
 
@@ -108,7 +108,7 @@ def test_gpu_aware_option_for_a_cuda_petsc(tmp_path, monkeypatch):
 
 
 def test_gpu_types_checked_against_petscconf(tmp_path, monkeypatch):
-    from cardiosim import petsc_options
+    from cardiosim.runtime import petsc as petsc_options
     monkeypatch.delenv("PETSC_OPTIONS", raising=False)
     _fake_petsc(tmp_path, monkeypatch, cuda=False)
     petsc_options.check_gpu_types(["-elliptic_pc_type", "gamg", "-dm_mat_type", "aij"])

@@ -7,9 +7,9 @@ import pytest
 
 from cardiosim.cells import make
 from cardiosim.reaction.ode import kernel_variants as kv
-from cardiosim.compile import kernel_dir
+from cardiosim.runtime.compile import kernel_dir
 from cardiosim.reaction.ode.native import NativeModel
-from cardiosim.stimulus import Protocol
+from cardiosim.cells.stimulus import Protocol
 
 from conftest import needs, run_cli
 

@@ -1,13 +1,13 @@
-"""Activation-time and APD maps (cardiosim.analysis): against the CVODE reference beats, against the batch
-biomarkers of cardiosim.biomarkers, in tissue against the probe traces, and saved/restored through state()."""
+"""Activation-time and APD maps (cardiosim.analysis.maps): against the CVODE reference beats, against the batch
+biomarkers of cardiosim.analysis.biomarkers, in tissue against the probe traces, and saved/restored through state()."""
 
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from cardiosim.analysis import ActivationMap, APDMap
-from cardiosim.biomarkers import beat_biomarkers
+from cardiosim.analysis.maps import ActivationMap, APDMap
+from cardiosim.analysis.biomarkers import beat_biomarkers
 from conftest import REFERENCE, run_cli
 
 
@@ -119,7 +119,7 @@ def test_tissue_apd_map_matches_probe_traces(tmp_path):
     """On 2 ranks: the APD75 map at the probe nodes equals APD75 computed afterwards from the probe traces
     (recorded every PDE step) by the batch biomarkers: same samples, same definition."""
     import h5py
-    from cardiosim.analysis import activation_time
+    from cardiosim.analysis.maps import activation_time
     out = tmp_path / "apd.h5"
     run_cli(["run", Path(__file__).parent / "configs" / "sheet.toml", "--quiet", "--output", out,
              "--set", "simulation.duration=100.0", "--set", "simulation.dt=0.05", "--set", "grid.spacing=0.04",

@@ -1,4 +1,4 @@
-"""Tissue inside the box (tissue.label_file, cardiosim/mask.py): the surface is no-flux, the box around it does
+"""Tissue inside the box (tissue.label_file, cardiosim/domain/mask.py): the surface is no-flux, the box around it does
 not matter, and each connected piece of tissue has its own φe constant."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _config(equations, size, lower, upper, tissue=""):
 
 def _run(cfg):
     from petsc4py import PETSc
-    from cardiosim.simulation import Simulation
+    from cardiosim.simulation.loop import Simulation
     opts = PETSc.Options()
     for k, v in TIGHT.items():
         opts[f"{k}_ksp_rtol"] = v
@@ -101,8 +101,8 @@ def test_masked_rectangle_equals_the_rectangle_alone(petsc, tmp_path, equations)
 def test_masked_operator_is_the_rectangle_operator(petsc, tmp_path):
     """On the tissue rows the masked stiffness matrix is the rectangle's own, entry by entry; rows outside are
     empty; the mass is the rectangle's lumped mass."""
-    from cardiosim.grid import Grid
-    from cardiosim.tissue import Monodomain
+    from cardiosim.domain.grid import Grid
+    from cardiosim.tissue.equations import Monodomain
     (x0, x1), (y0, y1) = RECT
     path = _labels(tmp_path, [RECT])
     big = _config("monodomain", (BOX[0] * H, BOX[1] * H), (0, 0), (H, H), tissue=f'label_file = "{path}"')
@@ -239,14 +239,14 @@ def test_tissue_only_with_the_stencil_solvers_is_one_line(tmp_path):
 
 def test_solve_on_auto_follows_the_tissue_share(petsc, tmp_path):
     """auto: the tissue's rows where it fills less than half the box, the box where it fills more."""
-    from cardiosim.tissue import solve_on_tissue
+    from cardiosim.tissue.equations import solve_on_tissue
     small = _labels(tmp_path, [((4, 14), (2, 8))], name="small.npy")          # 11 x 7 of 41 x 11 nodes
     large = _labels(tmp_path, [((1, 39), (0, 10))], name="large.npy")         # 39 x 11 of them
     for path, want in ((small, True), (large, False)):
         cfg = _config("bidomain", (BOX[0] * H, BOX[1] * H), (0, 0), (H, H),
                       tissue=f'label_file = "{path}"\nsolve_on = "auto"')
         from petsc4py import PETSc
-        from cardiosim.grid import Grid
+        from cardiosim.domain.grid import Grid
         grid = Grid(cfg, PETSc.COMM_SELF)
         assert solve_on_tissue(cfg, grid) is want
         grid.da.destroy()
@@ -351,7 +351,7 @@ def test_manufactured_solution_on_a_disc(petsc, tmp_path, monkeypatch, capsys):
     import math
     from scipy.special import j0
     from cardiosim.cells import pathmanathan_gray as pg
-    from cardiosim.simulation import Simulation
+    from cardiosim.simulation.loop import Simulation
     R, c, kR = 0.45, 0.5, 3.8317059702075125
     k = kR / R
     s = 5.9 / k ** 2

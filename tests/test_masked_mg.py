@@ -43,9 +43,9 @@ def test_hierarchy_of_a_masked_grid_decouples_every_inactive_node(petsc, tmp_pat
     is the Galerkin product plus a positive semi-definite part, symmetric, and differs from it only in rows or
     columns of inactive nodes and on the diagonal."""
     from cardiosim import config
-    from cardiosim.grid import Grid
+    from cardiosim.domain.grid import Grid
     from cardiosim.solvers import galerkin, multigrid
-    from cardiosim.tissue import make as make_tissue
+    from cardiosim.tissue.equations import make as make_tissue
     from masked_solve import CONFIG, labels
     size, lab = labels(2, 0.04)
     np.save(tmp_path / "ring.npy", lab)

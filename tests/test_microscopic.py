@@ -43,8 +43,8 @@ def sheet(nx=48, ny=8, micro="", equations="monodomain", duration=1.0):
 
 
 def layout(cfg):
-    from cardiosim.grid import node_counts
-    from cardiosim.microscopic import Layout
+    from cardiosim.domain.grid import node_counts
+    from cardiosim.tissue.microscopic import Layout
     n = node_counts(cfg)
     return Layout(cfg, n, cfg.grid.spacing), [(0, int(v)) for v in n]
 
@@ -54,7 +54,7 @@ def test_default_layout_follows_the_rule():
     """Brick wall of 12 × 2 volumes shifted by 6 per row: x faces are cytoplasm inside a myocyte and plicate at its
     ends; y faces are cytoplasm inside a row, and between rows interplicate within one volume of a myocyte end
     (of either row), combined elsewhere: 4 and 8 per 12."""
-    from cardiosim import microscopic as mic
+    from cardiosim.tissue import microscopic as mic
     lay, full = layout(sheet())
     cid, _, dead = lay.cells(full)
     (kx, gx), (ky, gy) = lay.faces(full)
@@ -79,7 +79,7 @@ def test_default_layout_follows_the_rule():
 
 
 def test_series_junctions():
-    from cardiosim import microscopic as mic
+    from cardiosim.tissue import microscopic as mic
     lay, full = layout(sheet(micro='junction_treatment = "series"'))
     (kx, gx), (ky, gy) = lay.faces(full)
     assert gx[kx == mic.PLICATE] == pytest.approx(0.4324, abs=1e-4)            # 1/(1/0.5 + 1/3.2)
@@ -107,7 +107,7 @@ def test_layout_of_any_box_is_the_whole_layout_cut():
         for (k, g), (kw, gw) in zip(part, whole):
             assert np.array_equal(k, kw[sl]) and np.array_equal(g, gw[sl])
     (kx, gx), (ky, gy) = whole
-    from cardiosim import microscopic as mic
+    from cardiosim.tissue import microscopic as mic
     j = (kx >= mic.PLICATE) & (kx <= mic.COMBINED)
     assert np.std(gx[j]) > 0.1                                                   # the noise is there
     assert np.any(kx == mic.NO_JUNCTION) and np.any(kx == mic.NON_CONDUCTING)
@@ -116,7 +116,7 @@ def test_layout_of_any_box_is_the_whole_layout_cut():
 
 
 def test_noise_has_mean_one_and_the_cv_asked_for():
-    from cardiosim.microscopic import lognormal_factor, uniform
+    from cardiosim.tissue.microscopic import lognormal_factor, uniform
     f = lognormal_factor(3, 0, np.arange(200000), 0.5)
     assert f.mean() == pytest.approx(1.0, abs=0.01)
     assert f.std() / f.mean() == pytest.approx(0.5, abs=0.02)
@@ -126,8 +126,8 @@ def test_noise_has_mean_one_and_the_cv_asked_for():
 
 def test_layout_file_gives_the_same_faces(tmp_path):
     """A layout written out (cell ids + face types) and read back as layout_file is the same layout."""
-    from cardiosim.grid import node_counts
-    from cardiosim.microscopic import Layout
+    from cardiosim.domain.grid import node_counts
+    from cardiosim.tissue.microscopic import Layout
     cfg = sheet(nx=36, ny=10, micro="random_offset = true\nseed = 3\nfibrosis.fraction = 0.2")
     lay, full = layout(cfg)
     cid, _, dead = lay.cells(full)
@@ -158,7 +158,7 @@ def _dense(A):
 def test_operator_is_a_symmetric_m_matrix(petsc):
     """The parabolic matrix αM + K: symmetric, off-diagonals ≤ 0, strictly diagonally dominant (so SPD), on a
     layout with noise, dropout and fibrosis; a 5-point pattern."""
-    from cardiosim.simulation import Simulation
+    from cardiosim.simulation.loop import Simulation
     sim = Simulation(sheet(nx=30, ny=12, micro=RANDOM), write_output=False)
     A = _dense(sim.tissue.parabolic.A)
     assert np.allclose(A, A.T, rtol=0, atol=1e-14)
@@ -172,7 +172,7 @@ def test_operator_is_a_symmetric_m_matrix(petsc):
 def test_reduction_to_the_star_operator(petsc):
     """§5d: with every face at σ_c·d the matrix equals cardiosim's star αM + K (θ = 1) for σ = 4 mS/cm on every
     interior row; an edge row has the full volume h² and three neighbours (the vertex-centred grid: h²/2, ½σ)."""
-    from cardiosim.simulation import Simulation
+    from cardiosim.simulation.loop import Simulation
     micro = "G_p = 3.2\nG_i = 3.2\nG_c = 3.2"
     sim = Simulation(sheet(nx=14, ny=10, micro=micro), write_output=False)
     hom = config.loads(SHEET.format(lx=13 * 0.0008, ly=round(9 * 0.0008, 10), micro="", equations="monodomain",
@@ -193,7 +193,7 @@ def test_reduction_to_the_star_operator(petsc):
 
 
 def _run(cfg, petsc=None):
-    from cardiosim.simulation import Simulation
+    from cardiosim.simulation.loop import Simulation
     sim = Simulation(cfg, write_output=False)
     while sim.step_index < sim.n_steps:
         sim.step()
@@ -343,7 +343,7 @@ def test_block_threshold_treatments_depths_and_step(petsc, capsys):
 
 def test_three_dimensional_sheet(petsc):
     """3D: myocytes cell_width tall in z too, a 7-point M-matrix, and a wave that crosses the block."""
-    from cardiosim.simulation import Simulation
+    from cardiosim.simulation.loop import Simulation
     text = SHEET.format(lx=round(36 * 0.0008, 10), ly=round(4 * 0.0008, 10), micro="seed = 2",
                         equations="bidomain", duration=4.0)
     text = text.replace(f"size = [{round(36 * 0.0008, 10)}, {round(4 * 0.0008, 10)}]",
@@ -356,7 +356,7 @@ def test_three_dimensional_sheet(petsc):
     off = A - np.diag(np.diag(A))
     assert np.allclose(A, A.T) and off.max() <= 0 and max(np.count_nonzero(r) for r in A) == 7
     (kx, _), (ky, _), (kz, _) = sim.tissue.faces
-    from cardiosim import microscopic as mic
+    from cardiosim.tissue import microscopic as mic
     assert np.any(kz == mic.CYTOPLASM) and np.any((kz >= mic.INTERPLICATE) & (kz <= mic.COMBINED))
     while sim.step_index < sim.n_steps:
         sim.step()
@@ -390,7 +390,7 @@ def test_brick_wall_plane_wave_is_faster_than_one_row(petsc, capsys):
 def test_junction_regions_scale_their_faces():
     """[[tissue.microscopic.regions]]: a box halving G_p and zeroing G_c acts on the junction faces whose centre
     lies inside, and on nothing else."""
-    from cardiosim import microscopic as mic
+    from cardiosim.tissue import microscopic as mic
     box = ('[[tissue.microscopic.regions]]\nshape = "box"\nlower = [0.0, 0.0]\nupper = [0.0192, 0.0064]\n'
            "scale_p = 0.5\nscale_c = 0.0\n")
     base, full = layout(sheet())

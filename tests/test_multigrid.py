@@ -9,8 +9,8 @@ from petsc4py import PETSc
 
 from cardiosim import config
 from cardiosim.solvers import linear, multigrid
-from cardiosim.grid import Grid
-from cardiosim.tissue import make as make_tissue
+from cardiosim.domain.grid import Grid
+from cardiosim.tissue.equations import make as make_tissue
 
 from conftest import require_gcc
 
@@ -283,7 +283,7 @@ def test_the_gpu_defaults_coarse_limit_reaches_the_hierarchy():
     levels cost the GPU launch latency), not at the solver's own 1024: the option by the name StencilMG reads, applied
     through the defaults mechanism the runs use. 65 x 65 nodes: 33 x 33 = 1089 is the coarsest under the GPU's
     limit, 17 x 17 under 1024."""
-    from cardiosim import petsc_options
+    from cardiosim.runtime import petsc as petsc_options
     from cardiosim.solvers import linear
     coarsest = {}
     for label, defaults in (("gpu", linear.GPU_STENCIL_MG), ("solver", linear.STENCIL_MG)):

@@ -4,7 +4,7 @@ reference, and the large models propagate in tissue."""
 import h5py
 import numpy as np
 
-from cardiosim.analysis import activation_time, conduction_velocity
+from cardiosim.analysis.maps import activation_time, conduction_velocity
 
 from conftest import run_cli
 

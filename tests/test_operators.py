@@ -1,4 +1,4 @@
-"""The stiffness matrices (cardiosim.operators.Assembler) against a dense matrix summed element by element in NumPy
+"""The stiffness matrices (cardiosim.tissue.operators.Assembler) against a dense matrix summed element by element in NumPy
 on the whole grid: box and star stencils, 2D and 3D, anisotropic tensors that differ from node to node, on 1 rank
 and on 2 and 3 ranks (each rank builds its rows from the elements around them; nothing is exchanged)."""
 
@@ -19,8 +19,8 @@ SCRIPT = textwrap.dedent('''
     from petsc4py import PETSc
     from mpi4py import MPI
     from cardiosim import config
-    from cardiosim.grid import Grid
-    from cardiosim.operators import Assembler, NodeConductivity, _unit_element_matrices
+    from cardiosim.domain.grid import Grid
+    from cardiosim.tissue.operators import Assembler, NodeConductivity, _unit_element_matrices
 
     def node_tensors(n, dim, seed=3):
         """A transversely isotropic tensor per node of the whole grid (natural order), mS/cm: random unit fibres

@@ -105,7 +105,7 @@ def test_every_dataset_and_attribute(sheet_file):
 
 
 def test_git_hash(tmp_path):
-    from cardiosim.output import git_hash
+    from cardiosim.output.writer import git_hash
     h = git_hash()
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
     if head.returncode == 0:
@@ -244,7 +244,7 @@ def test_sigkill_leaves_a_readable_file(tmp_path, when):
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
     listed = _snapshots_in_xdmf(out.with_suffix(".xdmf"))
-    from cardiosim.results import Results
+    from cardiosim.output.results import Results
     with h5py.File(out, "r") as f, h5py.File(ref, "r") as g:
         assert f.attrs["status"] == "running"               # no end record: the run was killed
         t = f["fields/time"][:]

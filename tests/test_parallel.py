@@ -55,7 +55,7 @@ import petsc4py
 petsc4py.init([])
 from mpi4py import MPI
 from cardiosim import config
-from cardiosim.simulation import Simulation
+from cardiosim.simulation.loop import Simulation
 
 world = MPI.COMM_WORLD
 alone = world.Split(world.rank, 0)          # two independent one-rank simulations side by side

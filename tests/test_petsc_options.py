@@ -1,4 +1,4 @@
-"""PETSc options (cardiosim/petsc_options.py): the user's options win, our defaults leave the database once the
+"""PETSc options (cardiosim/runtime/petsc.py): the user's options win, our defaults leave the database once the
 solvers are set up, and an option from the command line that nothing read is bad input (one line, exit 2, no file).
 """
 
@@ -78,7 +78,7 @@ def test_defaults_live_only_during_setup(petsc):
     """After a simulation is set up, the global options database holds what the user gave and none of our
     defaults (petsc_options.inserted), and the solvers still use them."""
     from cardiosim import config
-    from cardiosim.simulation import Simulation
+    from cardiosim.simulation.loop import Simulation
     opts = petsc.Options()
     before = dict(opts.getAll())
     sim = Simulation(config.load(SHEET, ["simulation.duration=0.04"]), write_output=False)
@@ -97,5 +97,5 @@ def test_defaults_live_only_during_setup(petsc):
 
 
 def test_option_names_skip_values():
-    from cardiosim.petsc_options import option_names
+    from cardiosim.runtime.petsc import option_names
     assert option_names(["-a", "1", "-b_c", "-1e-3", "-d", "-.5", "-e"]) == ["a", "b_c", "d", "e"]

@@ -1,4 +1,4 @@
-"""Placement of the cell integration (cardiosim/placement.py, docs/design.md §4): the pure assignment of node ranks to
+"""Placement of the cell integration (cardiosim/reaction/placement.py, docs/design.md §4): the pure assignment of node ranks to
 groups and GPUs; cpu, grouped and exchange = full giving the same numbers on 1, 2 and 4 ranks; the layout in the
 output; a failure on any rank (a bad state, an exception, a killed process) ending the whole job."""
 
@@ -16,9 +16,9 @@ import json
 import numpy as np
 import pytest
 
-from cardiosim.errors import UserError
+from cardiosim.runtime.errors import UserError
 from cardiosim.reaction.placement import blocks, layout_table, plan_node, resolve
-from cardiosim.timing import Timers
+from cardiosim.runtime.timing import Timers
 
 from conftest import mpirun, require_mpirun, run_cli
 
@@ -429,7 +429,7 @@ def test_cubin_cache_with_a_stand_in_compiler(tmp_path, monkeypatch):
     one compilation per (source, options, architecture), C++17 when C++14 fails, the file written whole."""
     import types
 
-    from cardiosim.compile import compile_cached
+    from cardiosim.runtime.compile import compile_cached
     calls = []
 
     def compile(src, options, arch, include_dirs, no_extern_c, cache_dir):

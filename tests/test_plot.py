@@ -77,7 +77,7 @@ def test_inspect_and_plot_import_neither_mpi_nor_petsc(runs, tmp_path):
 
 @pytest.fixture
 def captured(monkeypatch):
-    """Every figure saved by cardiosim.plot, by file name, kept open for inspection."""
+    """Every figure saved by cardiosim.output.plot, by file name, kept open for inspection."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -203,7 +203,7 @@ def test_plot_formats_colours_and_labels(runs, tmp_path, captured):
     assert main(["plot", str(runs["sheet"]), "--out", str(tmp_path), "--format", "pdf"]) == 2
     assert _plot(runs["sheet"], tmp_path, "--format", "pdf", "--overwrite") == 0
     # a probe on the axis: its label says 0, not -2.22045e-16
-    from cardiosim.plot import coordinate
+    from cardiosim.output.plot import coordinate
     assert coordinate(-2.220446049250313e-16) == "0" and coordinate(0.35) == "0.35"
     labels = [ln.get_label() for ln in captured["sheet_probes.pdf"].axes[0].lines]
     assert labels[0] == "near (0.32, 0) cm"
@@ -228,7 +228,7 @@ def test_plot_1d_draws_curves(runs, tmp_path, captured):
 
 
 def test_nice_isochrone_step():
-    from cardiosim.plot import nice_step
+    from cardiosim.output.plot import nice_step
     assert nice_step(78.0) == 10.0
     assert nice_step(40.0) == 5.0
     assert nice_step(3.0) == 0.2

@@ -1,4 +1,4 @@
-"""Cell populations (`cardiosim cell --population`, cardiosim/population.py): every cell its own parameters in the
+"""Cell populations (`cardiosim cell --population`, cardiosim/single_cell/population.py): every cell its own parameters in the
 native driver, each cell equal to the single cell with those parameters, the calibration filter, the table input,
 the outputs and their bad-input lines."""
 
@@ -15,9 +15,9 @@ from conftest import ROOT, require_gcc, run_cli
 
 pytest.importorskip("myokit")
 
-from cardiosim import cells                                      # noqa: E402
-from cardiosim.population import run_population, sample_factors  # noqa: E402
-from cardiosim.single_cell import run_cell                       # noqa: E402
+from cardiosim import cells  # noqa: E402
+from cardiosim.single_cell.population import run_population, sample_factors  # noqa: E402
+from cardiosim.single_cell.pacing import run_cell  # noqa: E402
 
 LR91 = ROOT / "models" / "luo_rudy_1991.cellml"
 PROTOCOL = dict(amplitude=-80.0, duration=0.5, period=500.0, dt=0.01, integrator="grl1")
@@ -140,7 +140,7 @@ def test_per_cell_fused_kernel_source_compiles(tmp_path):
     import subprocess
     from test_cellml import _CUDA_STUBS
     from cardiosim.cells.cellml import per_cell_header
-    from cardiosim.compile import kernel_dir
+    from cardiosim.runtime.compile import kernel_dir
     from cardiosim.reaction.ode import kernel_variants
     from cardiosim.reaction.ode.cuda_backend import kernel_source
     cxx = shutil.which("g++") or shutil.which("c++")

@@ -1,4 +1,4 @@
-"""Populations on the GPU (`cardiosim cell --population N --backend cuda`, cardiosim/population.py): every cell its
+"""Populations on the GPU (`cardiosim cell --population N --backend cuda`, cardiosim/single_cell/population.py): every cell its
 own values of the varied parameters from device memory (kernels/fused.cu with CS_CELL_PARAMS), the rest literals.
 Run on a GPU node:
 
@@ -22,7 +22,7 @@ from conftest import ROOT, require_gpu
 pytest.importorskip("myokit")
 pytestmark = pytest.mark.gpu
 
-from cardiosim.population import run_population, sample_factors  # noqa: E402
+from cardiosim.single_cell.population import run_population, sample_factors  # noqa: E402
 
 MODELS = ROOT / "models"
 CASES = {"luo_rudy_1991": {"g_Na": ("uniform", 0.6, 1.4), "g_K_max": ("lognormal", 0.3)},

@@ -6,7 +6,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from cardiosim.analysis import activation_time
+from cardiosim.analysis.maps import activation_time
 
 from conftest import run_cli
 

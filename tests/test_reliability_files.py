@@ -260,7 +260,7 @@ def test_geometry_on_a_read_only_file_system(tmp_path):
 def test_geometry_write_failure_is_one_line_and_leaves_nothing(tmp_path, how):
     """A write that fails (ulimit -f, a full disk): one line, exit 3, no file, no stale .part. (Under a file-size
     limit too small for MPI's start-up, the built-in anatomies are refused before their fibres' solver starts it,
-    cardiosim.fibres.check_file_limit, in the same words; the full disk fails in the write itself.)"""
+    cardiosim.domain.fibres.check_file_limit, in the same words; the full disk fails in the write itself.)"""
     where, preexec = tmp_path, None
     if how == "full disk":
         where = tmp_path / "small"
@@ -305,7 +305,7 @@ def test_unwritable_cache_falls_back_with_one_warning(tmp_path):
 
 
 def test_truncated_cache_entry_is_made_again(tmp_path, monkeypatch):
-    from cardiosim import compile as cc
+    from cardiosim.runtime import compile as cc
     monkeypatch.setenv("CARDIOSIM_CACHE", str(tmp_path))
     builds = []
 
@@ -327,7 +327,7 @@ def test_truncated_cache_entry_is_made_again(tmp_path, monkeypatch):
 def test_read_only_cache_is_used_where_complete(tmp_path, monkeypatch):
     """A cache on a read-only file system: its intact entries are used; a missing one is made in the private
     temporary cache."""
-    from cardiosim import compile as cc
+    from cardiosim.runtime import compile as cc
     disk = tmp_path / "cache"
     mount_tmpfs(disk, "1m")
     try:
@@ -493,7 +493,7 @@ def test_malformed_petsc_options_are_one_line(tmp_path, options, words):
 
 
 def test_petsc_option_syntax_accepts_what_petsc_accepts():
-    from cardiosim.petsc_options import check_syntax
+    from cardiosim.runtime.petsc import check_syntax
     check_syntax(["-elliptic_ksp_monitor", "-log_view", "-parabolic_ksp_rtol", "1e-8", "-x_shift", "-1.5",
                   "-elliptic_pc_type", "gamg", "-elliptic_ksp_converged_reason"])
 

@@ -161,7 +161,7 @@ def test_zero_host_copies_per_step(tmp_path, n_gpus, equations):
 @pytest.mark.parametrize("layout", ["root", "ranks"])
 def test_zero_host_copies_on_two_gpus(tmp_path, n_gpus, layout):
     """Bidomain on 2 GPUs with the IPC transport: since the right-hand sides' products go through the stencil
-    solvers' seam (cardiosim.tissue.TissueModel._product), nothing is copied between host and device inside the
+    solvers' seam (cardiosim.tissue.equations.TissueModel._product), nothing is copied between host and device inside the
     steps, by PETSc's counters, with the solve on rank 0 (root) or split over the ranks."""
     if n_gpus < 2:
         pytest.skip("needs 2 GPUs")
@@ -186,7 +186,7 @@ def pcmg_options(levels: int) -> list[str]:
 
 def test_pcmg_gpu_iterations_equal_cpu(tmp_path, n_gpus):
     """129 x 65 nodes, 6 levels: the resident elliptic solve takes the CPU's iterations (±1) with the same
-    options, with the workaround (cardiosim.operators.sync_host) and without it: the stiffness matrices are
+    options, with the workaround (cardiosim.tissue.operators.sync_host) and without it: the stiffness matrices are
     assembled on the host (CSR), which alone keeps PCMG's Galerkin hierarchy right. The PETSc defect itself, with
     a COO-assembled matrix, is docs/petsc-pcmg-gpu.md's reproducer."""
     cfg = write_config(tmp_path, "tt06", "bidomain", "2D", size=[1.28, 0.64], spacing=0.01, duration=1.0,

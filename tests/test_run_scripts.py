@@ -72,7 +72,7 @@ def test_scripts_use_existing_options_and_keys():
 
 
 def test_stopped_status_matches():
-    from cardiosim.checkpoint import STOPPED
+    from cardiosim.output.checkpoint import STOPPED
     text = (ROOT / "run" / "slurm" / "requeue.sbatch").read_text()
     assert f"STOPPED={STOPPED}" in text
 

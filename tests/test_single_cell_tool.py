@@ -14,8 +14,8 @@ from conftest import ROOT, require_cvodes, require_gcc, run_cli
 
 pytest.importorskip("myokit")
 
-from cardiosim import cells                                       # noqa: E402
-from cardiosim.single_cell import block_factor, scaled            # noqa: E402
+from cardiosim import cells  # noqa: E402
+from cardiosim.single_cell.pacing import block_factor, scaled  # noqa: E402
 
 MODELS = ROOT / "models"
 LR91 = MODELS / "luo_rudy_1991.cellml"

@@ -24,14 +24,14 @@ RESTITUTION = ROOT / "run" / "s1s2-restitution.toml"
 @pytest.mark.parametrize("path", sorted((ROOT / "run").rglob("*.toml")) + sorted((ROOT / "tests" / "configs").glob(
     "*.toml")), ids=lambda p: p.name)
 def test_toml_written_back_reads_the_same(path):
-    from cardiosim import tomlwrite
+    from cardiosim.config import tomlwrite
     from cardiosim.config import tomllib
     data = tomllib.loads(path.read_text())
     assert tomllib.loads(tomlwrite.dumps(data)) == data
 
 
 def test_toml_awkward_values():
-    from cardiosim import tomlwrite
+    from cardiosim.config import tomlwrite
     from cardiosim.config import tomllib
     data = {"s": 'q"uote\n\\', "l": [[1, 2], [3.5]], "x.y": 1, "b": True, "e": {},
             "ecg": {"leads": [{"name": "aVR", "weights": {"RA": 1.0, "LA": -0.5}}, {"name": "I", "plus": "LA"}]}}
@@ -114,13 +114,13 @@ def planar(speed_m_s=0.5, nx=41, ny=11, h=0.05):
 
 
 def test_checks_pass_a_healthy_wave():
-    from cardiosim.checks import findings
+    from cardiosim.analysis.checks import findings
     act, axes = planar()
     assert findings(act, axes, None, Limits, {"p": 1.0}, has_ecg=True) == []
 
 
 def test_checks_flag_a_wave_that_stops():
-    from cardiosim.checks import findings
+    from cardiosim.analysis.checks import findings
     act, axes = planar()
     act[:, 20:] = np.nan                                   # the wave dies half way
     found = findings(act, axes, None, Limits, {"far": float("nan")})
@@ -130,7 +130,7 @@ def test_checks_flag_a_wave_that_stops():
 
 
 def test_checks_count_the_tissue_not_the_box():
-    from cardiosim.checks import findings
+    from cardiosim.analysis.checks import findings
     act, axes = planar()
     tissue = np.zeros(act.shape, bool)
     tissue[:, :20] = True
@@ -139,7 +139,7 @@ def test_checks_count_the_tissue_not_the_box():
 
 
 def test_checks_flag_slow_conduction_and_a_wide_qrs():
-    from cardiosim.checks import findings
+    from cardiosim.analysis.checks import findings
     act, axes = planar(speed_m_s=0.05)                     # 2 cm at 5 cm/s: 400 ms
     found = findings(act, axes, None, Limits, has_ecg=True)
     assert any(f.startswith("apparent conduction velocity 0.05 m/s") for f in found), found
@@ -148,7 +148,7 @@ def test_checks_flag_slow_conduction_and_a_wide_qrs():
 
 
 def test_checks_no_activation_is_one_line():
-    from cardiosim.checks import findings
+    from cardiosim.analysis.checks import findings
     act, axes = planar()
     act[:] = np.nan
     assert findings(act, axes, None, Limits, {"p": float("nan")}) == [
@@ -165,7 +165,7 @@ def triangle(t, t0, dur, base=-85.0, peak=20.0):
 
 def test_beats_of_a_known_trace():
     """Two triangular beats: activation = the 0 mV crossing of the sampled upstroke, APD90 from it to 90 %."""
-    from cardiosim.analysis import beats
+    from cardiosim.analysis.maps import beats
     t = np.arange(0.0, 400.0, 0.1)
     v = np.maximum(triangle(t, 10.0, 200.0), triangle(t, 250.0, 100.0))
     b = beats(t, v)
@@ -179,7 +179,7 @@ def test_beats_of_a_known_trace():
 
 
 def test_conduction_velocity_of_a_planar_wave():
-    from cardiosim.analysis import cv_along, cv_map
+    from cardiosim.analysis.maps import cv_along, cv_map
     act, axes = planar(speed_m_s=0.5)
     np.testing.assert_allclose(cv_map(act, (0.05, 0.05)), 0.5, rtol=1e-12)
     assert cv_along(act, (0.05, 0.05), [0.1, 0.25], [1.9, 0.25]) == pytest.approx(0.5, rel=1e-12)
@@ -247,7 +247,7 @@ def test_api_config_from_a_dict_and_overrides():
     assert cfg.overrides == ["simulation.duration=12.5", "probe.mid.position=[0.25]"]
     again = api.config(cfg, {"grid.spacing": 0.1})
     assert again.simulation.duration == 12.5 and again.grid.spacing == [0.1]
-    from cardiosim.errors import UserError
+    from cardiosim.runtime.errors import UserError
     with pytest.raises(UserError, match="simulation.dt: must be > 0"):
         api.config(data, {"simulation.dt": -1.0})
 
@@ -278,7 +278,7 @@ def test_s1s2_restitution_sweep_cli_and_api_give_the_same_table(tmp_path, petsc)
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     cli = _table(tmp_path / "cli" / "sweep.csv")
-    from cardiosim import sweep
+    from cardiosim.simulation import sweep
     rows = sweep.sweep(RESTITUTION, {"stimulus.S2.start": [120, 150, 200]}, tmp_path / "api", collect,
                        overrides=["simulation.duration=300"])
     api = _table(tmp_path / "api" / "sweep.csv")
@@ -342,7 +342,7 @@ def test_sweep_slurm_writes_a_job_array(tmp_path):
 
 
 def test_sweep_values():
-    from cardiosim.sweep import split_values
+    from cardiosim.simulation.sweep import split_values
     assert split_values("1,2.5,[1,2],\"a,b\"") == ["1", "2.5", "[1,2]", "\"a,b\""]
     assert split_values("130:250:20") == ["130", "150", "170", "190", "210", "230", "250"]
     assert split_values("0.1:0.3:0.1") == ["0.1", "0.2", "0.3"]
@@ -364,7 +364,7 @@ def test_states_in_snapshots_and_probes(tmp_path):
     np.testing.assert_array_equal(ph[at], h[:, node])
     # Mitchell-Schaeffer's gate h: 1 at rest, closing once the node has depolarised (above v_gate)
     assert np.all(ph[vm < -80.0][:5] == 1.0) and ph[-1] < 0.99
-    from cardiosim.results import Results
+    from cardiosim.output.results import Results
     with Results(out) as r:
         assert r.fields == ["Vm", "h"] and r.probe("mid")["h"].shape == pt.shape
 
@@ -438,7 +438,7 @@ def test_beat_maps_agree_with_the_probe_and_are_drawn(tmp_path):
     out = tmp_path / "s12.h5"
     run_cli(["run", RESTITUTION, "--quiet", "--output", out, "--set", "stimulus.S2.start=180", "--set",
              "simulation.duration=300", "--set", "output.interval=1.0"], cwd=tmp_path, check=True)
-    from cardiosim.results import Results
+    from cardiosim.output.results import Results
     with Results(out) as r:
         maps = r.beat_maps()
         probe = r.beats("centre")

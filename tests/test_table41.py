@@ -48,7 +48,7 @@ def test_table41_on_cpu(tmp_path):
 
 def test_microscopic_twin_is_the_seed_experiment():
     from cardiosim.bench.table41 import CONFIGS
-    from cardiosim.grid import node_counts
+    from cardiosim.domain.grid import node_counts
     cfg = config.load(CONFIGS["microscopic"])
     assert node_counts(cfg).tolist() == [625, 625] and cfg.grid.spacing == [0.0008, 0.0008]   # 390,625 volumes
     m, s = cfg.tissue.microscopic, cfg.simulation

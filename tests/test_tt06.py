@@ -12,7 +12,7 @@ What is checked, against what:
 The reference data are in tests/data/reference/tt06.
 The C parts need gcc (skipped without it, failed where CARDIOSIM_REQUIRE names gcc). Whole file: ~30 s on one core (the NumPy Rush–Larsen beats dominate).
 
-Biomarkers: cardiosim.biomarkers.beat_biomarkers with the README's conventions (see beat_biomarkers below).
+Biomarkers: cardiosim.analysis.biomarkers.beat_biomarkers with the README's conventions (see beat_biomarkers below).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cardiosim import biomarkers
+from cardiosim.analysis import biomarkers
 from cardiosim.cells import make
 from cardiosim.cells.tt06 import DERIVED_ORDER, TenTusscher2006Epi
-from cardiosim.stimulus import Protocol
+from cardiosim.cells.stimulus import Protocol
 from conftest import REFERENCE, require_gcc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ REFERENCE_BEAT1 = {"V_rest": -85.230, "V_peak": 37.210, "dVdt_max": 369.12, "APD
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# biomarkers (README.md definitions, computed by cardiosim.biomarkers)
+# biomarkers (README.md definitions, computed by cardiosim.analysis.biomarkers)
 # ---------------------------------------------------------------------------------------------------------------------
 def beat_biomarkers(t, V, Cai=None):
     """Biomarkers of beat 1 (stimulus at t = 0) with the README's conventions: APD from the time of max dV/dt, and
@@ -86,7 +86,7 @@ def reference_trace():
 
 def n_stim_steps(dt):
     """Number of leading steps t_k = k*dt at which the stimulus is on, by the project's timing rule
-    (cardiosim.stimulus.Protocol.active), for beat 1."""
+    (cardiosim.cells.stimulus.Protocol.active), for beat 1."""
     k = 0
     while STIM.active(k * dt):
         k += 1
@@ -580,7 +580,7 @@ def test_forward_euler_too_large_step_is_detected(model, native):
     The beat is run in C (cardiosim.reaction.ode.native, range check off) in chunks of 10 steps, find_bad_state after each;
     then the NumPy Forward Euler is restarted 5 ms before that point and must find it too, checking every step.
     Finally the native driver's own range check stops the run with a SimulationError naming m."""
-    from cardiosim.errors import SimulationError
+    from cardiosim.runtime.errors import SimulationError
     dt, chunk = 0.003, 10
     y = np.ascontiguousarray(model.initial_state(1))
     history = {}

@@ -1,4 +1,4 @@
-"""The standard 12-lead pseudo-ECG (ecg.twelve_lead; cardiosim/twelve_lead.py).
+"""The standard 12-lead pseudo-ECG (ecg.twelve_lead; cardiosim/analysis/twelve_lead.py).
 
 Against what is known:
 - Einthoven's law I + III = II, the augmented leads' sum aVR + aVL + aVF = 0, and Vi = φ(Ci) − WCT with Wilson's
@@ -20,7 +20,8 @@ import h5py
 import numpy as np
 import pytest
 
-from cardiosim import config, twelve_lead
+from cardiosim import config
+from cardiosim.analysis import twelve_lead
 from conftest import run_cli
 
 SIGMA_I, SIGMA_B = 1.5, 2.0                   # mS/cm (isotropic intracellular: the dipole is along the front's normal)
@@ -49,9 +50,9 @@ twelve_lead = "biv"
 
 
 def traces(cfg, vm) -> dict[str, float]:
-    from cardiosim.ecg import PseudoEcg
-    from cardiosim.grid import Grid
-    from cardiosim.tissue import Monodomain
+    from cardiosim.analysis.ecg import PseudoEcg
+    from cardiosim.domain.grid import Grid
+    from cardiosim.tissue.equations import Monodomain
     grid = Grid(cfg)
     ecg = PseudoEcg(cfg, grid, Monodomain(grid, cfg, "star").intracellular())
     V = grid.vec()
@@ -102,7 +103,7 @@ def test_electrodes_lie_round_the_biv_as_round_a_heart():
     assert x[0] > 1.8 and all(a > b for a, b in zip(x, x[1:])) and x[-1] < -1.0    # RV side (+x) to the LV's
     assert pos["LL"][2] < -4.0                              # below the apex (z = -2)
     assert pos["RA"][2] > 2.0                               # above the base (z = 0.5), on the RV's side
-    # outside the idealised BiV (cardiosim.geometry: the LV's epicardium and the RV's outer ellipsoid)
+    # outside the idealised BiV (cardiosim.domain.anatomy: the LV's epicardium and the RV's outer ellipsoid)
     for name, p in pos.items():
         lv = (p[0] / 1.0) ** 2 + (p[1] / 1.0) ** 2 + (p[2] / 2.0) ** 2
         rv = ((p[0] - 0.4) / 1.4) ** 2 + (p[1] / 1.6) ** 2 + (p[2] / 1.8) ** 2

@@ -1,4 +1,4 @@
-"""Cost of the host activation and APD maps (cardiosim.analysis, the CPU placements' per-step "io") on a synthetic
+"""Cost of the host activation and APD maps (cardiosim.analysis.maps, the CPU placements' per-step "io") on a synthetic
 wave: every node a copy of the CVODE TT06 epi beat (tests/data/reference), arriving over 60 ms, 400 ms in all.
 
     python tools/bench_maps.py [NODES] [DT_MS]        # defaults 58176 (Niederer slab, dx 0.2 mm) and 0.05
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cardiosim.analysis import ActivationMap, APDMap
+from cardiosim.analysis.maps import ActivationMap, APDMap
 
 REFERENCE = Path(__file__).resolve().parent.parent / "tests" / "data" / "reference" / "tt06" / "trace_epi_1Hz_beat1.csv"
 

@@ -25,9 +25,9 @@ def run(label, cfg, stencil, names):
     """One line per system: the hierarchy and each variant's iteration count."""
     from petsc4py import PETSc
 
-    from cardiosim.grid import Grid
+    from cardiosim.domain.grid import Grid
     from cardiosim.solvers import krylov, multigrid
-    from cardiosim.tissue import make as make_tissue
+    from cardiosim.tissue.equations import make as make_tissue
     for name in names:
         out = []
         for vname, extra in VARIANTS:

@@ -45,10 +45,10 @@ def main():
 
     from cardiosim import config
     from cardiosim.bench.mask import RUN, anatomy
-    from cardiosim.grid import Grid
-    from cardiosim.simulation import choose_stencil
+    from cardiosim.domain.grid import Grid
+    from cardiosim.simulation.loop import choose_stencil
     from cardiosim.solvers import krylov, multigrid
-    from cardiosim.tissue import make as make_tissue
+    from cardiosim.tissue.equations import make as make_tissue
 
     for h in args.lv_spacing:
         with tempfile.TemporaryDirectory() as tmp:

@@ -17,9 +17,9 @@ import petsc4py
 
 petsc4py.init(sys.argv[:1])
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cardiosim import config                                      # noqa: E402
-from cardiosim.bench.mask import RUN, anatomy, cell_keys          # noqa: E402
-from cardiosim.simulation import Simulation                       # noqa: E402
+from cardiosim import config  # noqa: E402
+from cardiosim.bench.mask import RUN, anatomy, cell_keys  # noqa: E402
+from cardiosim.simulation.loop import Simulation  # noqa: E402
 
 SPACING = float(sys.argv[1]) if len(sys.argv) > 1 else 0.025
 PLACEMENT = sys.argv[2] if len(sys.argv) > 2 else "resident"

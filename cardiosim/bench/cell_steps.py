@@ -24,8 +24,8 @@ import time
 
 import numpy as np
 
-from .cellml import MODELS
-from .launch import machine, publish
+from cardiosim.bench.cellml import MODELS
+from cardiosim.bench.launch import machine, publish
 
 DEFAULT = ("ten_tusscher_model_2006_epi", "ohara_rudy_2011_endo", "courtemanche_ramirez_nattel_1998",
            "bondarenko_szigeti_bett_kim_rasmusson_2004_apical")
@@ -41,10 +41,10 @@ def _rate(nat, model, n: int, k: int) -> float:
 
 
 def measure(names, n: int, k: int, repeats: int) -> list[dict]:
-    from .. import cells
-    from ..cells import cellml
-    from ..compile import kernel_dir
-    from ..reaction.ode.native import STEP_SUFFIX as STEP, NativeModel
+    from cardiosim import cells
+    from cardiosim.cells import cellml
+    from cardiosim.runtime.compile import kernel_dir
+    from cardiosim.reaction.ode.native import STEP_SUFFIX as STEP, NativeModel
     rows = []
     for name in names:
         path = MODELS / f"{name}.cellml"
@@ -79,12 +79,12 @@ def ptx_counts(names, arch: str) -> list[dict]:
     import subprocess
     import tempfile
     from pathlib import Path
-    from .. import cells
-    from ..cells import cellml
-    from ..compile import kernel_dir
-    from ..reaction.ode import kernel_variants
-    from ..reaction.ode.cuda_backend import kernel_source
-    from ..reaction.ode.ptxas import parse
+    from cardiosim import cells
+    from cardiosim.cells import cellml
+    from cardiosim.runtime.compile import kernel_dir
+    from cardiosim.reaction.ode import kernel_variants
+    from cardiosim.reaction.ode.cuda_backend import kernel_source
+    from cardiosim.reaction.ode.ptxas import parse
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise SystemExit("cardiosim bench cell-steps --ptx: nvcc is not on PATH")

@@ -9,7 +9,7 @@ Protocol of the beat (the same for every model, so the table compares like with 
 ``AMPLITUDE`` µA/µF for ``DURATION`` ms at t = 0, integrated for ``BEAT`` ms. cardiosim: the native C kernel, Forward
 Euler at the first of ``DT_REF`` (ms) at which the beat stays finite and in range. Reference: Myokit's CVODES
 simulation of the same prepared model (rtol = atol = 1e-8), both sampled every ``SAMPLE`` ms; V RMS is the
-root-mean-square difference of the two traces, APD90 is measured from the stimulus onset (cardiosim.biomarkers) on
+root-mean-square difference of the two traces, APD90 is measured from the stimulus onset (cardiosim.analysis.biomarkers) on
 each. The stable step is the largest of ``STEPS`` at which the whole beat
 keeps every state finite and within its range (gates that are probabilities in [0, 1], |V| ≤ 300 mV) with APD90
 within 5 % of CVODES's.
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .launch import machine, publish
+from cardiosim.bench.launch import machine, publish
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "models"
@@ -50,16 +50,16 @@ def _rel(a, b) -> float:
 
 
 def _apd90(t, v) -> float:
-    from ..biomarkers import beat_biomarkers
+    from cardiosim.analysis.biomarkers import beat_biomarkers
     rows = beat_biomarkers(t, v, [0.0])
     return rows[0]["APD90"] if rows else float("nan")
 
 
 def _beat(model, integrator: str, dt: float):
     """(t, V) of one paced beat with the native C kernel, or None where a state goes bad."""
-    from ..errors import SimulationError
-    from ..reaction.ode.native import NativeModel
-    from ..stimulus import Protocol
+    from cardiosim.runtime.errors import SimulationError
+    from cardiosim.reaction.ode.native import NativeModel
+    from cardiosim.cells.stimulus import Protocol
     nat = NativeModel(model, integrator=integrator)
     y = np.ascontiguousarray(model.initial_state(1))
     k = int(round(SAMPLE / dt))
@@ -77,7 +77,7 @@ def _beat(model, integrator: str, dt: float):
 
 
 def _cvodes(path):
-    from ..cells import cellml
+    from cardiosim.cells import cellml
     myokit = cellml.myokit_cvodes()
     m = cellml.load_myokit(path)
     p = myokit.Protocol()
@@ -94,8 +94,8 @@ def _cvodes(path):
 def conformance(path: Path) -> dict:
     """One row of the table (see the module docstring)."""
     import warnings
-    from ..cells import CellModelError, cellml
-    from ..reaction.ode.native import NativeModel
+    from cardiosim.cells import CellModelError, cellml
+    from cardiosim.reaction.ode.native import NativeModel
     row = {"model": path.stem}
     t0 = time.perf_counter()
     try:
@@ -191,7 +191,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
 
 def main(argv=None) -> int:
     import myokit
-    from ..cells import cellml
+    from cardiosim.cells import cellml
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(prog="cardiosim bench cellml", description=__doc__.split("\n")[0])
     p.add_argument("--models", nargs="+", default=[str(MODELS)], help="CellML files or folders of them "

@@ -26,13 +26,13 @@ def main(argv=None) -> int:
 
     import petsc4py
     from mpi4py import MPI
-    from ..reaction.placement import petsc_device_options
+    from cardiosim.reaction.placement import petsc_device_options
     petsc4py.init([sys.argv[0], *petsc_device_options(MPI.COMM_WORLD)])
     from petsc4py import PETSc
-    from .. import config
-    from ..grid import Grid
-    from ..solvers import multigrid
-    from ..tissue import make as make_tissue
+    from cardiosim import config
+    from cardiosim.domain.grid import Grid
+    from cardiosim.solvers import multigrid
+    from cardiosim.tissue.equations import make as make_tissue
 
     comm = MPI.COMM_WORLD
     out = []

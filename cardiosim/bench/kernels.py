@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from .launch import machine, publish
+from cardiosim.bench.launch import machine, publish
 
 FP64_ISSUE_RATE = {"H100": 1.7e13, "H200": 1.7e13}   # instructions/s, docs/design.md §8 (same SMs on the H200)
 PEER = "Myokit 1.39.2 CUDA Euler, FP64, one H100, 10⁶ cells: 1.9·10⁹ (k = 1), 2.2·10⁹ (k = 100) cell-steps/s"
@@ -35,7 +35,7 @@ STARTS = (1.0, 2.0, 3.0, 4.0)
 
 
 def stimulus(n):
-    from ..stimulus import Protocol
+    from cardiosim.cells.stimulus import Protocol
     protocols = [Protocol(s, 0.5, 0.0, 1) for s in STARTS]
     amps = np.zeros((len(STARTS), n))
     c = np.arange(n)
@@ -63,7 +63,7 @@ def copy_bandwidth(n_bytes=2 << 30, repeats=10) -> float:
 def fp64_instructions_per_step(model) -> int:
     """FP64 instructions in the fused kernel's PTX (one substep's worth; the loop body is the whole kernel but for
     the load/store of the state), a division counted as 10."""
-    from ..reaction.ode.ptxas import nvcc
+    from cardiosim.reaction.ode.ptxas import nvcc
     return ptx_fp64(nvcc(model, "fused", "-ptx", "sm_90")[0].decode())
 
 
@@ -123,7 +123,7 @@ def sass_fp64(cubin: bytes, function: str = "cs_fused_euler") -> dict:
 
 
 def measure(model, variant, n, k, min_seconds=0.3) -> dict:
-    from ..reaction.ode.cuda_backend import CudaBackend
+    from cardiosim.reaction.ode.cuda_backend import CudaBackend
     protocols, amps = stimulus(n)
     with CudaBackend(model, model.initial_state(n), variant=variant) as be:
         stim = be.stimulus(protocols, amps)
@@ -147,7 +147,7 @@ def measure(model, variant, n, k, min_seconds=0.3) -> dict:
 
 
 def numpy_one_core(model, n=10_000, steps=20) -> float:
-    from ..reaction.ode.numpy_backend import NumpyBackend
+    from cardiosim.reaction.ode.numpy_backend import NumpyBackend
 
     class _NoStim:
         @staticmethod
@@ -166,7 +166,7 @@ def bytes_per_step(variant, k, n_states) -> float:
 
 
 def markdown(meta, rows, names) -> str:
-    from ..reaction.ode import kernel_variants
+    from cardiosim.reaction.ode import kernel_variants
     bw, rate, ins = meta["copy_bandwidth_Bps"], meta["fp64_issue_rate"], meta["fp64_instructions_per_step"]
     compute = rate / ins if rate and ins else None
     lines = ["### Cell kernels: every variant, Bondarenko (41 states, FP64)", "",
@@ -196,7 +196,7 @@ def markdown(meta, rows, names) -> str:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    from ..reaction.ode import kernel_variants
+    from cardiosim.reaction.ode import kernel_variants
     p = argparse.ArgumentParser(prog="python -m cardiosim.bench.kernels", description=__doc__.split("\n")[0])
     p.add_argument("--variants", nargs="+", default=list(kernel_variants.VARIANTS))
     p.add_argument("--cells", type=float, nargs="+", default=[1e5, 1e6, 1e7])
@@ -210,7 +210,7 @@ def main(argv=None):
     except ImportError:
         print("cardiosim bench kernels: needs PyCUDA and a GPU (EXTRAS=test,plot,gpu make setup)", file=sys.stderr)
         return 2
-    from ..cells import make
+    from cardiosim.cells import make
     model = make("bondarenko", "apical")
     cuda.init()
     ctx = cuda.Device(0).retain_primary_context()

@@ -4,7 +4,7 @@ Two anatomies, bidomain, Mitchell–Schaeffer cells (``--model``), a wave starte
 and the idealised LV of ``cardiosim geometry lv`` (3D, its fibres). Each is run three ways: masked (tissue.label_file)
 with the systems solved on the tissue nodes only (``tissue.solve_on = "tissue"``, the default on the CPU: PETSc
 submatrices, GAMG for the elliptic system), masked with the systems solved on the whole box (``solve_on = "box"``: the
-nodes outside as rows of their own, cardiosim/mask.py; the resident placement's way), and as the whole box without
+nodes outside as rows of their own, cardiosim/domain/mask.py; the resident placement's way), and as the whole box without
 a mask; the box solves with the elliptic preconditioner of the default (geometric multigrid, PCMG) and with GAMG.
 ``--steps`` PDE steps after one warm-up step, times the max over ranks.
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .launch import machine, mpirun_command, petsc_args, publish, report, run_single, timed_steps
+from cardiosim.bench.launch import machine, mpirun_command, petsc_args, publish, report, run_single, timed_steps
 
 RUN = """
 [simulation]
@@ -73,7 +73,7 @@ def anatomy(name: str, folder: Path, masked: bool, lv_spacing: float = 0.05) -> 
         return dict(size=[(n - 1) * h] * 2, h=h, origin=[0.0, 0.0],
                     tissue=f'label_file = "{folder / "disc.npy"}"' if masked else "",
                     centre=[c, 2 * h + 0.1], radius=0.1)
-    from ..geometry import built_in
+    from cardiosim.domain.anatomy import built_in
     h = lv_spacing
     box, fields = built_in("lv", h, log=lambda line: None)
     np.save(folder / "lv_labels.npy", fields["labels"])
@@ -100,7 +100,7 @@ def cell_integrator(model: str, chosen: str | None = None) -> str:
     further than that (3.6 mV at the LV's apex at 0.025 cm); Rush–Larsen updates the gates exactly for frozen V."""
     if chosen:
         return chosen
-    from .. import cells
+    from cardiosim import cells
     return "rush-larsen" if hasattr(cells.model_class(model), "rush_larsen") else "forward-euler"
 
 
@@ -115,8 +115,8 @@ def single(name: str, grid: str, args) -> dict:
     """One case in this process (under the mpirun of :func:`run_case`); ``args`` the command line's."""
     import petsc4py
     petsc4py.init(sys.argv[:1] + petsc_args())
-    from .. import config
-    from ..simulation import Simulation
+    from cardiosim import config
+    from cardiosim.simulation.loop import Simulation
     steps, placement, lv_spacing = args.steps, args.placement, args.lv_spacing[0]
     with tempfile.TemporaryDirectory() as tmp:
         cell = cell_keys(args.model, placement, args.integrator)

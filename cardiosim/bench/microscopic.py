@@ -74,7 +74,7 @@ def strip_config(G=0.5, n_l=12, sigma_c=0.4, n=None, duration=20.0, dt=0.01, mod
                  substeps=None):
     """The config of a one-row strip; ``homogeneous_sigma`` (mS/cm) makes it cardiosim's homogeneous model
     instead (vertex-centred grid of the same n nodes, σ_e = 1e12 so that σ_m = σ_i)."""
-    from .. import config
+    from cardiosim import config
     m = {**MODELS[model], **(stimulus or {})}
     n = n or m["n"]
     hom = homogeneous_sigma is not None
@@ -92,7 +92,7 @@ def strip_config(G=0.5, n_l=12, sigma_c=0.4, n=None, duration=20.0, dt=0.01, mod
 
 def activation(cfg) -> np.ndarray:
     """Activation times (ms) of every volume of a one-rank run; NaN: not activated."""
-    from ..simulation import Simulation
+    from cardiosim.simulation.loop import Simulation
     sim = Simulation(cfg, write_output=False)
     while sim.step_index < sim.n_steps:
         sim.step()
@@ -245,10 +245,10 @@ def solver_study(n=313, equations="bidomain", repeats=3) -> list[dict]:
     (the initial guess is V* itself). Mitchell–Schaeffer cells: only the matrices matter here."""
     import time as _time
     from petsc4py import PETSc
-    from .. import config
-    from ..solvers.linear import (ELLIPTIC_DEFAULTS, PARABOLIC_DEFAULTS, LinearSolver, elliptic_pc_defaults)
-    from ..simulation import Simulation
-    from .table41 import CONFIGS
+    from cardiosim import config
+    from cardiosim.solvers.linear import ELLIPTIC_DEFAULTS, PARABOLIC_DEFAULTS, LinearSolver, elliptic_pc_defaults
+    from cardiosim.simulation.loop import Simulation
+    from cardiosim.bench.table41 import CONFIGS
     L = round(n * H_UM * 1e-4, 10)
     cfg = config.load(CONFIGS["microscopic"], [f"grid.size=[{L}, {L}]", f'simulation.equations="{equations}"',
                                                'cell.model="mitchell-schaeffer"', 'cell.variant=""',

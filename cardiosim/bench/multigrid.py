@@ -60,10 +60,10 @@ def main(argv=None):
 
     import pycuda.driver as cuda
 
-    from .. import config
-    from ..solvers import multigrid
-    from ..grid import Grid
-    from ..tissue import make
+    from cardiosim import config
+    from cardiosim.solvers import multigrid
+    from cardiosim.domain.grid import Grid
+    from cardiosim.tissue.equations import make
     cuda.init()
     ctx = cuda.Device(0).retain_primary_context()
     ctx.push()

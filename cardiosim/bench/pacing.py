@@ -23,15 +23,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from .cellml import MODELS
-from .launch import machine, publish
+from cardiosim.bench.cellml import MODELS
+from cardiosim.bench.launch import machine, publish
 
 PERIOD, DURATION, AMPLITUDE = 1000.0, 0.5, -80.0
 
 MYOKIT_SCRIPT = """
 import sys, json, numpy as np
 from cardiosim.cells import cellml
-from cardiosim.biomarkers import beat_biomarkers
+from cardiosim.analysis.biomarkers import beat_biomarkers
 myokit = cellml.myokit_cvodes()
 m = cellml.load_myokit(sys.argv[1])
 beats, period, duration, level = int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])

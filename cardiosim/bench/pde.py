@@ -22,7 +22,7 @@ import argparse
 import datetime
 import sys
 
-from .launch import machine, mpirun_command, petsc_args, publish, report, run_single, timed_steps
+from cardiosim.bench.launch import machine, mpirun_command, petsc_args, publish, report, run_single, timed_steps
 
 SHEET = """
 [simulation]
@@ -59,8 +59,8 @@ def single(n: int, steps: int, placement: str = "auto", model: str = "mitchell-s
     """Run one case in this (MPI) process group; returns per-step timings on rank 0."""
     import petsc4py
     petsc4py.init(sys.argv[:1] + petsc_args())
-    from .. import config
-    from ..simulation import Simulation
+    from cardiosim import config
+    from cardiosim.simulation.loop import Simulation
     L = (n - 1) * 0.01
     cfg = config.loads(SHEET.format(L=L, duration=0.02 * (steps + 1), placement=placement, model=model,
                                     **MODELS[model]), name=f"bench-{n}")

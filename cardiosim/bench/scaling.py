@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .launch import machine, mpirun_command, publish
+from cardiosim.bench.launch import machine, mpirun_command, publish
 
 
 def run_once(cfg: Path, ranks: int, sets: list[str], petsc: list[str], workdir: Path, placement: str) -> dict:
@@ -52,7 +52,7 @@ def run_once(cfg: Path, ranks: int, sets: list[str], petsc: list[str], workdir: 
 
 def stretched(cfg: Path, ranks: int, sets: list[str]) -> list[str]:
     """grid.size with x times ``ranks`` (from the --set given, else the config's)."""
-    from .. import config
+    from cardiosim import config
     size = list(config.load(cfg, sets).grid.size)
     size[0] = round(size[0] * ranks, 10)
     return [*sets, f"grid.size={size!r}"]

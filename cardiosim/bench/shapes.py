@@ -48,12 +48,13 @@ def main(argv=None):
 
     import pycuda.driver as cuda
 
-    from .. import cells, config, energy
-    from ..solvers import multigrid
-    from ..grid import Grid
-    from ..reaction.ode.cuda_backend import CudaBackend
-    from ..tissue import make
-    from .multigrid import SHEET
+    from cardiosim import cells, config
+    from cardiosim.runtime import energy
+    from cardiosim.solvers import multigrid
+    from cardiosim.domain.grid import Grid
+    from cardiosim.reaction.ode.cuda_backend import CudaBackend
+    from cardiosim.tissue.equations import make
+    from cardiosim.bench.multigrid import SHEET
 
     meter = energy.Meter([energy.bus_id(0)])
     print(f"energy: {'NVML board counter' if meter.available else meter.why}")

@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from .launch import machine, mpirun_command, publish
+from cardiosim.bench.launch import machine, mpirun_command, publish
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "run" / "seed-table41.toml"
@@ -44,9 +44,10 @@ def single(spec: dict) -> dict:
     import petsc4py
     petsc4py.init([sys.argv[0], "-options_left", "0", *spec["petsc"]])
     from mpi4py import MPI
-    from .. import config, log
-    from ..errors import SimulationError, UserError
-    from ..simulation import Simulation
+    from cardiosim import config
+    from cardiosim.runtime import log
+    from cardiosim.runtime.errors import SimulationError, UserError
+    from cardiosim.simulation.loop import Simulation
     comm = MPI.COMM_WORLD
     try:
         cfg = config.load(spec["config"], spec["set"])

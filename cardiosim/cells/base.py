@@ -18,7 +18,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..errors import UserError
+from cardiosim.runtime.errors import UserError
 
 
 class CellModelError(UserError):

@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from .base import CellModel, Parameter, State
+from cardiosim.cells.base import CellModel, Parameter, State
 
 # Probabilities and gates: Forward Euler with dt = 1e-4 ms keeps them inside [0, 1] up to round-off; the slack
 # below only has to absorb round-off, anything larger means the step is too large.

@@ -22,7 +22,7 @@ every expression (``AnsiCExpressionWriter``, ``NumPyExpressionWriter``, in cardi
 
 Generated sources are cached per machine (``$CARDIOSIM_CACHE/cellml``, keyed by the file's bytes, the generator's
 version and sources and Myokit's version), written to a temporary folder and renamed into place with a checksum of
-each file (cardiosim.compile.cached_folder): MPI ranks that start together never read a half-written file, a
+each file (cardiosim.runtime.compile.cached_folder): MPI ranks that start together never read a half-written file, a
 damaged entry is generated again, and a read-only cache is used where its entry is whole.
 """
 
@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cellml_codegen, cse, singularities
-from .base import CellModel, CellModelError, Parameter, State
+from cardiosim.cells import cellml_codegen, cse, singularities
+from cardiosim.cells.base import CellModel, CellModelError, Parameter, State
 
 GENERATOR_VERSION = "7"      # shown in the outputs; the cache key also has the generator's sources (_digest)
 _GATE_TOL = 1e-9                 # as tt06.py: a gate may land a few ulp outside [0, 1]
@@ -342,8 +342,8 @@ def _digest(path: Path, patches=None) -> str:
 # -- the per-machine cache ------------------------------------------------------------------------------------------
 def generated(path, patches=None) -> tuple[dict, Path]:
     """(generate(path) without the sources, the cache folder holding ``<kernel_name>.h`` and ``numpy_rhs.py``);
-    generated on first use, and again where the cached copy was cut short or damaged (cardiosim.compile)."""
-    from ..compile import cached_folder
+    generated on first use, and again where the cached copy was cut short or damaged (cardiosim.runtime.compile)."""
+    from cardiosim.runtime.compile import cached_folder
     path = Path(path)
     if not path.is_file():
         raise CellModelError(f"{path}: no such CellML file" if not path.is_dir() else
@@ -538,7 +538,7 @@ def specialised(model) -> Path:
     compile time). The header keeps the parameter vector's layout, so the backends pass the same vector. Cached per
     machine, keyed by the model and the set of names it overrides (not their values: one compiled kernel serves every
     value of them)."""
-    from ..compile import cached_folder
+    from cardiosim.runtime.compile import cached_folder
     base = Path(type(model).kernel_header_dir)
     keep = model.kept_parameters()
     names = list(model.PARAMETER_ORDER)
@@ -558,7 +558,7 @@ def per_cell_header(model) -> tuple[Path, list[int]]:
     ``slots[j]`` is read as ``CS_CELL_PARAM(j)``, which the includer defines: slot j of this cell, from a
     per-cell array (kernels/cpu_driver.c and kernels/fused.cu with CS_CELL_PARAMS). The same text is compiled as C
     on the host and as CUDA on the GPU, so a CPU population through it is the GPU population's host twin."""
-    from ..compile import cached_folder
+    from cardiosim.runtime.compile import cached_folder
     base = Path(type(model).kernel_header_dir)
     c = model.parameter_vector()
     slots = sorted(model.kept_parameters() | {i for i, v in enumerate(c) if not math.isfinite(v)})
@@ -590,7 +590,7 @@ def fold_constants(model, text: str) -> str:
 
 def cached() -> list[dict]:
     """The models generated on this machine so far (their model.json; the newest generation of each file name)."""
-    from ..compile import intact_folder, lookup_dirs
+    from cardiosim.runtime.compile import intact_folder, lookup_dirs
     rows = {}
     metas = [m for d in lookup_dirs("cellml") for m in d.glob("*/model.json") if intact_folder(m.parent)]
     for meta in sorted(metas, key=lambda q: q.stat().st_mtime):

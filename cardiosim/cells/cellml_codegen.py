@@ -170,7 +170,7 @@ def _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True, 
     quotients by up to an ulp), and the exponentials of the membrane potential ``v`` shared
     (cse.shared_exponentials: round-off too)."""
     import myokit
-    from . import cse
+    from cardiosim.cells import cse
     keys = cse.Keys()
     counter = iter(range(1 << 30))
 

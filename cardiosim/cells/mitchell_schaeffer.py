@@ -9,7 +9,7 @@ Cheap, robust and with a realistic action-potential shape: the demo model. Forwa
 
 import numpy as np
 
-from .base import CellModel, Parameter, State
+from cardiosim.cells.base import CellModel, Parameter, State
 
 
 class MitchellSchaeffer(CellModel):

@@ -1,5 +1,5 @@
 """A paced cell's state as the start of a tissue run (``cell.initial_state``): the last sample of every state in the
-HDF5 file of a ``cardiosim cell`` run (cardiosim/single_cell.py writes ``/trace/<state>`` for every state, the last
+HDF5 file of a ``cardiosim cell`` run (cardiosim/single_cell/pacing.py writes ``/trace/<state>`` for every state, the last
 sample at the end of the last beat, so after ``--prepace N --beats 1`` it is the state N + 1 beats of pacing reach).
 
 Read by the config's validation (one line naming the key and what is wrong) and by the reaction step."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import CellModelError
+from cardiosim.cells.base import CellModelError
 
 
 def read(path, model_name: str, state_names) -> dict[str, float]:

@@ -11,7 +11,7 @@ position: :meth:`initial_state` takes node coordinates.
 
 import numpy as np
 
-from .base import CellModel, Parameter, State
+from cardiosim.cells.base import CellModel, Parameter, State
 
 
 def F(coords: np.ndarray) -> np.ndarray:

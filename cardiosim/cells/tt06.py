@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import CellModel, Parameter, State
+from cardiosim.cells.base import CellModel, Parameter, State
 
 # Admissible ranges, checked by CellModel.find_bad_state.
 #   Gates and R' are fractions in [0, 1]. A tiny tolerance absorbs round-off (an exact update can land a few ulp

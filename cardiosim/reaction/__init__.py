@@ -14,13 +14,14 @@ import math
 import numpy as np
 from mpi4py import MPI
 
-from .. import cells, log
-from ..errors import SimulationError
-from .ode.numpy_backend import NumpyBackend
-from .ode.protocol import Pieces
-from .placement import MODE, place
-from .populations import Population, Populations
-from ..stimulus import TissueStimuli
+from cardiosim import cells
+from cardiosim.runtime import log
+from cardiosim.runtime.errors import SimulationError
+from cardiosim.reaction.ode.numpy_backend import NumpyBackend
+from cardiosim.reaction.ode.protocol import Pieces
+from cardiosim.reaction.placement import MODE, place
+from cardiosim.reaction.multimodel import Population, Populations
+from cardiosim.cells.stimulus import TissueStimuli
 
 
 class Reaction:
@@ -44,7 +45,7 @@ class Reaction:
 
         paced = {}
         if c.initial_state:                # a paced single cell's state (cardiosim cell), then cell.initial
-            from ..cells import paced_state
+            from cardiosim.cells import paced_state
             paced = paced_state.read(c.initial_state, c.model, [s.name for s in cells.model_class(c.model).states])
 
         def initial(m, n, xyz):
@@ -60,7 +61,7 @@ class Reaction:
         # the tissue nodes only), make pieces, each with its own backend. Every rank builds every piece, in the
         # same order, so that the grouped placement's collectives match (a piece may have no cell on a rank).
         # Regions of another model (cell.regions[].model) make a population of their own: its own state array,
-        # pieces and backends (cardiosim.reaction.populations).
+        # pieces and backends (cardiosim.reaction.multimodel).
         self.models = [(self.model, slice(None), 0)]   # each piece's model, its nodes, its population (intermediates)
         names = c.models()
         if not c.regions and grid.mask is None:
@@ -102,9 +103,9 @@ class Reaction:
     def _warn_unstable_step(self, cfg) -> None:
         """Warn where the ODE step is above a stability limit of cell.integrator for a model of the run
         (cardiosim.cells.stability): at set-up, before hours of stepping end in NaN. Every rank reaches the same
-        lines; cardiosim.log prints rank 0's. Each distinct model (regions' parameters) is checked once."""
-        from ..cells import stability
-        from ..config import ode_step
+        lines; cardiosim.runtime.log prints rank 0's. Each distinct model (regions' parameters) is checked once."""
+        from cardiosim.cells import stability
+        from cardiosim.config import ode_step
         s = cfg.simulation
         dt, what = ode_step(s)
 
@@ -131,10 +132,10 @@ class Reaction:
         a GPU."""
         which = self.placement.integrator
         if which == "native":
-            from .ode.native_backend import NativeBackend
+            from cardiosim.reaction.ode.native_backend import NativeBackend
             return NativeBackend(model, states, stimuli, self.cell.integrator)
         if which == "cuda":
-            from .ode.cuda_tissue_backend import CudaTissueBackend
+            from cardiosim.reaction.ode.cuda_tissue_backend import CudaTissueBackend
             return CudaTissueBackend(model, states, stimuli, self.placement.device, self.placement.kernel_comm,
                                      rows, self.cell.integrator, self.cell.kernel)
         return NumpyBackend(model, states, coords, self.cell.integrator)
@@ -155,7 +156,7 @@ class Reaction:
 
     def host_states(self) -> list[np.ndarray]:
         """Every cell state of this rank, current on the host: one array (n_states, n_local) per population
-        (cell.model's first; cardiosim.reaction.populations), the arrays themselves, not copies (collective in
+        (cell.model's first; cardiosim.reaction.multimodel), the arrays themselves, not copies (collective in
         grouped placement; the GPU backends keep them on the device)."""
         self.backend.download()
         return [p.states for p in self.populations]

@@ -31,7 +31,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from ..errors import UserError
+from cardiosim.runtime.errors import UserError
 
 EXCHANGES = ("vm", "full")
 
@@ -61,7 +61,7 @@ def blocks(n_ranks: int, n_groups: int) -> tuple[int, ...]:
 # -- the modes: one small class each; MODE[name] is the table every caller goes through ------------------------
 class Mode:
     """A placement mode. ``name``: the config value; ``grouped``: ranks are split into group communicators;
-    ``gpu_pde``: the grid's vectors and matrices are GPU types (cardiosim.grid); ``on_device``: the analysis and
+    ``gpu_pde``: the grid's vectors and matrices are GPU types (cardiosim.domain.grid); ``on_device``: the analysis and
     probes read Vm on the device (cardiosim.reaction.ode.resident)."""
     name = ""
     grouped = False
@@ -84,7 +84,7 @@ class Mode:
         """This rank's cell backend (cardiosim.reaction.ode.protocol.CellBackend) for the reaction step ``reaction``:
         ``model`` with ``states``; ``at``: the local nodes of these cells where they are not all of them
         (ode.protocol.Pieces)."""
-        from .ode.protocol import OnHost
+        from cardiosim.reaction.ode.protocol import OnHost
         return OnHost(reaction.integrator(model, states, stimuli, coords, rows=(0,)), stimuli)
 
 
@@ -118,8 +118,8 @@ class Grouped(Mode):
     def backend(self, reaction, model, states, stimuli, coords, timers, at=None):
         from functools import partial
 
-        from .ode.grouped_backend import GroupedBackend
-        from .ode.protocol import OnHost
+        from cardiosim.reaction.ode.grouped_backend import GroupedBackend
+        from cardiosim.reaction.ode.protocol import OnHost
         grouped = GroupedBackend(model, states, stimuli, coords, reaction.placement,
                                  partial(reaction.integrator, model), timers)
         return OnHost(grouped, stimuli)
@@ -173,7 +173,7 @@ class Resident(Mode):
         return True
 
     def backend(self, reaction, model, states, stimuli, coords, timers, at=None):
-        from .ode.resident import ResidentBackend
+        from cardiosim.reaction.ode.resident import ResidentBackend
         c, p = reaction.cell, reaction.placement
         return ResidentBackend(model, states, stimuli, p.device, p.kernel_comm, c.integrator, c.kernel, at)
 
@@ -352,7 +352,7 @@ def place(cell, comm) -> Placement:
     """
     from mpi4py import MPI
 
-    from .. import cells
+    from cardiosim import cells
     # every population of the run is integrated the same way (cell.regions may name other models)
     without = [m for m in cell.models() if cells.model_class(m).kernel_name is None]
     mode, integrator = resolve(cell.placement, cell.backend, not without, without[0] if without else cell.model)
@@ -444,7 +444,7 @@ def first_then_others(comm, start):
     """``start()`` on rank 0 of ``comm`` first, then, once it has succeeded, on the other ranks; returns its result.
 
     ``comm`` holds the ranks of one node that compile the same GPU kernel: the first compiles it into the cache
-    (cardiosim.compile.compile_cached), the others find it there — one compilation per node, no races. A
+    (cardiosim.runtime.compile.compile_cached), the others find it there — one compilation per node, no races. A
     failure on rank 0 is raised on every rank of ``comm`` (they would fail the same way)."""
     result = err = None
     if comm.rank == 0:

@@ -9,6 +9,6 @@
   comm          the one communication seam of the stencil solvers on several ranks: halo exchange, reductions,
                 the coarse sub-communicator, and the table of transports
 
-Nothing here imports the cell side (cardiosim.reaction): GPU and compile helpers come from cardiosim.gpu and
-cardiosim.compile, the floor both sides stand on.
+Nothing here imports the cell side (cardiosim.reaction): GPU and compile helpers come from cardiosim.runtime.gpu and
+cardiosim.runtime.compile, the floor both sides stand on.
 """

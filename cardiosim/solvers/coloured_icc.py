@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 from petsc4py import PETSc
 
-from .multigrid import grid_dm
+from cardiosim.solvers.multigrid import grid_dm
 
 PYTHON_TYPE = "cardiosim.solvers.coloured_icc.ColouredICC"
 MAT_TYPES = ("aij", "sell")
@@ -114,7 +114,7 @@ class ColouredICC:
             raise ValueError("coloured ICC: cardiosim.solvers.coloured_icc.ColouredICC runs on one rank")
         dm = grid_dm(pc.getDM(), "coloured ICC")
         self.destroy(pc)
-        from ..operators import sync_host
+        from cardiosim.tissue.operators import sync_host
         sync_host(A)                     # host values of a COO-assembled cuSPARSE matrix (PETSc 3.26.1 defect)
         dims = dm.getSizes()
         kind = A.getType()

@@ -5,7 +5,7 @@ rank's box of a split level.
 Why not PETSc's MatPtAP (which did this until 2026-11-26): P is the tensor product of 1D linear interpolations, so
 PᵀAP = P_zᵀ(P_yᵀ(P_xᵀ A P_x)P_y)P_z can be formed on the stencils with at most 27·4 multiply-adds per node and
 dimension, with no matrix of P and no sparse triple product. With this and the stiffness rows in C
-(cardiosim.operators) the 216³ slab's set-up went from 97.6 s to 39.1 s on an H200 host (docs/benchmarks.md, "1, 2
+(cardiosim.tissue.operators) the 216³ slab's set-up went from 97.6 s to 39.1 s on an H200 host (docs/benchmarks.md, "1, 2
 and 4 GPUs"). The results equal MatPtAP's to round-off (tests/test_galerkin.py).
 
 A stencil here is S[s, t]: node t of a box (x fastest), neighbour code s = (dx+1) + 3(dy+1) + 9(dz+1), always the 27
@@ -25,8 +25,8 @@ import subprocess
 import numpy as np
 from petsc4py import PETSc
 
-from ..compile import cache_dir, compile_once, kernel_dir
-from .comm import Boxes
+from cardiosim.runtime.compile import cache_dir, compile_once, kernel_dir
+from cardiosim.solvers.comm import Boxes
 
 SOURCE = "stencil_setup.c"
 NCODES = 27
@@ -36,7 +36,7 @@ _lib: list[ctypes.CDLL] = []
 
 def library() -> ctypes.CDLL:
     """kernels/stencil_setup.c, compiled once per machine into the cache (the stiffness rows of
-    cardiosim.operators come from it too)."""
+    cardiosim.tissue.operators come from it too)."""
     if not _lib:
         cc = os.environ.get("CC", "cc")
         src = kernel_dir() / SOURCE
@@ -109,7 +109,7 @@ _ATTR = "cardiosim.stencil"
 
 
 def attach(A: PETSc.Mat, st: Stencil) -> None:
-    """Record the stencil of A's rows on this rank's box where the caller built A from it (cardiosim.tissue: the
+    """Record the stencil of A's rows on this rank's box where the caller built A from it (cardiosim.tissue.equations: the
     assembler's rows), so that :func:`of_matrix` need not read A back: PETSc's copy of the CSR and
     :func:`from_csr` cost ~2 s per matrix of 10^7 nodes. Held with A's object state: any later change to A
     (values, scale, diagonal) makes it stale, and A is read back as before."""
@@ -197,7 +197,7 @@ CENTRE = 13
 
 def coupled(st: Stencil) -> np.ndarray:
     """Per node of the stencil's box: whether its row couples to another node (a nonzero off the diagonal). The
-    rows that do not (a masked grid's nodes outside the tissue: a diagonal alone, cardiosim.tissue) are the
+    rows that do not (a masked grid's nodes outside the tissue: a diagonal alone, cardiosim.tissue.equations) are the
     inactive nodes of the finest level of cardiosim.solvers.multigrid."""
     off = [c for c in st.codes if c != CENTRE]
     return np.any(st.S[off] != 0, axis=0) if off else np.zeros(st.S.shape[1], dtype=bool)

@@ -1,7 +1,7 @@
 """Krylov solvers with defaults set in code and every choice overridable from the PETSc options database.
 
 Each solver has an options prefix (``parabolic_``, ``elliptic_``). Defaults are in the options database only
-while the solver is set up (cardiosim.petsc_options.inserted), only where the user has not set the option, and
+while the solver is set up (cardiosim.runtime.petsc.inserted), only where the user has not set the option, and
 ``setFromOptions()`` runs last, so anything after ``--`` on the command line wins, e.g.
 ``-- -elliptic_pc_type gamg -elliptic_ksp_monitor``.
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from petsc4py import PETSc
 
-from .. import petsc_options
-from . import nullspace as nullspace_attr
-from ..errors import SimulationError, UserError
+from cardiosim.runtime import petsc as petsc_options
+from cardiosim.solvers import nullspace as nullspace_attr
+from cardiosim.runtime.errors import SimulationError, UserError
 
 PARABOLIC_DEFAULTS = {
     "ksp_type": "cg",
@@ -54,11 +54,11 @@ def even_mg_levels(n, procs) -> tuple[int, list[int]]:
 def mg_levels(grid) -> tuple[int, list[int]]:
     """:func:`even_mg_levels` of the grid's DMDA; where its boxes are not PETSc's even split (grid.balance), no more
     levels than keep every rank's box at least one node wide on each, by PETSc's coarsening of the boxes
-    (cardiosim.balance.keeps)."""
+    (cardiosim.domain.balance.keeps)."""
     levels, cells = even_mg_levels(grid.n, grid.da.getProcSizes())
     if getattr(grid, "box_split", None) is None:
         return levels, cells
-    from ..balance import keeps
+    from cardiosim.domain.balance import keeps
     ranges = [[int(v) for v in r] for r in grid.da.getOwnershipRanges()]
     while levels > 1 and not all(keeps(r, levels, 1) for r in ranges):
         levels -= 1
@@ -199,7 +199,7 @@ class LinearSolver:
     """A KSP for one fixed matrix, with its iteration counts recorded per solve.
 
     ``rows``: solve on those rows only (an IS of global indices: the tissue nodes of a masked grid,
-    cardiosim.tissue), the system being A's submatrix on them; x keeps its other entries. The rows left out must not
+    cardiosim.tissue.equations), the system being A's submatrix on them; x keeps its other entries. The rows left out must not
     couple to the ones kept (a masked grid's nodes outside the tissue have a diagonal row only), so the answer is the
     whole system's. The hierarchy of a DMDA does not fit a submatrix: geometric multigrid is then not available, and
     the callers' defaults say what runs instead (algebraic multigrid for the elliptic system)."""

@@ -18,7 +18,7 @@ to its 3^d neighbours at most: the box and star stencils, microscopic per-face c
 Smoother: multicolour SOR, one forward sweep before and one backward sweep after the coarse correction (``sweeps``
 each), relaxation factor ``omega``: a symmetric V-cycle, as CG needs.
 
-Masked grids (tissue in a box, cardiosim.mask): the rows outside the tissue couple to nothing, and the loops visit
+Masked grids (tissue in a box, cardiosim.domain.mask): the rows outside the tissue couple to nothing, and the loops visit
 each level's active nodes only (docs/decisions.md, "Tissue-only stencil solves"): level 0's are the rows that
 couple to another node (galerkin.coupled), a coarser level's those whose restriction support holds an active finer
 node (:func:`coarse_active`), and the coarse operators' couplings that touch an inactive node are lumped onto the
@@ -57,10 +57,10 @@ from pathlib import Path
 import numpy as np
 from petsc4py import PETSc
 
-from ..compile import cache_dir, compile_once, kernel_dir
-from ..gpu import current_arch
-from . import comm, galerkin, nullspace
-from .comm import Boxes
+from cardiosim.runtime.compile import cache_dir, compile_once, kernel_dir
+from cardiosim.runtime.gpu import current_arch
+from cardiosim.solvers import comm, galerkin, nullspace
+from cardiosim.solvers.comm import Boxes
 
 # the solvers here work on the whole grid of a DMDA; a masked grid's systems on its tissue rows have none
 NO_GRID_HINT = " (cardiosim's stencil solvers need the whole grid: for a masked grid, tissue.solve_on = \"box\")"
@@ -392,7 +392,7 @@ def mpi_flags(for_nvcc: bool) -> list[str]:
 
 def _build(gpu: bool) -> Path:
     """kernels/stencil_mg.cpp as a shared library (g++ for the host, nvcc for the GPU) linked to mpi4py's MPI,
-    compiled once per machine into the cache (cardiosim.compile's rule)."""
+    compiled once per machine into the cache (cardiosim.runtime.compile's rule)."""
     src = kernel_dir() / SOURCE
     if gpu:
         arch = current_arch()
@@ -690,12 +690,12 @@ def deflate(ops: VCycle, v: PETSc.Vec, pairs: list, m: PETSc.Vec | None = None,
 class StencilProduct:
     """y = A x for a matrix on a DMDA, through the stencil library and its seam: on the GPU with the IPC transport
     no host copy and no PETSc VecScatter (whose halo goes through host memory where MPI is not CUDA-aware). The
-    tissue models' right-hand sides use it wherever the stencil solvers run (cardiosim.tissue.TissueModel._product).
+    tissue models' right-hand sides use it wherever the stencil solvers run (cardiosim.tissue.equations.TissueModel._product).
     A's stencil is read once here (the one attached to it, else its rows); a later change of A's values is not seen
     (the tissue matrices do not change)."""
 
     def __init__(self, A: PETSc.Mat, dm, transport: str = "auto"):
-        from ..operators import sync_host
+        from cardiosim.tissue.operators import sync_host
         sync_host(A)
         self.gpu = "cusparse" in A.getType().lower()
         self.ops = VCycle(hierarchy_for(A, grid_dm(dm, "stencil product"), None, False, "ranks"), self.gpu,
@@ -754,7 +754,7 @@ class StencilMG:
     def setUp(self, pc):
         A, _ = pc.getOperators()
         dm = grid_dm(pc.getDM(), "multigrid")
-        from ..operators import sync_host
+        from cardiosim.tissue.operators import sync_host
         sync_host(A)                                # host values of a COO-assembled cuSPARSE matrix (PETSc defect)
         ns = nullspace.of(A)
         # any null space (the constants, or one constant per piece of masked tissue) makes the coarsest operator

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from cardiosim.cells import make
-from cardiosim.stimulus import Protocol
+from cardiosim.cells.stimulus import Protocol
 
 DT, K = 1e-4, 100
 STARTS = (1.0, 2.0, 3.0, 4.0)

@@ -31,10 +31,10 @@ def main():
 
     from cardiosim import config
     from cardiosim.bench.mask import RUN, anatomy
-    from cardiosim.grid import Grid
-    from cardiosim.simulation import choose_stencil
+    from cardiosim.domain.grid import Grid
+    from cardiosim.simulation.loop import choose_stencil
     from cardiosim.solvers import multigrid
-    from cardiosim.tissue import make as make_tissue
+    from cardiosim.tissue.equations import make as make_tissue
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:

@@ -22,11 +22,11 @@ from typing import Sequence
 
 import numpy as np
 
-from ...errors import SimulationError
-from ...stimulus import kernel_layout
-from . import kernel_variants
-from ...compile import compile_cached, header_dir, kernel_dir
-from ...gpu import arch_of, import_pycuda
+from cardiosim.runtime.errors import SimulationError
+from cardiosim.cells.stimulus import kernel_layout
+from cardiosim.reaction.ode import kernel_variants
+from cardiosim.runtime.compile import compile_cached, header_dir, kernel_dir
+from cardiosim.runtime.gpu import arch_of, import_pycuda
 
 KERNEL = "fused.cu"
 FUNCTION = "cs_fused_euler"
@@ -78,7 +78,7 @@ def auto_cap(registers: int, block: int) -> int | None:
     largest of AUTO_CAPS under which more warps fit on an SM than now (cardiosim.reaction.ode.ptxas.warps_per_sm),
     None where none does. Only occupancy bought by a cap pays for its spills: at block 256 a cap of 168 leaves
     Bondarenko at 8 warps (5.20e9 against 5.37e9 uncapped), so 128 (16 warps) is taken there."""
-    from .ptxas import warps_per_sm
+    from cardiosim.reaction.ode.ptxas import warps_per_sm
     now = warps_per_sm(registers, block)
     return next((c for c in AUTO_CAPS if c < registers and warps_per_sm(c, block) > now), None)
 
@@ -124,7 +124,7 @@ def kernel_source(model, params: np.ndarray, variant, integrator: str = "forward
     if per_cell and not variant.fused:
         raise ValueError("per-cell parameters need the fused kernel variant")
     header = (folder / f"{name}.h").read_text()
-    from .native import STEP_SUFFIX
+    from cardiosim.reaction.ode.native import STEP_SUFFIX
     step = STEP_SUFFIX.get(integrator)
     if step and (f"{name}{step}(" not in header or not variant.fused):
         raise ValueError(f"{integrator} needs {name}{step} in {name}.h and the fused kernel variant")
@@ -148,7 +148,7 @@ def per_cell_folder(model):
     if not hasattr(model, "keep_at_run_time"):
         raise ValueError(f"{model.name}: per-cell parameters on the GPU need a generated (CellML) model; the "
                          f"hand-written headers read every parameter from constant memory")
-    from ...cells.cellml import per_cell_header
+    from cardiosim.cells.cellml import per_cell_header
     return per_cell_header(model)[0]
 
 
@@ -174,7 +174,7 @@ class CudaBackend:
     ``variant``: the kernel variant (cardiosim.reaction.ode.kernel_variants: the seed's ``original`` ... ``all``, one
     substep per launch, or ``fused``).
     ``integrator``: "forward-euler", or "rush-larsen" where the model's header has one (TT06).
-    ``cell_params``: a population (cardiosim.population, generated models): every cell its own values of the
+    ``cell_params``: a population (cardiosim.single_cell.population, generated models): every cell its own values of the
     parameters the model keeps at run time, (n_slots, n_cells) in the order of
     cardiosim.cells.cellml.per_cell_header's slots; they live in device memory, the rest are literals.
     """
@@ -202,7 +202,7 @@ class CudaBackend:
         self._last_k = 1
         self.per_cell = cell_params is not None
         if self.per_cell:
-            from ...cells.cellml import per_cell_header
+            from cardiosim.cells.cellml import per_cell_header
             slots = per_cell_header(model)[1]
             cell_params = np.ascontiguousarray(cell_params, dtype=np.float64)
             if cell_params.shape != (len(slots), self.n_cells):
@@ -365,7 +365,7 @@ class CudaBackend:
 
     # -- stimulus ------------------------------------------------------------------------------------------------
     def stimulus(self, protocols: Sequence = (), amps=None) -> CudaStimulus:
-        """Pulse trains (``start, duration, period, count``: :class:`cardiosim.stimulus.Protocol`) and their currents
+        """Pulse trains (``start, duration, period, count``: :class:`cardiosim.cells.stimulus.Protocol`) and their currents
         in pA/pF, shape (n_protocols, n_cells) or one number per protocol; the amplitudes go to the device once."""
         n_p = len(protocols)
         if n_p == 0:

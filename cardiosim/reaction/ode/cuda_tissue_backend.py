@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import SimulationError
+from cardiosim.runtime.errors import SimulationError
 
 
 class CudaTissueBackend:
@@ -24,8 +24,8 @@ class CudaTissueBackend:
                  integrator: str = "forward-euler", kernel: str = "fused"):
         import pycuda.driver as cuda
 
-        from ..placement import first_then_others
-        from .cuda_backend import CudaBackend
+        from cardiosim.reaction.placement import first_then_others
+        from cardiosim.reaction.ode.cuda_backend import CudaBackend
 
         def start():
             return CudaBackend(model, states, device=device, variant=kernel, integrator=integrator)

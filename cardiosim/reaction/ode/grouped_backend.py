@@ -25,7 +25,7 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from ...stimulus import TissueStimuli
+from cardiosim.cells.stimulus import TissueStimuli
 
 
 class GroupedBackend:

@@ -6,7 +6,7 @@ It gives the same answer as the NumPy reference to round-off and is what single-
 without a GPU.
 
 Compilation: once per (sources, flags, compiler version), into ``$CARDIOSIM_CACHE`` or ``~/.cache/cardiosim/native``,
-by cardiosim.compile's one rule for every cache. The compiler is ``$CC`` or ``gcc``.
+by cardiosim.runtime.compile's one rule for every cache. The compiler is ``$CC`` or ``gcc``.
 
 A model plugs in with a class attribute ``kernel_name`` (``"bondarenko"`` -> ``kernels/bondarenko.h``,
 ``bondarenko_rhs``, ``BONDARENKO_N_STATES``, ``BONDARENKO_N_PARAMS``) and a method ``parameter_vector()`` returning
@@ -27,9 +27,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ...compile import DRIVER, cache_dir, compile_once, kernel_dir
-from ...errors import SimulationError
-from ...stimulus import kernel_layout
+from cardiosim.runtime.compile import DRIVER, cache_dir, compile_once, kernel_dir
+from cardiosim.runtime.errors import SimulationError
+from cardiosim.cells.stimulus import kernel_layout
 
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC")
 LIBS = ("-lm",)
@@ -146,7 +146,7 @@ class NativeModel:
         if per_cell:
             if not hasattr(model, "keep_at_run_time"):
                 raise RuntimeError(f"cell model {model.name}: per-cell parameters need a generated (CellML) model")
-            from ...cells.cellml import per_cell_header
+            from cardiosim.cells.cellml import per_cell_header
             folder, self.slots = per_cell_header(model)
         self.lib = _load(build(name, header_text, integrator, folder, per_cell))
         self.params = np.ascontiguousarray(model.parameter_vector(), dtype=np.float64)
@@ -172,7 +172,7 @@ class NativeModel:
     def stimulus(self, protocols: Sequence = (), amps=None, n_cells: int = 1) -> "NativeStimulus":
         """The stimulus in the driver's layout, to build once and pass to :meth:`advance` many times.
 
-        ``protocols``: pulse trains with ``start, duration, period, count`` (:class:`cardiosim.stimulus.Protocol`);
+        ``protocols``: pulse trains with ``start, duration, period, count`` (:class:`cardiosim.cells.stimulus.Protocol`);
         ``amps``: their currents in pA/pF (negative depolarises), shape (n_protocols, n_cells), or one number per
         protocol for all cells."""
         n_p = len(protocols)
@@ -191,7 +191,7 @@ class NativeModel:
         (non-finite values are always checked, at every substep). With ``track_dvdt``, returns (dvdt_max,
         t_dvdt_max), the largest dV/dt (mV/ms) per cell over the substeps and the time it was evaluated at (ms);
         else None. ``params``: every cell its own parameter vector, (n_cells, n_params) C-contiguous float64 (a
-        population, cardiosim.population), or with ``per_cell`` its own values of the slots, (n_slots, n_cells);
+        population, cardiosim.single_cell.population), or with ``per_cell`` its own values of the slots, (n_slots, n_cells);
         default: the model's, for every cell.
 
         Raises SimulationError naming the cell, the state, its value and the time when a state goes bad; the

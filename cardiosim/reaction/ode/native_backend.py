@@ -7,8 +7,8 @@ raised: the reaction step's collective check (reaction.Reaction.check) stops eve
 
 from __future__ import annotations
 
-from ...errors import SimulationError
-from .native import NativeModel
+from cardiosim.runtime.errors import SimulationError
+from cardiosim.reaction.ode.native import NativeModel
 
 
 class NativeBackend:

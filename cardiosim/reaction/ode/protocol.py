@@ -76,7 +76,7 @@ class OnHost(Wrapper):
 
 class Pieces:
     """This rank's cells in pieces, each integrated by its own backend: the tissue nodes of a masked grid
-    (cardiosim.mask; the other nodes have no cell), and the nodes of each cell region (``cell.regions``: another
+    (cardiosim.domain.mask; the other nodes have no cell), and the nodes of each cell region (``cell.regions``: another
     variant or other parameters of the model). ``pieces`` is a list of (backend, at): ``at`` the indices into this
     rank's nodes of the backend's cells, in its column order. A node in no piece keeps its Vm and its states as they
     started (a checkpoint keeps them so, in its usual layout).

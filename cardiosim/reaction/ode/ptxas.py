@@ -12,10 +12,17 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ...errors import UserError
-from . import kernel_variants
-from .cuda_backend import FUNCTION, MAXRREG_ENV, default_block, kernel_source, nvcc_options, second_cap
-from ...compile import header_dir, kernel_dir
+from cardiosim.runtime.errors import UserError
+from cardiosim.reaction.ode import kernel_variants
+from cardiosim.reaction.ode.cuda_backend import (
+    FUNCTION,
+    MAXRREG_ENV,
+    default_block,
+    kernel_source,
+    nvcc_options,
+    second_cap,
+)
+from cardiosim.runtime.compile import header_dir, kernel_dir
 
 
 def parse(text: str, function: str = FUNCTION) -> dict:

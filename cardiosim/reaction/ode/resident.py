@@ -6,7 +6,7 @@ stepping loop except the cell kernel's 16-byte error flag (the per-step health c
   rank's cells. Vm is copied device-to-device from the Vec's device memory (``getCUDAHandle``) into state row 0
   before the substeps and back after (2 x 8 B per cell on the device; the kernel itself is unchanged, so the
   numbers are those of the grouped and per-rank placements).
-- :class:`DeviceMaps`: cardiosim.analysis's ActivationMap and APDMap updated by one kernel (kernels/resident.cu,
+- :class:`DeviceMaps`: cardiosim.analysis.maps's ActivationMap and APDMap updated by one kernel (kernels/resident.cu,
   no FMA contraction: the same bits as NumPy) on Vm in the Vec's device memory; the host arrays are brought up to
   date only for checkpoints and the final maps.
 - :class:`DeviceProbes`: output.Probes whose samples are gathered on the device into a growing device buffer and
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import SimulationError
-from ...output import Probes
-from ...compile import kernel_dir
+from cardiosim.runtime.errors import SimulationError
+from cardiosim.output.writer import Probes
+from cardiosim.runtime.compile import kernel_dir
 
 BLOCK = 256
 
@@ -50,8 +50,8 @@ _modules: dict[int, object] = {}
 
 def _module(ctx: _Context):
     """kernels/resident.cu compiled for the device (cached on disk by compile_cached, per process here)."""
-    from ...compile import compile_cached
-    from ...gpu import arch_of
+    from cardiosim.runtime.compile import compile_cached
+    from cardiosim.runtime.gpu import arch_of
     key = ctx.dev.get_attribute(ctx.cuda.device_attribute.PCI_BUS_ID)
     if key not in _modules:
         src = (kernel_dir() / "resident.cu").read_text()
@@ -70,10 +70,10 @@ class ResidentBackend:
     def __init__(self, model, states: np.ndarray, stimuli, device: int, kernel_comm=None,
                  integrator: str = "forward-euler", kernel: str = "fused", at: np.ndarray | None = None):
         """``states`` (n_states, n_cells) of the cells at the Vec's local entries ``at`` (a masked grid's tissue
-        nodes, cardiosim.mask), or at every entry (None): Vm is then gathered from, and scattered back to, those
+        nodes, cardiosim.domain.mask), or at every entry (None): Vm is then gathered from, and scattered back to, those
         entries by two small kernels instead of one copy."""
-        from ..placement import first_then_others
-        from .cuda_backend import CudaBackend
+        from cardiosim.reaction.placement import first_then_others
+        from cardiosim.reaction.ode.cuda_backend import CudaBackend
 
         def start():
             return CudaBackend(model, states, device=device, variant=kernel, integrator=integrator)
@@ -138,7 +138,7 @@ class ResidentBackend:
 
 
 class DeviceMaps:
-    """The activation and APD maps (cardiosim.analysis) kept on the device; ``activation``/``apd`` are the host
+    """The activation and APD maps (cardiosim.analysis.maps) kept on the device; ``activation``/``apd`` are the host
     objects, whose arrays :meth:`download` brings up to date and :meth:`upload` sends."""
 
     ARRAYS = (("activation", "time"), ("activation", "prev"), ("apd", "v_rest"), ("apd", "v_peak"),
@@ -207,7 +207,7 @@ class DeviceAccumulator:
 
 
 class DeviceEcg:
-    """The pseudo-ECG (cardiosim.ecg.PseudoEcg ``ecg``) on the device: K_i·Vm by PETSc on the GPU, then this rank's
+    """The pseudo-ECG (cardiosim.analysis.ecg.PseudoEcg ``ecg``) on the device: K_i·Vm by PETSc on the GPU, then this rank's
     share of each electrode's sum (cs_ecg_partial) straight into a row of the probes' device sample buffer. The
     shares are added over the ranks and the leads formed when the samples are flushed (:meth:`totals`): a sum is
     linear, so nothing needs to cross between ranks, or to the host, per step."""

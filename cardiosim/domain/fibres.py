@@ -1,0 +1,403 @@
+"""Rule-based fibres and ventricular coordinates on the grid: ``cardiosim geometry fibres GEO.h5 --out OUT.h5``.
+
+Input: a ``cardiosim geometry`` file with ``labels`` (tissue > 0) and ``surfaces`` (the tissue nodes on labelled
+surfaces, as bits: :data:`SURFACES`). Laplace problems on the tissue nodes, with Dirichlet values on those
+surfaces, give
+
+    transmural   0 at the endocardia (LV and RV) to 1 at the epicardium: the LV alone, Bayer et al. 2012's φ_epi;
+                 both ventricles, the smaller of the two walls' depths u and v below, so that each free wall runs
+                 from its own endocardium to the epicardium and the septum from either face (0) to 0.5 in its
+                 middle: a septum has endocardial layers on both sides and no epicardium (φ_epi, 0 on both
+                 endocardia and nearly 0 through the whole septum, would make it all endocardial)
+    lv_rv        BiV only: 0 at the LV endocardium to 1 at the RV endocardium (no condition elsewhere: about 0 in
+                 the LV free wall, 1 in the RV free wall, 0 → 1 across the septum)
+    apex_base    0 at the apex to 1 at the base: the position along the long axis (from the apex to the base
+                 plane, both found from the surfaces), a straight coordinate rather than a Laplace solution, whose
+                 point condition at the apex crowds its values there; the fibres' longitudinal direction does come
+                 from a Laplace solution (ψ: 0 at the apex node, 1 at the base), as in Bayer's method.
+
+Fibres, sheets (and the sheet normals, their cross product) follow the rule of Bayer et al. 2012 (Ann Biomed Eng 40:
+2243, "LDRB"): at each node a frame of the longitudinal direction (∇ψ), the transmural direction and the
+circumferential one (their cross product); the fibre is the circumferential direction turned by the helix angle α
+about the transmural one, the sheet the transmural direction turned by the sheet angle β about the fibre. Where
+this departs from Bayer's algorithm, and why:
+
+* The angles are linear in the wall's depth: α = α_endo + w (α_epi − α_endo), and β likewise. Bayer orients an
+  endocardial frame at α_endo and an epicardial one at α_w(φ_epi) and interpolates the two rotations (bislerp)
+  with weight φ_epi; on a plain LV wall that gives α_endo + φ_epi² (α_epi − α_endo) (+30° mid-wall, not 0°), and
+  where the two frames are more than 90° apart bislerp takes the other way round (a jump at φ_epi = 0.75). Doste
+  et al. 2019 (Int J Numer Meth Biomed Eng 35: e3185) made the same correction.
+* Two walls instead of four interpolated frames. The LV wall's depth u is a Laplace solution, 0 at the LV
+  endocardium and 1 at the epicardium and the RV endocardium (so the septum runs from the LV side, α_endo, to the
+  RV side, α_epi in the LV's frame, which is α_endo of the RV seen from its own cavity: Bayer's septal rule); the RV
+  wall's depth v is 0 at the RV endocardium and 1 at the epicardium and the LV endocardium. Each gives a fibre
+  and a sheet (transmural direction ∇u, resp. ∇v); they are mixed with weight |∇v|²/(|∇u|² + |∇v|²): in the LV
+  free wall ∇v vanishes (v = 1 on both its faces), in the RV free wall ∇u does, and in the septum the two rules
+  give the same directions. The LV alone has u only.
+
+The Laplace problems are assembled here, on the tissue nodes only (the Q1 stiffness of the grid's elements whose
+eight corners are all tissue: the surface rule of cardiosim.domain.mask, so the same staircase is no-flux), and solved
+with PETSc on one process: CG + ICC(0), which took 37 iterations (φ_epi) and 206 (ψ) on the BiV at 0.25 mm
+(464,000 tissue nodes), and less time than CG + GAMG (10-12 iterations, but a set-up of several seconds). A small
+assembly of its own because the run's operators (cardiosim.tissue.operators) are built on the whole box of a DMDA across
+MPI ranks, which an anatomy made once on a login node has no need of; the tissue-only solvers of issue 27 (item
+1) may replace it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+
+from cardiosim.runtime.errors import SimulationError, UserError
+
+# The bits of a geometry file's ``surfaces`` dataset: a node may lie on several surfaces (the base's rim is on the
+# base and on an endocardium or the epicardium, as a mesh's vertex there is on both surfaces' facets); 0: on none.
+SURFACES = {"base": 1, "lv_endo": 2, "rv_endo": 4, "epi": 8}
+
+# Default angles (degrees): helix +60° at the endocardium to −60° at the epicardium; sheets transmural.
+HELIX = (60.0, -60.0)
+SHEET = (0.0, 0.0)
+
+RTOL = 1e-10             # the Laplace solves' relative residual: coordinates to ~1e-8, far below what is asked of them
+
+
+# PETSc starts MPI, whose start-up writes shared-memory files: under a file-size limit (ulimit -f) smaller than
+# those it aborts the process with a page of MPI's errors. Measured with this project's MPICH (UCX): it fails at
+# 4 MB and starts at 4.5 MB; 16 MB leaves room for other MPI builds.
+MPI_FILE_LIMIT = 16 << 20
+
+
+def check_file_limit(out: Path) -> None:
+    """Refuse, before PETSc starts MPI, a file-size limit MPI's start-up could not live with (one line, exit 3)."""
+    import resource
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft != resource.RLIM_INFINITY and soft < MPI_FILE_LIMIT:
+        raise SimulationError(f"--out {out}: cannot write under a file-size limit of {soft / 1024:.0f} KB (ulimit -f): "
+                              f"the rule-based fibres' solver (PETSc, which starts MPI) needs files of up to "
+                              f"{MPI_FILE_LIMIT >> 20} MB for its shared memory; raise the limit; nothing written")
+
+
+# -- tissue nodes and the Q1 Laplacian on them ----------------------------------------------------------------------
+def tissue_nodes(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(elements, nodes) of a (nz, ny, nx) label image: an element (indexed by its lowest corner) is tissue where
+    its eight corners are labelled, a node where it is a corner of a tissue element (cardiosim.domain.mask's rule)."""
+    labelled = labels > 0
+    shape = labelled.shape
+    elements = np.ones(tuple(s - 1 for s in shape), dtype=bool)
+    for off in itertools.product((0, 1), repeat=3):
+        elements &= labelled[tuple(slice(o, o + s - 1) for o, s in zip(off, shape))]
+    nodes = np.zeros(shape, dtype=bool)
+    for off in itertools.product((0, 1), repeat=3):
+        nodes[tuple(slice(o, o + s - 1) for o, s in zip(off, shape))] |= elements
+    return elements, nodes
+
+
+def _q1_stiffness(h: float) -> np.ndarray:
+    """The Q1 Laplacian of a cube of side h, 8 × 8, corners numbered by their offsets (z, y, x) in {0, 1}³: the
+    tensor product of the 1D stiffness and mass matrices (exact; scales as h^(3−2))."""
+    k1 = np.array([[1.0, -1.0], [-1.0, 1.0]])
+    m1 = np.array([[1.0, 0.5], [0.5, 1.0]]) / 3.0
+    corners = list(itertools.product((0, 1), repeat=3))
+    K = np.zeros((8, 8))
+    for i, a in enumerate(corners):
+        for j, b in enumerate(corners):
+            K[i, j] = sum(k1[a[d], b[d]] * np.prod([m1[a[e], b[e]] for e in range(3) if e != d]) for d in range(3))
+    return K * h
+
+
+def laplacian(elements: np.ndarray, nodes: np.ndarray, h: float):
+    """The Q1 stiffness matrix on the tissue nodes (scipy CSR, rows in the order of ``np.flatnonzero(nodes)``),
+    built one neighbour offset at a time so that no per-element array of 64 entries is ever made."""
+    import scipy.sparse as sp
+    shape = nodes.shape
+    number = np.full(shape, -1, dtype=np.int64)
+    number[nodes] = np.arange(int(nodes.sum()))
+    K = _q1_stiffness(h)
+    corners = list(itertools.product((0, 1), repeat=3))
+    rows, cols, vals = [], [], []
+    for off in itertools.product((-1, 0, 1), repeat=3):
+        # value at node n of the coupling (n, n + off): the sum over the elements holding both
+        v = np.zeros(shape)
+        for i, a in enumerate(corners):
+            b = tuple(x + o for x, o in zip(a, off))
+            if not all(c in (0, 1) for c in b) or K[i, corners.index(b)] == 0.0:
+                continue
+            # the element with lowest corner e holds node e + a and e + b: node n = e + a
+            v[tuple(slice(x, x + s - 1) for x, s in zip(a, shape))] += K[i, corners.index(b)] * elements
+        nz = np.flatnonzero(v)
+        if not len(nz):
+            continue
+        idx = np.unravel_index(nz, shape)
+        other = tuple(i + o for i, o in zip(idx, off))
+        rows.append(number[idx])
+        cols.append(number[other])
+        vals.append(v[idx])
+    n = int(nodes.sum())
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n))
+
+
+def solve_laplace(A, fixed: np.ndarray, values: np.ndarray, what: str) -> np.ndarray:
+    """u on the tissue nodes with A u = 0 at the free nodes and u = ``values`` at the ``fixed`` ones (bool, per
+    row of A): the free block solved with PETSc's CG + ICC(0) (the Dirichlet nodes eliminated, so it is SPD)."""
+    from scipy.sparse.csgraph import connected_components
+    free = ~fixed
+    u = np.where(fixed, values, 0.0)
+    if not free.any():
+        return u
+    n_pieces, piece = connected_components(A, directed=False)
+    touched = np.zeros(n_pieces, dtype=bool)
+    touched[piece[fixed]] = True
+    if not touched.all():
+        sizes = np.bincount(piece, minlength=n_pieces)[~touched]
+        raise UserError(f"{what}: {len(sizes)} piece(s) of tissue ({int(sizes.sum())} nodes) touch none of the "
+                        f"surfaces it is fixed on; label their surfaces or leave such pieces out of the anatomy")
+    Aff = A[free][:, free].tocsr()
+    b = -(A[free][:, fixed] @ u[fixed])
+    from petsc4py import PETSc
+    M = PETSc.Mat().createAIJ(size=Aff.shape, csr=(Aff.indptr.astype(PETSc.IntType),
+                                                   Aff.indices.astype(PETSc.IntType), Aff.data),
+                              comm=PETSc.COMM_SELF)
+    M.assemble()
+    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+    ksp.setOperators(M)
+    ksp.setType("cg")
+    ksp.getPC().setType("icc")
+    ksp.setTolerances(rtol=RTOL, atol=0.0, max_it=2000)
+    x, rhs = M.createVecs()
+    rhs.getArray()[:] = b
+    ksp.solve(rhs, x)
+    if ksp.getConvergedReason() <= 0:
+        raise SimulationError(f"{what}: the Laplace solve did not converge ({ksp.getIterationNumber()} CG "
+                              f"iterations, reason {ksp.getConvergedReason()})")
+    u[free] = x.getArray()
+    for o in (ksp, M, x, rhs):
+        o.destroy()
+    return u
+
+
+# -- gradients and frames ---------------------------------------------------------------------------------------------
+def gradient(field: np.ndarray, elements: np.ndarray, nodes: np.ndarray, h: float) -> np.ndarray:
+    """∇field at the tissue nodes, (n, 3) in x, y, z: the mean over a node's tissue elements of the Q1 gradient at
+    each element's centre (the mean of its four edge differences along each axis). Only tissue values enter, so
+    a node on the staircase surface gets a gradient as good as inside (one-sided differences along the grid's
+    axes were off by tens of degrees there)."""
+    f = np.where(nodes, field, 0.0)
+    shape = nodes.shape
+    total = np.zeros(shape + (3,))
+    count = np.zeros(shape)
+    grad = np.zeros(elements.shape + (3,))
+    corners = list(itertools.product((0, 1), repeat=3))               # (z, y, x) offsets
+    for c in corners:
+        v = f[tuple(slice(o, o + s - 1) for o, s in zip(c, shape))]
+        for axis in range(3):                                         # array axis z, y, x -> component x, y, z
+            grad[..., 2 - axis] += (1 if c[axis] else -1) * v
+    grad *= elements[..., None] / (4 * h)
+    for c in corners:
+        sl = tuple(slice(o, o + s - 1) for o, s in zip(c, shape))
+        total[sl] += grad
+        count[sl] += elements
+    return total[nodes] / np.maximum(count[nodes], 1)[:, None]
+
+
+def _unit(v: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    n = np.linalg.norm(v, axis=1, keepdims=True)
+    return np.where(n > 1e-12, v / np.maximum(n, 1e-300), fallback)
+
+
+def _perpendicular(v: np.ndarray) -> np.ndarray:
+    """A unit vector perpendicular to each (unit) row of v."""
+    axis = np.eye(3)[np.argmin(np.abs(v), axis=1)]
+    p = axis - np.sum(axis * v, axis=1, keepdims=True) * v
+    return p / np.linalg.norm(p, axis=1, keepdims=True)
+
+
+def oriented(longitudinal: np.ndarray, transmural: np.ndarray, helix: np.ndarray, sheet: np.ndarray):
+    """(fibre, sheet, normal), each (n, 3), of the frame of a transmural and a longitudinal direction (Bayer's
+    axis(): e2 the transmural, e1 the longitudinal made perpendicular to it, e0 = e1 × e2) turned by the helix
+    angle about e2 and the sheet angle about the fibre (radians)."""
+    e2 = _unit(transmural, np.array([0.0, 0.0, 1.0]))
+    e1 = longitudinal - np.sum(longitudinal * e2, axis=1, keepdims=True) * e2
+    e1 = _unit(e1, _perpendicular(e2))
+    e0 = np.cross(e1, e2)
+    ca, sa = np.cos(helix)[:, None], np.sin(helix)[:, None]
+    f = ca * e0 + sa * e1
+    t = -sa * e0 + ca * e1                     # in the wall, perpendicular to the fibre
+    cb, sb = np.cos(sheet)[:, None], np.sin(sheet)[:, None]
+    s = cb * e2 + sb * t
+    return f, s, np.cross(f, s)
+
+
+def _mix(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Directions (f and −f alike) a and b mixed with weight w on b."""
+    sign = np.where(np.sum(a * b, axis=1) < 0, -1.0, 1.0)[:, None]
+    return (1 - w)[:, None] * a + w[:, None] * sign * b
+
+
+# -- the whole computation --------------------------------------------------------------------------------------------
+def long_axis(points: np.ndarray, surfaces: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """(apex point, unit axis apex → base, its length) from the surfaces: the base plane fitted to the base
+    nodes (its normal: their covariance's smallest eigenvector), the apex the epicardial node farthest from it."""
+    base = points[(surfaces & SURFACES["base"]) > 0]
+    epi = points[(surfaces & SURFACES["epi"]) > 0]
+    centre = base.mean(axis=0)
+    _, vecs = np.linalg.eigh(np.cov((base - centre).T))
+    normal = vecs[:, 0]
+    depth = (epi - centre) @ normal
+    if np.median(depth) > 0:                   # the normal points out of the base, away from the heart
+        normal, depth = -normal, -depth
+    apex = epi[np.argmin(depth)]
+    length = float((centre - apex) @ normal)
+    return apex, normal, length
+
+
+def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HELIX, sheet=SHEET,
+            log=print) -> dict:
+    """The coordinates and the fibres, sheets and normals on the grid (natural order, (nz, ny, nx[, 3]); NaN / 0
+    outside the tissue). ``helix``, ``sheet``: (endo, epi) in degrees."""
+    import time
+    elements, nodes = tissue_nodes(labels)
+    if not elements.any():
+        raise UserError(f"spacing {h:g} cm: no grid element lies wholly in the tissue (its walls are too thin for "
+                        f"that spacing), so there is nothing to make fibres on; choose a finer --spacing")
+    surf = np.where(nodes, surfaces, 0)[nodes].astype(np.int64)
+    present = {k for k, bit in SURFACES.items() if np.any(surf & bit)}
+    need = {"base", "lv_endo", "epi"}
+    if not need <= present:
+        raise UserError(f"surfaces: the anatomy's tissue nodes have no {', '.join(sorted(need - present))} surface "
+                        f"(found: {', '.join(sorted(present)) or 'none'}); rule-based fibres need base, lv_endo "
+                        f"and epi (and rv_endo for both ventricles)")
+    biv = "rv_endo" in present
+    is_ = {k: (surf & bit) > 0 for k, bit in SURFACES.items()}
+    start = time.perf_counter()
+    A = laplacian(elements, nodes, h)
+    zz, yy, xx = np.nonzero(nodes)
+    points = np.asarray(origin, dtype=float) + h * np.stack([xx, yy, zz], axis=1)
+    apex, axis, length = long_axis(points, surf)
+
+    def solve(one, zero, what):
+        fixed = np.zeros(len(surf), dtype=bool)
+        for k in one + zero:
+            fixed |= is_[k]
+        values = np.zeros(len(surf))
+        for k in one:
+            values[is_[k]] = 1.0
+        for k in zero:      # a node on both (a wall one or two nodes thick): the endocardium, 0, wins
+            values[is_[k]] = 0.0
+        return solve_laplace(A, fixed, values, what)
+
+    u = solve(["epi", "rv_endo"] if biv else ["epi"], ["lv_endo"], "the LV wall's depth")
+    # ψ: 0 at the apex node, 1 at the base (Bayer), for the longitudinal direction only
+    apex_node = np.zeros(len(surf), dtype=bool)
+    apex_node[np.argmin(np.sum((points - apex) ** 2, axis=1))] = True
+    fixed = is_["base"] | apex_node
+    psi = solve_laplace(A, fixed, np.where(is_["base"], 1.0, 0.0), "apex-to-base Laplace solution")
+    grad_psi = gradient(_grid(psi, nodes), elements, nodes, h)
+    # where ∇ψ vanishes (at the apex node), the long axis
+    grad_psi = _unit(grad_psi, axis)
+    rad = np.deg2rad
+    gu = gradient(_grid(u, nodes), elements, nodes, h)
+    f, s, _ = oriented(grad_psi, gu, rad(helix[0] + u * (helix[1] - helix[0])),
+                       rad(sheet[0] + u * (sheet[1] - sheet[0])))
+    out = {"transmural": u, "apex_base": np.clip((points - apex) @ axis / length, 0.0, 1.0)}
+    if biv:
+        v = solve(["epi", "lv_endo"], ["rv_endo"], "the RV wall's depth")
+        gu2 = np.sum(gu ** 2, axis=1)
+        gv = gradient(_grid(v, nodes), elements, nodes, h)
+        gv2 = np.sum(gv ** 2, axis=1)
+        w = np.where(gu2 + gv2 > 0, gv2 / np.maximum(gu2 + gv2, 1e-300), 0.5)
+        f_rv, s_rv, _ = oriented(grad_psi, gv, rad(helix[0] + v * (helix[1] - helix[0])),
+                                 rad(sheet[0] + v * (sheet[1] - sheet[0])))
+        f = _unit(_mix(f, f_rv, w), f)
+        s = _mix(s, s_rv, w)
+        s = _unit(s - np.sum(s * f, axis=1, keepdims=True) * f, _perpendicular(f))
+        out["lv_rv"] = solve(["rv_endo"], ["lv_endo"], "LV-RV coordinate")
+        out["transmural"] = np.minimum(u, v)
+    n = np.cross(f, s)
+    log(f"rule-based fibres: {len(surf)} tissue nodes, {'both ventricles' if biv else 'one ventricle'}, "
+        f"helix {helix[0]:g}° → {helix[1]:g}°, sheet {sheet[0]:g}° → {sheet[1]:g}°, "
+        f"{time.perf_counter() - start:.1f} s")
+    # the solves' values lie within RTOL of [0, 1]; the file's are in it
+    fields = {k: _grid(np.clip(c, 0.0, 1.0), nodes, np.nan) for k, c in out.items()}
+    for name, vec in (("fibres", f), ("sheets", s), ("normals", n)):
+        fields[name] = _grid(vec, nodes, 0.0)
+    return fields
+
+
+def _grid(values: np.ndarray, nodes: np.ndarray, outside=0.0) -> np.ndarray:
+    """Per-tissue-node values onto the whole grid."""
+    full = np.full(nodes.shape + values.shape[1:], outside, dtype=float)
+    full[nodes] = values
+    return full
+
+
+# -- the command -------------------------------------------------------------------------------------------------------
+ANGLE_OPTIONS = {"helix_endo": HELIX[0], "helix_epi": HELIX[1], "sheet_endo": SHEET[0], "sheet_epi": SHEET[1]}
+
+
+def angles(args: argparse.Namespace) -> tuple[tuple, tuple]:
+    """(helix, sheet) from the command line's options (None: the default), each (endo, epi) degrees."""
+    got = {}
+    for name, default in ANGLE_OPTIONS.items():
+        v = getattr(args, name, None)
+        v = default if v is None else v
+        if not (math.isfinite(v) and -90.0 <= v <= 90.0):
+            raise UserError(f"--{name.replace('_', '-')}: must be an angle in degrees in [-90, 90]; got {v}")
+        got[name] = v
+    return (got["helix_endo"], got["helix_epi"]), (got["sheet_endo"], got["sheet_epi"])
+
+
+def main(args: argparse.Namespace) -> int:
+    """``cardiosim geometry fibres GEO.h5 --out OUT.h5``: GEO.h5's datasets with the coordinates, fibres, sheets
+    and normals (re)made from its labels and surfaces."""
+    import h5py
+    from cardiosim.domain import anatomy as geometry
+    from cardiosim.runtime.files import Target, check_input, check_writes
+    if not args.file:
+        raise UserError("cardiosim geometry fibres: give the geometry file (cardiosim geometry fibres GEO.h5 "
+                        "--out OUT.h5)")
+    for name in ("spacing", "units"):
+        if getattr(args, name) is not None:
+            raise UserError(f"--{name}: not used by cardiosim geometry fibres (the grid is the geometry file's)")
+    src, out = Path(args.file), Path(args.out)
+    helix, sheet = angles(args)
+    check_input(None, src)
+    geometry.check_out(out)
+    check_file_limit(out)
+    try:
+        with h5py.File(src, "r") as f:
+            shape = f["labels"].shape if isinstance(f.get("labels"), h5py.Dataset) else ()
+    except OSError as e:
+        raise UserError(f"{src}: cannot be read as HDF5 ({e})") from None
+    if shape:                        # before the arrays are read: what the rule needs, against what is free
+        from cardiosim.runtime.resources import check_fits
+        check_fits(geometry.BIV_BYTES_PER_NODE * float(np.prod(shape)), f"{src}: {np.prod(shape):.4g} grid nodes",
+                   "make it on a host with more memory")
+    check_writes([Target("--out", out, "geometry")], {"the geometry file": src}, args.overwrite)
+    try:
+        with h5py.File(src, "r") as f:
+            missing = [k for k in ("labels", "surfaces") if not isinstance(f.get(k), h5py.Dataset)]
+            if missing:
+                raise UserError(f"{src}: has no {' or '.join(missing)} dataset (it holds: {', '.join(f) or 'nothing'})"
+                                f"; cardiosim geometry lv|biv|MESH writes them (a mesh: from its tagged surfaces)")
+            data = {k: f[k][()] for k in f if isinstance(f[k], h5py.Dataset)}
+            attrs = dict(f.attrs)
+    except OSError as e:
+        raise UserError(f"{src}: cannot be read as HDF5 ({e})") from None
+    for k in ("spacing", "origin"):
+        if k not in attrs:
+            raise UserError(f"{src}: has no '{k}' attribute; is it a file of cardiosim geometry?")
+    labels, surfaces = data["labels"], data["surfaces"]
+    if labels.ndim != 3 or surfaces.shape != labels.shape:
+        raise UserError(f"{src}: labels {labels.shape} and surfaces {surfaces.shape} must be one 3D grid")
+    fields = compute(labels, surfaces, float(attrs["spacing"]), attrs["origin"], helix, sheet)
+    data.update(fields)
+    box = geometry.Box.of(attrs)
+    geometry.make_folder(out)
+    geometry.write(out, box, data, str(attrs.get("source", src)), fibre_rule=(helix, sheet))
+    print(f"wrote {out}: {', '.join(sorted(fields))}")
+    return 0
