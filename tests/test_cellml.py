@@ -278,9 +278,9 @@ def test_conformance_subset(tmp_path):
 
 
 def test_conformance_table_covers_every_file():
-    """docs/cell-models.md holds a row for every file in models/ (regenerate it with
-    `cardiosim bench cellml --write docs/cell-models.md`)."""
-    text = (ROOT / "docs" / "cell-models.md").read_text()
+    """docs/user/cell-models.md holds a row for every file in models/ (regenerate it with
+    `cardiosim bench cellml --write docs/user/cell-models.md`)."""
+    text = (ROOT / "docs" / "user" / "cell-models.md").read_text()
     files = sorted(MODELS.glob("*.cellml"))
     assert len(files) == 79
     for f in files:

@@ -1,4 +1,4 @@
-"""The config reference in docs/ is generated from the schema; it must not drift."""
+"""The config reference in docs/user/ is generated from the schema; it must not drift."""
 
 from pathlib import Path
 
@@ -6,8 +6,8 @@ from cardiosim import config
 
 
 def test_config_reference_is_current():
-    doc = Path(__file__).resolve().parents[1] / "docs" / "config.md"
-    assert doc.read_text() == config.reference_markdown(), "regenerate: cardiosim config --doc > docs/config.md"
+    doc = Path(__file__).resolve().parents[1] / "docs" / "user" / "config.md"
+    assert doc.read_text() == config.reference_markdown(), "regenerate: cardiosim config --doc > docs/user/config.md"
 
 
 def test_every_shipped_config_is_valid():

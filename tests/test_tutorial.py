@@ -1,4 +1,4 @@
-"""The heart tutorial (docs/tutorial.md) as its reader runs it: the LV from `cardiosim geometry lv`, its labels, the
+"""The heart tutorial (docs/user/tutorial.md) as its reader runs it: the LV from `cardiosim geometry lv`, its labels, the
 run of run/lv-ecg.toml at 1 mm with physiological conductivities (the wave must cross the heart: --strict passes
 the end-of-run checks), a physiological QRS, and the figures. The tutorial's commands, not a copy of them: the
 command lines are read from the tutorial's own code blocks."""
@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 
-TUTORIAL = ROOT / "docs" / "tutorial.md"
+TUTORIAL = ROOT / "docs" / "user" / "tutorial.md"
 
 
 def commands(section: str) -> list[list[str]]:
