@@ -6,7 +6,7 @@ the form MonoAlg3D, Cardioid, openCARP and Chaste compute. The source density is
 intracellular stiffness matrix: with M du/dt = −K u the weak form of du/dt = ∇·(σ∇u) (cardiosim/tissue/operators.py),
 (∇·σ_i∇Vm) at node j times its volume is −(K_i Vm)_j. That is the operator with the tissue surface's no-flux
 condition built in (cardiosim/domain/mask.py drops every coupling across it); a naive gradient across the surface is
-not (35–52 % off in the issue's trial). So, per electrode e,
+not (35–52 % off in a trial). So, per electrode e,
 
     φ_e = −1/(4π σ_b) Σ_j (K_i Vm)_j · t / |x_e − x_j|
 

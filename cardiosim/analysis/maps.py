@@ -81,7 +81,7 @@ class ActivationMap(_Accumulator):
         self._derive()
 
     def update(self, t0: float, t1: float, v: np.ndarray) -> None:
-        # The "io" phase of the CPU placements (issue 11): two cheap passes over the nodes (v >= threshold, and
+        # The "io" phase of the CPU placements: two cheap passes over the nodes (v >= threshold, and
         # not yet activated), then the crossing test and the interpolation on the few nodes that pass them only.
         # Same arithmetic, element by element, as over all nodes: the same bits.
         thr, prev = self.threshold, self.prev
@@ -139,7 +139,7 @@ class APDMap(_Accumulator):
         self._derive()
 
     def update(self, t0: float, t1: float, v: np.ndarray) -> None:
-        # The "io" phase of the CPU placements (issue 11): a few compare passes over the nodes into preallocated
+        # The "io" phase of the CPU placements: a few compare passes over the nodes into preallocated
         # bools; V_peak, the level and the interpolation are then computed on the nodes that the compares select
         # only (those whose V rises above V_peak, those below their level): the same arithmetic, element by
         # element, as over all nodes, so the same bits.

@@ -5,7 +5,7 @@ the generator's common subexpressions and reciprocals (cardiosim/cells/cse.py), 
                                [--ptx [ARCH]]
 
 Both forms of a model are compiled from the same generator (``cellml.generate(cse=False)`` writes the equations as
-Myokit has them), specialised to the same run (constants folded) and timed in turns, best of ``--repeats`` each, so
+Myokit has them), specialised to the same run (constants folded) and timed alternately, best of ``--repeats`` each, so
 that a shared machine's load falls on both alike. Cells at rest, no stimulus, dt = 1 µs; the rate is cells × steps /
 wall time of one ``cs_advance`` call (the driver's per-substep finiteness check included).
 
@@ -124,10 +124,10 @@ def ptx_counts(names, arch: str) -> list[dict]:
 
 
 def markdown(rows, meta) -> str:
-    out = ["### Generated cell models on one CPU core: common subexpressions and reciprocals (issue 26)", "",
+    out = ["### Generated cell models on one CPU core: common subexpressions and reciprocals", "",
            f"{meta['date']} · {meta['cpu']} ({meta['cores']} cores, shared) · native C backend (gcc -O2), one process"
            f" · {meta['cells']} cells × {meta['steps']} steps of 1 µs at rest, best of {meta['repeats']}, the forms"
-           f" timed in turns · `{meta['command']}`", "",
+           f" timed alternately · `{meta['command']}`", "",
            "| model | integrator | Myokit's form (cell-steps/s) | with CSE + reciprocals | speed-up | hand twin |",
            "|---|---|---|---|---|---|"]
     for r in rows:
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     p.add_argument("--cells", type=int, default=1000)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--write", help="markdown page to update (docs/benchmarks.md)")
+    p.add_argument("--write", help="markdown page to update (docs/performance.md)")
     p.add_argument("--json", help="write the rows here too")
     p.add_argument("--ptx", nargs="?", const="sm_90", default=None, metavar="ARCH",
                    help="also compile each form for the GPU with nvcc and count registers, spills, FP64, divisions")

@@ -35,7 +35,7 @@ AMPLITUDE, DURATION, BEAT = -50.0, 1.0, 1000.0          # µA/µF, ms, ms
 DT_REF, SAMPLE = (1e-3, 1e-4), 0.5                      # ms: the first reference step that is stable is used
 STEPS = (0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 0.0005, 0.0002, 0.0001)   # ms, tried in this order
 # The fixed subset CI runs: the variety of the corpus (sizes, gate forms, unit systems, singularities), with the
-# models the issue names.
+# best-known ventricular and atrial models among them.
 SUBSET = ("ohara_rudy_2011_endo", "courtemanche_ramirez_nattel_1998", "grandi_pasqualini_bers_2010_ss",
           "luo_rudy_1991", "ten_tusscher_model_2006_epi", "bondarenko_szigeti_bett_kim_rasmusson_2004_apical",
           "beeler_reuter_model_1977", "hodgkin_huxley_squid_axon_model_1952_modified", "noble_model_1962",

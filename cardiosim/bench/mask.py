@@ -8,20 +8,20 @@ nodes outside as rows of their own, cardiosim/domain/mask.py; the resident place
 a mask; the box solves with the elliptic preconditioner of the default (geometric multigrid, PCMG) and with GAMG.
 ``--steps`` PDE steps after one warm-up step, times the max over ranks.
 
-    cardiosim bench mask --ranks 2 --write docs/benchmarks.md
+    cardiosim bench mask --ranks 2 --write docs/performance.md
     cardiosim bench mask --ranks 1 --placement resident --model tt06 --ode-substeps 10 --current-density -52 --lv-spacing 0.05 0.025 --no-gamg \
-        --write docs/benchmarks.md                                                         # on a GPU node
+        --write docs/performance.md                                                         # on a GPU node
 
 Each case runs in its own ``mpirun``. A masked grid has cells at its tissue nodes only; the table shows the
 solvers' cost and the reaction's apart. ``--rounds N`` runs every case N times, the grids alternating, and ends
 with the masked grid's step against the whole box's (default solvers) per round and of the medians: on a GPU a
-single round of 20 steps varies by several per cent from one run to the next (docs/benchmarks.md, "Session 19").
+single round of 20 steps varies by several per cent from one run to the next (docs/performance.md).
 
 The cells' integrator (``--integrator``) is Rush–Larsen by default for a model with gates (TT06), Forward Euler
 otherwise (Mitchell–Schaeffer). Forward Euler on TT06 at 0.002 ms (10 substeps of 0.02 ms) is unstable wherever Vm
 is below −85.54 mV, 0.31 mV under rest: the m gate's τ_m is 1.06 µs at rest and falls under dt/2 = 1 µs there
 (:func:`cell_integrator`). The box stencil is not monotone for the intracellular anisotropy (σ_il/σ_it = 9.2): next
-to the stimulus, at the LV's apex, a node dips to −88.8 mV before the wave reaches it, and Forward Euler turned
+to the stimulus, at the LV's apex, a node dips to −88.8 mV before the wave reaches it, and Forward Euler turns
 that dip into a non-finite cell (docs/decisions.md, "TT06 in `bench mask`": the LV at 0.025 cm).
 """
 
@@ -207,7 +207,7 @@ def main(argv=None):
                    help="cell.integrator (default: rush-larsen for a model with gates, tt06; else forward-euler)")
     p.add_argument("--no-gamg", action="store_true", help="the default elliptic preconditioner only")
     p.add_argument("--rounds", type=int, default=1, help="runs of every case, the grids alternating")
-    p.add_argument("--write", help="markdown page to update (e.g. docs/benchmarks.md)")
+    p.add_argument("--write", help="markdown page to update (e.g. docs/performance.md)")
     p.add_argument("--json", help="write the results here too")
     p.add_argument("--single", help=argparse.SUPPRESS)
     p.add_argument("--grid", choices=list(GRIDS), default="box", help=argparse.SUPPRESS)

@@ -1,8 +1,8 @@
 """One cell paced to steady state, the whole command timed: ``cardiosim cell`` against a Myokit script doing the same
-with Myokit's own CVODES simulation (issue 26: within 2× of it).
+with Myokit's own CVODES simulation (the aim: within 2× of its time).
 
     cardiosim bench pacing [--model models/ohara_rudy_2011_endo.cellml] [--beats 1000] [--also grl1:0.05 ...]
-                           [--write docs/benchmarks.md]
+                           [--write docs/performance.md]
 
 Each run is a fresh process (imports, model generation or compilation from a warm cache, the pacing, the output
 files), timed from outside, one after the other on the same machine; the row says the APD90 of the last beat, so
@@ -95,7 +95,7 @@ def measure(model: Path, beats: int, also, repeats: int) -> list[dict]:
 
 
 def markdown(rows, meta) -> str:
-    out = [f"### One cell to steady state: {meta['model']}, {meta['beats']} beats at 1 Hz, the whole command (issue 26)",
+    out = [f"### One cell to steady state: {meta['model']}, {meta['beats']} beats at 1 Hz, the whole command",
            "", f"{meta['date']} · {meta['cpu']} ({meta['cores']} cores, shared) · one process each, best of "
            f"{meta['repeats']} after a warm-up run (caches warm) · `{meta['command']}`", "",
            "| command | wall (s) | × Myokit | APD90 of the last beat (ms) |", "|---|---|---|---|"]
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     p.add_argument("--also", nargs="*", default=[], metavar="INTEGRATOR:DT",
                    help="cardiosim cell with these integrators too, e.g. grl1:0.05")
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--write", help="markdown page to update (docs/benchmarks.md)")
+    p.add_argument("--write", help="markdown page to update (docs/performance.md)")
     p.add_argument("--json", help="write the rows here too")
     a = p.parse_args(argv)
     model = Path(a.model)

@@ -3,9 +3,9 @@
 A 2D bidomain sheet with fibres at 30° (box stencil, the harder case), Mitchell–Schaeffer cells and a wave
 started at the left edge, on n × n nodes for n in --sizes; ``--steps`` PDE steps after one warm-up step.
 
-    python -m cardiosim.bench.pde --ranks 1 2 --write docs/benchmarks.md
-    python -m cardiosim.bench.pde --ranks 16 --label "H100 node, 16 CPU ranks" --write docs/benchmarks.md
-    python -m cardiosim.bench.pde --ranks 1 --label "H100, PETSc CUDA" --write docs/benchmarks.md \\
+    python -m cardiosim.bench.pde --ranks 1 2 --write docs/performance.md
+    python -m cardiosim.bench.pde --ranks 16 --label "H100 node, 16 CPU ranks" --write docs/performance.md
+    python -m cardiosim.bench.pde --ranks 1 --label "H100, PETSc CUDA" --write docs/performance.md \\
         -- -dm_vec_type cuda -dm_mat_type aijcusparse -parabolic_pc_type jacobi
     python -m cardiosim.bench.pde --ranks 1 --placement resident --model tt06 --label "H100, resident" ...
 
@@ -118,7 +118,7 @@ def main(argv=None):
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--label", default="")
-    p.add_argument("--write", help="markdown page to update (e.g. docs/benchmarks.md)")
+    p.add_argument("--write", help="markdown page to update (e.g. docs/performance.md)")
     p.add_argument("--json", help="write the results here too")
     p.add_argument("--placement", default="auto", help="cell.placement (resident: PDE and cells on the GPU)")
     p.add_argument("--model", default="mitchell-schaeffer", choices=sorted(MODELS))

@@ -7,7 +7,7 @@ options at every rank count above 1 (e.g. the layouts and halo strategies of car
 too with ``--variants-on-one`` (options that apply there, e.g. ``-elliptic_smg_coarse_max``).
 
     cardiosim bench scaling run/slab3d-1e7.toml --ranks 1 2 [--weak] [--set grid.size=...]
-        [--variant sweep='-elliptic_smg_halo sweep -parabolic_smg_halo sweep'] [--write docs/benchmarks.md]
+        [--variant sweep='-elliptic_smg_halo sweep -parabolic_smg_halo sweep'] [--write docs/performance.md]
 """
 
 from __future__ import annotations
@@ -98,12 +98,12 @@ def main(argv=None) -> int:
     p.add_argument("--variants-on-one", action="store_true", help="run the variants on one rank too")
     p.add_argument("--placement", default="resident", help="cell.placement (cpu: to try the benchmark on a CPU)")
     p.add_argument("--label", default="")
-    p.add_argument("--write", help="markdown page to update (docs/benchmarks.md)")
+    p.add_argument("--write", help="markdown page to update (docs/performance.md)")
     p.add_argument("--json", help="write the results here too")
     p.add_argument("--render", metavar="JSON", help="no runs: the table of an earlier --json (its own command, date and "
                    "machine), e.g. with other rows first (--first CASE:RANKS) or into --write")
     p.add_argument("--first", metavar="JSON", help="with --render: the rows of another results file first (the "
-                   "1-GPU baseline measured in the same lease, for a weak-scaling run of more GPUs only)")
+                   "1-GPU baseline measured in the same job, for a weak-scaling run of more GPUs only)")
     args = p.parse_args(ours)
     if args.render:
         d = json.loads(Path(args.render).read_text())

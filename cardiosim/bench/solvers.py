@@ -1,4 +1,4 @@
-"""Solver-choice benchmark (issue 12): iterations, ms and J per solve of the bidomain's two systems for each linear
+"""Solver-choice benchmark: iterations, ms and J per solve of the bidomain's two systems for each linear
 solver choice, on the resident placement's GPU matrices.
 
 Problems: the 2D bidomain sheet of cardiosim.bench.pde at 1025² (0.01 cm, fibres at 30°, box stencil) and the Table
@@ -14,7 +14,7 @@ energy over repeats of at least --seconds of wall time (NVML's counter updates a
 step under ~5 %); J per solve = board-energy difference / solves, "n/a" without NVML. A choice whose first solve
 takes more than --max-solve-s seconds is skipped (said in the table).
 
-    python -m cardiosim.bench.solvers --json solvers.json --write docs/benchmarks.md       # GPU node, ~3 min
+    python -m cardiosim.bench.solvers --json solvers.json --write docs/performance.md       # GPU node, ~3 min
     python -m cardiosim.bench.solvers --cpu --n 65 --table41-n 41 --seconds 0.2            # host build, a check
 """
 
@@ -183,7 +183,7 @@ def _j(v) -> str:
 
 
 def markdown(rows, meta, args) -> str:
-    lines = [f"### Solver choices (issue 12): {meta['label']}", "",
+    lines = [f"### Solver choices: {meta['label']}", "",
              f"{meta['date']} · GPU: {meta['machine']['gpu']} · `{meta['command']}`", "",
              "One solve of each system: b = A·x for a smooth x, zero initial guess, rtol 1e-10 / atol 1e-12; each "
              f"solver set up and solved once before timing; ms and J per solve over ≥ {args.seconds:g} s of "
@@ -214,7 +214,7 @@ def main(argv=None):
     p.add_argument("--cpu", action="store_true", help="host matrices and the host builds (no GPU: a check)")
     p.add_argument("--label", default="")
     p.add_argument("--json", help="write the results here too")
-    p.add_argument("--write", help="markdown page to update (e.g. docs/benchmarks.md)")
+    p.add_argument("--write", help="markdown page to update (e.g. docs/performance.md)")
     args = p.parse_args(argv)
     import petsc4py
     petsc4py.init(sys.argv[:1])

@@ -38,7 +38,7 @@ Sources:
   A grid node takes the tag of the element that contains it (barycentric coordinates); fibres are interpolated
   from the mesh nodes, element fibres being first averaged to the nodes (the principal direction of the mean of
   f fᵀ over the elements around a node: fibres are directions, f and −f alike): nodal fibres interpolate within
-  about 1° where per-element fibres are several degrees off (the issue's trial: 0.9° against 7.7°).
+  about 1° where per-element fibres are several degrees off (in a trial: 0.9° against 7.7°).
   Labelled surfaces: a Gmsh file's physical surface groups named as cardiac-geometries-core names them (BASE, ENDO
   or ENDO_LV, ENDO_RV, EPI; Base, Endocardium, ... alike), or, in a file without names (VTU, VTK), triangle tags
   that are the surface bits themselves; each grid node just outside the tissue takes the surface of the nearest
@@ -74,7 +74,7 @@ FIBRE_NAMES = ("fibres", "fibers", "fiber", "fibre")
 # -- the grid around a bounding box ----------------------------------------------------------------------------------
 # Cells per dimension are made a multiple of this (empty nodes added at the upper side), so that the grid coarsens
 # three times and the elliptic solve gets its geometric multigrid (cardiosim.solvers.linear.mg_levels; a grid that
-# does not halve falls back to GAMG, 2-4 times slower per solve: docs/benchmarks.md).
+# does not halve falls back to GAMG, 2-4 times slower per solve: docs/performance.md).
 CELL_MULTIPLE = 8
 MAX_NODES = 2e8
 # Peak bytes while the anatomy is made, measured with tracemalloc (spacing 0.05 and 0.03 cm): the idealised LV and

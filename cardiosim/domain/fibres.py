@@ -40,8 +40,8 @@ eight corners are all tissue: the surface rule of cardiosim.domain.mask, so the 
 with PETSc on one process: CG + ICC(0), which took 37 iterations (φ_epi) and 206 (ψ) on the BiV at 0.25 mm
 (464,000 tissue nodes), and less time than CG + GAMG (10-12 iterations, but a set-up of several seconds). A small
 assembly of its own because the run's operators (cardiosim.tissue.operators) are built on the whole box of a DMDA across
-MPI ranks, which an anatomy made once on a login node has no need of; the tissue-only solvers of issue 27 (item
-1) may replace it.
+MPI ranks, which an anatomy made once on a login node has no need of; cardiosim's tissue-only stencil
+solvers (cardiosim.solvers.multigrid) may replace it.
 """
 
 from __future__ import annotations

@@ -266,8 +266,8 @@ class Grid:
     def matrix(self) -> PETSc.Mat:
         """An empty matrix of the grid's layout and type (its rows this rank's nodes, PETSc's numbering; the DMDA's
         local-to-global map), for the caller to preallocate. Not ``da.createMat()``: that fills the box stencil's
-        whole pattern with zeros, which the CSR preallocation then replaces: 0.86 s of a 1.0 s matrix at 80³ on the
-        2-core development machine (2026-11-26), so about 17 s of the 10^7-node slab's two matrices."""
+        whole pattern with zeros, which the CSR preallocation then replaces: 0.86 s of a 1.0 s matrix at 80³ on two
+        cores, so about 17 s of the 10^7-node slab's two matrices."""
         A = PETSc.Mat().create(comm=self.da.getComm())
         A.setSizes(((self.n_local, int(np.prod(self.n))), (self.n_local, int(np.prod(self.n)))))
         default = PETSc.Mat.Type.AIJCUSPARSE if self.gpu else PETSc.Mat.Type.AIJ

@@ -1,4 +1,4 @@
-"""GPU board energy from NVML (issue 12): joules used by the GPUs a run computes on, for the set-up and for the
+"""GPU board energy from NVML: joules used by the GPUs a run computes on, for the set-up and for the
 stepping loop, in the run's summary, its log and the output file's attributes.
 
 NVML's total-energy counter (``nvmlDeviceGetTotalEnergyConsumption``, mJ since the driver loaded) is the board's

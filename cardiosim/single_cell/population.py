@@ -1,5 +1,5 @@
 """Populations of cells: one model, every cell its own parameter scale factors, paced together; biomarkers per cell
-and calibration filters (issue 26).
+and calibration filters.
 
     run_population("models/ohara_rudy_2011_endo.cellml", None, {}, {"GKr_b": ("lognormal", 0.2)}, n=1000, seed=1,
                    amplitude=-80, duration=0.5, period=1000, beats=1, prepace=20, dt=0.01, integrator="grl1",

@@ -1,4 +1,4 @@
-"""Coloured IC(0) preconditioning (issue 12; the seed's Tavares et al. coloured pJDS and Martins et al. GPU PCG), as
+"""Coloured IC(0) preconditioning (the seed's Tavares et al. coloured pJDS and Martins et al. GPU PCG), as
 a PETSc preconditioner (PC type python):
 
     z = Pᵀ M⁻¹ P r,    M = L Lᵀ the ICC(0) factor of P A Pᵀ,
@@ -183,7 +183,7 @@ def _sell(A: PETSc.Mat, gpu: bool) -> PETSc.Mat:
     """A copy of ``A`` in sliced ELLPACK: ``sell`` on the host, ``sellcuda`` on the GPU. (petsc4py's ``convert``
     without ``out`` converts in place: ``A`` is the solver's operator and stays as it is.) PETSc 3.26 converts aij to
     sell directly and sell to sellcuda in place, but has no aijcusparse -> sellcuda converter: the generic fallback
-    inserts entry by entry and did not finish a 1025² matrix in 200 s (docs/benchmarks.md). So the GPU copy goes
+    inserts entry by entry and does not finish a 1025² matrix in 200 s (docs/performance.md). So the GPU copy goes
     through the host: the rows as CSR, a host aij, sell, then sellcuda."""
     if not gpu:
         return A.convert("sell", PETSc.Mat())

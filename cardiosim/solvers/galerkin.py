@@ -2,11 +2,11 @@
 operator PᵀAP computed on the stencils, one dimension at a time (kernels/stencil_setup.c), on one rank or on each
 rank's box of a split level.
 
-Why not PETSc's MatPtAP (which did this until 2026-11-26): P is the tensor product of 1D linear interpolations, so
+Why not PETSc's MatPtAP: P is the tensor product of 1D linear interpolations, so
 PᵀAP = P_zᵀ(P_yᵀ(P_xᵀ A P_x)P_y)P_z can be formed on the stencils with at most 27·4 multiply-adds per node and
 dimension, with no matrix of P and no sparse triple product. With this and the stiffness rows in C
-(cardiosim.tissue.operators) the 216³ slab's set-up went from 97.6 s to 39.1 s on an H200 host (docs/benchmarks.md, "1, 2
-and 4 GPUs"). The results equal MatPtAP's to round-off (tests/test_galerkin.py).
+(cardiosim.tissue.operators) the 216³ slab's set-up on an H200 host takes less than half the time it takes with
+MatPtAP (docs/performance.md). The results equal MatPtAP's to round-off (tests/test_galerkin.py).
 
 A stencil here is S[s, t]: node t of a box (x fastest), neighbour code s = (dx+1) + 3(dy+1) + 9(dz+1), always the 27
 codes of 3D (a 2D grid is one z layer; :func:`planar` gives the 9 codes of 2D that kernels/stencil_mg.cpp reads),
@@ -112,7 +112,7 @@ def attach(A: PETSc.Mat, st: Stencil) -> None:
     """Record the stencil of A's rows on this rank's box where the caller built A from it (cardiosim.tissue.equations: the
     assembler's rows), so that :func:`of_matrix` need not read A back: PETSc's copy of the CSR and
     :func:`from_csr` cost ~2 s per matrix of 10^7 nodes. Held with A's object state: any later change to A
-    (values, scale, diagonal) makes it stale, and A is read back as before."""
+    (values, scale, diagonal) makes it stale, and A is then read back."""
     A.setAttr(_ATTR, (A.stateGet(), st))
 
 

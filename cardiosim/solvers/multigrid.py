@@ -2,8 +2,8 @@
 GPU or several (docs/decisions.md, "Our own GPU multigrid and CG", "Our solvers on several ranks").
 
 Why not PETSc's PCMG there: on the GPU its V-cycle is a few hundred PETSc operations per CG iteration, each with
-~15 µs of host latency, so the elliptic solve cost 26–44 ms per step at 1025² where the bytes moved need ~6 ms
-(docs/benchmarks.md). Here the whole V-cycle is one C call (kernels/stencil_mg.cpp) that issues a few dozen
+~15 µs of host latency, so the elliptic solve costs 26–44 ms per step at 1025² where the bytes moved need ~6 ms
+(docs/performance.md). Here the whole V-cycle is one C call (kernels/stencil_mg.cpp) that issues a few dozen
 kernels; on the CPU the same source, built with g++, runs the same arithmetic in loops (CI tests it there, and the
 GPU tests compare the two).
 
@@ -235,7 +235,7 @@ def _lor():
 
 
 AGGLOMERATE = 500_000   # nodes per rank below which a level goes to rank 0: its ~19 exchanges per V-cycle (~20 µs each
-                        # by IPC) would cost more than the half of its sweeps they save (docs/benchmarks.md)
+                        # by IPC) would cost more than the half of its sweeps they save (docs/performance.md)
 
 
 class RankHierarchy:

@@ -125,7 +125,7 @@ class TissueModel:
         """ρ = max_i θK_ii / (αM_i + θK_ii), dimensionless: the Gershgorin radius of the Jacobi-scaled parabolic
         matrix where K is an M-matrix (its off-diagonal row sum is −K_ii), so the spectrum lies in [1−ρ, 1+ρ].
         Near 1 (fine grids, small mass term) CG+Jacobi needs many iterations: 6.5 per step at ρ ≈ 0.4, 72 at
-        ρ ≈ 0.98 (docs/benchmarks.md)."""
+        ρ ≈ 0.98 (docs/performance.md)."""
         d = K.getDiagonal()
         d.scale(self.theta)
         den = self.M_step.copy()
@@ -171,7 +171,7 @@ class TissueModel:
         """αM V − K(βV + φ) into self.rhs (φ None: αM V − βK V). Through the stencil product where the stencil
         solvers run: one pass on the device, where PETSc's vector operations would cost a launch and its host
         latency each (docs/decisions.md, "A step's fixed costs on the device"); else PETSc's product and vector
-        operations, as before."""
+        operations."""
         b = self.rhs
         product = self.products.get(K.handle)
         if product is not None:

@@ -94,9 +94,9 @@ class Assembler:
     ranks. A row couples a node to its 3^d in-grid neighbours, zeros included (masked grids keep the pattern, with
     zeros where elements were left out); on the GPU the star stencil stores only its 2d + 1 (``compact``).
 
-    Why rows and not PETSc's COO assembly of element matrices (which did this until 2026-11-25): COO holds 4^d
+    Why rows and not PETSc's COO assembly of element matrices: COO holds 4^d
     entries per element with two indices each, which PETSc sorts — at 10^7 nodes in 3D, 640 M entries per matrix,
-    and 62 GB of host memory at the peak of a 285 s set-up (docs/benchmarks.md). The rows here are summed element by
+    and 62 GB of host memory at the peak of a 285 s set-up (docs/performance.md). The rows here are summed element by
     element (:meth:`values`, in C) and handed to PETSc as CSR.
     """
 

@@ -32,10 +32,9 @@ KERNEL = "fused.cu"
 FUNCTION = "cs_fused_euler"
 MAX_PROTOCOLS = 16
 DEFAULT_BLOCK = 128
-MAXRREG_ENV = "CARDIOSIM_CELL_MAXRREG"   # ptxas's register cap for the cell kernel (issue 26); unset: auto_cap's
-# The caps auto_cap tries, largest first. One H200, fused Forward Euler, 2^20 cells, block 128 (docs/benchmarks.md,
-# "Session 13"): Bondarenko 238 registers, 8 warps per SM, 5.48e9 cell-steps/s; capped at 168 (12 warps, 272 B of
-# spills) 6.74e9. O'Hara-Rudy 240 -> 168: 2.72e9 -> 3.13e9. TT06 162 (12 warps) -> 128 (16): 7.19e9 -> 7.83e9.
+MAXRREG_ENV = "CARDIOSIM_CELL_MAXRREG"   # ptxas's register cap for the cell kernel; unset: auto_cap's cap
+# The caps auto_cap tries, largest first: on an H200 (fused Forward Euler) 168 for Bondarenko and O'Hara-Rudy and
+# 128 for TT06 buy more resident warps than their spills cost, and more cell-steps/s (docs/performance.md).
 AUTO_CAPS = (168, 128)
 BLOCK_ENV = "CARDIOSIM_CELL_BLOCK"       # threads per block where the caller names none; unset: DEFAULT_BLOCK
 
@@ -57,8 +56,8 @@ def _env_int(environ, name: str, low: int, high: int, what: str) -> int | None:
 def register_cap_options(environ=None) -> list[str]:
     """nvcc's register cap for the cell kernel from ``$CARDIOSIM_CELL_MAXRREG`` (``-maxrregcount=N``, N in
     [16, 255]); [] where it is unset, empty, "auto" or "none" (for those, :func:`auto_cap_enabled` says whether the
-    backend then picks a cap itself). A cap trades spills to local memory for resident warps (issue 26;
-    tools/gpu/issue26-occupancy.sh measures it)."""
+    backend then picks a cap itself). A cap trades spills to local memory for resident warps (a script in
+    tools/gpu/ measures it)."""
     environ = os.environ if environ is None else environ
     if auto_cap_enabled(environ) or (environ.get(MAXRREG_ENV) or "").strip().lower() == "none":
         return []

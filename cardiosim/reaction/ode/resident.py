@@ -1,4 +1,4 @@
-"""The resident placement's device side (DESIGN.md §4, issue 11): cell states, stimulus tables, the activation and
+"""The resident placement's device side (docs/dev/design.md §4): cell states, stimulus tables, the activation and
 APD maps and the probe samples on the GPU that holds the PDE's vectors; nothing crosses to the host inside the
 stepping loop except the cell kernel's 16-byte error flag (the per-step health check).
 
