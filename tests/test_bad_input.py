@@ -59,7 +59,7 @@ CASES = [
      ["--", "-elliptic_pc_type", "python", "-elliptic_pc_python_type", "cardiosim.solvers.multigrid.StencilMG",
       "-elliptic_smg_finest_sweeps", "-1"],
      ["smg_finest_sweeps = -1", "at least 1"]),
-    # -- times the run could only round (issue 16, class 5) --
+    # -- times the run could only round --
     ("output interval not a whole number of steps", None, ["--set", "output.interval=0.03"],
      ["output.interval", "0.03 ms", "whole number of steps", "simulation.dt = 0.02 ms", "0.04 ms"]),
     ("output interval below the step", None, ["--set", "output.interval=0.01"],
@@ -527,7 +527,7 @@ def test_no_file_of_a_run_is_replaced_without_overwrite(tmp_path, existing):
 
 
 def test_config_named_like_the_summary_is_not_destroyed(tmp_path):
-    """The issue's case: a config named out.json and --output out.h5 (even with --overwrite)."""
+    """A config named out.json and --output out.h5 (even with --overwrite)."""
     cfg = tmp_path / "out.json"
     cfg.write_text(SHEET)
     before = checksums(tmp_path)

@@ -1,4 +1,4 @@
-"""tools/bootstrap.sh's choices (issue 25), with `--plan` (it says what it would set up and changes nothing): a GPU
+"""tools/bootstrap.sh's choices, with `--plan` (it says what it would set up and changes nothing): a GPU
 set-up where nvcc and a GPU are seen, the CPU one otherwise or with CARDIOSIM_GPU=0, CARDIOSIM_GPU=1 on a machine
 without GPUs (the architecture from CARDIOSIM_CUDA_ARCH), and the mistakes, each one line and exit status 1. nvcc
 and nvidia-smi are stood in for by scripts; the real set-up is what `make setup` does (CI: .ci/run; a GPU node:

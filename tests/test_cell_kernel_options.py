@@ -1,4 +1,4 @@
-"""The cell kernel's run-time launch switches (issue 26), on the CPU: $CARDIOSIM_CELL_MAXRREG reaches nvcc's options
+"""The cell kernel's run-time launch switches, on the CPU: $CARDIOSIM_CELL_MAXRREG reaches nvcc's options
 and $CARDIOSIM_CELL_BLOCK the block size; unset (or "auto"), the fused kernel's cap is auto_cap's, chosen after a first
 compile from its register count; "none" leaves the kernel uncapped; the occupancy arithmetic of ptxas.warps_per_sm."""
 
@@ -65,7 +65,7 @@ def test_cap_reaches_ptxas(monkeypatch):
 
 
 def test_auto_cap_follows_occupancy():
-    """The caps measured on an H200 (docs/benchmarks.md, "Session 13"): more warps per SM, or none."""
+    """The caps measured on an H200 (docs/performance.md): more warps per SM, or none."""
     assert cb.auto_cap(238, 128) == 168          # Bondarenko: 8 -> 12 warps
     assert cb.auto_cap(240, 128) == 168          # O'Hara-Rudy
     assert cb.auto_cap(162, 128) == 128          # TT06: 12 -> 16 warps (168 would give none)

@@ -1,4 +1,4 @@
-"""Several cell models per run on the GPU (issue 27 item 4; cardiosim.reaction.multimodel). Run on a GPU node:
+"""Several cell models per run on the GPU (cardiosim.reaction.multimodel). Run on a GPU node:
 
     python3 -m pytest -q -s -m gpu tests/test_cell_populations_gpu.py
 

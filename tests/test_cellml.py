@@ -188,7 +188,7 @@ def _native_beat(model, dt, t_end, amp, dur, integrator="forward-euler", y0=None
 def test_hand_tt06_equals_generated_along_a_beat():
     """The hand-written kernels/tt06.h against the header generated from the same CellML: one beat (400 ms,
     Forward Euler 1 µs), every state, sampled each ms, relative to each state's largest value. As the file is
-    (Issue 14 expects <= 2e-7; 2.7e-9 measured): the Chaste file holds I_CaL constant over 14.999-15.001 mV, the hand
+    (required: <= 2e-7; 2.7e-9 measured): the Chaste file holds I_CaL constant over 14.999-15.001 mV, the hand
     model computes the exact limit. With that window closed (V_low = V_high = 15 mV, parameters of the file; the
     generator's own guard then takes over): round-off (1.1e-15 measured)."""
     require_gcc()

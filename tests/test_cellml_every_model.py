@@ -1,5 +1,5 @@
-"""Every CellML model runs (issue 26, part 2): the models that stopped at once before (Shannon 2004, Davies 2012:
-Hodgkin–Huxley-shaped states that are not probabilities), against Myokit's CVODES."""
+"""Every CellML model runs, those with Hodgkin–Huxley-shaped states that are not probabilities (Shannon 2004, Davies
+2012) among them, against Myokit's CVODES."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_gate_range_only_for_probabilities():
 @pytest.mark.parametrize("name, v_rms, fe_dt", [("shannon_wang_puglisi_weber_bers_2004", 0.05, 0.005),
                                                 ("davies_isap_2012", 0.05, 0.005)])
 def test_beat_against_cvodes(name, v_rms, fe_dt):
-    """One paced beat (native C, Forward Euler 1 µs) against CVODES: V RMS and APD90 (measured 2026-11-26: Shannon
+    """One paced beat (native C, Forward Euler 1 µs) against CVODES: V RMS and APD90 (measured: Shannon
     0.0095 mV, APD90 210.10 / 210.10 ms; Davies 0.012 mV, 318.77 / 318.75 ms); the largest stable step."""
     require_cvodes()
     require_gcc()

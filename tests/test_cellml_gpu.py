@@ -5,7 +5,7 @@
 - three generated models (TT06, O'Hara–Rudy 2011 endo, Courtemanche 1998), Rush–Larsen over a whole beat and Forward
   Euler over the upstroke, equal their NumPy twin to 1e-10 relative (fmad off);
 - their cell-steps/s beside the hand-written TT06 and Bondarenko kernels (printed as a markdown table for
-  docs/benchmarks.md);
+  docs/performance.md);
 - a generated model in tissue with every GPU placement (grouped, per-rank, resident) equals the cpu placement with
   the native C kernel.
 """
@@ -79,7 +79,7 @@ def test_generated_kernel_equals_numpy_twin(gpu, name):
 
 def test_cell_steps_per_second(gpu, tmp_path):
     """Throughput of the fused Forward-Euler kernel, 2^20 cells at rest, 100 substeps per launch (fmad on, as in
-    production); printed for docs/benchmarks.md."""
+    production); printed for docs/performance.md."""
     from cardiosim.reaction.ode.cuda_backend import CudaBackend
     n, k, launches = 1 << 20, 100, 10
     rows = []
@@ -87,7 +87,7 @@ def test_cell_steps_per_second(gpu, tmp_path):
     models.update({name: cells.model_class(str(p))() for name, p in GENERATED.items()})
     models["bondarenko-generated"] = cells.model_class(str(MODELS / "bondarenko_szigeti_bett_kim_rasmusson_2004_"
                                                                        "apical.cellml"))()
-    # the same TT06 without the per-run specialisation (every constant read from constant memory, as before issue 26)
+    # the same TT06 without the per-run specialisation (every constant read from constant memory)
     general = cells.model_class(str(GENERATED["tt06-generated"]))()
     general.kernel_header_dir = type(general).kernel_header_dir
     models["tt06-generated, constants not folded"] = general

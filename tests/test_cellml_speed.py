@@ -1,4 +1,4 @@
-"""The generated C of a CellML model in the forms a compiler maps well (issue 26, part 1): constants a run does not
+"""The generated C of a CellML model in the forms a compiler maps well: constants a run does not
 override folded into literals (per-run specialisation, cached by the set of overridden names), integer powers as
 products. The GPU speed itself is measured on a GPU node (tests/test_cellml_gpu.py::test_cell_steps_per_second);
 here, that the faster forms give the same numbers: C = NumPy to round-off for several override sets, and the
@@ -167,7 +167,7 @@ def test_c_is_the_twin_with_the_same_products(name):
     state's own derivative, Noble 2001's xr2 at its steady state, -3.7e-15 as the difference of two nearly equal
     terms; Pasek 2006's Vms, a sum of currents that nearly cancel), the difference is the reciprocals' rounding and
     nothing else: the same NumPy twin with the C's products gives the C's numbers, to what glibc's exp against
-    NumPy's leaves there (6.2e-9 for Noble's xr2, as before the products; 0 for Pasek)."""
+    NumPy's leaves there (6.2e-9 for Noble's xr2, as without the products; 0 for Pasek)."""
     require_gcc()
     from cardiosim.cells import cellml
     from cardiosim.reaction.ode.native import NativeModel
@@ -187,7 +187,7 @@ def test_c_is_the_twin_with_the_same_products(name):
 
 
 def test_exponentials_of_v_shared_and_no_pow_left():
-    """Issue 26: TT06's exponentials of V with related scales (V/5, V/10, V/20, ±V/7, ...) share one exp() each, and
+    """TT06's exponentials of V with related scales (V/5, V/10, V/20, ±V/7, ...) share one exp() each, and
     no pow() is left where the exponent is -1, 1.5 or a parameter that is a small integer (Bondarenko's Cass^n,
     Courtemanche's (...)^-1): pow costs a log and an exp on a GPU."""
     from cardiosim.cells import cellml

@@ -1,4 +1,4 @@
-"""Coloured IC(0) preconditioning (cardiosim.solvers.coloured_icc, issue 12), host matrices: the colouring is one (no two
+"""Coloured IC(0) preconditioning (cardiosim.solvers.coloured_icc), host matrices: the colouring is one (no two
 coupled nodes share a colour), the permuted matrix is A permuted, and CG with it solves the tissue solver's own
 systems (2D box stencil with fibres at 30°, 3D star stencil) to the default solver's answer, with its iteration
 counts printed beside CG + Jacobi and CG + cardiosim's multigrid. Also: the multigrid's Gauss–Jordan coarsest

@@ -1,4 +1,4 @@
-"""Issue 12's solver techniques on the GPU (resident placement, PETSc CUDA types). Run on a GPU node:
+"""The seed's solver techniques on the GPU (resident placement, PETSc CUDA types). Run on a GPU node:
 
     python3 -m pytest -q -s -m gpu tests/test_coloured_icc_gpu.py
 

@@ -7,8 +7,8 @@ CARDIOSIM_GPU_TEST_MS (default 50) sets the simulated time of the comparison wit
 CARDIOSIM_GPU_CPU_CELLS (default 400) the number of cells also run on the CPU; CARDIOSIM_GPU_VARIANT_MS (default 50:
 the upstroke, plateau and repolarisation of every group; 1000 for the whole beat) the simulated time of the seed's
 variants against the NumPy reference (the fused kernel always runs the beat). With one launch per substep a variant's
-whole beat takes ~500 s on an H100: five of them made `make test-gpu` outlast a 30-minute GPU lease (issue 25's
-fresh-clone run, 2026-11-26), and the variants are bit-identical to the fused kernel at every compared time.
+whole beat takes ~500 s on an H100: five of them would add some 40 minutes to `make test-gpu`, and the variants
+are bit-identical to the fused kernel at every compared time.
 """
 
 from __future__ import annotations

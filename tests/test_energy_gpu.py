@@ -1,4 +1,4 @@
-"""NVML board energy of a GPU run (issue 12): non-zero, growing with the run's length. Run on a GPU node:
+"""NVML board energy of a GPU run: non-zero, growing with the run's length. Run on a GPU node:
 python3 -m pytest -q -s -m gpu tests/test_energy_gpu.py (tests/test_energy.py checks the no-NVML path in CI)."""
 
 import pytest

@@ -1,7 +1,7 @@
 """Whole runs on 4 GPUs (resident placement, one rank per GPU, cardiosim's stencil solvers split over the ranks,
 halos through CUDA IPC): equal to the cpu placement within the solver tolerance (Bondarenko bidomain in 3D, and the
 masked anatomy with its ECG), and a checkpoint written on 4 GPUs resumed on 2 equals the run on 2 throughout. Run on
-a node with 4 GPUs (issue 29; the 2-GPU cases are tests/test_multigpu_runs_gpu.py):
+a node with 4 GPUs (the 2-GPU cases are tests/test_multigpu_runs_gpu.py):
 
     python3 -m pytest -q -s -m gpu tests/test_four_gpus_gpu.py
 """

@@ -94,7 +94,7 @@ def test_idealised_lv(tmp_path):
     """The shell between the two ellipsoids, cut at the base, its surfaces labelled; rule-based fibres
     (cardiosim.domain.fibres) of unit length, tangent to the wall, with the helix angle of the rule, +60° at the
     endocardium to −60° at the epicardium linear in the transmural coordinate: within 2.5° (median of each band)
-    across the wall, 0° mid-wall (the issue's "within a few degrees in the wall's middle")."""
+    across the wall, 0° mid-wall ("within a few degrees in the wall's middle")."""
     h = 0.05
     g, attrs, out = geometry(tmp_path, "lv", "lv", spacing=h)
     assert "origin = [-1.05, -1.05, -2.05]" in out
@@ -273,7 +273,7 @@ def analytic_lv_fibres(x, y, z):
 
 
 def test_lv_rule_based_fibres_against_the_analytic_rule(tmp_path):
-    """The issue's check: the rule-based (LDRB-type) fibres of the idealised LV against the analytical ±60° rule, in
+    """The rule-based (LDRB-type) fibres of the idealised LV against the analytical ±60° rule, in
     the wall's middle (analytic depth 0.4-0.6, away from the apex and the base), at 0.5 mm: 6.2° apart in the
     median (5.9° at 0.25 mm). Nearly all of it is the two depth coordinates differing: the Laplace solution's and
     the interpolated ellipsoids' are 0.05 apart in the median there, which at 120° across the wall is 6°."""

@@ -1,4 +1,4 @@
-"""tools/gpu/fresh-clone-setup.sh, the GPU proof's driver (issue 25), run here with stand-ins for make, python3 and the
+"""tools/gpu/fresh-clone-setup.sh, the GPU proof's driver, run here with stand-ins for make, python3 and the
 venv it builds: the pipeline starts detached, each call shows what happened and exits 0 (done), 1 (failed),
 3 (running: call again) or 4 (not started: what is missing); the summary and at most 8 files go to $OUT. What it
 drives (make setup, make test-gpu, make run) is tested elsewhere; a GPU node runs it for real."""

@@ -1,5 +1,5 @@
 """cardiosim info, the rank-count check of cardiosim run, and GPU PETSc options against a PETSc without CUDA
-(cardiosim/runtime/info.py, cardiosim/runtime/petsc.py; issue 25). All on the CPU: a PETSc with CUDA and another MPI's
+(cardiosim/runtime/info.py, cardiosim/runtime/petsc.py). All on the CPU: a PETSc with CUDA and another MPI's
 launcher are stood in for (a petscconf.h, the launchers' environment variables, an `mpirun --version` script)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Anatomy on the GPU (issue 15): a masked grid with a cell region and a pseudo-ECG, with the cells on a GPU in
+"""Anatomy on the GPU: a masked grid with a cell region and a pseudo-ECG, with the cells on a GPU in
 every placement. Run on a GPU node:
 
     python3 -m pytest -q -s -m gpu tests/test_mask_gpu.py

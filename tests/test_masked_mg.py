@@ -1,4 +1,4 @@
-"""Tissue-only work in cardiosim's stencil solvers (issue 27; kernels/stencil_mg.cpp "Active nodes",
+"""Tissue-only work in cardiosim's stencil solvers (kernels/stencil_mg.cpp "Active nodes",
 docs/decisions.md "Tissue-only stencil solves"): on a masked grid every loop of the V-cycle and of CG visits each
 level's active nodes only, and the solves equal the box's — the same iteration counts and, on the host build
 (whose sums over a list run in the box's order, its other nodes adding zeros), the same bits. 2D (a ring, box

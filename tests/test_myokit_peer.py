@@ -1,6 +1,7 @@
-"""tools/gpu/myokit_peer.py, issue 26's peer (Myokit's own CUDA kernel), on the CPU: the exported source is the FP64
-one our throughput table needs (Myokit's template hard-codes FP32, the tool swaps one line of its own copy), carries
-our loop around Myokit's step, and compiles where nvcc is on PATH. The timing itself runs on a GPU node."""
+"""tools/gpu/myokit_peer.py, the peer of the throughput table (Myokit's own CUDA kernel), on the CPU: the exported
+source is the FP64 one our throughput table needs (Myokit's template hard-codes FP32, the tool swaps one line of its
+own copy), carries our loop around Myokit's step, and compiles where nvcc is on PATH. The timing itself runs on a GPU
+node."""
 
 from __future__ import annotations
 

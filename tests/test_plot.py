@@ -177,7 +177,7 @@ def test_plot_3d_takes_the_mid_slice(runs, tmp_path, captured):
 
 
 def test_plot_3d_with_no_activation_in_a_slice(runs, tmp_path, captured):
-    """The traceback of issue 28 (plot.py:201): a 3D activation map whose mid-z slice has no activated node."""
+    """A 3D activation map whose mid-z slice has no activated node plots without a traceback."""
     src = runs["slab"]
     f3 = tmp_path / "hollow.h5"
     f3.write_bytes(src.read_bytes())

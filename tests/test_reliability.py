@@ -1,7 +1,7 @@
-"""Nothing lost, nothing silently changed (issue 16): real concurrent runs on one output, real signals on real runs,
+"""Nothing lost, nothing silently changed: real concurrent runs on one output, real signals on real runs,
 kills at the worst moment, `cardiosim cell` on every model, what `--help` says.
 
-(The one-line bad-input cases of the same issue are rows of the tables in tests/test_bad_input.py.)
+(The one-line bad-input cases of the same kind are rows of the tables in tests/test_bad_input.py.)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Nothing lost, nothing silent, second round (issue 24): inputs named as outputs, --overwrite of files cardiosim did
+"""Nothing lost, nothing silent, for files and resources: inputs named as outputs, --overwrite of files cardiosim did
 not write, the resident placement without a GPU, two runs on one checkpoint, `cardiosim geometry`'s files, the
-generated-code cache, malformed arrays, file-size limits and full disks, PETSc options, and the earlier cases that
-were still failing. Each reproduction of the issue is a test here; every refusal is one line (assert_one_line)."""
+generated-code cache, malformed arrays, file-size limits and full disks, PETSc options, and more cases of
+tests/test_reliability.py's kind. Each failure case is a test here; every refusal is one line (assert_one_line)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def cli(args, cwd=None, preexec_fn=None, env=None, timeout=300):
 
 # -- 1. inputs named as outputs; --overwrite replaces only cardiosim's own files -------------------------------------
 @pytest.mark.parametrize("key,name,target", [
-    ("label_file", "g.h5", ["--output", "g.h5"]),                         # the issue's case
+    ("label_file", "g.h5", ["--output", "g.h5"]),                         # the plainest case
     ("fibre_file", "g.h5", ["--output", "g.h5"]),
     ("label_file", "g.h5", ["--output", "r.h5", "--set", 'checkpoint.path="g.h5"']),
     ("conductivity_file", "c.npy", ["--output", "c.npy"]),
@@ -279,7 +279,7 @@ def test_geometry_write_failure_is_one_line_and_leaves_nothing(tmp_path, how):
 
 
 def test_geometry_too_fine_for_the_memory_is_refused_at_once(tmp_path):
-    """The issue's `lv --spacing 0.005` (8.4e7 nodes, about 20 GB): refused up front against what the process can
+    """`geometry lv --spacing 0.005` (8.4e7 nodes, about 20 GB): refused up front against what the process can
     get (here an address-space limit of 3 GB, as a batch system sets), not a MemoryError after minutes."""
     import time
     began = time.monotonic()
@@ -398,7 +398,7 @@ def test_cut_or_damaged_layout_is_one_line(tmp_path, case, spoil, words):
 
 # -- 7. file-size limits and full disks ------------------------------------------------------------------------------
 # MPICH's UCX start-up needs to write files of a few MB itself: below about 8 MB of `ulimit -f` no MPI program starts
-# on this machine (an MPI error before cardiosim runs). The issue's limit, `ulimit -f 8192`, is 8 MiB.
+# on this machine (an MPI error before cardiosim runs). The limit tested, `ulimit -f 8192`, is 8 MiB.
 ULIMIT_F = 8192 * 1024
 
 

@@ -1,4 +1,4 @@
-"""The resident placement (issue 11): the PDE and the cells on one GPU per rank. Run on a GPU node:
+"""The resident placement: the PDE and the cells on one GPU per rank. Run on a GPU node:
 
     python3 -m pytest -q -s -m gpu tests/test_resident_gpu.py
 
@@ -145,7 +145,7 @@ def test_zero_host_copies_per_step(tmp_path, n_gpus, equations):
     print(f"\n{equations}: PETSc's counters over the steps: {copies}")
     assert copies["steps"] == s["steps"]
     assert copies["cpu_to_gpu_copies"] == 0 and copies["gpu_to_cpu_copies"] == 0
-    e = s["energy"]                     # NVML's board energy (issue 12); the H100's counter works
+    e = s["energy"]                     # NVML's board energy; the H100's counter works
     print(f"energy: {e}")
     assert e["available"] and e["gpus"] == 1 and e["loop_j"] > 0 and e["setup_j"] >= 0
     text = log.read_text()

@@ -1,6 +1,6 @@
-"""`cardiosim cell` as a single-cell tool (issue 26, part 3): integrator choice (Forward Euler, Rush–Larsen, GRL1,
+"""`cardiosim cell` as a single-cell tool: integrator choice (Forward Euler, Rush–Larsen, GRL1,
 CVODES through Myokit), pre-pacing, parameter scale factors and drug block, traced intermediates (currents),
-`model info` for the built-in models; the bad-input lines of the new options."""
+`model info` for the built-in models; the bad-input lines of these options."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""From one run to a study (issue 28): --set into table arrays and the effective config in the output, the end-of-run
+"""From one run to a study: --set into table arrays and the effective config in the output, the end-of-run
 checks (and --strict), config check listing every mistake, inspect's wording, multi-beat and conduction-velocity
 analysis, the Python API, and sweeps (the CLI's and the API's give the same table)."""
 
@@ -271,7 +271,7 @@ def _table(path):
 
 @pytest.mark.slow
 def test_s1s2_restitution_sweep_cli_and_api_give_the_same_table(tmp_path, petsc):
-    """The must-show of issue 28: an S1-S2 restitution sweep on a 2D sheet by `cardiosim sweep` and by the API."""
+    """A whole study: an S1-S2 restitution sweep on a 2D sheet by `cardiosim sweep` and by the API."""
     collect = ["probe.centre.activation.2", "probe.centre.di.2", "probe.centre.apd.2", "probe.centre.beats"]
     proc = run_cli(["sweep", RESTITUTION, "--vary", "stimulus.S2.start=120,150,200", "--set",
                     "simulation.duration=300", "--out", tmp_path / "cli", "--jobs", "2", "--collect", *collect],

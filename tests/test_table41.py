@@ -1,6 +1,6 @@
 """`cardiosim bench table41` (cardiosim/bench/table41.py) on a CPU: the seed's scenario shrunk to 11 x 11 nodes and
 2 steps, cpu and grouped placements with the native C kernel; an unknown CUDA kernel variant is reported, not
-fatal. The full 625 x 625 run is for a GPU node (docs/benchmarks.md)."""
+fatal. The full 625 x 625 run is for a GPU node (docs/performance.md)."""
 
 import json
 import subprocess
