@@ -1,9 +1,10 @@
-"""Issue 27's measurement: cardiosim's stencil solvers (StencilCG + StencilMG, kernels/stencil_mg.cpp) on the idealised
-LV's masked elliptic (and parabolic) system, with the loops over each level's active nodes (smg_active true) and
-over the whole box (false). Prints, per spacing: each level's size and active share, ms per solve and iterations on
-the host build, ms per V-cycle and per level (smg_apply_timed's phases), and the largest difference between the
-two solutions. With ``--gpu`` the same hierarchy is also loaded into the CUDA build and its V-cycle timed there (back
-to back as a solve runs it, and profiled per level: where a masked V-cycle's time goes on the device). One rank;
+"""Tissue-only loops measured: cardiosim's stencil solvers (StencilCG + StencilMG, kernels/stencil_mg.cpp) on the
+idealised LV's masked elliptic (and parabolic) system, with the loops over each level's active nodes (smg_active
+true) and over the whole box (false). Prints, per spacing: each level's size and active share, ms per solve and
+iterations on the host build, ms per V-cycle and per level (smg_apply_timed's phases), and the largest difference
+between the two solutions. With ``--gpu`` the same hierarchy is also loaded into the CUDA build and its V-cycle
+timed there (back to back as a solve runs it, and profiled per level: where a masked V-cycle's time goes on the
+device). One rank;
 the whole step's A/B on a GPU is ``cardiosim bench mask --placement resident ...`` with ``PETSC_OPTIONS=
 "-elliptic_smg_active false -parabolic_smg_active false"``.
 

@@ -1,8 +1,8 @@
-"""Issue 27: where a resident masked LV's elliptic and parabolic phases spend their time, cardiosim's CG and what
-is around it.
+"""Where a resident masked LV's elliptic and parabolic phases spend their time, cardiosim's CG and what is around
+it.
 The bench's LV (cardiosim.bench.mask: masked, solved on the box's stencils with active lists; then the whole box),
 20 steps after two, each piece of Tissue.solve_phi (and the parabolic phase) timed between device
-synchronisations, which adds a little to each. On a GPU node (docs/benchmarks.md, "Session 18"):
+synchronisations, which adds a little to each. On a GPU node:
 
     python3 tools/phi_profile.py 0.025 resident        # spacing in cm, placement ("cpu" runs it on the host)
 """
