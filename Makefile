@@ -17,7 +17,8 @@ IN_ROOT = cd $(ROOT) && PATH=$(VENV)/bin:$$PATH
 PYTEST  = $(IN_ROOT) $(PY) -m pytest -ra
 
 comma := ,
-.PHONY: run test test-quick test-gpu bench bench-kernels bench-niederer bench-table41 bench-cellml examples setup clean
+.PHONY: run test test-quick test-gpu bench bench-kernels bench-niederer bench-table41 bench-cellml performance examples \
+        setup clean
 
 $(STAMP): $(ROOT)/tools/bootstrap.sh $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash $(ROOT)/tools/bootstrap.sh
@@ -59,32 +60,50 @@ examples: $(STAMP)
 	cd $(ROOT) && $(VENV)/bin/cardiosim plot out/examples/demo.h5 --field phi_e --out docs/examples --overwrite
 	cd $(ROOT) && $(VENV)/bin/cardiosim inspect out/examples/demo.h5 > docs/examples/demo_inspect.txt
 
-## make bench: PDE-step benchmarks, written to docs/benchmarks.md
-bench: $(STAMP)
-	$(IN_ROOT) $(VENV)/bin/cardiosim bench pde --write docs/benchmarks.md
+# The bench targets write their raw results to benchmarks/raw/ (cardiosim bench's own JSON); the current figures are
+# the records in benchmarks/*.json, which make performance turns into docs/performance.md and the README's figures.
+RAW = benchmarks/raw
 
-## make bench-kernels: every CUDA kernel variant, 1e5-1e7 cells, k = 1 and 100 (GPU node), to docs/benchmarks.md
+## make bench: the PDE-step benchmark (cardiosim bench pde: 2D bidomain sheets of 10^4 to 10^6 nodes, 1 and 2
+##   ranks), raw results to benchmarks/raw/pde.json
+bench: $(STAMP)
+	mkdir -p $(ROOT)/$(RAW)
+	$(IN_ROOT) $(VENV)/bin/cardiosim bench pde --json $(RAW)/pde.json
+	@echo "raw results in $(RAW)/pde.json: record the figures in benchmarks/pde-step.json, then make performance"
+
+## make bench-kernels: every CUDA kernel variant, 1e5-1e7 cells, k = 1 and 100 (GPU node), raw results to
+##   benchmarks/raw/kernels.json
 bench-kernels: $(STAMP)
-	$(IN_ROOT) $(VENV)/bin/cardiosim bench kernels --write docs/benchmarks.md \
-	    --json docs/bench/kernels.json
+	mkdir -p $(ROOT)/$(RAW)
+	$(IN_ROOT) $(VENV)/bin/cardiosim bench kernels --json $(RAW)/kernels.json
+	@echo "raw results in $(RAW)/kernels.json: record the figures in benchmarks/kernel-variants.json, then make performance"
 
 ## make bench-cellml: the CellML conformance table over models/ (79 models, a few minutes), to
-##   docs/cell-models.md
+##   docs/user/cell-models.md; raw results to benchmarks/raw/cellml.json
 bench-cellml: $(STAMP)
-	$(IN_ROOT) $(VENV)/bin/cardiosim bench cellml --write docs/cell-models.md
+	mkdir -p $(ROOT)/$(RAW)
+	$(IN_ROOT) $(VENV)/bin/cardiosim bench cellml --write docs/user/cell-models.md --json $(RAW)/cellml.json
 
-## make bench-niederer: the Niederer 2011 slab, nine runs on $(NP) ranks, written to docs/niederer.md
-##   (RUNS="dx0.5_dt0.05 ..." for a subset)
+## make bench-niederer: the Niederer 2011 slab, nine runs on $(NP) ranks, written to docs/user/niederer.md
+##   (RUNS="dx0.5_dt0.05 ..." for a subset); raw results to benchmarks/raw/niederer.json
 bench-niederer: $(STAMP)
+	mkdir -p $(ROOT)/$(RAW)
 	$(IN_ROOT) $(VENV)/bin/cardiosim bench niederer --ranks $(NP) \
-	    $(if $(RUNS),--runs $(RUNS)) --write docs/niederer.md --json docs/bench/niederer.json
+	    $(if $(RUNS),--runs $(RUNS)) --write docs/user/niederer.md --json $(RAW)/niederer.json
 
 ## make bench-table41: the seed's Table 4.1 scenario (run/seed-table41.toml: 625 x 625, Bondarenko, 10 steps) for every
-##   CUDA kernel variant and placement on $(NP) ranks (NP=16 on a GPU node), written to docs/benchmarks.md
-##   (VARIANTS="fused ..." for a subset)
+##   CUDA kernel variant and placement on $(NP) ranks (NP=16 on a GPU node), raw results to
+##   benchmarks/raw/table41.json (VARIANTS="fused ..." for a subset)
 bench-table41: $(STAMP)
+	mkdir -p $(ROOT)/$(RAW)
 	$(IN_ROOT) $(VENV)/bin/cardiosim bench table41 --ranks $(NP) \
-	    $(if $(VARIANTS),--variants $(VARIANTS)) --write docs/benchmarks.md --json docs/bench/table41.json
+	    $(if $(VARIANTS),--variants $(VARIANTS)) --json $(RAW)/table41.json
+	@echo "raw results in $(RAW)/table41.json: record the figures in benchmarks/table41.json, then make performance"
+
+## make performance: regenerate docs/performance.md and the README's figures from benchmarks/*.json (python3 only,
+##   no venv needed)
+performance:
+	cd $(ROOT) && $(PYTHON) tools/performance_table.py
 
 clean:
 	cd $(ROOT) && rm -rf out .pytest_cache
