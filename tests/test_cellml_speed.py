@@ -213,10 +213,10 @@ def test_an_exponential_of_zero_times_v_is_left_alone():
 
 
 def test_paired_reciprocals_only_for_bounded_functions_of_v():
-    """Generator 7 (docs/decisions.md): two divisions by different functions of V alone become one reciprocal of
-    their product, but only where each divisor stays within 10^±50 for |V| ≤ 200 mV (a product of two unbounded
-    denominators overflows where neither does), not for a divisor that reads another state, and the rewritten
-    expressions keep their values."""
+    """Generator 7 (docs/decisions/0021-generated-kernels-at-hand-written-speed.md): two divisions by different
+    functions of V alone become one reciprocal of their product, but only where each divisor stays within 10^±50 for
+    |V| ≤ 200 mV (a product of two unbounded denominators overflows where neither does), not for a divisor that reads
+    another state, and the rewritten expressions keep their values."""
     import myokit
     from cardiosim.cells import cse
     m = myokit.parse_model("""

@@ -1,5 +1,5 @@
 """Tissue-only work in cardiosim's stencil solvers (kernels/stencil_mg.cpp "Active nodes",
-docs/decisions.md "Tissue-only stencil solves"): on a masked grid every loop of the V-cycle and of CG visits each
+docs/decisions/0031-tissue-only-stencil-solves.md): on a masked grid every loop of the V-cycle and of CG visits each
 level's active nodes only, and the solves equal the box's — the same iteration counts and, on the host build
 (whose sums over a list run in the box's order, its other nodes adding zeros), the same bits. 2D (a ring, box
 stencil) and 3D (an LV-like shell, star stencil), the elliptic and parabolic systems, one rank and 2 or 3 (split

@@ -22,7 +22,7 @@ otherwise (Mitchell–Schaeffer). Forward Euler on TT06 at 0.002 ms (10 substeps
 is below −85.54 mV, 0.31 mV under rest: the m gate's τ_m is 1.06 µs at rest and falls under dt/2 = 1 µs there
 (:func:`cell_integrator`). The box stencil is not monotone for the intracellular anisotropy (σ_il/σ_it = 9.2): next
 to the stimulus, at the LV's apex, a node dips to −88.8 mV before the wave reaches it, and Forward Euler turns
-that dip into a non-finite cell (docs/decisions.md, "TT06 in `bench mask`": the LV at 0.025 cm).
+that dip into a non-finite cell (the LV at 0.025 cm: docs/decisions/0040-bench-mask-tt06-rush-larsen.md).
 """
 
 from __future__ import annotations

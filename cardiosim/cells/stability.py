@@ -3,8 +3,9 @@
 Why: Forward Euler on dy_i/dt = f_i(y) is unstable, for the state's own decay, where the step dt exceeds 2/|J_ii|,
 J_ii = ∂f_i/∂y_i < 0. TT06's m gate has τ_m ≈ 1 µs at rest, so an ODE step of 0.002 ms runs for hours and then
 turns into NaN the first time V dips a fraction of a mV below rest (the idealised LV at 0.025 cm did exactly that:
-docs/decisions.md). This module says so in one line at set-up, before the compute is spent. It is a warning, not
-an error: the estimate is of the diagonal only, at states the run may never visit, and the user may know better.
+docs/decisions/0041-stability-warning-at-set-up.md). This module says so in one line at set-up, before the
+compute is spent. It is a warning, not an error: the estimate is of the diagonal only, at states the run may never
+visit, and the user may know better.
 
 How: J_ii is estimated by central differences of the model's NumPy right-hand side (every cell model has one:
 built in or generated from CellML) at the model's initial state, with the membrane potential swept over the range

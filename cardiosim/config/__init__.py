@@ -86,7 +86,8 @@ class Grid:
                            "even split of the box; tissue: PETSc's process grid with the cuts moved so that the ranks "
                            "hold as many tissue nodes (cells) each as the boxes allow; auto: tissue, except for the "
                            "resident placement (its linear systems are solved on the whole box). Without a label file "
-                           "the box split, whatever this says (docs/decisions.md)")
+                           "the box split, whatever this says "
+                           "(docs/decisions/0030-decomposition-balanced-by-tissue.md)")
 
 
 # The ventricular coordinates a region can be chosen by (datasets of a geometry file: cardiosim.domain.fibres)
@@ -199,7 +200,8 @@ class Tissue:
     conductivity_file: str = key("", doc="per-point factor on σi and σe: .npy of shape (nz, ny, nx) or (n_points,)")
     label_file: str = key("", doc="tissue inside the box: per-point labels, .npy of whole numbers of shape (nz, ny, "
                                   "nx) or (n_points,); 0: no tissue, > 0: tissue. Elements with a corner outside "
-                                  "are left out, so the tissue surface is no-flux (docs/decisions.md)")
+                                  "are left out, so the tissue surface is no-flux "
+                                  "(docs/decisions/0028-tissue-inside-the-box.md)")
     regions: list[ConductivityRegion] = key(factory=list,
                                             doc="[[tissue.regions]]: conductivity factors in boxes/spheres")
     solve_on: str = key("auto", choices=("auto", "tissue", "box"),
@@ -207,7 +209,7 @@ class Tissue:
                             "(the CPU placements: PETSc submatrices, the elliptic system with algebraic multigrid); "
                             "box: on every node of the box (geometric multigrid); auto: tissue where the tissue "
                             "fills less than half the box and no solver option asks for a grid multigrid (PCMG, "
-                            "cardiosim's stencil solvers) (docs/benchmarks.md: the LV, 19 %, 5.5x faster; a disc, "
+                            "cardiosim's stencil solvers) (docs/performance.md: the LV, 19 %, 5.5x faster; a disc, "
                             "75 %, 1.7x slower). The resident placement's solvers work on boxes and always take the "
                             "box")
 
@@ -268,7 +270,7 @@ class Cell:
     kernel: str = key("fused", choices=tuple(kernel_variants.VARIANTS),
                       doc="CUDA kernel variant (backend = cuda): fused (k substeps per launch), or one of the seed's "
                           "study (original, lean-registers, no-aux, constant-memory, all; one substep per launch; "
-                          "bondarenko only). Same results; see docs/benchmarks.md")
+                          "bondarenko only). Same results; see docs/performance.md")
 
     def model_of(self, region: CellRegion | None) -> str:
         """The cell model of a region's cells (None: the cells in no region)."""

@@ -30,7 +30,8 @@ Sources:
   helix +60° at the endocardium to −60° at the epicardium, linear in the transmural coordinate).
 * ``biv``: both ventricles, cardiosim's own: the LV above, and an RV whose cavity is the inside of an ellipsoid
   (BIV_RV_ENDO) outside the LV's epicardium, in a shell 0.3 cm thick (BIV_RV_EPI) wrapped round the LV's +x side
-  and cut at the same base (docs/decisions.md says why not a mesh of cardiac-geometries-core). Fibres from the
+  and cut at the same base (docs/decisions/0036-biventricular-anatomy-and-rule-based-fibres.md says why not a mesh of
+  cardiac-geometries-core). Fibres from the
   rule.
 * a tetrahedral mesh: VTU, VTK or Gmsh through meshio (element tags from cell data ``gmsh:physical``, ``tag``,
   ``region`` or ``elemTag``; fibres from cell or point data ``fibres``/``fibers``/``fiber``/``fibre``), or openCARP

@@ -1,4 +1,5 @@
-"""The domain decomposition of a masked grid balanced by tissue nodes (``grid.balance``, docs/decisions.md).
+"""The domain decomposition of a masked grid balanced by tissue nodes (``grid.balance``,
+docs/decisions/0030-decomposition-balanced-by-tissue.md).
 
 PETSc's DMDA splits the box evenly, whatever is inside it: the idealised LV at 0.05 cm on 2 ranks split along z
 gives one rank 11,641 tissue nodes and the other 14,384. Cells live only at tissue nodes (and, with tissue-only

@@ -300,7 +300,8 @@ def _h5_field(path: str, key: str) -> np.ndarray:
 
 def balances_tissue(cfg, grid) -> bool:
     """Whether a masked grid's decomposition balances its tissue (grid.balance): auto does, except for the resident
-    placement, whose linear systems are solved on the whole box on the GPUs (docs/decisions.md)."""
+    placement, whose linear systems are solved on the whole box on the GPUs
+    (docs/decisions/0030-decomposition-balanced-by-tissue.md)."""
     choice = getattr(cfg.grid, "balance", "box")
     return choice == "tissue" or (choice == "auto" and not grid.gpu)
 

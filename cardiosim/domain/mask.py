@@ -9,7 +9,7 @@ lumped mass is its share of those elements' volume, which for a full box is the 
 
 Nodes outside keep a row of their own in the matrices (a small diagonal in the elliptic system, so φe = 0 there;
 a mass of 1/α in the parabolic one, so their Vm stays as it is), have no cells (cardiosim.reaction integrates the
-tissue nodes only) and are never stimulated (docs/decisions.md).
+tissue nodes only) and are never stimulated (docs/decisions/0028-tissue-inside-the-box.md).
 
 The elliptic system's null space is one constant per connected piece of tissue (pieces that share no element),
 found with ``scipy.ndimage.label``. The label image is read whole on every rank (it is one value per node of the

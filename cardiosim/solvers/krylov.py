@@ -1,6 +1,6 @@
 """Conjugate gradients with the whole iteration on the device, as a PETSc Krylov solver (KSP type python): the
-resident placement's default, on one GPU or several (docs/decisions.md, "Our own GPU multigrid and CG", "Our
-solvers on several ranks").
+resident placement's default, on one GPU or several (docs/decisions/0017-own-stencil-cg-and-multigrid.md,
+docs/decisions/0018-stencil-solvers-on-several-ranks.md).
 
 Why not PETSc's KSPCG there: on the GPU each of its vector operations costs 5–60 µs of host latency, most of them
 synchronising (a dot product returns to the host; Thrust-based kernels wait), so an iteration costs ~0.2–0.4 ms

@@ -1,5 +1,6 @@
 """Geometric multigrid for the grid's matrices, as a PETSc preconditioner: the resident placement's default, on one
-GPU or several (docs/decisions.md, "Our own GPU multigrid and CG", "Our solvers on several ranks").
+GPU or several (docs/decisions/0017-own-stencil-cg-and-multigrid.md,
+docs/decisions/0018-stencil-solvers-on-several-ranks.md).
 
 Why not PETSc's PCMG there: on the GPU its V-cycle is a few hundred PETSc operations per CG iteration, each with
 ~15 µs of host latency, so the elliptic solve costs 26–44 ms per step at 1025² where the bytes moved need ~6 ms
@@ -19,7 +20,7 @@ Smoother: multicolour SOR, one forward sweep before and one backward sweep after
 each), relaxation factor ``omega``: a symmetric V-cycle, as CG needs.
 
 Masked grids (tissue in a box, cardiosim.domain.mask): the rows outside the tissue couple to nothing, and the loops visit
-each level's active nodes only (docs/decisions.md, "Tissue-only stencil solves"): level 0's are the rows that
+each level's active nodes only (docs/decisions/0031-tissue-only-stencil-solves.md): level 0's are the rows that
 couple to another node (galerkin.coupled), a coarser level's those whose restriction support holds an active finer
 node (:func:`coarse_active`), and the coarse operators' couplings that touch an inactive node are lumped onto the
 diagonals (galerkin.lump), so an inactive row is a diagonal alone on every level and every skipped value is the

@@ -34,7 +34,7 @@ from cardiosim.solvers import galerkin
 # The elliptic matrix's diagonal at nodes outside the tissue, relative to its largest entry. Any positive value
 # gives φe = 0 there; a small one keeps those rows out of the Galerkin coarse operators of the geometric multigrid
 # (CG + PCMG, 128² disc, bidomain: 24 iterations per solve with 1, 8.4 with 1e-6, 7.6 on the full box; GAMG 21
-# either way: docs/decisions.md).
+# either way: docs/decisions/0028-tissue-inside-the-box.md).
 OUTSIDE_DIAGONAL = 1e-6
 
 
@@ -170,7 +170,7 @@ class TissueModel:
     def _rhs(self, K, V, phi, alpha: float, beta: float):
         """αM V − K(βV + φ) into self.rhs (φ None: αM V − βK V). Through the stencil product where the stencil
         solvers run: one pass on the device, where PETSc's vector operations would cost a launch and its host
-        latency each (docs/decisions.md, "A step's fixed costs on the device"); else PETSc's product and vector
+        latency each (docs/decisions/0048-a-steps-fixed-costs-on-the-device.md); else PETSc's product and vector
         operations."""
         b = self.rhs
         product = self.products.get(K.handle)
