@@ -3,8 +3,9 @@
  * Shared by the host (kernels/cpu_driver.c) and the device (CUDA kernels). The equations are those of
  * cardiosim/cells/bondarenko.py, the NumPy reference, written with the same operations in the same order so that
  * the two agree to a few ulp (tests/test_bondarenko.py). Change one, change the other. Ground truth is the CellML in
- * shared/reference/bondarenko2004/ (spec.md); deliberate deviations: [D2] Kpcb in the I1->C4 term of dI1/dt, and the
- * 0/0 of alpha_n (I_Ks) at V = -26.5 mV evaluated as k*x/(-expm1(-a*x)) with a series for |x| < 1e-6 mV.
+ * tests/data/reference/bondarenko2004/ (restated in its spec.md); deliberate deviations: [D2] Kpcb in the I1->C4
+ * term of dI1/dt, and the 0/0 of alpha_n (I_Ks) at V = -26.5 mV evaluated as k*x/(-expm1(-a*x)) with a series for
+ * |x| < 1e-6 mV.
  *
  * Units: t ms, V mV, concentrations uM, currents pA/pF, rates 1/ms. dydt is per ms.
  *
@@ -14,8 +15,9 @@
  *                 Device: e.g. (c_params[i]) for a __constant__ double c_params[BONDARENKO_N_PARAMS].
  *   CS_PARAM_ARG  the extra argument that brings the parameters in. Host default: , const double *p.
  *                 Device: define it empty.
- *   CS_DERIV_T    the type of dydt. Default: double *. The seed's kernel variants (cardiosim/ode/kernel_variants.py)
- *                 pass an object whose operator[] addresses a derivative vector in global memory.
+ *   CS_DERIV_T    the type of dydt. Default: double *. The seed's kernel variants
+ *                 (cardiosim/reaction/ode/kernel_variants.py) pass an object whose operator[] addresses a derivative
+ *                 vector in global memory.
  * The parameter vector is Bondarenko.parameter_vector() in Python: the model parameters (BP_Acap .. BP_shift_INa_inact,
  * spec.md section 3, in cardiosim.cells.bondarenko.PARAMETER_ORDER) followed by parameter-only constants derived from
  * them in Python (BP_RTF .. BP_pryr_k, DERIVED_ORDER), so that no parameter-only arithmetic is done per step.

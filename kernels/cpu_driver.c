@@ -1,4 +1,5 @@
-/* Forward-Euler CPU driver, generic over cell models; loaded from Python with ctypes (cardiosim/ode/native.py).
+/* Forward-Euler CPU driver, generic over cell models; loaded from Python with ctypes
+ * (cardiosim/reaction/ode/native.py).
  *
  * Build (native.py does it, into a cache directory):
  *   gcc -O2 -std=c99 -shared -fPIC -I kernels -DMODEL_HEADER='"bondarenko.h"' -DMODEL_RHS=bondarenko_rhs
@@ -11,7 +12,7 @@
  * Layout: y is a structure of arrays, y[s*n_cells + c] = state s of cell c (the same as the NumPy y[s, c]).
  * Stimulus: n_protocols pulse trains, proto[4*p .. 4*p+3] = start, duration, period, count (ms, ms, ms, count;
  * count 0 = unlimited, period 0 = one pulse), and amp[p*n_cells + c] the current of protocol p at cell c (pA/pF,
- * negative depolarises). The timing rule is cardiosim.stimulus.Protocol.active, literally.
+ * negative depolarises). The timing rule is cardiosim.cells.stimulus.Protocol.active, literally.
  */
 #include <math.h>
 #include <stddef.h>
@@ -40,7 +41,7 @@ void cs_set_cell_pitch(long n) { cs_cell_pitch = n; }
 int cs_n_states(void) { return MODEL_N_STATES; }
 int cs_n_params(void) { return MODEL_N_PARAMS; }
 
-/* cardiosim.stimulus.Protocol.active(t), operation for operation. */
+/* cardiosim.cells.stimulus.Protocol.active(t), operation for operation. */
 static int protocol_active(const double *pr, double t)
 {
     const double start = pr[0], duration = pr[1], period = pr[2], count = pr[3];

@@ -4,15 +4,16 @@
  * constant after unrolling), advanced k substeps, and written straight back: one global read and one global write
  * per state per launch, whatever k. Double precision throughout.
  *
- * Compile-time selection of the model (cardiosim/ode/cuda_backend.py passes these):
+ * Compile-time selection of the model (cardiosim/reaction/ode/cuda_backend.py passes these):
  *   -DCS_MODEL=bondarenko     kernels/bondarenko.h, bondarenko_rhs
  *   -DCS_MODEL_UP=BONDARENKO  BONDARENKO_N_STATES / BONDARENKO_N_PARAMS, checked against the two below
  *   -DCS_N_STATES=41 -DCS_N_PARAMS=96   sizes as numbers (the parameter array is declared before the header)
  *   -DCS_MAX_PROTOCOLS=16     optional: room for pulse trains in constant memory
- *   -DCS_AUX=0|1, -DCS_PARAMS_INITIALISED=0|1   the seed's kernel variants (cardiosim/ode/kernel_variants.py, which
- *                             also swaps the model header for its one-local-per-intermediate form where asked)
- *   -DCS_CELL_PARAMS=1        a population (cardiosim/single_cell/population.py): the header is a generated model's per-cell
- *                             form (cardiosim.cells.cellml.per_cell_header), reading slot j of its cell as
+ *   -DCS_AUX=0|1, -DCS_PARAMS_INITIALISED=0|1   the seed's kernel variants
+ *                             (cardiosim/reaction/ode/kernel_variants.py, which also swaps the model header for its
+ *                             one-local-per-intermediate form where asked)
+ *   -DCS_CELL_PARAMS=1        a population (cardiosim/single_cell/population.py): the header is a generated model's
+ *                             per-cell form (cardiosim.cells.cellml.per_cell_header), reading slot j of its cell as
  *                             CS_CELL_PARAM(j) from cell_params[j*c_cell_pitch + c], the kernel's last argument;
  *                             every other parameter is a literal in the header. kernels/cpu_driver.c compiles the
  *                             same header as C with the same macro: the host twin.
@@ -22,9 +23,10 @@
  * protocol; when the protocols change).
  *
  * Layout: y[s*pitch + c] = state s of cell c; pitch in elements (a pitched allocation, one row per state).
- * Stimulus: amp[p*n_cells + c] in pA/pF (negative depolarises); the timing rule is cardiosim.stimulus.Protocol.active
- * (= protocol_active in kernels/cpu_driver.c), operation for operation, with the time t0 + j*dt and the products in
- * the rule rounded explicitly (__dmul_rn/__dadd_rn) so that FMA contraction cannot move a pulse edge by a substep.
+ * Stimulus: amp[p*n_cells + c] in pA/pF (negative depolarises); the timing rule is
+ * cardiosim.cells.stimulus.Protocol.active (= protocol_active in kernels/cpu_driver.c), operation for operation, with
+ * the time t0 + j*dt and the products in the rule rounded explicitly (__dmul_rn/__dadd_rn) so that FMA contraction
+ * cannot move a pulse edge by a substep.
  *
  * Errors: after every substep the sum of the cell's states must be finite; after the last substep (check_range != 0)
  * every state must lie in [c_lower, c_upper]. A bad cell stops where it is and is stored back as it is; the first
@@ -39,7 +41,7 @@
 #define CS_CAT(a, b) CS_CAT2(a, b)
 
 #if !defined(CS_MODEL) || !defined(CS_MODEL_UP) || !defined(CS_N_STATES) || !defined(CS_N_PARAMS)
-#error "define CS_MODEL, CS_MODEL_UP, CS_N_STATES and CS_N_PARAMS (cardiosim/ode/cuda_backend.py does)"
+#error "define CS_MODEL, CS_MODEL_UP, CS_N_STATES and CS_N_PARAMS (cardiosim/reaction/ode/cuda_backend.py does)"
 #endif
 #ifndef CS_MAX_PROTOCOLS
 #define CS_MAX_PROTOCOLS 16
@@ -76,7 +78,7 @@ __constant__ long long c_cell_pitch;
 #define CS_CELL_ARG , cell_params + c
 #elif CS_PARAMS_INITIALISED
 /* The seed's original form: one initialised __constant__ double c_<index name> per parameter, generated from the
- * parameter vector and prepended to this file (constant_declarations in cardiosim/ode/kernel_variants.py). */
+ * parameter vector and prepended to this file (constant_declarations in cardiosim/reaction/ode/kernel_variants.py). */
 #define CS_PARAM(i) (c_##i)
 #else
 __constant__ double c_params[CS_N_PARAMS];
@@ -107,7 +109,7 @@ static_assert(CS_N_PARAMS == CS_CAT(CS_MODEL_UP, _N_PARAMS), "CS_N_PARAMS does n
 
 #define NS CS_N_STATES
 
-/* cardiosim.stimulus.Protocol.active(t), operation for operation (see protocol_active in cpu_driver.c). */
+/* cardiosim.cells.stimulus.Protocol.active(t), operation for operation (see protocol_active in cpu_driver.c). */
 __device__ __forceinline__ bool cs_active(int q, double t)
 {
     const double start = c_proto[4 * q], duration = c_proto[4 * q + 1];

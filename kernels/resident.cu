@@ -1,13 +1,13 @@
-/* Per-step analysis on the device for the resident placement (cardiosim/ode/resident.py).
+/* Per-step analysis on the device for the resident placement (cardiosim/reaction/ode/resident.py).
  *
  * cs_maps: the activation-time and APD maps of cardiosim/analysis/maps.py (ActivationMap.update, then APDMap.update),
  * operation for operation; compiled with --fmad=false so that the interpolated times are the same bits as NumPy's.
  * cs_probe_gather: out[j] = v[idx[j]], the probe samples of one field at one step, into the device sample buffer;
  * also Vm of the tissue nodes of a masked grid into the cells' state row.
  * cs_scatter_at: v[idx[j]] = in[j], the cells' Vm back to the tissue nodes.
- * cs_ecg_partial: out[e] = sum_i w[e][i] s[i], this rank's share of each pseudo-ECG electrode (cardiosim/analysis/ecg.py), one
- * block per electrode, summed in a fixed order (the same bits every run); the ranks' shares are added on the host
- * when the samples are flushed.
+ * cs_ecg_partial: out[e] = sum_i w[e][i] s[i], this rank's share of each pseudo-ECG electrode
+ * (cardiosim/analysis/ecg.py), one block per electrode, summed in a fixed order (the same bits every run); the ranks'
+ * shares are added on the host when the samples are flushed.
  */
 
 extern "C" __global__ void cs_maps(const double *__restrict__ v, int n, double t0, double t1, double threshold,

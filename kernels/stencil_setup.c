@@ -10,7 +10,7 @@
  * the matrix entry coupling t to that neighbour: S[s * n + t] (a 2D grid is a 3D grid of one z layer). Every
  * coordinate here is a global grid coordinate; a box is its start[3] and size[3].
  *
- * Built with the system C compiler under cardiosim.compile's cache rule; plain C99, no dependencies. */
+ * Built with the system C compiler under cardiosim.runtime.compile's cache rule; plain C99, no dependencies. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -161,9 +161,9 @@ done:
     return err;
 }
 
-/* The rows of the stiffness matrix K = Σ_e Σ_pq σ_e[p,q] E[p,q,a,b] on Q1 elements (cardiosim/tissue/operators.py), as a
- * stencil S (3^dim x owned nodes, zeroed by the caller; code Σ_d (o_d + 1) 3^d of the neighbour offset o, x first).
- * Elements are given by their lowest corner, the box (el_start, el_size); node data cover the ghosted box
+/* The rows of the stiffness matrix K = Σ_e Σ_pq σ_e[p,q] E[p,q,a,b] on Q1 elements (cardiosim/tissue/operators.py),
+ * as a stencil S (3^dim x owned nodes, zeroed by the caller; code Σ_d (o_d + 1) 3^d of the neighbour offset o,
+ * x first). Elements are given by their lowest corner, the box (el_start, el_size); node data cover the ghosted box
  * (g_start, g_size), rows the owned box (o_start, o_size). An element's tensor is the mean of its corners' tensors
  * σ = scale (σ_t I + (σ_l − σ_t) f fᵀ) (f the unit fibre, dim entries per node; sl and st per node, or one value
  * when their stride is 0); an element with a corner outside the tissue (tissue[node] == 0; tissue NULL: all
@@ -280,8 +280,8 @@ int sst_stiffness(int dim, const int64_t *el_start, const int64_t *el_size, cons
     return 0;
 }
 
-/* The CSR pattern of the owned rows (cardiosim.operators.Assembler): row t (owned box (o_start, o_size), x fastest)
- * couples to its neighbour of each code in codes[ncodes] (code k = Σ_d (o_d + 1) 3^d over the grid's dim
+/* The CSR pattern of the owned rows (cardiosim.tissue.operators.Assembler): row t (owned box (o_start, o_size),
+ * x fastest) couples to its neighbour of each code in codes[ncodes] (code k = Σ_d (o_d + 1) 3^d over the grid's dim
  * dimensions) that lies inside the grid (n[3]); its column is g2g[that neighbour's index in the ghosted box
  * (g_start, g_size)], PETSc's global index. Each row's columns are sorted (PETSc wants them so; the neighbour order
  * is sorted on one rank, not across rank boundaries). Written: indptr[n_owned + 1], and per entry indices[e] (the

@@ -2,7 +2,7 @@
  * kernels/tt06.h — ten Tusscher & Panfilov 2006 epicardial cell (19 states): right-hand side and one Rush–Larsen
  * step, in plain C99, shared by the CPU driver (host) and the CUDA kernels (device).
  *
- * Ground truth: reference/tt06/ten_tusscher_model_2006_epi.cellml (restated in reference/tt06/spec.md).
+ * Ground truth: tests/data/reference/tt06/ten_tusscher_model_2006_epi.cellml (restated in its spec.md).
  * NumPy twin:   cardiosim/cells/tt06.py (TenTusscher2006Epi). tests/test_tt06.py checks that both agree to
  *               round-off along an action potential; change them together.
  *

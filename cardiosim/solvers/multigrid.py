@@ -391,6 +391,30 @@ def mpi_flags(for_nvcc: bool) -> list[str]:
     return flags
 
 
+def source_files(src: Path) -> list[Path]:
+    """``src`` and every file it includes with ``#include "..."`` (beside the including file; recursively, each once,
+    in the order found): the sources of its translation unit, kernels/stencil_mg.cpp's fragments in
+    kernels/stencil_mg/. The one list of them: the build hash covers these (:func:`source_digest`)."""
+    files = [src]
+    for f in files:                                       # grows while it is read
+        for line in f.read_text().splitlines():
+            words = line.split('"')
+            if len(words) >= 3 and "".join(words[0].split()) == "#include":
+                inc = f.parent / words[1]
+                if inc not in files:
+                    files.append(inc)
+    return files
+
+
+def source_digest(src: Path) -> str:
+    """SHA-256 of every file of ``src``'s translation unit (:func:`source_files`), each by its path relative to
+    src's folder and its text: the sources' part of the compiled library's cache key."""
+    h = hashlib.sha256()
+    for f in source_files(src):
+        h.update(f"{os.path.relpath(f, src.parent)}\0{f.read_text()}\0".encode())
+    return h.hexdigest()
+
+
 def _build(gpu: bool) -> Path:
     """kernels/stencil_mg.cpp as a shared library (g++ for the host, nvcc for the GPU) linked to mpi4py's MPI,
     compiled once per machine into the cache (cardiosim.runtime.compile's rule)."""
@@ -409,7 +433,7 @@ def _build(gpu: bool) -> Path:
     except (OSError, subprocess.CalledProcessError) as e:
         raise RuntimeError(f"multigrid: the compiler '{version[0]}' does not run ({e})") from e
     mpi = mpi_flags(gpu)
-    h = hashlib.sha256("\0".join([src.read_text(), *cmd, *mpi, v]).encode()).hexdigest()[:20]
+    h = hashlib.sha256("\0".join([source_digest(src), *cmd, *mpi, v]).encode()).hexdigest()[:20]
     out = cache_dir("native") / f"stencil_mg_{'cuda' if gpu else 'cpu'}_{h}.so"
     return compile_once(out, lambda tmp: [*cmd, str(src), "-o", tmp, *mpi], f"multigrid: compiling {SOURCE}")
 
