@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU path from the README's own commands, on a GPU node that reaches no package registry (issue 25): a copy of
+# The GPU path from the README's own commands, on a GPU node that reaches no package registry: a copy of
 # this checkout without anything built (no .venv, empty caches) goes through
 #
 #   make setup                                    PETSc with CUDA and PyCUDA built from their PyPI sources
@@ -59,7 +59,7 @@ pipeline() {
         PIP_CACHE_DIR=$work/pip-cache EXTRAS=test
     if step setup make -C "$src" setup; then
         step info "$src/.venv/bin/cardiosim" info
-        # The GPU tests in TEST_RUNS (4) runs side by side on the one GPU (the GPU sessions ran three), the files dealt
+        # The GPU tests in TEST_RUNS (4) runs side by side on the one GPU (three fit an H200 well), the files dealt
         # out largest first; each run is `make test-gpu`, which fails on a skip for a missing GPU or mpirun.
         mapfile -t files < <(cd "$src" && grep -l "mark.gpu" tests/test_*.py | xargs ls -S)
         local runs=${TEST_RUNS:-4} groups=() i=0 pids=() g

@@ -1,5 +1,6 @@
-"""Issue 26's peer: Myokit's own generated CUDA kernel (the ``cuda-kernel`` exporter, Forward Euler) timed the way
-tools/gpu/issue26_occupancy.py times cardiosim's fused kernel, so the two stand in one table from one GPU run.
+"""The peer of cardiosim's fused cell kernel: Myokit's own generated CUDA kernel (the ``cuda-kernel`` exporter,
+Forward Euler) timed the way tools/gpu/cell_kernel_occupancy.py times cardiosim's fused kernel, so the two stand in
+one table from one GPU run.
 
     python3 tools/gpu/myokit_peer.py time [--models ...] [--cells 1048576] [--k 100]     (one GPU, PyCUDA)
     python3 tools/gpu/myokit_peer.py compile [--models ...] [--arch sm_90]               (nvcc only, no GPU)
@@ -12,7 +13,7 @@ double (``precision = myokit.DOUBLE_PRECISION``), since cardiosim's kernels are 
 compare arithmetic, not code. It needs a variable bound to ``diffusion_current`` (the model gets one, 0: cells at
 rest, as in our throughput loop; Myokit's template drops the unbound time, so the stimulus is its value at t = 0,
 off for these files). The ``__global__`` wrapper is ours: each thread loads its cell's states (structure of arrays,
-as our kernel reads them), takes k steps in registers and writes them back; dt as in issue26_occupancy.py (1e-4 ms
+as our kernel reads them), takes k steps in registers and writes them back; dt as in cell_kernel_occupancy.py (1e-4 ms
 for Bondarenko, 1e-3 ms otherwise), 2^20 cells, 10 launches after a warm-up one, best of ``--repeats``, block 128.
 """
 
@@ -134,7 +135,7 @@ def main(argv=None) -> int:
     p.add_argument("what", choices=("time", "compile"))
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from issue26_occupancy import loop_arguments       # the same loop, the same options
+    from cell_kernel_occupancy import loop_arguments       # the same loop, the same options
     loop_arguments(p)
     a = p.parse_args(argv)
     if a.what == "compile":

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU tests of the PDE solvers, runs and masks, as the solver sessions run them on a 4-GPU host: two pytest runs
+# The GPU tests of the PDE solvers, runs and masks on a 4-GPU host: two pytest runs
 # side by side on GPUs 0,1 and 2,3 (each file's 2-GPU cases need a pair), then the 4-GPU file. Logs in $OUT;
 # the last lines of each on stdout. On a 2-GPU host, PAIRS=1 runs the two sets one after the other on GPUs 0,1.
 #

@@ -1,8 +1,8 @@
-"""Issue 26: the fused Forward-Euler cell kernel under register caps and block sizes.
+"""The fused Forward-Euler cell kernel under register caps and block sizes: registers, spills, warps, throughput.
 
-    python3 tools/gpu/issue26_occupancy.py ptxas [--caps 0 192 168 128] [--arch sm_90]   (nvcc only, no GPU)
-    python3 tools/gpu/issue26_occupancy.py time  [--caps 0 168 128] [--blocks 128 256]   (one GPU, PyCUDA)
-    python3 tools/gpu/issue26_occupancy.py static [--models ...] [--json FILE]   (nvcc + nvdisasm, no GPU)
+    python3 tools/gpu/cell_kernel_occupancy.py ptxas [--caps 0 192 168 128] [--arch sm_90]   (nvcc only, no GPU)
+    python3 tools/gpu/cell_kernel_occupancy.py time  [--caps 0 168 128] [--blocks 128 256]   (one GPU, PyCUDA)
+    python3 tools/gpu/cell_kernel_occupancy.py static [--models ...] [--json FILE]   (nvcc + nvdisasm, no GPU)
 
 ``ptxas``: each model's fused kernel compiled as the CUDA backend compiles it (kernel_source + nvcc_options, fmad
 on) with ``-maxrregcount`` = each cap (0: none, ptxas's own choice), ptxas -v's registers, spill stores/loads and
@@ -13,8 +13,8 @@ the automatic register cap of cuda_backend.auto_cap at block 128, fmad on; ``--c
 FP64 instructions of the kernel body in SASS (cardiosim.bench.kernels.sass_fp64: DFMA/DADD/DMUL/DSETP/MUFU.*64H/...,
 the $__internal slow-path subroutines left out; nvdisasm from PATH, $CARDIOSIM_NVDISASM or pip's
 nvidia-cuda-nvdisasm), the same in PTX as ``cardiosim bench kernels`` counts it (a div.rn.f64 as 10), div.rn.f64 and
-ex2/lg2 approximations in PTX, registers, spill stores/loads and stack frame. The numbers issue 26 compares
-(generated >= 0.9x hand) are these figures' ratios until a GPU times them.
+ex2/lg2 approximations in PTX, registers, spill stores/loads and stack frame. A generated kernel against its
+hand-written twin: these figures' ratios until a GPU times them.
 
 ``time``: the throughput loop of tests/test_cellml_gpu.py::test_cell_steps_per_second (2^20 cells at rest, k = 100
 substeps per launch, 10 launches after a warm-up launch, dt = 1e-4 ms for Bondarenko and 1e-3 ms otherwise), best of

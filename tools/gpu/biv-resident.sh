@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Issue 27 on one GPU: the idealised BiV at 0.25 mm (1.7 million grid nodes, 464,000 in tissue), bidomain,
-# O'Hara-Rudy 2011 (CellML, Rush-Larsen) with endo-, mid- and epicardial cells chosen by the transmural coordinate,
-# both endocardia stimulated, the pseudo-ECG, resident on the GPU. Needs a set-up venv with PyCUDA and Myokit
-# (EXTRAS=test,plot,gpu make setup) and nvcc. About 5-10 minutes (the geometry ~1 min on the CPU, the first
-# kernel compile, 200 steps). Everything it prints goes to $OUT/issue27.txt too.
+# The BiV benchmark on one GPU (or NP GPUs): the idealised BiV at 0.25 mm (1.7 million grid nodes, 464,000 in
+# tissue), bidomain, O'Hara-Rudy 2011 (CellML, Rush-Larsen) with endo-, mid- and epicardial cells chosen by the
+# transmural coordinate, both endocardia stimulated, the pseudo-ECG, resident on the GPU. Needs a set-up venv with
+# PyCUDA and Myokit (EXTRAS=test,plot,gpu make setup) and nvcc. About 5-10 minutes (the geometry ~1 min on the CPU,
+# the first kernel compile, 200 steps). Everything it prints goes to $OUT/biv-resident.txt too.
 #
-#   device call:  command "bash tools/gpu/issue27-biv-resident.sh"
-#   on 2 GPUs, one rank each:  NP=2 bash tools/gpu/issue27-biv-resident.sh  (BALANCE below chooses the split)
-#   DURATION=1.0 (ms) for 100 steps instead of 200 (session 15 measured that: docs/benchmarks.md).
+#   on a GPU node:  bash tools/gpu/biv-resident.sh
+#   on 2 GPUs, one rank each:  NP=2 bash tools/gpu/biv-resident.sh  (BALANCE below chooses the split)
+#   DURATION=1.0 (ms) for 100 steps instead of 200 (what benchmarks/biv.json records).
 #   BALANCE=tissue|box|auto: grid.balance on several ranks (auto: the box split for the resident placement).
 #   PETSC_ARGS="-elliptic_smg_jacobi_from 1": PETSc options for the run (after its --); REUSE=1 keeps the geometry
 #   in $OUT for the next call with REUSE=1 (an A/B of solver options without building the BiV twice).
@@ -16,9 +16,9 @@
 #   1. geometry: "rule-based fibres: 463702 tissue nodes, both ventricles", "121 x 137 x 105 nodes" and the [grid]
 #      lines (size [3, 3.4, 2.6], spacing 0.025; the grid padded to multiples of 8 cells).
 #   2. the run's header: resident placement, the solvers it chose; then progress lines and, at the end, the timing
-#      table (reaction, parabolic, elliptic, I/O, other; mean and max) and iterations per step: the issue's "ms per
-#      step and per phase" are total / steps and each phase / steps (the stencil solvers visit the tissue's nodes
-#      only: smg_active). Session 15, one H200, 100 steps: 21.5 ms per step, 16.4 of it the elliptic solve.
+#      table (reaction, parabolic, elliptic, I/O, other; mean and max) and iterations per step: ms per step and per
+#      phase are total / steps and each phase / steps (the stencil solvers visit the tissue's nodes only:
+#      smg_active); benchmarks/biv.json has the current figures.
 #   3. inspect: the activation map (within 2 ms the stimulated endocardial layer only) and the ECG traces' ranges.
 #      2 ms is too short for the wave to cross the wall, so the run ends with two warnings (under 95 % activated,
 #      the far side not reached): this measures cost, not the QRS. The same config at 1 mm on the CPU (native
@@ -32,8 +32,8 @@ duration=${DURATION:-2.0}
 balance=${BALANCE:-auto}
 run=()
 [ "$np" -gt 1 ] && run=(mpirun -n "$np")
-out=$dir/issue27.txt
-export CARDIOSIM_CACHE=${CARDIOSIM_CACHE:-/tmp/cardiosim-issue27-cache}
+out=$dir/biv-resident.txt
+export CARDIOSIM_CACHE=${CARDIOSIM_CACHE:-/tmp/cardiosim-biv-cache}
 {
   nvidia-smi --query-gpu=name --format=csv,noheader
   if [ -n "${REUSE:-}" ] && [ -f "$dir/biv25.h5" ] && [ -f "$dir/geometry.txt" ]; then
