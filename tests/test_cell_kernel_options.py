@@ -65,7 +65,8 @@ def test_cap_reaches_ptxas(monkeypatch):
 
 
 def test_auto_cap_follows_occupancy():
-    """The caps measured on an H200 (docs/performance.md): more warps per SM, or none."""
+    """The caps measured on an H200 (docs/decisions/0022-cell-kernel-register-cap-by-occupancy.md): more warps per
+    SM, or none."""
     assert cb.auto_cap(238, 128) == 168          # Bondarenko: 8 -> 12 warps
     assert cb.auto_cap(240, 128) == 168          # O'Hara-Rudy
     assert cb.auto_cap(162, 128) == 128          # TT06: 12 -> 16 warps (168 would give none)

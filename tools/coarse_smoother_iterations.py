@@ -2,7 +2,8 @@
 from level 0 or 1 (smg_jacobi_from, smg_jacobi_omega; docs/decisions/0043-jacobi-on-the-coarse-levels-on-gpus.md): Table
 4.1's bidomain sheet (run/seed-table41.toml) and the idealised LV (masked; 0.05 cm unless a spacing is given), both
 systems, one solve each of the tissue's own matrix with a zero first guess, coarsest level up to 2048 nodes (the GPU
-runs' limit). Iterations are what the host can say; the time is the GPU's (tools/gpu/coarse-jacobi-ab.sh).
+runs' limit). Iterations are what the host can say; the time is the GPU's (`cardiosim bench table41`,
+`cardiosim bench mask --placement resident`).
 
     .venv/bin/python tools/coarse_smoother_iterations.py [t41] [lv [0.025]]
 """

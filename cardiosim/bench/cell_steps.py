@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     p.add_argument("--cells", type=int, default=1000)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--write", help="markdown page to update (docs/performance.md)")
+    p.add_argument("--write", help="markdown page to update (the table replaces its own section)")
     p.add_argument("--json", help="write the rows here too")
     p.add_argument("--ptx", nargs="?", const="sm_90", default=None, metavar="ARCH",
                    help="also compile each form for the GPU with nvcc and count registers, spills, FP64, divisions")

@@ -12,7 +12,7 @@ k: Bondarenko apical cells with staggered stimuli, one call of CudaBackend.advan
 - registers and spills of each variant, from the loaded module;
 - the NumPy reference backend on one core, for scale.
 
-    python -m cardiosim.bench.kernels --write docs/performance.md --json docs/bench/kernels.json
+    python -m cardiosim.bench.kernels --json benchmarks/raw/kernels.json
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def main(argv=None):
     p.add_argument("--cells", type=float, nargs="+", default=[1e5, 1e6, 1e7])
     p.add_argument("--k", type=int, nargs="+", default=[1, 100])
     p.add_argument("--seconds", type=float, default=0.3, help="minimum timed wall time per case")
-    p.add_argument("--write", help="markdown page to update (e.g. docs/performance.md)")
+    p.add_argument("--write", help="markdown page to update (the table replaces its own section)")
     p.add_argument("--json", help="write the results here too")
     args = p.parse_args(argv)
     try:

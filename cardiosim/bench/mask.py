@@ -8,9 +8,9 @@ nodes outside as rows of their own, cardiosim/domain/mask.py; the resident place
 a mask; the box solves with the elliptic preconditioner of the default (geometric multigrid, PCMG) and with GAMG.
 ``--steps`` PDE steps after one warm-up step, times the max over ranks.
 
-    cardiosim bench mask --ranks 2 --write docs/performance.md
+    cardiosim bench mask --ranks 2 --json benchmarks/raw/mask.json
     cardiosim bench mask --ranks 1 --placement resident --model tt06 --ode-substeps 10 --current-density -52 --lv-spacing 0.05 0.025 --no-gamg \
-        --write docs/performance.md                                                         # on a GPU node
+        --json benchmarks/raw/mask-resident.json                                            # on a GPU node
 
 Each case runs in its own ``mpirun``. A masked grid has cells at its tissue nodes only; the table shows the
 solvers' cost and the reaction's apart. ``--rounds N`` runs every case N times, the grids alternating, and ends
@@ -207,7 +207,7 @@ def main(argv=None):
                    help="cell.integrator (default: rush-larsen for a model with gates, tt06; else forward-euler)")
     p.add_argument("--no-gamg", action="store_true", help="the default elliptic preconditioner only")
     p.add_argument("--rounds", type=int, default=1, help="runs of every case, the grids alternating")
-    p.add_argument("--write", help="markdown page to update (e.g. docs/performance.md)")
+    p.add_argument("--write", help="markdown page to update (the table replaces its own section)")
     p.add_argument("--json", help="write the results here too")
     p.add_argument("--single", help=argparse.SUPPRESS)
     p.add_argument("--grid", choices=list(GRIDS), default="box", help=argparse.SUPPRESS)

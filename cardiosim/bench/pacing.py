@@ -2,7 +2,7 @@
 with Myokit's own CVODES simulation (the aim: within 2× of its time).
 
     cardiosim bench pacing [--model models/ohara_rudy_2011_endo.cellml] [--beats 1000] [--also grl1:0.05 ...]
-                           [--write docs/performance.md]
+                           [--json benchmarks/raw/pacing.json]
 
 Each run is a fresh process (imports, model generation or compilation from a warm cache, the pacing, the output
 files), timed from outside, one after the other on the same machine; the row says the APD90 of the last beat, so
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     p.add_argument("--also", nargs="*", default=[], metavar="INTEGRATOR:DT",
                    help="cardiosim cell with these integrators too, e.g. grl1:0.05")
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--write", help="markdown page to update (docs/performance.md)")
+    p.add_argument("--write", help="markdown page to update (the table replaces its own section)")
     p.add_argument("--json", help="write the rows here too")
     a = p.parse_args(argv)
     model = Path(a.model)

@@ -3,9 +3,9 @@
 A 2D bidomain sheet with fibres at 30° (box stencil, the harder case), Mitchell–Schaeffer cells and a wave
 started at the left edge, on n × n nodes for n in --sizes; ``--steps`` PDE steps after one warm-up step.
 
-    python -m cardiosim.bench.pde --ranks 1 2 --write docs/performance.md
-    python -m cardiosim.bench.pde --ranks 16 --label "H100 node, 16 CPU ranks" --write docs/performance.md
-    python -m cardiosim.bench.pde --ranks 1 --label "H100, PETSc CUDA" --write docs/performance.md \\
+    python -m cardiosim.bench.pde --ranks 1 2 --json benchmarks/raw/pde.json
+    python -m cardiosim.bench.pde --ranks 16 --label "H100 node, 16 CPU ranks" --json benchmarks/raw/pde-16.json
+    python -m cardiosim.bench.pde --ranks 1 --label "H100, PETSc CUDA" --json benchmarks/raw/pde-cuda.json \\
         -- -dm_vec_type cuda -dm_mat_type aijcusparse -parabolic_pc_type jacobi
     python -m cardiosim.bench.pde --ranks 1 --placement resident --model tt06 --label "H100, resident" ...
 
@@ -13,7 +13,8 @@ started at the left edge, on n × n nodes for n in --sizes; ``--steps`` PDE step
 the step is the PDE's; Mitchell–Schaeffer has no C kernel).
 
 Each (size, ranks) case runs in its own ``mpirun`` so that ranks and PETSc options are exactly as given.
-Results go to a JSON file and a markdown section of the benchmarks page, replaced on re-run (keyed by --label).
+Results go to a JSON file (--json) and, with --write, to a markdown section of a page, replaced on re-run (keyed by
+--label).
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def main(argv=None):
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--label", default="")
-    p.add_argument("--write", help="markdown page to update (e.g. docs/performance.md)")
+    p.add_argument("--write", help="markdown page to update (the table replaces its own section)")
     p.add_argument("--json", help="write the results here too")
     p.add_argument("--placement", default="auto", help="cell.placement (resident: PDE and cells on the GPU)")
     p.add_argument("--model", default="mitchell-schaeffer", choices=sorted(MODELS))

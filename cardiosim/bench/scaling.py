@@ -7,7 +7,7 @@ options at every rank count above 1 (e.g. the layouts and halo strategies of car
 too with ``--variants-on-one`` (options that apply there, e.g. ``-elliptic_smg_coarse_max``).
 
     cardiosim bench scaling run/slab3d-1e7.toml --ranks 1 2 [--weak] [--set grid.size=...]
-        [--variant sweep='-elliptic_smg_halo sweep -parabolic_smg_halo sweep'] [--write docs/performance.md]
+        [--variant sweep='-elliptic_smg_halo sweep -parabolic_smg_halo sweep'] [--json FILE]
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     p.add_argument("--variants-on-one", action="store_true", help="run the variants on one rank too")
     p.add_argument("--placement", default="resident", help="cell.placement (cpu: to try the benchmark on a CPU)")
     p.add_argument("--label", default="")
-    p.add_argument("--write", help="markdown page to update (docs/performance.md)")
+    p.add_argument("--write", help="markdown page to update (the table replaces its own section)")
     p.add_argument("--json", help="write the results here too")
     p.add_argument("--render", metavar="JSON", help="no runs: the table of an earlier --json (its own command, date and "
                    "machine), e.g. with other rows first (--first CASE:RANKS) or into --write")

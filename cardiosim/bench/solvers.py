@@ -14,7 +14,7 @@ energy over repeats of at least --seconds of wall time (NVML's counter updates a
 step under ~5 %); J per solve = board-energy difference / solves, "n/a" without NVML. A choice whose first solve
 takes more than --max-solve-s seconds is skipped (said in the table).
 
-    python -m cardiosim.bench.solvers --json solvers.json --write docs/performance.md       # GPU node, ~3 min
+    python -m cardiosim.bench.solvers --json benchmarks/raw/solvers.json                    # GPU node, ~3 min
     python -m cardiosim.bench.solvers --cpu --n 65 --table41-n 41 --seconds 0.2            # host build, a check
 """
 
@@ -214,7 +214,7 @@ def main(argv=None):
     p.add_argument("--cpu", action="store_true", help="host matrices and the host builds (no GPU: a check)")
     p.add_argument("--label", default="")
     p.add_argument("--json", help="write the results here too")
-    p.add_argument("--write", help="markdown page to update (e.g. docs/performance.md)")
+    p.add_argument("--write", help="markdown page to update (the table replaces its own section)")
     args = p.parse_args(argv)
     import petsc4py
     petsc4py.init(sys.argv[:1])

@@ -5,7 +5,7 @@ placement; PDE, ODE, exchange and total time per run, as the seed printed them, 
 ``--tissues`` picks the twins (default both, back to back).
 
     cardiosim bench table41 --ranks 16 [--variants fused original ...] [--placements grouped per-rank cpu]
-        [--exchange vm full] [--write docs/performance.md] [--json docs/bench/table41.json] [-- PETSc options]
+        [--exchange vm full] [--json benchmarks/raw/table41.json] [-- PETSc options]
     cardiosim bench table41 --ranks 2 --placements cpu grouped --backend native --grid 41 --steps 2   # on a CPU
 
 Each case runs in its own ``mpirun``. Variants apply to the CUDA placements (grouped, per-rank with --backend
@@ -181,7 +181,7 @@ def main(argv=None) -> int:
     p.add_argument("--grid", type=int, help="nodes per side at the seed's 8 µm (default 625: the seed's sheet)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="extra config override")
     p.add_argument("--label", default="")
-    p.add_argument("--write", help="markdown page to update (docs/performance.md)")
+    p.add_argument("--write", help="markdown page to update (the table replaces its own section)")
     p.add_argument("--json", help="write the results here too")
     p.add_argument("--single", help=argparse.SUPPRESS)
     args = p.parse_args(ours)

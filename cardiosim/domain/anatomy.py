@@ -75,7 +75,8 @@ FIBRE_NAMES = ("fibres", "fibers", "fiber", "fibre")
 # -- the grid around a bounding box ----------------------------------------------------------------------------------
 # Cells per dimension are made a multiple of this (empty nodes added at the upper side), so that the grid coarsens
 # three times and the elliptic solve gets its geometric multigrid (cardiosim.solvers.linear.mg_levels; a grid that
-# does not halve falls back to GAMG, 2-4 times slower per solve: docs/performance.md).
+# does not halve falls back to GAMG, 2-4 times slower per solve:
+# docs/decisions/0003-elliptic-cg-multigrid-pseudo-inverse.md).
 CELL_MULTIPLE = 8
 MAX_NODES = 2e8
 # Peak bytes while the anatomy is made, measured with tracemalloc (spacing 0.05 and 0.03 cm): the idealised LV and

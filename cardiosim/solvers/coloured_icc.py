@@ -183,7 +183,8 @@ def _sell(A: PETSc.Mat, gpu: bool) -> PETSc.Mat:
     """A copy of ``A`` in sliced ELLPACK: ``sell`` on the host, ``sellcuda`` on the GPU. (petsc4py's ``convert``
     without ``out`` converts in place: ``A`` is the solver's operator and stays as it is.) PETSc 3.26 converts aij to
     sell directly and sell to sellcuda in place, but has no aijcusparse -> sellcuda converter: the generic fallback
-    inserts entry by entry and does not finish a 1025² matrix in 200 s (docs/performance.md). So the GPU copy goes
+    inserts entry by entry and does not finish a 1025² matrix in 200 s
+    (docs/decisions/0019-coloured-icc-preconditioner.md). So the GPU copy goes
     through the host: the rows as CSR, a host aij, sell, then sellcuda."""
     if not gpu:
         return A.convert("sell", PETSc.Mat())

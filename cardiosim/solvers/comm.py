@@ -24,7 +24,7 @@ import numpy as np
 # How halo and gather bytes travel between ranks: name -> what it is. Chosen at run time (``-<prefix>smg_transport``,
 # default auto) and printed in the run header. Host staging works everywhere (any MPI, any node count; the CPU build
 # moves no byte twice); CUDA IPC needs every rank on one node, each on its GPU's device memory. The latencies that
-# decide the default are measured in docs/performance.md.
+# decide the default: docs/decisions/0018-stencil-solvers-on-several-ranks.md.
 TRANSPORTS = {
     "mpi-host": "host-staged MPI: faces packed on the device, only the packed bytes copied to the host and sent",
     "ipc": "CUDA IPC: faces packed by this rank's kernel into the neighbour's device buffer, a flag there raised "
@@ -152,7 +152,7 @@ def fortran_handle(petsc_comm) -> int:
 # solved there ("root": the PDE on one GPU, the cells still on all). "auto" takes root below ROOT_BELOW nodes per
 # rank, where a step's halo latency costs more than the work it splits: on 2 H200s with the V-cycle as a CUDA graph
 # per rank, root is the faster up to 390,000 nodes per rank and the split (halo per sweep) at 781,000
-# (docs/performance.md).
+# (docs/decisions/0018-stencil-solvers-on-several-ranks.md).
 LAYOUTS = ("auto", "ranks", "root")
 ROOT_BELOW = 600_000
 

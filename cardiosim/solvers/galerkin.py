@@ -6,7 +6,8 @@ Why not PETSc's MatPtAP: P is the tensor product of 1D linear interpolations, so
 PᵀAP = P_zᵀ(P_yᵀ(P_xᵀ A P_x)P_y)P_z can be formed on the stencils with at most 27·4 multiply-adds per node and
 dimension, with no matrix of P and no sparse triple product. With this and the stiffness rows in C
 (cardiosim.tissue.operators) the 216³ slab's set-up on an H200 host takes less than half the time it takes with
-MatPtAP (docs/performance.md). The results equal MatPtAP's to round-off (tests/test_galerkin.py).
+MatPtAP (docs/decisions/0018-stencil-solvers-on-several-ranks.md). The results equal MatPtAP's to round-off
+(tests/test_galerkin.py).
 
 A stencil here is S[s, t]: node t of a box (x fastest), neighbour code s = (dx+1) + 3(dy+1) + 9(dz+1), always the 27
 codes of 3D (a 2D grid is one z layer; :func:`planar` gives the 9 codes of 2D that kernels/stencil_mg.cpp reads),

@@ -4,7 +4,7 @@ docs/decisions/0018-stencil-solvers-on-several-ranks.md).
 
 Why not PETSc's KSPCG there: on the GPU each of its vector operations costs 5–60 µs of host latency, most of them
 synchronising (a dot product returns to the host; Thrust-based kernels wait), so an iteration costs ~0.2–0.4 ms
-whatever the grid (docs/performance.md). Here an
+whatever the grid (docs/decisions/0017-own-stencil-cg-and-multigrid.md). Here an
 iteration is three or four kernels on the matrix's stencil form (cardiosim.solvers.multigrid) whose scalars stay
 on the device: on one GPU the stopping test runs there too (a CUDA graph loop), and the host waits once per solve;
 on several ranks one synchronisation per iteration brings the scalars to the host for the MPI_Allreduce. The

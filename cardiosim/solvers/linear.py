@@ -83,22 +83,24 @@ def elliptic_pc_defaults(grid) -> dict:
 
 # cardiosim's own geometric multigrid (cardiosim.solvers.multigrid: the whole V-cycle in one call) and CG with the
 # iteration on the device (cardiosim.solvers.krylov), on one rank or several: PETSc's own are latency-bound on a GPU
-# (docs/performance.md). On several ranks they split the grid over the ranks or solve on rank 0 alone, whichever the
+# (docs/decisions/0017-own-stencil-cg-and-multigrid.md). On several ranks they split the grid over the ranks or
+# solve on rank 0 alone, whichever the
 # grid's size makes faster (cardiosim.solvers.comm.layout; ``-<prefix>smg_layout`` chooses).
 STENCIL_MG = {"pc_type": "python", "pc_python_type": "cardiosim.solvers.multigrid.StencilMG"}
 # On the GPU a V-cycle's coarse levels cost launch latency, not bandwidth (the LV at 0.025 cm: ~0.2 ms per level
 # from 45x45x53 down to 12x12x14 alike), while one dense product of 2,000 unknowns costs ~10 us. So the GPU's runs
 # stop coarsening at 2048 nodes, not the solver's 1024 (which the host build keeps: there the dense product costs
 # more than the levels it replaces); on one H200 that shortens both Table 4.1's PDE step and the masked LV's elliptic
-# solve (docs/performance.md). Not higher: the coarsest (pseudo-)inverse is an
+# solve (docs/decisions/0042-gpu-coarsest-level-2048-nodes.md). Not higher: the coarsest (pseudo-)inverse is an
 # eigendecomposition on the host at set-up, ~0.8 s at 2,000 nodes and ~8 s at 4,000 on a 2-core machine, and 4096
 # would move the 10^7-node slab's coarsest level from 8^3 to 15^3 (its set-up target is 20 s).
 #
 # Below the finest level the GPU runs smooth with weighted Jacobi (smg_jacobi_from 1), not the finest level's
 # coloured SOR: one loop per sweep instead of 2^d colour loops, and these levels cost launches, not flops; on H200s
-# it shortens Table 4.1's step on 1 and 4 GPUs and the masked LV's (docs/performance.md). The host build keeps SOR:
-# there a sweep costs flops, not a launch, and Jacobi costs Table 4.1's elliptic solve an iteration there (11
-# against 12, tools/coarse_smoother_iterations.py); Jacobi on the host is not timed.
+# it shortens Table 4.1's step on 1 and 4 GPUs and the masked LV's
+# (docs/decisions/0043-jacobi-on-the-coarse-levels-on-gpus.md). The host build keeps SOR: there a sweep costs flops,
+# not a launch, and Jacobi costs Table 4.1's elliptic solve an iteration there (11 against 12,
+# tools/coarse_smoother_iterations.py); Jacobi on the host is not timed.
 GPU_STENCIL_MG = {**STENCIL_MG, "smg_coarse_max": "2048", "smg_jacobi_from": "1"}
 STENCIL_CG = {"ksp_type": "python", "ksp_python_type": "cardiosim.solvers.krylov.StencilCG"}
 
@@ -137,7 +139,7 @@ def gpu_parabolic_defaults(grid, jacobi_radius: float) -> dict:
     Jacobi/ILU(0) would run its triangular solves, sequential by nature, as slow cuSPARSE sweeps; Jacobi is one
     vector kernel and needs no set-up, and wins where the mass term dominates (1025² at 100 µm: 6.5 iterations,
     2.1 ms per step, against 3 iterations and 4.3 ms with multigrid); at 8 µm (radius ≈ 0.98) Jacobi needs 72
-    (docs/performance.md)."""
+    (docs/decisions/0017-own-stencil-cg-and-multigrid.md)."""
     out = {k: v for k, v in PARABOLIC_DEFAULTS.items() if not k.startswith("sub_")}
     out["pc_type"] = "jacobi"
     out.update(STENCIL_CG)
@@ -149,17 +151,18 @@ def gpu_parabolic_defaults(grid, jacobi_radius: float) -> dict:
 # On a masked grid the finest level is smoothed by Jacobi too: its multicolour SOR sweeps the tissue's nodes in 8
 # colours of 27-point stencils, each a launch over an eighth of them, latency more than work. On one H200 the
 # idealised LV at 0.025 cm (25 % tissue) steps faster with it despite more elliptic iterations; a box gains little
-# (docs/performance.md).
+# (docs/decisions/0044-jacobi-on-the-finest-level-of-masked-grids.md).
 GPU_MASKED_JACOBI_FROM = "0"
 # and swept twice there, each sweep fused with its residual: two loops more per V-cycle for fewer iterations
-# (the LV at 0.025 cm, zero first guess, on the host: 13 -> 9; the GPU's times are in docs/performance.md). Not on
-# the coarser levels, whose loops cost launches, not bytes.
+# (the LV at 0.025 cm, zero first guess, on the host: 13 -> 9; on the GPU:
+# docs/decisions/0045-masked-level-0-swept-twice.md). Not on the coarser levels, whose loops cost launches, not bytes.
 GPU_MASKED_FINEST_SWEEPS = "2"
 
 
 def gpu_elliptic_defaults(grid) -> dict:
     """The elliptic solver on the GPU: cardiosim's CG + multigrid (PCMG's V-cycle on the GPU is latency-bound,
-    docs/performance.md), Jacobi on every level of a masked grid's, unless the user chose a preconditioner (then
+    docs/decisions/0017-own-stencil-cg-and-multigrid.md), Jacobi on every level of a masked grid's, unless the user
+    chose a preconditioner (then
     PETSc's CG with it, and the CPU's PCMG settings where that choice is mg)."""
     if not _user_chose_pc("elliptic"):
         out = {**STENCIL_CG, **GPU_STENCIL_MG}

@@ -4,7 +4,8 @@ docs/decisions/0018-stencil-solvers-on-several-ranks.md).
 
 Why not PETSc's PCMG there: on the GPU its V-cycle is a few hundred PETSc operations per CG iteration, each with
 ~15 µs of host latency, so the elliptic solve costs 26–44 ms per step at 1025² where the bytes moved need ~6 ms
-(docs/performance.md). Here the whole V-cycle is one C call (kernels/stencil_mg.cpp) that issues a few dozen
+(docs/decisions/0017-own-stencil-cg-and-multigrid.md). Here the whole V-cycle is one C call (kernels/stencil_mg.cpp)
+that issues a few dozen
 kernels; on the CPU the same source, built with g++, runs the same arithmetic in loops (CI tests it there, and the
 GPU tests compare the two).
 
@@ -236,7 +237,8 @@ def _lor():
 
 
 AGGLOMERATE = 500_000   # nodes per rank below which a level goes to rank 0: its ~19 exchanges per V-cycle (~20 µs each
-                        # by IPC) would cost more than the half of its sweeps they save (docs/performance.md)
+                        # by IPC) would cost more than the half of its sweeps they save
+                        # (docs/decisions/0018-stencil-solvers-on-several-ranks.md)
 
 
 class RankHierarchy:

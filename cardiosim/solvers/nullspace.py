@@ -3,7 +3,8 @@
 PETSc keeps a matrix's null space with the matrix (MatSetNullSpace), and KSPSolve makes every right-hand side
 consistent with it (for a symmetric matrix the null space is its transpose's too): it projects a fresh copy of b,
 VecDuplicate, VecCopy and VecDestroy each solve. On the GPU that costs 0.14 ms a solve (one H200, 831,705 entries;
-docs/performance.md), most of it the allocation; the idealised LV's masked step is ~4 ms. Where the
+docs/decisions/0048-a-steps-fixed-costs-on-the-device.md), most of it the allocation; the idealised LV's masked step
+is ~4 ms. Where the
 Krylov solver is cardiosim's StencilCG (cardiosim.solvers.krylov), the null space is therefore held here instead, as
 an attribute of the matrix, and StencilCG projects b on the device into a work vector of its own (one pass, the sums
 on the device: kernels/stencil_mg.cpp ``smg_deflate``). Any other Krylov solver gets PETSc's null space

@@ -125,7 +125,7 @@ class TissueModel:
         """ρ = max_i θK_ii / (αM_i + θK_ii), dimensionless: the Gershgorin radius of the Jacobi-scaled parabolic
         matrix where K is an M-matrix (its off-diagonal row sum is −K_ii), so the spectrum lies in [1−ρ, 1+ρ].
         Near 1 (fine grids, small mass term) CG+Jacobi needs many iterations: 6.5 per step at ρ ≈ 0.4, 72 at
-        ρ ≈ 0.98 (docs/performance.md)."""
+        ρ ≈ 0.98 (docs/decisions/0017-own-stencil-cg-and-multigrid.md)."""
         d = K.getDiagonal()
         d.scale(self.theta)
         den = self.M_step.copy()

@@ -96,7 +96,8 @@ class Assembler:
 
     Why rows and not PETSc's COO assembly of element matrices: COO holds 4^d
     entries per element with two indices each, which PETSc sorts — at 10^7 nodes in 3D, 640 M entries per matrix,
-    and 62 GB of host memory at the peak of a 285 s set-up (docs/performance.md). The rows here are summed element by
+    and 62 GB of host memory at the peak of a 285 s set-up (docs/decisions/0002-assembly-own-rows-as-csr.md). The
+    rows here are summed element by
     element (:meth:`values`, in C) and handed to PETSc as CSR.
     """
 

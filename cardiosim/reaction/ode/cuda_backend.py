@@ -34,7 +34,8 @@ MAX_PROTOCOLS = 16
 DEFAULT_BLOCK = 128
 MAXRREG_ENV = "CARDIOSIM_CELL_MAXRREG"   # ptxas's register cap for the cell kernel; unset: auto_cap's cap
 # The caps auto_cap tries, largest first: on an H200 (fused Forward Euler) 168 for Bondarenko and O'Hara-Rudy and
-# 128 for TT06 buy more resident warps than their spills cost, and more cell-steps/s (docs/performance.md).
+# 128 for TT06 buy more resident warps than their spills cost, and more cell-steps/s
+# (docs/decisions/0022-cell-kernel-register-cap-by-occupancy.md).
 AUTO_CAPS = (168, 128)
 BLOCK_ENV = "CARDIOSIM_CELL_BLOCK"       # threads per block where the caller names none; unset: DEFAULT_BLOCK
 
@@ -56,8 +57,8 @@ def _env_int(environ, name: str, low: int, high: int, what: str) -> int | None:
 def register_cap_options(environ=None) -> list[str]:
     """nvcc's register cap for the cell kernel from ``$CARDIOSIM_CELL_MAXRREG`` (``-maxrregcount=N``, N in
     [16, 255]); [] where it is unset, empty, "auto" or "none" (for those, :func:`auto_cap_enabled` says whether the
-    backend then picks a cap itself). A cap trades spills to local memory for resident warps (a script in
-    tools/gpu/ measures it)."""
+    backend then picks a cap itself). A cap trades spills to local memory for resident warps
+    (tools/gpu/cell_kernel_occupancy.py measures it)."""
     environ = os.environ if environ is None else environ
     if auto_cap_enabled(environ) or (environ.get(MAXRREG_ENV) or "").strip().lower() == "none":
         return []
