@@ -191,9 +191,9 @@ class Tissue:
                             "(the CPU placements: PETSc submatrices, the elliptic system with algebraic multigrid); "
                             "box: on every node of the box (geometric multigrid); auto: tissue where the tissue "
                             "fills less than half the box and no solver option asks for a grid multigrid (PCMG, "
-                            "cardiosim's stencil solvers) (docs/performance.md: the LV, 19 %, 5.5x faster; a disc, "
-                            "75 %, 1.7x slower). The resident placement's solvers work on boxes and always take the "
-                            "box")
+                            "cardiosim's stencil solvers) (the LV, 19 %, 5.5x faster; a disc, 75 %, 1.7x slower: "
+                            "docs/decisions/0029-tissue-only-solves-on-the-cpu.md). The resident placement's solvers "
+                            "work on boxes and always take the box")
 
 
 @dataclass(kw_only=True)
