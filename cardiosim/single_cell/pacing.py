@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
@@ -275,15 +276,77 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
     touched) and SimulationError if a state goes bad (the file keeps what was computed, marked with ``error``; no
     biomarkers). ``progress(t_ms, total_ms)``, if given, is called every record interval.
     """
+    run = _prepare(model_name, variant, overrides, amplitude, duration, period, beats, dt, record_every, h5_path,
+                   json_path, integrator, prepace, trace)
+    import h5py                                             # here, so the rest of cardiosim imports without it
+    native = _stepper(run.model, integrator, run.amplitude, run.duration, run.period, run.record_every, run.dt)
+    y = np.ascontiguousarray(run.model.initial_state(1))
+    _prepace(native, y, run, progress)
+    samples = _Samples(run.model, run.n_rec)
+    no_json = "; no JSON written" if json_path else ""
+    try:
+        # No chunk cache: a write that fails (a full disk) fails at once and leaves no dirty chunk behind, which
+        # HDF5 would try to write again at every flush and crash on at exit (cardiosim.output.writer does the same).
+        with h5py.File(h5_path, "w", rdcc_nbytes=0) as f:
+            try:
+                out = _TraceFile(f, run, samples, h5py.string_dtype())
+                n_done, error = _pace(run, native, y, samples, out, progress)
+                out.flush()
+                if error is not None:   # a trace that blew up has no beats to measure
+                    raise SimulationError(f"{error}; {h5_path} keeps the trace up to t = {samples.t[n_done]:g} ms "
+                                          f"(attribute 'error'){no_json}") from None
+                if run.trace:
+                    out.add_intermediates(run)
+                rows, units = _biomarkers(run, samples, n_done)
+                if rows:
+                    out.add_biomarkers(rows, units)
+            except (OSError, RuntimeError) as e:       # a full disk, a file-size limit: say so in the file if it can
+                _mark(f, "error", f"stopped: cannot write ({io_reason(e)})")
+                raise
+    except (OSError, RuntimeError) as e:
+        quiet_h5py_unraisable()
+        raise SimulationError(f"cannot write {h5_path} ({io_reason(e)}); it keeps the trace written before"
+                              f"{no_json}") from None
+    if json_path is not None:
+        _write_json(Path(json_path), run, rows, units)
+    return rows
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What run_cell runs, validated: the model, the pulse train (amplitude in pA/pF, times in ms) and the
+    recording (``k`` steps of dt per record interval)."""
+    model: object
+    model_overrides: dict        # the parameters and tissue constants given, as the outputs store them
+    integrator: str
+    amplitude: float
+    duration: float
+    period: float
+    beats: int
+    dt: float
+    record_every: float
+    k: int
+    prepace: int
+    trace: tuple                 # intermediates recorded besides the states
+    protocol: Protocol           # the recorded beats' pulse train, from t = 0
+
+    @property
+    def n_rec(self) -> int:
+        """Record intervals of the recorded beats (n_rec + 1 samples)."""
+        return int(round(self.beats * self.period / self.record_every))
+
+
+def _prepare(model_name, variant, overrides, amplitude, duration, period, beats, dt, record_every, h5_path,
+             json_path, integrator, prepace, trace) -> _Run:
+    """run_cell's arguments checked (ValueError, one line, before any file is touched) and its model built."""
     amplitude, duration, period, beats, dt, record_every, k = _validate(
         amplitude, duration, period, beats, dt, record_every, h5_path, json_path)
     overrides = dict(overrides or {})
     for name, v in overrides.items():
         _check(math.isfinite(float(v)), f"--param {name}={v}: must be a finite number")
     cls = cells.model_class(model_name)                      # CellModelError (a ValueError) for bad names
-    tissue = {k: float(overrides.pop(k, v)) for k, v in TISSUE_DEFAULTS.items() if k in cls.needs_tissue}
+    tissue = {name: float(overrides.pop(name, v)) for name, v in TISSUE_DEFAULTS.items() if name in cls.needs_tissue}
     model = cells.make(model_name, variant, overrides, tissue=tissue)
-
     _check(isinstance(prepace, (int, np.integer)) and not isinstance(prepace, bool) and prepace >= 0,
            f"prepace must be a whole number of beats >= 0, got {prepace!r}")
     trace = tuple(trace)
@@ -295,155 +358,187 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
             _check(name in known, f"--trace {name}: {model.name} has no variable '{name}' (cardiosim model info "
                                   f"lists them)")
     _check_sizes(beats, period, record_every, h5_path, model.n_states + len(trace))
-    model_overrides = {k: float(v) for k, v in {**overrides, **tissue}.items()}
-    import h5py                                             # here, so the rest of cardiosim imports without it
-    native = _stepper(model, integrator, amplitude, duration, period, record_every, dt)
-    protocol = Protocol(start=0.0, duration=duration, period=period, count=beats)
-    onsets = protocol.onsets(beats * period)
-    y = np.ascontiguousarray(model.initial_state(1))
-    if prepace and isinstance(native, _CvodeCell):
-        native.prepace(prepace)
-    elif prepace:                      # one call per beat: the same pulse train, then the recorded beats from t = 0
-        pre = native.stimulus([Protocol(start=0.0, duration=duration, period=period, count=1)], [amplitude], 1)
-        steps = int(round(period / dt))
-        for b in range(prepace):
-            native.advance(y, 0.0, dt, steps, pre)
+    return _Run(model=model, model_overrides={name: float(v) for name, v in {**overrides, **tissue}.items()},
+                integrator=integrator, amplitude=amplitude, duration=duration, period=period, beats=beats, dt=dt,
+                record_every=record_every, k=k, prepace=prepace, trace=trace,
+                protocol=Protocol(start=0.0, duration=duration, period=period, count=beats))
+
+
+def _prepace(native, y, run: _Run, progress) -> None:
+    """``run.prepace`` beats of the same pulse train, not recorded: ``y`` becomes the state the recorded beats start
+    from (at t = 0 again)."""
+    if run.prepace and isinstance(native, _CvodeCell):
+        native.prepace(run.prepace)
+    elif run.prepace:                  # one call per beat: the same pulse train, then the recorded beats from t = 0
+        pre = native.stimulus([Protocol(start=0.0, duration=run.duration, period=run.period, count=1)],
+                              [run.amplitude], 1)
+        steps = int(round(run.period / run.dt))
+        for b in range(run.prepace):
+            native.advance(y, 0.0, run.dt, steps, pre)
             if progress:
-                progress(-(prepace - b - 1) * period, beats * period)
-    n_rec = int(round(beats * period / record_every))       # record intervals; n_rec + 1 samples
-    names = model.state_names
-    iV = 0
-    iCa = names.index("Cai") if "Cai" in names else None
+                progress(-(run.prepace - b - 1) * run.period, run.beats * run.period)
 
-    t_all = np.empty(n_rec + 1)
-    V_all = np.empty(n_rec + 1)
-    Ca_all = np.empty(n_rec + 1) if iCa is not None else None
-    dv_max = np.empty(n_rec)
-    dv_t = np.empty(n_rec)
 
+class _Samples:
+    """The recorded trace kept in memory for the biomarkers: the time, V and Cai (where the model has it) of every
+    record, and the largest dV/dt of every record interval with the time it was evaluated at."""
+
+    def __init__(self, model, n_rec: int):
+        names = model.state_names
+        self.iCa = names.index("Cai") if "Cai" in names else None
+        self.t = np.empty(n_rec + 1)
+        self.V = np.empty(n_rec + 1)
+        self.Ca = np.empty(n_rec + 1) if self.iCa is not None else None
+        self.dv_max = np.empty(n_rec)
+        self.dv_t = np.empty(n_rec)
+
+    def take(self, i: int, t: float, y) -> None:
+        """Record ``i`` at time ``t`` (ms) of the one cell's state ``y`` (states x 1; V is state 0)."""
+        self.t[i] = t
+        self.V[i] = y[0, 0]
+        if self.iCa is not None:
+            self.Ca[i] = y[self.iCa, 0]
+
+
+def _pace(run: _Run, native, y, samples: _Samples, out: "_TraceFile", progress):
+    """The recorded beats: ``run.n_rec`` record intervals of ``run.k`` steps, every record kept in ``samples`` and
+    appended to ``out``. Returns (intervals done, the SimulationError that stopped the run or None); that error is
+    also the file's ``error`` attribute."""
+    k, dt = run.k, run.dt
+
+    def keep(i):
+        samples.take(i, i * k * dt, y)
+        out.append(y)
+
+    keep(0)
+    n_done = 0
+    error = None
+    stim = native.stimulus([run.protocol], [run.amplitude], 1)
     try:
-        # No chunk cache: a write that fails (a full disk) fails at once and leaves no dirty chunk behind, which
-        # HDF5 would try to write again at every flush and crash on at exit (cardiosim.output.writer does the same).
-        with h5py.File(h5_path, "w", rdcc_nbytes=0) as f:
-            try:
-                f.attrs.update({
-                    "model": model.name, "variant": model.variant or "", "overrides": json.dumps(model_overrides),
-                    "amplitude": amplitude, "duration": duration, "period": period, "beats": beats, "dt": dt,
-                    "record_every": record_every, "cardiosim_version": __version__, "integrator": integrator,
-                    "prepace": int(prepace),
-                    "state_names": np.array(names, dtype=h5py.string_dtype()),
-                })
-                g = f.create_group("trace")
-                dsets = {"t": g.create_dataset("t", (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))}
-                dsets["t"].attrs["unit"] = "ms"
-                for st in model.states:
-                    dsets[st.name] = g.create_dataset(st.name, (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))
-                    dsets[st.name].attrs["unit"] = st.unit
-                gd = f.create_group("dvdt")
-                d_max = gd.create_dataset("max", (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))
-                d_max.attrs["unit"] = "mV/ms"
-                d_t = gd.create_dataset("t", (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))
-                d_t.attrs["unit"] = "ms"
+        for i in range(run.n_rec):
+            dmax, tmax = native.advance(y, i * k * dt, dt, k, stim, track_dvdt=True)
+            samples.dv_max[i], samples.dv_t[i] = dmax[0], tmax[0]
+            n_done = i + 1
+            keep(i + 1)
+            if progress:
+                progress((i + 1) * k * dt, run.n_rec * k * dt)
+    except SimulationError as e:
+        error = e
+        out.f.attrs["error"] = str(e)
+    return n_done, error
 
-                buf = np.empty((model.n_states, _BLOCK))
-                n_buf = 0
-                written = 0              # samples written to /trace
 
-                def flush():
-                    nonlocal n_buf, written
-                    if n_buf:
-                        for s, st in enumerate(model.states):
-                            ds = dsets[st.name]
-                            ds.resize((written + n_buf,))
-                            ds[written:] = buf[s, :n_buf]
-                        dsets["t"].resize((written + n_buf,))
-                        dsets["t"][written:] = t_all[written:written + n_buf]
-                        n_dv = max(written + n_buf - 1, 0)          # one dV/dt sample per completed interval
-                        for ds, src in ((d_max, dv_max), (d_t, dv_t)):
-                            old = ds.shape[0]
-                            ds.resize((n_dv,))
-                            ds[old:] = src[old:n_dv]
-                        written += n_buf
-                        n_buf = 0
-                        f.flush()
+def _biomarkers(run: _Run, samples: _Samples, n_done: int) -> tuple[list[dict], dict]:
+    """(rows, {column: unit}): the biomarkers of the complete beats of the first ``n_done`` record intervals (a
+    beat is complete when the next onset, or the end, was reached)."""
+    onsets = run.protocol.onsets(run.beats * run.period)
+    n_s = n_done + 1
+    t_end = samples.t[n_done]
+    ends = [onsets[b + 1] if b + 1 < len(onsets) else run.beats * run.period for b in range(len(onsets))]
+    complete = [o for o, end in zip(onsets, ends) if end <= t_end + 0.5 * run.record_every]
+    rows = beat_biomarkers(samples.t[:n_s], samples.V[:n_s], complete,
+                           None if samples.Ca is None else samples.Ca[:n_s], apd_origin="stimulus",
+                           dvdt=samples.dv_max[:n_done], t_dvdt=samples.dv_t[:n_done])
+    ca_unit = _ca_unit(run.model)
+    return rows, {**UNITS, "Cai_rest": ca_unit, "Cai_peak": ca_unit}
 
-                def record(i):
-                    nonlocal n_buf
-                    t_all[i] = i * k * dt
-                    V_all[i] = y[iV, 0]
-                    if iCa is not None:
-                        Ca_all[i] = y[iCa, 0]
-                    buf[:, n_buf] = y[:, 0]
-                    n_buf += 1
-                    if n_buf == _BLOCK:
-                        flush()
 
-                record(0)
-                n_done = 0
-                error = None
-                stim = native.stimulus([protocol], [amplitude], 1)
-                try:
-                    for i in range(n_rec):
-                        dmax, tmax = native.advance(y, i * k * dt, dt, k, stim, track_dvdt=True)
-                        dv_max[i], dv_t[i] = dmax[0], tmax[0]
-                        n_done = i + 1
-                        record(i + 1)
-                        if progress:
-                            progress((i + 1) * k * dt, n_rec * k * dt)
-                except SimulationError as e:
-                    error = e
-                    f.attrs["error"] = str(e)
-                flush()
-                if error is not None:   # a trace that blew up has no beats to measure
-                    raise SimulationError(f"{error}; {h5_path} keeps the trace up to t = {t_all[n_done]:g} ms "
-                                          f"(attribute 'error'){'; no JSON written' if json_path else ''}") from None
+class _TraceFile:
+    """The run's HDF5 file (layout: the module docstring): the settings, then the trace in blocks of _BLOCK records
+    as the run goes (a run stopped early leaves a readable file up to the last block), then the intermediates and
+    the biomarkers. Its errors are the h5py calls' own (OSError, RuntimeError)."""
 
-                if trace:                    # intermediates from the recorded states, by the NumPy twin
-                    ys = np.vstack([dsets[st.name][:] for st in model.states])
-                    ts = dsets["t"][:]
-                    i_stim = np.where([protocol.active(t) for t in ts], amplitude, 0.0)
-                    vals = model.values(ys, i_stim)
-                    units = model.intermediate_units() if hasattr(model, "intermediate_units") else {}
-                    for name in trace:
-                        ds = g.create_dataset(name, data=np.asarray(vals[name], dtype="f8"))
-                        ds.attrs["unit"] = units.get(name, "")
-                # Biomarkers of the complete beats only (a beat is complete when the next onset, or the end, was
-                # reached).
-                n_s = n_done + 1
-                t_end = t_all[n_done]
-                ends = [onsets[b + 1] if b + 1 < len(onsets) else beats * period for b in range(len(onsets))]
-                complete = [o for o, end in zip(onsets, ends) if end <= t_end + 0.5 * record_every]
-                rows = beat_biomarkers(t_all[:n_s], V_all[:n_s], complete, None if Ca_all is None else Ca_all[:n_s],
-                                       apd_origin="stimulus", dvdt=dv_max[:n_done], t_dvdt=dv_t[:n_done])
-                units = {**UNITS, "Cai_rest": _ca_unit(model), "Cai_peak": _ca_unit(model)}
-                if rows:
-                    cols = list(rows[0])
-                    table = np.array([tuple(r[c] for c in cols) for r in rows],
-                                     dtype=[(c, "i8" if c == "beat" else "f8") for c in cols])
-                    ds = f.create_dataset("biomarkers", data=table)
-                    ds.attrs["units"] = json.dumps({c: units[c] for c in cols})
-                    ds.attrs["apd_origin"] = "stimulus"
-            except (OSError, RuntimeError) as e:       # a full disk, a file-size limit: say so in the file if it can
-                _mark(f, "error", f"stopped: cannot write ({io_reason(e)})")
-                raise
-    except (OSError, RuntimeError) as e:
-        quiet_h5py_unraisable()
-        raise SimulationError(f"cannot write {h5_path} ({io_reason(e)}); it keeps the trace written before"
-                              f"{'; no JSON written' if json_path else ''}") from None
+    def __init__(self, f, run: _Run, samples: _Samples, string_dtype):
+        self.f, self.model, self.samples = f, run.model, samples
+        model = run.model
+        f.attrs.update({
+            "model": model.name, "variant": model.variant or "", "overrides": json.dumps(run.model_overrides),
+            "amplitude": run.amplitude, "duration": run.duration, "period": run.period, "beats": run.beats,
+            "dt": run.dt, "record_every": run.record_every, "cardiosim_version": __version__,
+            "integrator": run.integrator, "prepace": int(run.prepace),
+            "state_names": np.array(model.state_names, dtype=string_dtype),
+        })
+        self.group = f.create_group("trace")
+        self.dsets = {"t": _growing(self.group, "t", "ms")}
+        for st in model.states:
+            self.dsets[st.name] = _growing(self.group, st.name, st.unit)
+        gd = f.create_group("dvdt")
+        self.d_max = _growing(gd, "max", "mV/ms")
+        self.d_t = _growing(gd, "t", "ms")
+        self.buf = np.empty((model.n_states, _BLOCK))
+        self.n_buf = 0
+        self.written = 0              # samples written to /trace
 
-    if json_path is not None:
-        doc = {
-            "model": model.name, "variant": model.variant, "overrides": model_overrides,
-            "protocol": {"amplitude": amplitude, "duration": duration, "period": period, "beats": beats,
-                         "start": 0.0},
-            "dt": dt, "record_every": record_every, "apd_origin": "stimulus",
-            "units": {c: units[c] for c in (rows[0] if rows else UNITS)},
-            "beats": [{c: _json_value(v) for c, v in r.items()} for r in rows],
-            "error": None if error is None else str(error),
-            "cardiosim_version": __version__,
-        }
-        _write_text(Path(json_path), json.dumps(doc, indent=2) + "\n")
-    return rows
+    def append(self, y) -> None:
+        """One record of the state ``y`` (its time is already in the samples); written when a block is full."""
+        self.buf[:, self.n_buf] = y[:, 0]
+        self.n_buf += 1
+        if self.n_buf == _BLOCK:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered records, with the samples' times and one dV/dt sample per completed interval."""
+        n_buf, written, s = self.n_buf, self.written, self.samples
+        if not n_buf:
+            return
+        for i, st in enumerate(self.model.states):
+            ds = self.dsets[st.name]
+            ds.resize((written + n_buf,))
+            ds[written:] = self.buf[i, :n_buf]
+        self.dsets["t"].resize((written + n_buf,))
+        self.dsets["t"][written:] = s.t[written:written + n_buf]
+        n_dv = max(written + n_buf - 1, 0)          # one dV/dt sample per completed interval
+        for ds, src in ((self.d_max, s.dv_max), (self.d_t, s.dv_t)):
+            old = ds.shape[0]
+            ds.resize((n_dv,))
+            ds[old:] = src[old:n_dv]
+        self.written += n_buf
+        self.n_buf = 0
+        self.f.flush()
+
+    def add_intermediates(self, run: _Run) -> None:
+        """/trace/<name> of every intermediate of ``run.trace``, from the recorded states, by the NumPy twin."""
+        model = self.model
+        ys = np.vstack([self.dsets[st.name][:] for st in model.states])
+        ts = self.dsets["t"][:]
+        i_stim = np.where([run.protocol.active(t) for t in ts], run.amplitude, 0.0)
+        vals = model.values(ys, i_stim)
+        units = model.intermediate_units() if hasattr(model, "intermediate_units") else {}
+        for name in run.trace:
+            ds = self.group.create_dataset(name, data=np.asarray(vals[name], dtype="f8"))
+            ds.attrs["unit"] = units.get(name, "")
+
+    def add_biomarkers(self, rows: list[dict], units: dict) -> None:
+        """/biomarkers: one row per beat, its columns' units in the attribute ``units``."""
+        cols = list(rows[0])
+        table = np.array([tuple(r[c] for c in cols) for r in rows],
+                         dtype=[(c, "i8" if c == "beat" else "f8") for c in cols])
+        ds = self.f.create_dataset("biomarkers", data=table)
+        ds.attrs["units"] = json.dumps({c: units[c] for c in cols})
+        ds.attrs["apd_origin"] = "stimulus"
+
+
+def _growing(group, name: str, unit: str):
+    """A float64 dataset of ``group`` that starts empty and grows by whole blocks."""
+    ds = group.create_dataset(name, (0,), maxshape=(None,), dtype="f8", chunks=(_BLOCK,))
+    ds.attrs["unit"] = unit
+    return ds
+
+
+def _write_json(path: Path, run: _Run, rows: list[dict], units: dict) -> None:
+    """The JSON file: the run's settings and the biomarkers (NaN as null)."""
+    model = run.model
+    doc = {
+        "model": model.name, "variant": model.variant, "overrides": run.model_overrides,
+        "protocol": {"amplitude": run.amplitude, "duration": run.duration, "period": run.period,
+                     "beats": run.beats, "start": 0.0},
+        "dt": run.dt, "record_every": run.record_every, "apd_origin": "stimulus",
+        "units": {c: units[c] for c in (rows[0] if rows else UNITS)},
+        "beats": [{c: _json_value(v) for c, v in r.items()} for r in rows],
+        "error": None,               # a run that stopped early raised before: it writes no JSON
+        "cardiosim_version": __version__,
+    }
+    _write_text(path, json.dumps(doc, indent=2) + "\n")
 
 
 def _mark(f, name: str, value: str) -> None:
