@@ -1,7 +1,7 @@
-"""The microscopic tissue model (docs/microscopic.md): the layout generator, the face operator, and the checks of
+"""The microscopic tissue model (docs/user/microscopic.md): the layout generator, the face operator, and the checks of
 reference §5 — reduction to the homogeneous operator, homogenisation, saltatory conduction and block — on
 one-row strips of Mitchell–Schaeffer cells (Bondarenko numbers: `cardiosim bench microscopic --model
-bondarenko`, in docs/microscopic.md)."""
+bondarenko`, in docs/user/microscopic.md)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@
   the cpu placement with native cells within the solver tolerance — Vm, the activation map — Bondarenko,
   monodomain and the bidomain variant, on the default brick-wall layout with noise, dropout and fibrosis;
 - the preconditioners on the GPU: CG iterations and time per step of the parabolic and elliptic solves are
-  printed (resident), for docs/microscopic.md §5.
+  printed (resident), for docs/user/microscopic.md §5.
 """
 
 from __future__ import annotations

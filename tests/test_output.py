@@ -1,4 +1,4 @@
-"""The result file (docs/output-format.md): every dataset and attribute opens and holds what it should, the XDMF
+"""The result file (docs/user/output-format.md): every dataset and attribute opens and holds what it should, the XDMF
 sidecar parses and points at datasets that exist (and VTK's XDMF reader, ParaView's, reads the same numbers),
 and a run killed with SIGKILL leaves a file that opens with the snapshots written before the kill."""
 

@@ -1,4 +1,4 @@
-"""Grouped and per-rank placement with the cells on GPUs (docs/design.md §4). Run on a GPU node:
+"""Grouped and per-rank placement with the cells on GPUs (docs/dev/design.md §4). Run on a GPU node:
 
     python3 -m pytest -q -s -m gpu tests/test_placement_gpu.py
 

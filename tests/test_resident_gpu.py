@@ -8,7 +8,7 @@
 - zero host<->GPU copies inside the steps, from PETSc's own counters (the stage "cardiosim: steps"), with probes
   and snapshots configured;
 - PCMG on GPU matrices: the elliptic iterations equal the CPU's (±1) with the same options, with and without
-  the workaround of docs/petsc-pcmg-gpu.md (the matrices are assembled on the host, which avoids the defect);
+  the workaround of docs/dev/petsc-pcmg-gpu.md (the matrices are assembled on the host, which avoids the defect);
 - a restart in resident is bit-identical to the uninterrupted run; a cpu checkpoint resumes as resident and a
   resident one as cpu, each agreeing with the uninterrupted run of the other placement within the tolerance.
 """
@@ -188,7 +188,7 @@ def test_pcmg_gpu_iterations_equal_cpu(tmp_path, n_gpus):
     """129 x 65 nodes, 6 levels: the resident elliptic solve takes the CPU's iterations (±1) with the same
     options, with the workaround (cardiosim.tissue.operators.sync_host) and without it: the stiffness matrices are
     assembled on the host (CSR), which alone keeps PCMG's Galerkin hierarchy right. The PETSc defect itself, with
-    a COO-assembled matrix, is docs/petsc-pcmg-gpu.md's reproducer."""
+    a COO-assembled matrix, is docs/dev/petsc-pcmg-gpu.md's reproducer."""
     cfg = write_config(tmp_path, "tt06", "bidomain", "2D", size=[1.28, 0.64], spacing=0.01, duration=1.0,
                        upper=[0.03, 0.64], probe=[0.5, 0.3])
     opts = pcmg_options(6)

@@ -1,4 +1,4 @@
-"""Checkpoint and restart (docs/checkpoints.md).
+"""Checkpoint and restart (docs/user/checkpoints.md).
 
 - A 2-rank run stopped by a real SIGTERM sent to mpirun, then restarted on 2 ranks, writes an output file whose
   every dataset is bit-identical to an uninterrupted run's; restarted on 1 rank it agrees to round-off.
