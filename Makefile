@@ -45,14 +45,14 @@ test: $(STAMP)
 test-quick: $(STAMP)
 	$(PYTEST) -m "not gpu and not slow"
 
-## make test-gpu: only the GPU-marked tests, on a GPU node (docs/gpu-tests.md). A missing GPU, PyCUDA or mpirun
+## make test-gpu: only the GPU-marked tests, on a GPU node (docs/dev/testing.md). A missing GPU, PyCUDA or mpirun
 ##   fails the run, naming what is missing; nothing passes by skipping.
 ##   TESTS="tests/a.py tests/b.py" runs those files' GPU tests only (several such runs side by side share a GPU).
 test-gpu: $(STAMP)
 	$(IN_ROOT) CARDIOSIM_REQUIRE=gpu,mpi$(if $(CARDIOSIM_REQUIRE),$(comma)$(CARDIOSIM_REQUIRE)) $(PY) -m pytest -ra -m gpu \
 	    $(TESTS)
 
-## make examples: the example PNGs of docs/output-format.md: what make run and cardiosim plot (default times) give
+## make examples: the example PNGs of docs/user/output-format.md: what make run and cardiosim plot (default times) give
 examples: $(STAMP)
 	$(IN_ROOT) mpirun -n $(NP) $(VENV)/bin/cardiosim run run/demo.toml \
 	    --output out/examples/demo.h5 --overwrite --quiet
