@@ -14,6 +14,7 @@ from cardiosim.cells.stimulus import ode_step
 from cardiosim.runtime.errors import UserError
 from cardiosim.reaction.ode import kernel_variants
 
+
 class ConfigError(UserError):
     """A user mistake in a config file or a command-line override; the message is one line."""
 
@@ -260,7 +261,7 @@ class Cell:
 
     def models(self) -> list[str]:
         """The run's cell models: cell.model first, then the regions' other models in the order they first appear
-        (one cell population each: cardiosim.reaction.multimodel)."""
+        (the cells of each are one ModelCells: cardiosim.reaction.multimodel)."""
         out = [self.model]
         for r in self.regions:
             if self.model_of(r) not in out:

@@ -53,7 +53,7 @@ FREE_KEYS = ("simulation.duration", "simulation.progress_interval", "grid.balanc
 
 
 def state_datasets(cfg) -> list[str]:
-    """The datasets of the cell states, one per population (cardiosim.reaction.multimodel): ``states`` for
+    """The datasets of the cell states, one per cell model (cardiosim.reaction.multimodel): ``states`` for
     cell.model's cells (as in a one-model run), ``populations/<i>`` for the i-th other model of cell.models()."""
     return ["states", *(f"populations/{i}" for i in range(1, len(cfg.cell.models())))]
 
@@ -223,9 +223,9 @@ def save(sim, path: Path) -> None:
     attempt(open_tmp)
     put("fields/Vm", sim.V.getArray(readonly=True), units="mV")
     put("fields/phi_e", sim.phi.getArray(readonly=True), units="mV")
-    for name, pop, states in zip(state_datasets(sim.cfg), sim.reaction.populations, sim.reaction.host_states()):
-        put(name, states, names=[s.name for s in pop.model.states], units=[s.unit for s in pop.model.states],
-            model=pop.name)
+    for name, mc, states in zip(state_datasets(sim.cfg), sim.reaction.model_cells, sim.reaction.host_states()):
+        put(name, states, names=[s.name for s in mc.model.states], units=[s.unit for s in mc.model.states],
+            model=mc.name)
     for acc_name, acc in sim.accumulators.items():
         for key, value in acc.state().items():
             if np.ndim(value) == 0:
@@ -486,7 +486,7 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
 
 
 def _same_models(then: list | None, now: list[str], where: str) -> None:
-    """A restart keeps the model of every region's cells (each population's states are that model's); one line
+    """A restart keeps the model of every region's cells (each model's states are that model's); one line
     naming the first that differs. ``then`` None: written before several models per run, all cell.model's."""
     if then is None or then == now or then[0] != now[0]:    # another cell.model: the config's check names it
         return

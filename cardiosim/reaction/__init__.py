@@ -20,7 +20,7 @@ from cardiosim.runtime.errors import SimulationError
 from cardiosim.reaction.ode.numpy_backend import NumpyBackend
 from cardiosim.reaction.ode.protocol import Pieces
 from cardiosim.reaction.placement import MODE, place
-from cardiosim.reaction.multimodel import Population, Populations
+from cardiosim.reaction.multimodel import ModelCells, MultiModelBackend
 from cardiosim.cells.stimulus import TissueStimuli
 
 
@@ -60,13 +60,13 @@ class Reaction:
         # another variant or with other parameters (cell.regions), and a masked grid (tissue.label_file, cells at
         # the tissue nodes only), make pieces, each with its own backend. Every rank builds every piece, in the
         # same order, so that the grouped placement's collectives match (a piece may have no cell on a rank).
-        # Regions of another model (cell.regions[].model) make a population of their own: its own state array,
+        # The cells of another model (cell.regions[].model) are a ModelCells of their own: its own state array,
         # pieces and backends (cardiosim.reaction.multimodel).
-        self.models = [(self.model, slice(None), 0)]   # each piece's model, its nodes, its population (intermediates)
+        self.models = [(self.model, slice(None), 0)]   # each piece's model, its nodes, its index in model_cells
         names = c.models()
         if not c.regions and grid.mask is None:
             self.backend = mode.backend(self, self.model, states, self.stimuli, coords, timers)
-            self.populations = [Population(c.model, self.model, self.backend, np.ones(grid.n_local, bool))]
+            self.model_cells = [ModelCells(c.model, self.model, self.backend, np.ones(grid.n_local, bool))]
         else:
             self.models = []
             which = np.zeros(grid.n_local, dtype=np.int64)           # 0: the base model; i + 1: cell.regions[i]
@@ -93,10 +93,10 @@ class Reaction:
                 self.models.append((m, at, p))
             owned = [np.isin(which, [i for i, r in enumerate([None, *c.regions]) if c.model_of(r) == n])
                      for n in names]
-            self.populations = [Population(n, b, Pieces(ps, a), o)
+            self.model_cells = [ModelCells(n, b, Pieces(ps, a), o)
                                 for n, b, ps, a, o in zip(names, bases, pieces, arrays, owned)]
-            self.backend = (self.populations[0].backend if len(names) == 1
-                            else Populations(self.populations))
+            self.backend = (self.model_cells[0].backend if len(names) == 1
+                            else MultiModelBackend(self.model_cells))
         self.states = self.backend.y      # the backend's host copy (page-locked with CUDA); cell.model's cells
         self._warn_unstable_step(cfg)
 
@@ -142,12 +142,12 @@ class Reaction:
 
     @property
     def vm(self) -> np.ndarray:
-        """Vm at this rank's nodes, each from the population that owns it (the one-model run's: its states' row 0)."""
-        if len(self.populations) == 1:
+        """Vm at this rank's nodes, each from the model's cells that own it (the one-model run's: its states' row 0)."""
+        if len(self.model_cells) == 1:
             return self.states[0]
         v = self.states[0].copy()
-        for p in self.populations[1:]:
-            v[p.owns] = p.states[0][p.owns]
+        for mc in self.model_cells[1:]:
+            v[mc.owns] = mc.states[0][mc.owns]
         return v
 
     def advance(self, V, t: float, dt: float, k: int) -> None:
@@ -155,11 +155,11 @@ class Reaction:
         self.backend.advance_vec(V, t, dt / k, k)
 
     def host_states(self) -> list[np.ndarray]:
-        """Every cell state of this rank, current on the host: one array (n_states, n_local) per population
+        """Every cell state of this rank, current on the host: one array (n_states, n_local) per model
         (cell.model's first; cardiosim.reaction.multimodel), the arrays themselves, not copies (collective in
         grouped placement; the GPU backends keep them on the device)."""
         self.backend.download()
-        return [p.states for p in self.populations]
+        return [mc.states for mc in self.model_cells]
 
     def intermediates(self, names: list[str], states: np.ndarray) -> dict[str, np.ndarray]:
         """{name: its value at each of this rank's nodes} for intermediates of a CellML model (currents, fluxes, ...),
@@ -168,7 +168,7 @@ class Reaction:
         NaN."""
         out = {n: np.full(states[0].shape[1], np.nan) for n in names}
         for model, at, p in self.models:
-            if not hasattr(model, "values"):          # a built-in model of another population
+            if not hasattr(model, "values"):          # a built-in model: no intermediates
                 continue
             vals = model.values(states[p][:, at], 0.0)
             for n in names:
@@ -177,10 +177,10 @@ class Reaction:
         return out
 
     def load_states(self, states: list[np.ndarray]) -> None:
-        """Replace every cell state of this rank (a restart): one array per population, as host_states gives them,
+        """Replace every cell state of this rank (a restart): one array per model, as host_states gives them,
         wherever the backends keep them (collective in grouped placement)."""
-        for p, s in zip(self.populations, states, strict=True):
-            p.states[:] = s
+        for mc, s in zip(self.model_cells, states, strict=True):
+            mc.states[:] = s
         self.backend.upload()
 
     def check(self, t: float, requests: int = 0) -> int:

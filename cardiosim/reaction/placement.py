@@ -353,7 +353,7 @@ def place(cell, comm) -> Placement:
     from mpi4py import MPI
 
     from cardiosim import cells
-    # every population of the run is integrated the same way (cell.regions may name other models)
+    # the cells of every model of the run are integrated the same way (cell.regions may name other models)
     without = [m for m in cell.models() if cells.model_class(m).kernel_name is None]
     mode, integrator = resolve(cell.placement, cell.backend, not without, without[0] if without else cell.model)
     node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)

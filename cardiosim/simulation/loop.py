@@ -265,38 +265,38 @@ class Simulation:
             for a in current:
                 a[0] = self.V.getArray(readonly=True)
             values = self.reaction.intermediates(derived, current)
-        pops = self.reaction.populations
+        per_model = self.reaction.model_cells
         for n, (i, v) in self.state_vecs.items():
             if i is None:
                 v.getArray()[:] = values[n]
-            elif len(pops) == 1:
+            elif len(per_model) == 1:
                 v.getArray()[:] = states[0][i]
-            else:                # several models: each population's row at its own cells, NaN where none has it
+            else:                # several models: each model's row at its own cells, NaN where none has it
                 out = v.getArray()
                 out[:] = np.nan
-                for p, row in zip(pops, i):
+                for mc, row in zip(per_model, i):
                     if row is not None:
-                        out[p.owns] = p.states[row][p.owns]
+                        out[mc.owns] = mc.states[row][mc.owns]
         return {"Vm": self.V, "phi_e": self.phi, **{n: v for n, (_, v) in self.state_vecs.items()}}
 
     def _state_units(self) -> dict:
         units = {}
-        for p in reversed(self.reaction.populations):      # the config checked that every model gives one unit
-            inter = p.model.intermediate_units() if hasattr(p.model, "intermediate_units") else {}
-            units.update({st.name: st.unit for st in p.model.states}, **inter)
+        for mc in reversed(self.reaction.model_cells):     # the config checked that every model gives one unit
+            inter = mc.model.intermediate_units() if hasattr(mc.model, "intermediate_units") else {}
+            units.update({st.name: st.unit for st in mc.model.states}, **inter)
         return {n: units.get(n, "") for n in self.state_vecs}
 
     def _state_models(self) -> dict:
         """{name: the models (config names) whose cells it is recorded at} for output.states, where the run has
         several (the output says whose; a one-model run's are all cell.model's)."""
         out = {}
-        if len(self.reaction.populations) == 1:
+        if len(self.reaction.model_cells) == 1:
             return out
-        for p in self.reaction.populations:
-            inter = p.model.intermediate_units() if hasattr(p.model, "intermediate_units") else {}
+        for mc in self.reaction.model_cells:
+            inter = mc.model.intermediate_units() if hasattr(mc.model, "intermediate_units") else {}
             for n in self.state_vecs:
-                if n in inter or any(st.name == n for st in p.model.states):
-                    out.setdefault(n, []).append(p.name)
+                if n in inter or any(st.name == n for st in mc.model.states):
+                    out.setdefault(n, []).append(mc.name)
         return out
 
     def _state_vecs(self) -> dict:
@@ -308,11 +308,11 @@ class Simulation:
             raise UserError(f"output.states: needs cell.placement = 'cpu' (this run's is "
                             f"'{self.reaction.placement.mode}', whose cell states are not on each rank's host every "
                             f"step); record states on the CPU, or leave output.states out")
-        pops = self.reaction.populations
-        index = [{st.name: i for i, st in enumerate(p.model.states)} for p in pops]
-        if len(pops) == 1:
+        per_model = self.reaction.model_cells
+        index = [{st.name: i for i, st in enumerate(mc.model.states)} for mc in per_model]
+        if len(per_model) == 1:
             return {n: (index[0].get(n), self.grid.vec()) for n in names}    # None: an intermediate, computed
-        # several models: a state's row in each population (None where that model lacks it); an intermediate: None
+        # several models: a state's row in each model's cells (None where that model lacks it); an intermediate: None
         return {n: (None if not any(n in ix for ix in index) else tuple(ix.get(n) for ix in index), self.grid.vec())
                 for n in names}
 
