@@ -1,7 +1,7 @@
 """The time loop: operator splitting of the reaction and the tissue equations.
 
 One PDE step of Δt (Godunov):
-    1. reaction    every cell integrates its model over Δt with k Forward-Euler substeps (stimulus included)
+    1. reaction    every cell integrates its model over Δt in k substeps of cell.integrator (stimulus included)
     2. parabolic   implicit diffusion of Vm, φe from the last step (bidomain), or σm (monodomain)
     3. elliptic    φe from the new Vm (bidomain)
 Strang splitting does half the reaction before and half after steps 2-3.

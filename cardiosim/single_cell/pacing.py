@@ -1,6 +1,6 @@
-"""Single-cell runs: pace one cell with a pulse train, integrate it with Forward Euler (the model's native C driver,
-or NumPy for models without a C kernel: Mitchell–Schaeffer, Pathmanathan–Gray), write the trace and per-beat
-biomarkers.
+"""Single-cell runs: pace one cell with a pulse train, integrate it (INTEGRATORS: Forward Euler, Rush–Larsen or GRL1
+in the model's native C driver, Forward Euler in NumPy for models without a C kernel: Mitchell–Schaeffer,
+Pathmanathan–Gray; or CVODES through Myokit for CellML models), write the trace and per-beat biomarkers.
 
     run_cell("bondarenko", "apical", {}, amplitude=-80, duration=0.5, period=1000, beats=10, dt=1e-4,
              record_every=0.05, h5_path="cell.h5", json_path="cell.json")

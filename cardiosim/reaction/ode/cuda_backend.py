@@ -1,6 +1,6 @@
-"""CUDA backend: the cell model's C right-hand side (``kernels/<model>.h``) in the fused Forward-Euler kernel
-(``kernels/fused.cu``), compiled with nvcc through PyCUDA (cached: :func:`compile_cached`) for the model chosen at
-compile time.
+"""CUDA backend: the cell model's C right-hand side (``kernels/<model>.h``) in the fused kernel (``kernels/fused.cu``:
+k substeps of Forward Euler, Rush–Larsen or GRL1 per launch), compiled with nvcc through PyCUDA (cached:
+:func:`compile_cached`) for the model chosen at compile time.
 
 The state lives on the device in a pitched structure of arrays (one row per state); :meth:`CudaBackend.advance`
 does k substeps in one launch, the same arithmetic as :class:`cardiosim.reaction.ode.native.NativeModel.advance` (to
@@ -164,7 +164,7 @@ class CudaStimulus:
 
 
 class CudaBackend:
-    """A cell model on one GPU: state on the device, k Forward-Euler substeps per launch.
+    """A cell model on one GPU: state on the device, k substeps of its integrator per launch.
 
     ``model``: a :class:`~cardiosim.cells.base.CellModel` with ``kernel_name`` and ``parameter_vector()``.
     ``states``: the initial state, float64 (n_states, n_cells); uploaded at once. ``device``: CUDA ordinal.
@@ -173,7 +173,8 @@ class CudaBackend:
     ``options``: extra nvcc options (a register cap also from ``$CARDIOSIM_CELL_MAXRREG``: :func:`nvcc_options`).
     ``variant``: the kernel variant (cardiosim.reaction.ode.kernel_variants: the seed's ``original`` ... ``all``, one
     substep per launch, or ``fused``).
-    ``integrator``: "forward-euler", or "rush-larsen" where the model's header has one (TT06).
+    ``integrator``: "forward-euler", or "rush-larsen" or "grl1" where the model's header has that step (as for
+    :func:`kernel_source`).
     ``cell_params``: a population (cardiosim.single_cell.population, generated models): every cell its own values of the
     parameters the model keeps at run time, (n_slots, n_cells) in the order of
     cardiosim.cells.cellml.per_cell_header's slots; they live in device memory, the rest are literals.
@@ -385,8 +386,8 @@ class CudaBackend:
     # -- stepping ------------------------------------------------------------------------------------------------
     def advance(self, t0: float, dt: float, k: int, protocols=(), amps=None, check_range: bool = True,
                 track_dvdt: bool = False, check: bool = True):
-        """k Forward-Euler substeps of ``dt`` ms from ``t0`` ms on the device state; substep j evaluates the rhs and
-        the stimulus at t0 + j*dt (as NativeModel.advance).
+        """k substeps of ``dt`` ms (the integrator's) from ``t0`` ms on the device state; substep j evaluates the
+        rhs and the stimulus at t0 + j*dt (as NativeModel.advance).
 
         ``protocols``/``amps``: as for :meth:`stimulus`, or ``protocols`` a :class:`CudaStimulus` from it (no upload
         of the amplitudes per call). ``check_range``: check the admissible ranges at the end of the launch

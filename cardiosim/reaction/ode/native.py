@@ -1,5 +1,6 @@
-"""Native CPU backend: the C right-hand side of a cell model (``kernels/<model>.h``) in a Forward-Euler driver
-(``kernels/cpu_driver.c``), compiled with gcc on first use and called through ctypes.
+"""Native CPU backend: the C right-hand side of a cell model (``kernels/<model>.h``) in a CPU driver
+(``kernels/cpu_driver.c``: Forward Euler on the rhs, or the header's own Rush–Larsen or GRL1 step), compiled with
+gcc on first use and called through ctypes.
 
 It gives the same answer as the NumPy reference to round-off and is what single-cell runs use (Bondarenko: about
 4·10⁶ cell-steps/s on one core, against ~4·10³ steps/s for NumPy on one cell). It is also how the C rhs that the CUDA kernels include is tested
@@ -125,7 +126,7 @@ def _ptr(a: np.ndarray | None):
 
 
 class NativeModel:
-    """A cell model's C right-hand side in the CPU Forward-Euler driver.
+    """A cell model's C right-hand side in the CPU driver, stepped by ``integrator`` (INTEGRATOR_NAMES).
 
     ``model`` is a :class:`~cardiosim.cells.base.CellModel` with ``kernel_name`` and ``parameter_vector()``; its
     parameters (variant, overrides) are taken at construction. ``per_cell``: a generated model's population header
@@ -183,7 +184,7 @@ class NativeModel:
 
     def advance(self, y: np.ndarray, t0: float, dt: float, k: int, protocols=(), amps=None,
                 check_range: bool = True, track_dvdt: bool = False, params: np.ndarray | None = None):
-        """k Forward-Euler substeps of ``dt`` ms from ``t0`` ms, in place on ``y`` (n_states, n_cells), float64,
+        """k substeps of ``dt`` ms (the integrator's) from ``t0`` ms, in place on ``y`` (n_states, n_cells), float64,
         C-contiguous. Substep s evaluates the rhs and the stimulus at t0 + s*dt.
 
         ``protocols``, ``amps``: as for :meth:`stimulus`, or ``protocols`` a :class:`NativeStimulus` from it (saves

@@ -1,4 +1,5 @@
-"""The NumPy reference backend: Forward Euler on this rank's cells, vectorised over cells.
+"""The NumPy reference backend: this rank's cells stepped by Forward Euler, or by the model's own Rush–Larsen or
+GRL1 step, vectorised over cells.
 
 It is the reference every other backend (native C, CUDA kernels) is checked against, and what CI runs.
 """
@@ -13,7 +14,8 @@ class NumpyBackend:
 
     def __init__(self, model, states: np.ndarray, coords: np.ndarray, integrator: str = "forward-euler"):
         self.model = model
-        # Rush-Larsen: the model's own step (gates exactly for frozen V, the rest Forward Euler), same signature
+        # Rush-Larsen, GRL1: the model's own step (Rush-Larsen: gates exactly for frozen V, the rest Forward Euler),
+        # with forward_euler's signature
         self.step = {"rush-larsen": getattr(model, "rush_larsen", None), "grl1": getattr(model, "grl1", None)}.get(
             integrator, model.forward_euler)
         if self.step is None:
