@@ -17,6 +17,14 @@ array by its name or index); the effective config and the overrides are stored i
 Under ``mpirun -n 4 python script.py`` every rank calls :func:`run` and the run is spread over the ranks;
 :class:`Done` is the same on every rank, and rank 0 writes the files. Mistakes raise :class:`cardiosim.runtime.errors.
 UserError` (one line naming the key), a run that goes wrong :class:`cardiosim.runtime.errors.SimulationError`.
+
+Threads: importing cardiosim sets no thread count; a script chooses its own. With one MPI rank per core, give each
+rank one BLAS/OpenMP thread (several under every rank oversubscribe the node), before NumPy or PETSc loads: in the
+environment (``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1``), or as the ``cardiosim`` command
+does, first thing in the script::
+
+    from cardiosim.runtime.threads import one_thread_per_rank
+    one_thread_per_rank()                   # then import numpy, cardiosim.api, ...
 """
 
 from __future__ import annotations

@@ -15,6 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from cardiosim.runtime.threads import one_thread_per_rank
+
+# The suite is a program that runs MPI ranks, here and in the processes it starts: one BLAS/OpenMP thread each
+# (cardiosim.runtime.threads), set before a test module loads NumPy or PETSc. An explicit setting wins.
+one_thread_per_rank()
+
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "tests" / "data" / "reference"   # CellML and CVODE traces (README there)
 

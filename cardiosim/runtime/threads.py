@@ -1,0 +1,23 @@
+"""Threads per process of a cardiosim program: one BLAS/OpenMP thread per MPI rank.
+
+cardiosim runs one MPI rank per core; a multithreaded BLAS or OpenMP under every rank oversubscribes the node (seen
+on a GPU node: VecAXPY 100× slower with 16 ranks). The libraries read their thread count once, when they load, so a
+program sets it first thing, before NumPy or PETSc is imported: the ``cardiosim`` command, ``python -m cardiosim``,
+the benchmarks (cardiosim.bench) and the sweep's own child process. The processes they start (mpirun ranks, sweep
+runs) inherit it. Importing cardiosim as a library sets nothing: a program that uses cardiosim.api chooses its own
+threads (cardiosim.api says how).
+"""
+
+from __future__ import annotations
+
+import os
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def one_thread_per_rank() -> None:
+    """One thread for OpenMP, OpenBLAS and MKL in this process and the ones it starts; a variable already set (by
+    the user, a batch script) is left as it is. Call it before NumPy or PETSc loads: later it reaches only the
+    processes started after it."""
+    for name in THREAD_VARIABLES:
+        os.environ.setdefault(name, "1")
