@@ -2,9 +2,9 @@
 
 cardiosim runs one MPI rank per core; a multithreaded BLAS or OpenMP under every rank oversubscribes the node (seen
 on a GPU node: VecAXPY 100× slower with 16 ranks). The libraries read their thread count once, when they load, so a
-program sets it first thing, before NumPy or PETSc is imported: the ``cardiosim`` command, ``python -m cardiosim``,
-the benchmarks (cardiosim.bench) and the sweep's own child process. The processes they start (mpirun ranks, sweep
-runs) inherit it. Importing cardiosim as a library sets nothing: a program that uses cardiosim.api chooses its own
+program sets it first thing, before NumPy or PETSc is imported: the ``cardiosim`` command, ``python -m cardiosim``
+and the benchmarks (cardiosim.bench). The processes they start (mpirun ranks, a sweep's runs and its check) inherit
+it. Importing cardiosim as a library sets nothing: a program that uses cardiosim.api chooses its own
 threads (cardiosim.api says how).
 """
 
