@@ -119,3 +119,11 @@ class TissueStimuli:
         local = inside.sum(axis=1, dtype=np.int64)
         counts = comm.allreduce(local, op=MPI.SUM) if len(local) else []
         return [n for n, c in zip(self.names, counts) if c == 0]
+
+
+def ode_step(s) -> tuple[float, str]:
+    """The ODE substep (ms) the stimuli are sampled at, and how to say it."""
+    if s.splitting == "strang":
+        half_k = math.ceil(s.ode_substeps / 2)
+        return s.dt / (2 * half_k), f"the ODE step simulation.dt / (2·ceil(ode_substeps / 2))"
+    return s.dt / s.ode_substeps, "the ODE step simulation.dt / simulation.ode_substeps"
