@@ -368,6 +368,7 @@ def _prepace(native, y, run: _Run, progress) -> None:
     """``run.prepace`` beats of the same pulse train, not recorded: ``y`` becomes the state the recorded beats start
     from (at t = 0 again)."""
     if run.prepace and isinstance(native, _CvodeCell):
+        y[:, 0] = native.sim.state()   # the t = 0 sample is the paced state (CVODES holds it; y is still unpaced)
         native.prepace(run.prepace)
     elif run.prepace:                  # one call per beat: the same pulse train, then the recorded beats from t = 0
         pre = native.stimulus([Protocol(start=0.0, duration=run.duration, period=run.period, count=1)],
