@@ -54,8 +54,12 @@ from pathlib import Path
 
 import numpy as np
 
+from cardiosim import __version__
+from cardiosim.domain import fibres
+from cardiosim.domain.fibres import ANGLE_OPTIONS, SURFACES, tissue_nodes
 from cardiosim.runtime.errors import SimulationError, UserError, io_reason
 from cardiosim.runtime.files import Target, check_input, check_writes
+from cardiosim.runtime.resources import check_fits
 
 # The idealised LV (cm): semi-axes (short, long) of the endocardium and epicardium, the base plane, helix angles (deg)
 LV_ENDO = (0.7, 1.7)
@@ -121,7 +125,6 @@ class Box:
     def check_memory(self, need: float) -> None:
         """Refuse at once what could not be made: ``need`` bytes against what this process can still get (a
         MemoryError after minutes of work otherwise)."""
-        from cardiosim.runtime.resources import check_fits
         check_fits(need, f"--spacing {self.h:g}: {self.n_nodes:.4g} grid nodes", "choose a coarser spacing")
 
     def axes(self) -> list[np.ndarray]:
@@ -149,7 +152,6 @@ def _analytic(box: Box, tissue: np.ndarray, outside_code: np.ndarray, labels: np
     """Labels and surfaces of an analytic anatomy: ``outside_code`` says, for every node that is not tissue, which
     surface it lies beyond (cardiosim.domain.fibres.SURFACES); a tissue node on the surface takes the code of its
     neighbours beyond it (:func:`surface_labels`)."""
-    from cardiosim.domain.fibres import tissue_nodes
     labels = np.where(tissue, labels, 0).astype(np.int32)
     _, nodes = tissue_nodes(labels)
     # a node inside the shape but in no tissue element (a corner of the staircase) lies beyond no surface
@@ -161,7 +163,6 @@ def surface_labels(nodes: np.ndarray, outside_code: np.ndarray) -> np.ndarray:
     they lie beyond (the bits of their codes, cardiosim.domain.fibres.SURFACES: the base's rim is on the base and on the
     wall's surface)."""
     from scipy import ndimage
-    from cardiosim.domain.fibres import SURFACES
     surf = np.zeros(nodes.shape, dtype=np.int8)
     cube = np.ones((3, 3, 3), dtype=bool)
     for code in SURFACES.values():
@@ -173,7 +174,6 @@ def surface_labels(nodes: np.ndarray, outside_code: np.ndarray) -> np.ndarray:
 
 def idealised_lv(h: float, margin: int = 1) -> tuple[Box, dict]:
     """The LV's labels (1) and surfaces; its coordinates and fibres come from cardiosim.domain.fibres."""
-    from cardiosim.domain.fibres import SURFACES
     box = Box((-LV_EPI[0], -LV_EPI[0], -LV_EPI[1]), (LV_EPI[0], LV_EPI[0], LV_BASE_Z), h, margin)
     box.check_memory(LV_BYTES_PER_NODE * box.n_nodes)
     p = box.points()
@@ -189,7 +189,6 @@ def idealised_biv(h: float, margin: int = 1) -> tuple[Box, dict]:
     """Both ventricles: the LV above, and the RV's cavity (inside BIV_RV_ENDO, outside the LV's epicardium) in a
     shell (BIV_RV_EPI) wrapped round the LV's +x side, cut at the same base. Labels: 1 inside the LV's
     epicardium (its free wall and the septum), 2 the RV's free wall."""
-    from cardiosim.domain.fibres import SURFACES
     (rc, r_endo), (_, r_epi) = BIV_RV_ENDO, BIV_RV_EPI
     lo = np.minimum((-LV_EPI[0], -LV_EPI[0], -LV_EPI[1]), np.subtract(rc, r_epi))
     hi = np.maximum((LV_EPI[0], LV_EPI[0], LV_BASE_Z), np.minimum(np.add(rc, r_epi), (np.inf, np.inf, LV_BASE_Z)))
@@ -322,7 +321,6 @@ def _read_mesh(path: Path, units: str | None) -> Mesh:
 def surface_code(name: str) -> int | None:
     """The surface code (cardiosim.domain.fibres.SURFACES) of a gmsh physical group's name: cardiac-geometries-core's
     BASE, ENDO (an LV), ENDO_LV, ENDO_RV, EPI, and the like (Base, Endocardium, lv_endo, ...); None for others."""
-    from cardiosim.domain.fibres import SURFACES
     n = name.lower()
     if "base" in n:
         return SURFACES["base"]
@@ -338,7 +336,6 @@ def _surface_triangles(m, tets: np.ndarray, scale: float):
     gmsh physical groups named as :func:`surface_code` reads them, or, where the file names none (VTU, VTK),
     triangle tags that are the codes themselves (1 base, 2 LV endocardium, 4 RV endocardium, 8 epicardium); 0 for
     the boundary's untagged faces, so that a grid node beyond one is on no labelled surface."""
-    from cardiosim.domain.fibres import SURFACES
     blocks = [i for i, c in enumerate(m.cells) if c.type == "triangle"]
     name = next((n for n in TAG_NAMES if n in m.cell_data), None)
     if not blocks or name is None:
@@ -479,7 +476,6 @@ def _mesh_surfaces(box: Box, labels: np.ndarray, centroids: np.ndarray, codes: n
     (:func:`surface_labels`)."""
     from scipy import ndimage
     from scipy.spatial import cKDTree
-    from cardiosim.domain.fibres import tissue_nodes
     _, nodes = tissue_nodes(labels)
     near = ndimage.binary_dilation(nodes, structure=np.ones((3, 3, 3), dtype=bool)) & ~nodes
     z, y, x = np.nonzero(near)
@@ -501,7 +497,6 @@ def write(path: Path, box: Box, fields: dict, source: str, fibre_rule=None) -> N
     was. (HDF5 writing to the disk itself fails in the middle of its own caches, and then crashes at exit.)"""
     import io
     import h5py
-    from cardiosim import __version__
     image = io.BytesIO()
     with h5py.File(image, "w") as f:
         f.attrs["format"] = FORMAT
@@ -561,17 +556,64 @@ BUILT_IN = {"lv": ("idealised LV", idealised_lv), "biv": ("idealised BiV", ideal
 def built_in(name: str, h: float, margin: int = 1, rule=None, log=print) -> tuple[Box, dict]:
     """The built-in anatomy ``name`` (lv, biv) at spacing h (cm): labels, surfaces, and the coordinates, fibres,
     sheets and normals of cardiosim.domain.fibres (``rule``: (helix, sheet) angles, each (endo, epi) degrees)."""
-    from cardiosim.domain import fibres
     rule = rule or (fibres.HELIX, fibres.SHEET)
     box, fields = BUILT_IN[name][1](h, margin)
     fields.update(fibres.compute(fields["labels"], fields["surfaces"], box.h, box.origin, *rule, log=log))
     return box, fields
 
 
+def main_fibres(args: argparse.Namespace) -> int:
+    """``cardiosim geometry fibres GEO.h5 --out OUT.h5``: GEO.h5's datasets with the coordinates, fibres, sheets
+    and normals (re)made from its labels and surfaces."""
+    import h5py
+    if not args.file:
+        raise UserError("cardiosim geometry fibres: give the geometry file (cardiosim geometry fibres GEO.h5 "
+                        "--out OUT.h5)")
+    for name in ("spacing", "units"):
+        if getattr(args, name) is not None:
+            raise UserError(f"--{name}: not used by cardiosim geometry fibres (the grid is the geometry file's)")
+    src, out = Path(args.file), Path(args.out)
+    helix, sheet = fibres.angles(args)
+    check_input(None, src)
+    check_out(out)
+    fibres.check_file_limit(out)
+    try:
+        with h5py.File(src, "r") as f:
+            shape = f["labels"].shape if isinstance(f.get("labels"), h5py.Dataset) else ()
+    except OSError as e:
+        raise UserError(f"{src}: cannot be read as HDF5 ({e})") from None
+    if shape:                        # before the arrays are read: what the rule needs, against what is free
+        check_fits(BIV_BYTES_PER_NODE * float(np.prod(shape)), f"{src}: {np.prod(shape):.4g} grid nodes",
+                   "make it on a host with more memory")
+    check_writes([Target("--out", out, "geometry")], {"the geometry file": src}, args.overwrite)
+    try:
+        with h5py.File(src, "r") as f:
+            missing = [k for k in ("labels", "surfaces") if not isinstance(f.get(k), h5py.Dataset)]
+            if missing:
+                raise UserError(f"{src}: has no {' or '.join(missing)} dataset (it holds: {', '.join(f) or 'nothing'})"
+                                f"; cardiosim geometry lv|biv|MESH writes them (a mesh: from its tagged surfaces)")
+            data = {k: f[k][()] for k in f if isinstance(f[k], h5py.Dataset)}
+            attrs = dict(f.attrs)
+    except OSError as e:
+        raise UserError(f"{src}: cannot be read as HDF5 ({e})") from None
+    for k in ("spacing", "origin"):
+        if k not in attrs:
+            raise UserError(f"{src}: has no '{k}' attribute; is it a file of cardiosim geometry?")
+    labels, surfaces = data["labels"], data["surfaces"]
+    if labels.ndim != 3 or surfaces.shape != labels.shape:
+        raise UserError(f"{src}: labels {labels.shape} and surfaces {surfaces.shape} must be one 3D grid")
+    fields = fibres.compute(labels, surfaces, float(attrs["spacing"]), attrs["origin"], helix, sheet)
+    data.update(fields)
+    box = Box.of(attrs)
+    make_folder(out)
+    write(out, box, data, str(attrs.get("source", src)), fibre_rule=(helix, sheet))
+    print(f"wrote {out}: {', '.join(sorted(fields))}")
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     if args.source == "fibres":
-        from cardiosim.domain import fibres
-        return fibres.main(args)
+        return main_fibres(args)
     if args.file:
         raise UserError(f"cardiosim geometry {args.source}: takes one source; '{args.file}' is one too many "
                         f"(only 'cardiosim geometry fibres GEO.h5' names a second file)")
@@ -585,7 +627,6 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--margin: must be 0 or more grid nodes; got {args.margin}")
     is_built_in = args.source in BUILT_IN
     if is_built_in:
-        from cardiosim.domain import fibres
         rule = fibres.angles(args)
         fibres.check_file_limit(out)
     check_writes([Target("--out", out, "geometry")], {} if is_built_in else mesh_files(Path(args.source)),
@@ -595,7 +636,6 @@ def main(args: argparse.Namespace) -> int:
         box, fields = built_in(args.source, args.spacing, args.margin, rule)
     else:
         rule = None
-        from cardiosim.domain.fibres import ANGLE_OPTIONS
         given = [n for n in ANGLE_OPTIONS if getattr(args, n, None) is not None]
         if given:
             raise UserError(f"--{given[0].replace('_', '-')}: for lv, biv and geometry fibres; a mesh keeps its own "
