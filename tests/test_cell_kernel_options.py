@@ -1,13 +1,13 @@
 """The cell kernel's run-time launch switches, on the CPU: $CARDIOSIM_CELL_MAXRREG reaches nvcc's options
 and $CARDIOSIM_CELL_BLOCK the block size; unset (or "auto"), the fused kernel's cap is auto_cap's, chosen after a first
-compile from its register count; "none" leaves the kernel uncapped; the occupancy arithmetic of ptxas.warps_per_sm."""
+compile from its register count; "none" leaves the kernel uncapped; the occupancy arithmetic of cuda_backend.warps_per_sm."""
 
 import shutil
 
 import pytest
 
 from cardiosim.reaction.ode import cuda_backend as cb
-from cardiosim.reaction.ode.ptxas import warps_per_sm
+from cardiosim.reaction.ode.cuda_backend import warps_per_sm
 
 
 def test_unset_cap_leaves_the_static_options_as_they_were():

@@ -6,7 +6,7 @@
 
 ``ptxas``: each model's fused kernel compiled as the CUDA backend compiles it (kernel_source + nvcc_options, fmad
 on) with ``-maxrregcount`` = each cap (0: none, ptxas's own choice), ptxas -v's registers, spill stores/loads and
-stack frame, and the resident warps per SM on sm_90 (ptxas.warps_per_sm) for blocks of 128 and 256 threads.
+stack frame, and the resident warps per SM on sm_90 (cuda_backend.warps_per_sm) for blocks of 128 and 256 threads.
 
 ``static``: the hand-written and generated twins side by side as the backend compiles them (fused Forward Euler,
 the automatic register cap of cuda_backend.auto_cap at block 128, fmad on; ``--caps`` adds fixed caps, 0 = none):
@@ -52,6 +52,7 @@ def load(spec: str):
 
 def ptxas_table(names, caps, arch) -> str:
     from cardiosim.reaction.ode import ptxas
+    from cardiosim.reaction.ode.cuda_backend import warps_per_sm
     lines = ["| model | cap | registers | spill stores (B) | spill loads (B) | stack (B/thread) "
              "| warps/SM, block 128 | warps/SM, block 256 |", "|---|---|---|---|---|---|---|---|"]
     for name in names:
@@ -60,8 +61,8 @@ def ptxas_table(names, caps, arch) -> str:
             r = ptxas.report(model, ["fused"], arch, fmad=True, maxrreg=cap)[0]
             regs = r["registers"]
             lines.append(f"| {name} | {cap or 'none'} | {regs} | {r.get('spill_stores', 0)} | {r.get('spill_loads', 0)}"
-                         f" | {r.get('stack_frame', 0)} | {ptxas.warps_per_sm(regs, 128)} "
-                         f"| {ptxas.warps_per_sm(regs, 256)} |")
+                         f" | {r.get('stack_frame', 0)} | {warps_per_sm(regs, 128)} "
+                         f"| {warps_per_sm(regs, 256)} |")
             print(lines[-1], file=sys.stderr, flush=True)
     return "\n".join(lines) + "\n"
 
@@ -106,7 +107,7 @@ def static_table(rows) -> str:
 
 def time_one(model, dt, n, k, launches, repeats):
     from cardiosim.reaction.ode.cuda_backend import CudaBackend
-    from cardiosim.reaction.ode.ptxas import warps_per_sm
+    from cardiosim.reaction.ode.cuda_backend import warps_per_sm
     with CudaBackend(model, model.initial_state(n)) as be:
         be.advance(0.0, dt, k)                          # warm-up (and the module load)
         be.synchronize()

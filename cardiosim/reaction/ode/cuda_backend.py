@@ -73,12 +73,24 @@ def auto_cap_enabled(environ=None) -> bool:
     return text in ("", "auto")
 
 
+def warps_per_sm(registers: int, block: int, regs_per_sm: int = 65536, max_warps: int = 64, max_blocks: int = 32,
+                 sub_partitions: int = 4, granularity: int = 256) -> int:
+    """Resident warps per SM of a kernel with ``registers`` per thread and ``block`` threads per block, limited by
+    registers and warps only (no shared memory here), as CUDA's occupancy calculator (cuda_occupancy.h) counts on
+    sm_80/sm_90: registers go to warps in units of ``granularity`` and each of the SM's ``sub_partitions`` holds its
+    own quarter of the register file, so warps per SM = 4 x floor(16384 / warp's registers); whole blocks only."""
+    warps_per_block = -(-block // 32)
+    per_warp = -(-registers * 32 // granularity) * granularity
+    by_regs = (regs_per_sm // sub_partitions // per_warp) * sub_partitions // warps_per_block
+    blocks = min(by_regs, max_warps // warps_per_block, max_blocks)
+    return blocks * warps_per_block
+
+
 def auto_cap(registers: int, block: int) -> int | None:
     """The register cap for a kernel that ptxas gave ``registers`` per thread, launched in blocks of ``block``: the
-    largest of AUTO_CAPS under which more warps fit on an SM than now (cardiosim.reaction.ode.ptxas.warps_per_sm),
+    largest of AUTO_CAPS under which more warps fit on an SM than now (:func:`warps_per_sm`),
     None where none does. Only occupancy bought by a cap pays for its spills: at block 256 a cap of 168 leaves
     Bondarenko at 8 warps (5.20e9 against 5.37e9 uncapped), so 128 (16 warps) is taken there."""
-    from cardiosim.reaction.ode.ptxas import warps_per_sm
     now = warps_per_sm(registers, block)
     return next((c for c in AUTO_CAPS if c < registers and warps_per_sm(c, block) > now), None)
 

@@ -143,16 +143,3 @@ def table(rows: list[dict]) -> str:
     if caps:
         body += f"\n(register cap -maxrregcount={', '.join(map(str, caps))}: {MAXRREG_ENV} or maxrreg)\n"
     return head + body
-
-
-def warps_per_sm(registers: int, block: int, regs_per_sm: int = 65536, max_warps: int = 64, max_blocks: int = 32,
-                 sub_partitions: int = 4, granularity: int = 256) -> int:
-    """Resident warps per SM of a kernel with ``registers`` per thread and ``block`` threads per block, limited by
-    registers and warps only (no shared memory here), as CUDA's occupancy calculator (cuda_occupancy.h) counts on
-    sm_80/sm_90: registers go to warps in units of ``granularity`` and each of the SM's ``sub_partitions`` holds its
-    own quarter of the register file, so warps per SM = 4 x floor(16384 / warp's registers); whole blocks only."""
-    warps_per_block = -(-block // 32)
-    per_warp = -(-registers * 32 // granularity) * granularity
-    by_regs = (regs_per_sm // sub_partitions // per_warp) * sub_partitions // warps_per_block
-    blocks = min(by_regs, max_warps // warps_per_block, max_blocks)
-    return blocks * warps_per_block
