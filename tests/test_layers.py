@@ -19,7 +19,7 @@ import pytest
 SOURCE = Path(__file__).resolve().parents[1] / "cardiosim"
 
 PACKAGES = ("runtime", "config", "domain", "tissue", "solvers", "cells", "reaction", "analysis", "output",
-            "single_cell", "simulation", "cli", "bench", "api")
+            "single_cell", "simulation", "cli", "bench", "api", "purkinje")
 
 # The rules. "only": the packages it may import besides itself; "not": the packages it may not import.
 RULES = {
@@ -30,7 +30,9 @@ RULES = {
     "reaction": ("not", {"output", "config", "tissue", "solvers", "simulation", "cli"}),
     "analysis": ("not", {"output", "simulation", "cli", "config"}),
     "output":   ("not", {"simulation", "cli"}),
+    "purkinje": ("only", {"runtime", "cells", "reaction", "domain"}),
 }
+PURKINJE_IMPORTERS = {"simulation", "config"}   # the only packages besides itself that may import purkinje/
 CLI_IMPORTERS = {"cardiosim.__main__"}      # the only modules outside cardiosim/cli/ that may import it
 # Besides: the package graph and the module graph have no cycles; an import inside a function says why it is lazy
 # (a `#` comment on its line or the line before: it keeps MPI/PETSc out of inspect/plot, or an optional package
@@ -134,6 +136,12 @@ def test_nothing_imports_cli():
     bad = [i for i in IMPORTS if package_of(i.target) == "cli" and package_of(i.source) != "cli"
            and i.source not in CLI_IMPORTERS]
     assert not bad, "only cardiosim/__main__.py imports cardiosim.cli:\n" + "\n".join(map(repr, bad))
+
+
+def test_only_simulation_and_config_import_purkinje():
+    bad = [i for i in IMPORTS if package_of(i.target) == "purkinje"
+           and package_of(i.source) not in PURKINJE_IMPORTERS | {"purkinje"}]
+    assert not bad, "only simulation/ and config/ import cardiosim.purkinje:\n" + "\n".join(map(repr, bad))
 
 
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
