@@ -23,15 +23,15 @@
  * them in Python (BP_RTF .. BP_pryr_k, DERIVED_ORDER), so that no parameter-only arithmetic is done per step.
  * Never fill the derived slots by hand: they must stay consistent with the parameters.
  *
- * Performance notes (docs/design.md §8): 33 exp, 4 log, 1 expm1, 1 sqrt, no pow for the default n = 4, m = 3
+ * Performance notes (docs/dev/design.md §8): 33 exp, 4 log, 1 expm1, 1 sqrt, no pow for the default n = 4, m = 3
  * (the test on CS_PARAM(BP_n) is uniform across a warp); shifted exponentials that differ by a constant factor are
  * computed once (beta_Na11/12/13, alpha_i/beta_i of I_Kto,f, the NCX/NaK exponentials); divisions by constants
  * are multiplications by folded reciprocals; two divisions by different denominators share one, by their product
  * (a/b, c/d as a*(d*r), c*(b*r) with r = 1/(b*d): alpha/gamma of I_CaL, the aNa1x, the I_Kto,f and I_Kto,s rates,
  * I_K1 with tau of aKss), and the buffer factors 1/(1 + k/t^2) are t^2/(t^2 + k). An FP64 division or reciprocal
  * is ~20 SASS instructions on sm_90 (a reciprocal estimate, Newton steps, a slow-path test and call), and the fused
- * kernel is bound by the instructions it issues: 4695 -> 4354 per step (docs/decisions.md, "Fewer divisions in
- * the Bondarenko kernel"). Every denominator is positive; over V in [-200, 200] mV their products
+ * kernel is bound by the instructions it issues: 4695 -> 4354 per step (docs/decisions/
+ * 0049-fewer-divisions-in-the-bondarenko-kernel.md). Every denominator is positive; over V in [-200, 200] mV their products
  * stay within ~2e-4 .. 5e18.
  */
 

@@ -1,4 +1,4 @@
-/* Fused Forward-Euler kernel for any cell model with a C right-hand side in kernels/<model>.h (docs/design.md §5).
+/* Fused Forward-Euler kernel for any cell model with a C right-hand side in kernels/<model>.h (docs/dev/design.md §5).
  *
  * One thread per cell; the cell's state is loaded once into a local array (registers: every index is a compile-time
  * constant after unrolling), advanced k substeps, and written straight back: one global read and one global write

@@ -7,7 +7,7 @@
  *                                                         synchronisation with PETSc's own operations
  *
  * Why our own and not PETSc's PCMG/KSPCG on the GPU: their V-cycle and CG iteration are a few hundred PETSc
- * operations per iteration, each ~15 µs of host latency on an H100 (docs/benchmarks.md): latency, not bandwidth, set
+ * operations per iteration, each ~15 µs of host latency on an H100 (docs/decisions/0017-own-stencil-cg-and-multigrid.md): latency, not bandwidth, set
  * the cost. Here a V-cycle is a few dozen kernel launches issued from C, and a CG iteration has one host
  * synchronisation.
  *

@@ -3,8 +3,7 @@
  *
  * Why here and not PETSc's MatPtAP: with P the tensor product of 1D linear interpolations, PᵀAP can be formed one
  * dimension at a time on the stencils, at most 27 x 4 multiply-adds per node and dimension, where MatPtAP builds P
- * as a matrix and forms a general sparse triple product (docs/benchmarks.md, "1, 2 and 4 GPUs" and "Later the
- * same day": the 216³ slab's set-up 97.6 s before, 39.9 s after, with the stiffness rows below).
+ * as a matrix and forms a general sparse triple product (docs/decisions/0002-assembly-own-rows-as-csr.md: the 216³ slab's set-up 97.6 s before, 39.9 s after, with the stiffness rows below).
  *
  * A stencil S holds, for each node t of a box (x fastest) and each neighbour code s = (dx+1) + 3(dy+1) + 9(dz+1),
  * the matrix entry coupling t to that neighbour: S[s * n + t] (a 2D grid is a 3D grid of one z layer). Every

@@ -1,4 +1,4 @@
-"""Placement of the cell integration (cardiosim/reaction/placement.py, docs/design.md §4): the pure assignment of node ranks to
+"""Placement of the cell integration (cardiosim/reaction/placement.py, docs/dev/design.md §4): the pure assignment of node ranks to
 groups and GPUs; cpu, grouped and exchange = full giving the same numbers on 1, 2 and 4 ranks; the layout in the
 output; a failure on any rank (a bad state, an exception, a killed process) ending the whole job."""
 

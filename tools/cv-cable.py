@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Conduction velocity of a cell model in a 1D monodomain cable at a given grid spacing and conductivities: how
-run/biv-ecg.toml's conductivities were calibrated for its 0.5 mm grid (docs/ventricles.md section 6), the way
+run/biv-ecg.toml's conductivities were calibrated for its 0.5 mm grid (docs/user/ventricles.md section 6), the way
 openCARP's tuneCV calibrates them (Costa et al. 2013): measure the fine grid's velocity with the conductivities
 you mean, then scale them on the coarse grid until it gives the same.
 

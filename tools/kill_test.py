@@ -4,7 +4,7 @@ complete snapshots and probe samples must equal those of the same run left to fi
     .venv/bin/python tools/kill_test.py [KILLS] [SEED]      (default 25 kills, seed 0; a few minutes)
 
 The run (tests/configs/sheet.toml at 0.01 cm, 101 x 41 nodes, a snapshot every PDE step for 6 ms) spends much of
-its time writing, so kills land inside writes too. docs/output-format.md quotes the result.
+its time writing, so kills land inside writes too. docs/user/output-format.md quotes the result.
 """
 
 import os

@@ -3,7 +3,7 @@ whether it generates (or the one-line reason why not), whether its C compiles, C
 initial state, one paced beat against Myokit's CVODES simulation, the gates found and the largest stable
 Forward-Euler, Rush–Larsen and GRL1 steps.
 
-    cardiosim bench cellml [--models DIR|FILE ...] [--subset] [--write docs/cell-models.md] [--json FILE]
+    cardiosim bench cellml [--models DIR|FILE ...] [--subset] [--write docs/user/cell-models.md] [--json FILE]
 
 Protocol of the beat (the same for every model, so the table compares like with like): one pulse of
 ``AMPLITUDE`` µA/µF for ``DURATION`` ms at t = 0, integrated for ``BEAT`` ms. cardiosim: the native C kernel, Forward
@@ -197,7 +197,7 @@ def main(argv=None) -> int:
     p.add_argument("--models", nargs="+", default=[str(MODELS)], help="CellML files or folders of them "
                    "(default: models/, the 79 models of the Chaste collection)")
     p.add_argument("--subset", action="store_true", help=f"only the {len(SUBSET)} models CI runs")
-    p.add_argument("--write", help="markdown page to update (docs/cell-models.md)")
+    p.add_argument("--write", help="markdown page to update (docs/user/cell-models.md)")
     p.add_argument("--json", help="write the rows here too")
     args = p.parse_args(argv)
     files = []

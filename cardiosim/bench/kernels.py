@@ -1,4 +1,4 @@
-"""Cell-kernel benchmark: cell-steps per second of every CUDA kernel variant, beside the ceilings of docs/design.md §8.
+"""Cell-kernel benchmark: cell-steps per second of every CUDA kernel variant, beside the ceilings of docs/dev/design.md §8.
 
 For each variant (cardiosim/ode/kernel_variants.py), each number of cells and each number of substeps per PDE step
 k: Bondarenko apical cells with staggered stimuli, one call of CudaBackend.advance per PDE step (one launch for
@@ -7,7 +7,7 @@ k: Bondarenko apical cells with staggered stimuli, one call of CudaBackend.advan
 - the device-to-device copy bandwidth, measured, and from it the bandwidth ceiling of each variant: bytes moved per
   cell-step = 2 x 41 x 8 B of state per launch (+ the same again for the auxiliary array of the aux variants),
   divided by the substeps per launch;
-- the compute ceiling: the FP64 issue rate of the GPU (docs/design.md §8: ~1.7e13 instructions/s on an H100) over the
+- the compute ceiling: the FP64 issue rate of the GPU (docs/dev/design.md §8: ~1.7e13 instructions/s on an H100) over the
   FP64 instructions of one substep, counted in the fused kernel's PTX (a division counted as 10, its SASS expansion);
 - registers and spills of each variant, from the loaded module;
 - the NumPy reference backend on one core, for scale.
@@ -27,7 +27,7 @@ import numpy as np
 
 from cardiosim.bench.launch import machine, publish
 
-FP64_ISSUE_RATE = {"H100": 1.7e13, "H200": 1.7e13}   # instructions/s, docs/design.md §8 (same SMs on the H200)
+FP64_ISSUE_RATE = {"H100": 1.7e13, "H200": 1.7e13}   # instructions/s, docs/dev/design.md §8 (same SMs on the H200)
 PEER = "Myokit 1.39.2 CUDA Euler, FP64, one H100, 10⁶ cells: 1.9·10⁹ (k = 1), 2.2·10⁹ (k = 100) cell-steps/s"
 TARGET = 4e9
 DT = 1e-4       # ms
@@ -173,7 +173,7 @@ def markdown(meta, rows, names) -> str:
              f"{meta['date']} · {meta['machine']['gpu']} · host {meta['machine']['cpu']} · one GPU, one process · "
              f"`{meta['command']}`", "",
              f"Measured copy bandwidth {bw / 1e12:.2f} TB/s (read + write). Compute ceiling: "
-             + (f"{rate:.2g} FP64 instructions/s (docs/design.md §8) / {ins} FP64 instructions per step (PTX of the "
+             + (f"{rate:.2g} FP64 instructions/s (docs/dev/design.md §8) / {ins} FP64 instructions per step (PTX of the "
                 f"fused kernel) = **{compute:.2g} cell-steps/s**." if compute else "n/a (GPU not in the table).")
              + f" Peer: {PEER}. Target for the fused kernel: ≥ {TARGET:.0e} at 10⁶ cells.", "",
              "| variant | registers | spills (B) | cells | k | cell-steps/s | × original | bandwidth ceiling | "

@@ -160,7 +160,7 @@ def markdown(results, meta) -> str:
              "dt 0.02 ms, times per PDE step (max over "
              "ranks) after a warm-up step. A masked grid has cells at its tissue nodes only; its systems are solved "
              "on the tissue nodes (tissue.solve_on = \"tissue\", the CPU placements) or on every node of the box."
-             + (" The limits of docs/design.md §8 are the GPU kernel's and do not apply to this CPU run."
+             + (" The limits of docs/dev/design.md §8 are the GPU kernel's and do not apply to this CPU run."
                 if r0["placement"] == "cpu" else ""), "",
              "| anatomy | grid | ranks | tissue nodes | elliptic | parabolic ms (its) | elliptic ms (its) | "
              "reaction ms | step ms |", "|---|---|---|---|---|---|---|---|---|"]

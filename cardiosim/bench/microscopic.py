@@ -1,4 +1,4 @@
-"""Verification of the microscopic tissue model on one-row strips (docs/microscopic.md §Verification): the
+"""Verification of the microscopic tissue model on one-row strips (docs/user/microscopic.md §Verification): the
 homogenisation sweep over myocyte length, the saltatory staircase, and the block threshold by bisection.
 
     python -m cardiosim.bench.microscopic [--model mitchell-schaeffer|bondarenko] [--checks homog salt block]

@@ -1,8 +1,8 @@
 """The Niederer et al. 2011 N-version benchmark (reference/verification.md §3): nine runs of the monodomain slab
 (dx 0.5/0.2/0.1 mm × dt 0.05/0.01/0.005 ms, configs in run/niederer/), activation times at P1–P9 and along the
-diagonal P1→P8, written to docs/niederer.md with the machine, wall times and cell-steps per second.
+diagonal P1→P8, written to docs/user/niederer.md with the machine, wall times and cell-steps per second.
 
-    cardiosim bench niederer [--runs dx0.5_dt0.05 ...] [--ranks 2] [--write docs/niederer.md] [-- PETSc options]
+    cardiosim bench niederer [--runs dx0.5_dt0.05 ...] [--ranks 2] [--write docs/user/niederer.md] [-- PETSc options]
 
 Activation time is the interpolated first upward crossing of 0 mV, recorded during the run
 (/maps/activation_time); points are sampled by multilinear interpolation at their coordinates (P9 lies between
@@ -164,7 +164,7 @@ def main(argv=None) -> int:
                    help=f"which runs (default all nine: {' '.join(RUNS)})")
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--out-dir", default="out/niederer", help="where the runs' HDF5 files go")
-    p.add_argument("--write", help="markdown page to update (docs/niederer.md)")
+    p.add_argument("--write", help="markdown page to update (docs/user/niederer.md)")
     p.add_argument("--json", help="write the results as JSON too")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="config override passed to every run (e.g. cell.backend=\"cuda\")")

@@ -51,8 +51,8 @@ current_density = {amp!r}
 MODELS = {"mitchell-schaeffer": dict(amp=-30.0, cell_extra=""),
           "tt06": dict(amp=-52.0, cell_extra='integrator = "rush-larsen"')}
 
-# Reference points from docs/design.md §3/§4 (H100 machine), quoted beside our numbers.
-DESIGN_REFERENCE = ("docs/design.md §3/§4 (H100): 1025² Poisson, CG+PCMG on GPU 6 its / 11.8 ms; PETSc CUDA CG+GAMG "
+# Reference points from docs/dev/design.md §3/§4 (H100 machine), quoted beside our numbers.
+DESIGN_REFERENCE = ("docs/dev/design.md §3/§4 (H100): 1025² Poisson, CG+PCMG on GPU 6 its / 11.8 ms; PETSc CUDA CG+GAMG "
                     "1024² 15 ms vs 296 ms on 16 CPU ranks.")
 
 

@@ -1,6 +1,6 @@
-"""The seed's Table 4.1 (docs/design.md §9): run/seed-table41.toml — 625 x 625 bidomain sheet, Bondarenko cells, 10 PDE
+"""The seed's Table 4.1 (docs/dev/design.md §9): run/seed-table41.toml — 625 x 625 bidomain sheet, Bondarenko cells, 10 PDE
 steps of 0.01 ms with 100 ODE substeps — and its microscopic twin run/seed-table41-microscopic.toml (the seed
-lineage's own model: 8 µm volumes, myocytes, gap junctions; docs/microscopic.md), for every kernel variant and
+lineage's own model: 8 µm volumes, myocytes, gap junctions; docs/user/microscopic.md), for every kernel variant and
 placement; PDE, ODE, exchange and total time per run, as the seed printed them, with the ranks and GPUs used.
 ``--tissues`` picks the twins (default both, back to back).
 
@@ -34,7 +34,7 @@ CONFIGS = {"homogenised": CONFIG, "microscopic": ROOT / "run" / "seed-table41-mi
 VARIANTS = ("original", "lean-registers", "no-aux", "constant-memory", "all", "fused")
 PLACEMENTS = ("grouped", "per-rank", "cpu", "resident")   # resident: one rank per GPU (--ranks 1 on one GPU)
 SPACING = 0.0008                                    # cm, the seed's 8 µm (grid.spacing of the config)
-# As printed in the seed (16 CPU ranks + 4 GPUs; docs/design.md §9). The units are not printed there; ms fits the
+# As printed in the seed (16 CPU ranks + 4 GPUs; docs/dev/design.md §9). The units are not printed there; ms fits the
 # problem size (10 bidomain steps of 390,625 nodes on 16 CPU ranks ≈ 1.6 s).
 SEED = {"original": (1599.62, 1170.57, 2776.17), "all": (1579.91, 1141.78, 2732.12)}
 

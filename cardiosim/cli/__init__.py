@@ -9,7 +9,7 @@
     cardiosim model info FILE                  a CellML model as cardiosim generates it: states, gates, parameters
     cardiosim bench kernels | niederer | pde | table41 | cellml | microscopic | mask ...   benchmarks, to docs/
                                                (see ``cardiosim bench NAME --help``)
-    cardiosim inspect FILE [--config]          what a result file holds (docs/output-format.md)
+    cardiosim inspect FILE [--config]          what a result file holds (docs/user/output-format.md)
     cardiosim plot FILE [--times T ...] [--field NAME] [--view z y x] [--format png|svg|pdf] [--vtu] [--out DIR]
                                                figures of a result file (and VTU files)
     cardiosim info                             what this installation can do (PETSc, CUDA, GPUs, MPI, ranks)
@@ -18,7 +18,7 @@ Everything after ``--`` goes to PETSc (``-elliptic_pc_type gamg``, ``-log_view``
 error path (:func:`_guarded`): a mistake in the input gives one line on stderr and exit status 2; a run that goes
 wrong (a state out of range, a diverged solver) or a write that fails (a full disk, ``ulimit -f``) one line and
 exit status 3; a run stopped by SIGTERM/SIGINT/SIGUSR1 writes a checkpoint and exits with 75
-(docs/checkpoints.md); anything else is a bug and aborts the whole MPI job with a traceback, so no rank hangs.
+(docs/user/checkpoints.md); anything else is a bug and aborts the whole MPI job with a traceback, so no rank hangs.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
                        epilog="Everything after -- goes to PETSc, e.g. -- -elliptic_pc_type gamg -log_view. Exit "
                               "status: 0 done; 2 bad input (one line, nothing written); 3 the run went wrong (one "
                               "line, output kept); 75 stopped by SIGTERM, SIGINT (Ctrl-C) or SIGUSR1 after writing a "
-                              "checkpoint (docs/checkpoints.md).")
+                              "checkpoint (docs/user/checkpoints.md).")
     r.add_argument("config", help="TOML config file")
     r.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config key (value read as TOML), repeatable")

@@ -155,7 +155,7 @@ class Microscopic:
                                  "the layout does not depend on the number of ranks")
     layout_file: str = key("", doc="layout read from a .npz instead of generated: cell_id (int, shape (ny, nx) "
                                    "or (nx,), x fastest; < 0: non-conducting) and optionally face_x, face_y (face "
-                                   "type codes, docs/microscopic.md); or an earlier run's .h5 (its /tissue)")
+                                   "type codes, docs/user/microscopic.md); or an earlier run's .h5 (its /tissue)")
     junction: Junctions = key(factory=Junctions)
     fibrosis: Fibrosis = key(factory=Fibrosis)
     regions: list[JunctionRegion] = key(factory=list, doc="[[tissue.microscopic.regions]]: factors on G_p, G_i "
@@ -167,7 +167,7 @@ class Tissue:
     model: str = key("homogeneous", choices=("homogeneous", "microscopic"),
                      doc="homogeneous: conductivity tensors on the vertex-centred grid; microscopic: myocytes "
                          "resolved on a cell-centred grid of volumes with per-face conductances "
-                         "([tissue.microscopic], docs/microscopic.md); sigma_il/sigma_it are then unused and "
+                         "([tissue.microscopic], docs/user/microscopic.md); sigma_il/sigma_it are then unused and "
                          "sigma_el/sigma_et are the extracellular faces' conductivity (bidomain)")
     microscopic: Microscopic = key(factory=Microscopic)
     chi: float = key(1400.0, unit="cm^-1", gt=0, doc="membrane surface-to-volume ratio χ")
@@ -210,7 +210,7 @@ class CellRegion(Region):
 @dataclass(kw_only=True)
 class Cell:
     model: str = key("mitchell-schaeffer", doc="cell model (see `cardiosim cell --list`), or a CellML file "
-                                               "(*.cellml; generated with Myokit, docs/cell-models.md)")
+                                               "(*.cellml; generated with Myokit, docs/user/cell-models.md)")
     variant: str = key("", doc="model variant, e.g. bondarenko: apical | septal")
     parameters: dict[str, float] = key(factory=dict, doc="parameter overrides by name, in the model's units")
     scale: dict[str, float] = key(factory=dict, doc="parameter scale factors by name (e.g. { GKr_b = 0.5 }: half "
@@ -240,7 +240,7 @@ class Cell:
                           doc="method of each ODE substep: forward-euler, rush-larsen (the gating variables "
                               "updated exactly for frozen V, the rest by Forward Euler; models with gates: tt06 and "
                               "CellML models), or grl1 (the gates as rush-larsen, every other state by its own "
-                              "linearisation; CellML models; docs/cell-models.md says which for which model)")
+                              "linearisation; CellML models; docs/user/cell-models.md says which for which model)")
     initial_state: str = key("", doc="start every cell from a paced state: the HDF5 file of a `cardiosim cell` run "
                                      "of this model (its last sample; e.g. after --prepace); cell.initial overrides "
                                      "single states of it")
@@ -361,7 +361,7 @@ class Output:
 @dataclass(kw_only=True)
 class Checkpoint:
     path: str = key("", doc="checkpoint file (HDF5, replaced atomically); default: beside the output, "
-                            "<output name>.ckpt.h5 (docs/checkpoints.md)")
+                            "<output name>.ckpt.h5 (docs/user/checkpoints.md)")
     interval: float = key(0.0, unit="ms", ge=0, doc="simulated time between checkpoints (0: none): a whole number "
                                                        "of simulation.dt")
     wall_interval: float = key(0.0, unit="s", ge=0, doc="wall time between checkpoints, measured on rank 0 (0: none)")

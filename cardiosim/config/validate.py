@@ -189,7 +189,7 @@ def _check_region(path: str, r: Region, dim: int, label_file: str = ""):
 
 
 def _check_microscopic(cfg) -> None:
-    """What the microscopic model needs of the other sections (docs/microscopic.md)."""
+    """What the microscopic model needs of the other sections (docs/user/microscopic.md)."""
     m = cfg.tissue.microscopic
     if cfg.grid.stencil == "box":
         raise ConfigError("grid.stencil: the microscopic model has its own 3/5/7-point face stencil; use 'auto' "

@@ -1,5 +1,5 @@
 """Checkpoints: every piece of a run's state in one HDF5 file, so that a run can stop and go on later, on the same
-or another number of ranks (docs/checkpoints.md).
+or another number of ranks (docs/user/checkpoints.md).
 
 What a step carries to the next, and so what a checkpoint holds: the time (as the step index), Vm, φe (used
 lagged by the parabolic step and as the elliptic solve's initial guess: the only warm-start data), every cell state,

@@ -1,4 +1,4 @@
-"""Reading a run's HDF5 file (docs/output-format.md), and ``cardiosim inspect``.
+"""Reading a run's HDF5 file (docs/user/output-format.md), and ``cardiosim inspect``.
 
 :class:`Results` opens a file written by :mod:`cardiosim.output.writer` and gives its complete entries only: a run that
 was killed leaves its datasets at their planned length, and an entry (snapshot or probe sample) is complete when

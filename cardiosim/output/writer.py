@@ -1,6 +1,6 @@
 """HDF5 output: field snapshots, probe traces, maps, the config and the run's metadata, written by rank 0.
 
-Layout (docs/output-format.md has the full description)::
+Layout (docs/user/output-format.md has the full description)::
 
     /                    attrs: format, status, cardiosim_version, git_hash, config (TOML text), config_effective
                                 (the config with every --set applied), overrides (JSON: the --set), config_name,

@@ -1,4 +1,4 @@
-"""Placement: which rank integrates which cells, on which device (docs/design.md §4).
+"""Placement: which rank integrates which cells, on which device (docs/dev/design.md §4).
 
 Modes (``cell.placement``):
 

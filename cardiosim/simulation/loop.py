@@ -48,7 +48,7 @@ def choose_stencil(cfg, grid, want: str | None = None) -> str:
 class Simulation:
     def __init__(self, cfg, comm=None, output_path: Path | None = None, overwrite: bool = False,
                  write_output: bool = True, restart: Path | None = None):
-        """``restart``: a checkpoint to go on from (docs/checkpoints.md); the output file is continued."""
+        """``restart``: a checkpoint to go on from (docs/user/checkpoints.md); the output file is continued."""
         from petsc4py import PETSc
         self.comm = comm or PETSc.COMM_WORLD.tompi4py()
         self.cfg = cfg

@@ -1,5 +1,5 @@
 """The seed lineage's microscopic tissue model (de Barros et al. 2012): myocytes resolved by volumes, gap junctions
-as lumped conductances of single faces. docs/microscopic.md has the equations, the face table and the checks.
+as lumped conductances of single faces. docs/user/microscopic.md has the equations, the face table and the checks.
 
 The grid is cell-centred (cardiosim.domain.grid, ``cell_centred``): every DMDA node is one whole volume h_x × h_y × d
 (d: ``depth`` in 1D/2D; h_z in 3D). Every volume belongs to one myocyte. A face between two volumes conducts
@@ -68,7 +68,7 @@ class Layout:
     """The myocyte layout on the global grid of ``n`` volumes (x first): which myocyte each volume belongs to, and
     each face's type and conductance (µS), for any box of volumes.
 
-    Generated (docs/microscopic.md §Layout): row r of myocytes = ⌊j / cell_width⌋ (in 3D rows are stacked in z too),
+    Generated (docs/user/microscopic.md §Layout): row r of myocytes = ⌊j / cell_width⌋ (in 3D rows are stacked in z too),
     its shift s_r = r·row_offset mod cell_length (or drawn), position in the myocyte p = (i + s_r) mod cell_length,
     column ⌊(i + s_r) / cell_length⌋. Or read from ``layout_file`` (a .npz with cell_id, optionally face_x/face_y).
     """
@@ -263,7 +263,7 @@ def _read_layout_file(path: str, n) -> tuple:
             bad = ~np.isin(f, list(FACE_TYPES))
             if bad.any():
                 raise UserError(f"{where}: {name} in {path} holds codes other than {sorted(FACE_TYPES)} "
-                                f"(docs/microscopic.md)")
+                                f"(docs/user/microscopic.md)")
         faces.append(f)
     return cid.astype(np.int64), faces
 

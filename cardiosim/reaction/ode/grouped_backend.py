@@ -1,4 +1,4 @@
-"""Grouped placement (docs/design.md §4): the owner of a group of ranks integrates the cells of the whole group.
+"""Grouped placement (docs/dev/design.md §4): the owner of a group of ranks integrates the cells of the whole group.
 
 At set-up every rank of the group sends its cell count, initial states, stimulus amplitudes and node coordinates
 to the owner (the group's rank 0), which builds the integrator (NumPy, native C or CUDA) for the concatenated

@@ -1,4 +1,4 @@
-"""The CUDA kernel variants: the seed's optimisation study (docs/design.md §5, Table 4.1) and the fused kernel.
+"""The CUDA kernel variants: the seed's optimisation study (docs/dev/design.md §5, Table 4.1) and the fused kernel.
 
 Every variant is kernels/fused.cu compiled with a different combination of three switches, plus a launch policy. All
 of them do the same arithmetic in the same order, so they give the same numbers (bit for bit on one GPU); they
