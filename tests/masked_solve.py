@@ -89,7 +89,8 @@ def main():
     from cardiosim import config
     from cardiosim.domain.grid import Grid
     from cardiosim.solvers import krylov, multigrid
-    from cardiosim.tissue.equations import make as make_tissue
+    from cardiosim.tissue import make as make_tissue
+    from cardiosim.tissue.equations import balance_levels
 
     size, lab = labels(args.dim, args.h)
     path = None
@@ -124,7 +125,7 @@ def main():
         for k, v in mine.items():
             o[f"{name}_{k}"] = v
         try:
-            grid = Grid(cfg, comm)
+            grid = Grid(cfg, comm, balance_levels)
             tis = make_tissue(grid, cfg, stencil)
         finally:
             for k in mine:

@@ -44,11 +44,12 @@ def main():
     from cardiosim.domain import balance
     from cardiosim import config
     from cardiosim.domain.grid import Grid
+    from cardiosim.tissue.equations import balance_levels
 
     def grid(bal, masked=True):
         text = SHEET.format(equations=args.equations, size=list(args.size), h=args.h, balance=bal,
                             tissue=f'label_file = "{args.labels}"' if masked else "")
-        return Grid(config.loads(text), PETSc.COMM_WORLD)
+        return Grid(config.loads(text), PETSc.COMM_WORLD, balance_levels)
 
     out = {"ranks": world.size}
     for bal in ("box", "tissue"):

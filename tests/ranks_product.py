@@ -35,7 +35,7 @@ def main():
     from cardiosim import config
     from cardiosim.domain.grid import Grid
     from cardiosim.solvers import multigrid
-    from cardiosim.tissue.equations import make as make_tissue
+    from cardiosim.tissue import make as make_tissue
     from test_multigrid import SHEET
 
     text = SHEET.format(size=list(args.size), h=args.h).replace('stencil = "box"', f'stencil = "{args.stencil}"')

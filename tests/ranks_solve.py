@@ -55,7 +55,7 @@ def main():
     from test_multigrid import SHEET
     from cardiosim import config
     from cardiosim.domain.grid import Grid
-    from cardiosim.tissue.equations import make as make_tissue
+    from cardiosim.tissue import make as make_tissue
 
     name = args.system
     opts = {"ksp_type": "python", "ksp_python_type": krylov.PYTHON_TYPE, "ksp_rtol": "1e-10",

@@ -15,7 +15,7 @@ from petsc4py import PETSc
 from cardiosim import config
 from cardiosim.solvers import coloured_icc, multigrid
 from cardiosim.domain.grid import Grid
-from cardiosim.tissue.equations import make as make_tissue
+from cardiosim.tissue import make as make_tissue
 
 from conftest import require_gcc
 from test_multigrid import SHEET, dense

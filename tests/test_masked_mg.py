@@ -45,7 +45,7 @@ def test_hierarchy_of_a_masked_grid_decouples_every_inactive_node(petsc, tmp_pat
     from cardiosim import config
     from cardiosim.domain.grid import Grid
     from cardiosim.solvers import galerkin, multigrid
-    from cardiosim.tissue.equations import make as make_tissue
+    from cardiosim.tissue import make as make_tissue
     from masked_solve import CONFIG, labels
     size, lab = labels(2, 0.04)
     np.save(tmp_path / "ring.npy", lab)

@@ -10,7 +10,7 @@ from petsc4py import PETSc
 from cardiosim import config
 from cardiosim.solvers import linear, multigrid
 from cardiosim.domain.grid import Grid
-from cardiosim.tissue.equations import make as make_tissue
+from cardiosim.tissue import make as make_tissue
 
 from conftest import require_gcc
 

@@ -186,7 +186,7 @@ def pcmg_options(levels: int) -> list[str]:
 
 def test_pcmg_gpu_iterations_equal_cpu(tmp_path, n_gpus):
     """129 x 65 nodes, 6 levels: the resident elliptic solve takes the CPU's iterations (±1) with the same
-    options, with the workaround (cardiosim.tissue.operators.sync_host) and without it: the stiffness matrices are
+    options, with the workaround (cardiosim.solvers.linear.sync_host) and without it: the stiffness matrices are
     assembled on the host (CSR), which alone keeps PCMG's Galerkin hierarchy right. The PETSc defect itself, with
     a COO-assembled matrix, is docs/dev/petsc-pcmg-gpu.md's reproducer."""
     cfg = write_config(tmp_path, "tt06", "bidomain", "2D", size=[1.28, 0.64], spacing=0.01, duration=1.0,

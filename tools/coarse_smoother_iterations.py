@@ -28,7 +28,7 @@ def run(label, cfg, stencil, names):
 
     from cardiosim.domain.grid import Grid
     from cardiosim.solvers import krylov, multigrid
-    from cardiosim.tissue.equations import make as make_tissue
+    from cardiosim.tissue import make as make_tissue
     for name in names:
         out = []
         for vname, extra in VARIANTS:

@@ -49,7 +49,7 @@ def main():
     from cardiosim.domain.grid import Grid
     from cardiosim.simulation.loop import choose_stencil
     from cardiosim.solvers import krylov, multigrid
-    from cardiosim.tissue.equations import make as make_tissue
+    from cardiosim.tissue import make as make_tissue
 
     for h in args.lv_spacing:
         with tempfile.TemporaryDirectory() as tmp:

@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     from cardiosim import config
     from cardiosim.domain.grid import Grid
     from cardiosim.solvers import multigrid
-    from cardiosim.tissue.equations import make as make_tissue
+    from cardiosim.tissue import make as make_tissue
 
     comm = MPI.COMM_WORLD
     out = []

@@ -63,7 +63,7 @@ def main(argv=None):
     from cardiosim import config
     from cardiosim.solvers import multigrid
     from cardiosim.domain.grid import Grid
-    from cardiosim.tissue.equations import make
+    from cardiosim.tissue import make
     cuda.init()
     ctx = cuda.Device(0).retain_primary_context()
     ctx.push()

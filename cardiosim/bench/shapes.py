@@ -53,7 +53,7 @@ def main(argv=None):
     from cardiosim.solvers import multigrid
     from cardiosim.domain.grid import Grid
     from cardiosim.reaction.ode.cuda_backend import CudaBackend
-    from cardiosim.tissue.equations import make
+    from cardiosim.tissue import make
     from cardiosim.bench.multigrid import SHEET
 
     meter = energy.Meter([energy.bus_id(0)])

@@ -130,7 +130,7 @@ def run_problem(label, cfg, args, meter) -> list[dict]:
 
     from cardiosim.domain.grid import Grid
     from cardiosim.solvers.linear import LinearSolver
-    from cardiosim.tissue.equations import make
+    from cardiosim.tissue import make
     grid = Grid(cfg, PETSc.COMM_SELF)
     cross = grid.has_cross_terms(grid.fibres(cfg.tissue, grid.owned))      # as Simulation chooses it
     stencil = cfg.grid.stencil if cfg.grid.stencil != "auto" else ("box" if cross else "star")

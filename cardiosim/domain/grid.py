@@ -14,11 +14,15 @@ from __future__ import annotations
 import numpy as np
 from petsc4py import PETSc
 
+from cardiosim.domain import balance
+from cardiosim.domain.mask import TissueMask
 from cardiosim.runtime.errors import UserError
 
 
 class Grid:
-    def __init__(self, cfg, comm=None):
+    def __init__(self, cfg, comm=None, balance_levels=None):
+        """``balance_levels(cfg, grid, procs)``: the multigrid levels a tissue-balanced split (grid.balance) must keep
+        on the process grid ``procs`` (cardiosim.tissue.equations.balance_levels); without it, one."""
         comm = comm or PETSc.COMM_WORLD
         g = cfg.grid
         self.dim = dim = cfg.dim
@@ -38,7 +42,6 @@ class Grid:
         self.gpu = getattr(cfg.cell, "placement", "") == "resident"
         self.mask = None          # tissue inside the box (cardiosim.domain.mask), from tissue.label_file
         if getattr(cfg.tissue, "label_file", ""):
-            from cardiosim.domain.mask import TissueMask
             self.mask = TissueMask(self, cfg.tissue.label_file)     # read whole: needs no decomposition
             self.mask_file = cfg.tissue.label_file
         # grid.balance: PETSc's even split of the box, or the cuts moved to balance the tissue (cardiosim.domain.balance)
@@ -46,7 +49,7 @@ class Grid:
         ownership = None
         if self.mask is not None and comm.getSize() > 1 and balances_tissue(cfg, self):
             self.balance = "tissue"
-            ownership, self.box_split = self._tissue_ownership(cfg, comm)
+            ownership, self.box_split = self._tissue_ownership(cfg, comm, balance_levels)
         self.da = self._dmda(comm, ownership)
         self.owned = [tuple(r) for r in self.da.getRanges()]              # per dim (start, stop), x first
         self.ghosted = [tuple(r) for r in self.da.getGhostRanges()]
@@ -81,20 +84,14 @@ class Grid:
         da.setUp()
         return da
 
-    def _tissue_ownership(self, cfg, comm):
+    def _tissue_ownership(self, cfg, comm, balance_levels=None):
         """(node counts per process column balancing the tissue, those of PETSc's even split), x first: PETSc's
         process grid for the box (a DMDA of the box made and dropped to learn it, -da_processors_* applying)."""
-        from cardiosim.domain import balance
         even = self._dmda(comm)
         self._procs = tuple(int(v) for v in even.getProcSizes())
         box = [tuple(int(v) for v in r) for r in even.getOwnershipRanges()]
         even.destroy()
-        levels = 1
-        if cfg.simulation.equations == "bidomain" and cfg.tissue.model != "microscopic":
-            from cardiosim.tissue.equations import solve_on_tissue
-            if not solve_on_tissue(cfg, self):     # PETSc's geometric multigrid may run on the box: keep its levels
-                from cardiosim.solvers.linear import even_mg_levels
-                levels = even_mg_levels(self.n, self._procs)[0]
+        levels = balance_levels(cfg, self, self._procs) if balance_levels else 1
         mpi = comm.tompi4py()              # one rank balances, every rank takes its answer (the same boxes for sure)
         ranges = mpi.bcast(balance.split(self.mask.tissue, self._procs, box, levels) if mpi.rank == 0 else None)
         return ranges, box
@@ -102,7 +99,6 @@ class Grid:
     def tissue_per_rank(self, ranges=None) -> list[int]:
         """Tissue nodes of each rank's box (rank order) under ``ranges`` (node counts per process column, x first;
         default: this grid's decomposition)."""
-        from cardiosim.domain import balance
         ranges = ranges or [tuple(int(v) for v in r) for r in self.da.getOwnershipRanges()]
         return [int(v) for v in balance.loads(self.mask.tissue.astype(np.int64), ranges)]
 

@@ -23,11 +23,10 @@ def n_nodes(cfg) -> int:
     return n
 
 
-def bytes_per_node(cfg) -> tuple[int, int]:
-    """(bytes per node on every rank, extra bytes per node on rank 0, which gathers the output's fields)."""
-    from cardiosim import cells
+def bytes_per_node(cfg, states: int) -> tuple[int, int]:
+    """(bytes per node on every rank, extra bytes per node on rank 0, which gathers the output's fields), for a cell
+    model of ``states`` state variables."""
     dim = len(cfg.grid.size)
-    states = len(cells.model_class(cfg.cell.model).states)
     points = 3 ** dim if cfg.grid.stencil == "box" else 2 * dim + 1   # auto: the smaller star, a lower bound
     matrices = 3 if cfg.simulation.equations == "bidomain" else 1
     shared = 8 * states + 8 * VECTORS + AIJ_BYTES * points * matrices
@@ -119,12 +118,12 @@ def check_indices(cfg) -> None:
                         f"{bits}-bit indices allow ({limit}); use a coarser spacing or a smaller grid.size")
 
 
-def check_memory(cfg, comm) -> None:
+def check_memory(cfg, comm, states: int) -> None:
     """Refuse a run whose lower-bound memory need exceeds what some host has available (collective; the same
-    UserError on every rank); and a grid beyond PETSc's indices."""
+    UserError on every rank); and a grid beyond PETSc's indices. ``states``: the cell model's state variables."""
     check_indices(cfg)
     nodes = n_nodes(cfg)
-    shared, root = bytes_per_node(cfg)
+    shared, root = bytes_per_node(cfg, states)
     hosts = comm.allgather((socket.gethostname(), available_memory()))
     need, have, ranks = {}, {}, {}
     for r, (host, avail) in enumerate(hosts):

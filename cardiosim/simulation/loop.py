@@ -21,13 +21,16 @@ from cardiosim.output import checkpoint, writer as output
 from cardiosim.runtime import energy, log, petsc as petsc_options
 from cardiosim.analysis.maps import ActivationMap, APDMap, HostMaps
 from cardiosim.analysis.ecg import PseudoEcg
+from cardiosim.cells import model_class
 from cardiosim.runtime.errors import SimulationError, UserError
 from cardiosim.domain.grid import Grid
 from cardiosim.reaction.placement import MODE
 from cardiosim.reaction import Reaction
 from cardiosim.runtime.resources import check_memory
-from cardiosim.tissue.equations import make as make_tissue
+from cardiosim.tissue import make as make_tissue, microscopic
+from cardiosim.tissue.equations import balance_levels
 from cardiosim.runtime.timing import Timers, table
+from cardiosim.analysis import checks
 
 
 def choose_stencil(cfg, grid, want: str | None = None) -> str:
@@ -69,7 +72,8 @@ class Simulation:
         if write_output:
             self.lock = _collective(self.comm, lambda: output.claim(cfg, self.path, self.checkpoint_path, overwrite,
                                                                     ckpt.output if ckpt else None))
-        check_memory(cfg, self.comm)   # before PETSc allocates: a grid that cannot fit is one line, not an OOM
+        # before PETSc allocates: a grid that cannot fit is one line, not an OOM
+        check_memory(cfg, self.comm, len(model_class(cfg.cell.model).states))
 
         # where the set-up's time goes (the summary's setup_phases_s; rank 0's clock)
         self.setup_phases: dict[str, float] = {}
@@ -80,7 +84,8 @@ class Simulation:
             self.setup_phases[name] = self.setup_phases.get(name, 0.0) + now - lap_start[0]
             lap_start[0] = now
 
-        self.grid = Grid(cfg, PETSc.Comm(self.comm))   # GPU vector and matrix types for the resident placement
+        # GPU vector and matrix types for the resident placement
+        self.grid = Grid(cfg, PETSc.Comm(self.comm), balance_levels)
         self.stencil = choose_stencil(self.cfg, self.grid)
         if self.grid.mask is not None:
             log.info(f"tissue ({self.cfg.tissue.label_file}): {self.grid.mask.describe()}"
@@ -136,7 +141,6 @@ class Simulation:
                                      units=self._state_units(), models=self._state_models())
                        if write_output else None)
         if self.output and not ckpt and cfg.tissue.model == "microscopic":
-            from cardiosim.tissue import microscopic
             self.output.write_tissue(lambda: microscopic.global_layout(cfg, self.grid), microscopic.output_attrs(cfg))
         if self.output:
             self.output.probes.ecg = self.ecg
@@ -455,7 +459,6 @@ class Simulation:
     def _check_plausible(self) -> list[str]:
         """The end-of-run checks (cardiosim/analysis/checks.py) on the activation map, said on stderr by rank 0; the same
         list on every rank (collective)."""
-        from cardiosim.analysis import checks
         gather, v = output.Gatherer(self.grid), self.grid.vec()
         v.getArray()[:] = self.activation.time
         act = gather(v)

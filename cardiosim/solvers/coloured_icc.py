@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 from petsc4py import PETSc
 
+from cardiosim.solvers.linear import sync_host
 from cardiosim.solvers.multigrid import grid_dm
 
 PYTHON_TYPE = "cardiosim.solvers.coloured_icc.ColouredICC"
@@ -114,7 +115,6 @@ class ColouredICC:
             raise ValueError("coloured ICC: cardiosim.solvers.coloured_icc.ColouredICC runs on one rank")
         dm = grid_dm(pc.getDM(), "coloured ICC")
         self.destroy(pc)
-        from cardiosim.tissue.operators import sync_host
         sync_host(A)                     # host values of a COO-assembled cuSPARSE matrix (PETSc 3.26.1 defect)
         dims = dm.getSizes()
         kind = A.getType()

@@ -30,6 +30,7 @@ from __future__ import annotations
 from petsc4py import PETSc
 
 from cardiosim.solvers import comm, multigrid, nullspace
+from cardiosim.solvers.linear import sync_host
 
 PYTHON_TYPE = "cardiosim.solvers.krylov.StencilCG"
 PRECONDITIONERS = {"none": 0, "jacobi": 1}
@@ -59,7 +60,6 @@ class StencilCG:
             self.why = pc.getPythonContext().why
         elif kind in PRECONDITIONERS:
             dm = multigrid.grid_dm(ksp.getDM(), "krylov")
-            from cardiosim.tissue.operators import sync_host
             sync_host(A)
             opts = PETSc.Options(ksp.getOptionsPrefix() or "")
             layout, transport = opts.getString("smg_layout", "auto"), opts.getString("smg_transport", "auto")

@@ -14,8 +14,11 @@ Defaults:
 
 from __future__ import annotations
 
+import os
+
 from petsc4py import PETSc
 
+from cardiosim.domain.balance import keeps
 from cardiosim.runtime import petsc as petsc_options
 from cardiosim.solvers import nullspace as nullspace_attr
 from cardiosim.runtime.errors import SimulationError, UserError
@@ -39,6 +42,18 @@ ELLIPTIC_DEFAULTS = {
 MAX_COARSE_NODES = 3000  # an SVD of the coarsest grid on every rank: keep it small
 
 
+def sync_host(A: PETSc.Mat) -> None:
+    """Work around a PETSc 3.26.1 defect (docs/dev/petsc-pcmg-gpu.md): a cuSPARSE matrix assembled by COO (or changed
+    on the device) is valid only on the device, and PCMG's Galerkin product then builds a wrong coarse operator
+    (an identity two levels down: CG+MG converges like CG+Jacobi). A norm copies the values to the host once, at
+    set-up; host matrices are left alone. The stiffness matrices, assembled on the host as CSR, do not need it
+    (tests/test_resident_gpu.py runs PCMG with CARDIOSIM_PCMG_GPU_WORKAROUND=0 too); matrices changed on the
+    device after assembly (the parabolic matrix's scale and diagonal, the mask's diagonal) meet the defect's
+    condition (values valid only on the device) and keep it; that case is not tested without it."""
+    if "cusparse" in A.getType().lower() and os.environ.get("CARDIOSIM_PCMG_GPU_WORKAROUND", "1") != "0":
+        A.norm()
+
+
 def even_mg_levels(n, procs) -> tuple[int, list[int]]:
     """Number of multigrid levels a DMDA of ``n`` nodes per dimension on the process grid ``procs`` can be coarsened
     to (each coarsening halves the cells per dimension, which needs an even cell count, and every rank must keep at
@@ -58,7 +73,6 @@ def mg_levels(grid) -> tuple[int, list[int]]:
     levels, cells = even_mg_levels(grid.n, grid.da.getProcSizes())
     if getattr(grid, "box_split", None) is None:
         return levels, cells
-    from cardiosim.domain.balance import keeps
     ranges = [[int(v) for v in r] for r in grid.da.getOwnershipRanges()]
     while levels > 1 and not all(keeps(r, levels, 1) for r in ranges):
         levels -= 1

@@ -63,6 +63,7 @@ from cardiosim.runtime.compile import cache_dir, compile_once, kernel_dir
 from cardiosim.runtime.gpu import current_arch
 from cardiosim.solvers import comm, galerkin, nullspace
 from cardiosim.solvers.comm import Boxes
+from cardiosim.solvers.linear import sync_host
 
 # the solvers here work on the whole grid of a DMDA; a masked grid's systems on its tissue rows have none
 NO_GRID_HINT = " (cardiosim's stencil solvers need the whole grid: for a masked grid, tissue.solve_on = \"box\")"
@@ -722,7 +723,6 @@ class StencilProduct:
     (the tissue matrices do not change)."""
 
     def __init__(self, A: PETSc.Mat, dm, transport: str = "auto"):
-        from cardiosim.tissue.operators import sync_host
         sync_host(A)
         self.gpu = "cusparse" in A.getType().lower()
         self.ops = VCycle(hierarchy_for(A, grid_dm(dm, "stencil product"), None, False, "ranks"), self.gpu,
@@ -781,7 +781,6 @@ class StencilMG:
     def setUp(self, pc):
         A, _ = pc.getOperators()
         dm = grid_dm(pc.getDM(), "multigrid")
-        from cardiosim.tissue.operators import sync_host
         sync_host(A)                                # host values of a COO-assembled cuSPARSE matrix (PETSc defect)
         ns = nullspace.of(A)
         # any null space (the constants, or one constant per piece of masked tissue) makes the coarsest operator

@@ -23,12 +23,15 @@ from cardiosim.solvers.linear import (
     PARABOLIC_DEFAULTS,
     LinearSolver,
     elliptic_pc_defaults,
+    even_mg_levels,
     gpu_elliptic_defaults,
     gpu_parabolic_defaults,
     stencil_solver,
+    sync_host,
 )
-from cardiosim.tissue.operators import Assembler, NodeConductivity, lumped_mass, sync_host
+from cardiosim.tissue.operators import Assembler, NodeConductivity, lumped_mass
 from cardiosim.solvers import galerkin
+from cardiosim.solvers.multigrid import StencilProduct
 
 
 # The elliptic matrix's diagonal at nodes outside the tissue, relative to its largest entry. Any positive value
@@ -140,7 +143,6 @@ class TissueModel:
     def _product(self, K, rows) -> None:
         """Route K's products for the right-hand sides through a StencilProduct of its assembler ``rows`` (copied
         into the stencil library here: the bidomain then adds K_e to the same rows in place)."""
-        from cardiosim.solvers.multigrid import StencilProduct
         galerkin.attach(K, self.assembler.as_stencil(rows))
         try:
             self.products[K.handle] = StencilProduct(K, self.grid.da)
@@ -334,6 +336,15 @@ def solve_on_tissue(cfg, grid) -> bool:
     return choice == "tissue"
 
 
+def balance_levels(cfg, grid, procs) -> int:
+    """The multigrid levels a tissue-balanced split of ``grid`` on the process grid ``procs`` must keep (Grid's
+    balance_levels): those of PETSc's geometric multigrid where it may run on the box; else one."""
+    if cfg.simulation.equations == "bidomain" and cfg.tissue.model != "microscopic":
+        if not solve_on_tissue(cfg, grid):     # PETSc's geometric multigrid may run on the box: keep its levels
+            return even_mg_levels(grid.n, procs)[0]
+    return 1
+
+
 def _normalised(vecs):
     out = []
     for v in vecs:
@@ -341,11 +352,3 @@ def _normalised(vecs):
         u.normalize()
         out.append(u)
     return out
-
-
-def make(grid, cfg, stencil):
-    if cfg.tissue.model == "microscopic":
-        from cardiosim.tissue import microscopic
-        return microscopic.make(grid, cfg)
-    cls = Bidomain if cfg.simulation.equations == "bidomain" else Monodomain
-    return cls(grid, cfg, stencil)

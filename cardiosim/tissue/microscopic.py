@@ -24,6 +24,14 @@ import numpy as np
 from petsc4py import PETSc
 
 from cardiosim.runtime.errors import UserError
+from cardiosim.solvers.linear import (
+    ELLIPTIC_DEFAULTS,
+    LinearSolver,
+    elliptic_pc_defaults,
+    gpu_elliptic_defaults,
+    sync_host,
+)
+from cardiosim.tissue.equations import Bidomain, Monodomain
 
 # Face types (stored in the output as /tissue/face_type_<axis>).
 BOUNDARY, CYTOPLASM, PLICATE, INTERPLICATE, COMBINED, NO_JUNCTION, NON_CONDUCTING = range(7)
@@ -361,7 +369,6 @@ class FaceOperator:
         return np.concatenate(vals)
 
     def matrix(self, values) -> PETSc.Mat:
-        from cardiosim.tissue.operators import sync_host
         A = self.grid.matrix()
         A.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, False)
         A.setPreallocationCOO(self.rows.copy(), self.cols.copy())   # PETSc may reorder them in place
@@ -415,8 +422,6 @@ def _setup(model, grid, cfg) -> None:
 
 
 def make(grid, cfg):
-    from cardiosim.tissue.equations import Bidomain, Monodomain
-
     class MicroscopicMonodomain(Monodomain):
         """Monodomain on the face Laplacian: (αM + θK) V' = αM V* − (1−θ) K V*, K of the intracellular faces
         (the 2012 model: no extracellular resistance)."""
@@ -434,7 +439,6 @@ def make(grid, cfg):
         """Bidomain variant: intracellular faces from the layout, uniform extracellular faces (σ_e)."""
 
         def __init__(self, grid, cfg):
-            from cardiosim.solvers.linear import ELLIPTIC_DEFAULTS, elliptic_pc_defaults, gpu_elliptic_defaults
             _setup(self, grid, cfg)
             op = self.operator
             vi = op.values(self.coefficients)
@@ -453,7 +457,6 @@ def make(grid, cfg):
 
 def _solver(name, A, defaults, **kw):
     """The DMDA goes with every solver (grid=…), so that -parabolic_pc_type mg finds its hierarchy too."""
-    from cardiosim.solvers.linear import LinearSolver
     return LinearSolver(name, A, defaults=defaults, **kw)
 
 

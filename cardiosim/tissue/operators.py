@@ -18,17 +18,19 @@ element wide).
 
 Matrices are assembled once, row by row from the elements around each owned node, and handed to PETSc as CSR
 (``setPreallocationCSR``), which also works for GPU matrix types (aijcusparse: the resident placement;
-:func:`sync_host` works around a PETSc defect there); only right-hand sides change per step.
+:func:`cardiosim.solvers.linear.sync_host` works around a PETSc defect there); only right-hand sides change per step.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import dataclass
 
 import numpy as np
 from petsc4py import PETSc
+
+from cardiosim.solvers import galerkin
+from cardiosim.solvers.linear import sync_host
 
 
 def _unit_element_matrices(h, lumped: bool) -> np.ndarray:
@@ -139,7 +141,6 @@ class Assembler:
         indices = np.empty(n_owned * ncodes, dtype=PETSc.IntType)
         take = np.empty(n_owned * ncodes, dtype=take_t)
 
-        from cardiosim.solvers import galerkin
         (ostart, osize), (gstart, gsize) = _box(owned), _box(ghosted)
         grid_size = np.array(n + [1] * (3 - dim), dtype=np.int64)
         nnz = galerkin.library().sst_connectivity(
@@ -155,7 +156,6 @@ class Assembler:
         ``add_to``: an earlier call's rows, which this call adds its own to and returns (K_i + K_e without a third
         array of 3^d rows). Computed element by element in kernels/stencil_setup.c, with only the terms the element
         matrices have (the star stencil: 48 of 576 per element)."""
-        from cardiosim.solvers import galerkin
         dim = self.grid.dim
         (es, en), (gs, gn), (os_, on) = _box(self.element_ranges), _box(self.grid.ghosted), _box(self.owned)
         fib = np.ascontiguousarray(sigma.fibres, dtype=float)
@@ -179,7 +179,6 @@ class Assembler:
         stencil (cardiosim.solvers.galerkin.Stencil: the 27 codes of 3D, a 2D grid's 9 being its middle z layer),
         with the codes that have a non-zero entry here: what the solvers would otherwise read back from the
         assembled matrix (galerkin.attach). The same arithmetic as PETSc's scale and diagonal add, so equal to it."""
-        from cardiosim.solvers import galerkin
         dim, n = self.grid.dim, values.shape[1]
         centre = (3 ** dim) // 2
         shift = 0 if dim == 3 else 9                                       # a 2D code's place among the 27
@@ -217,18 +216,6 @@ def _box(ranges) -> tuple[np.ndarray, np.ndarray]:
     start = [int(a) for a, _ in ranges] + [0] * pad
     size = [int(b) - int(a) for a, b in ranges] + [1] * pad
     return np.array(start, dtype=np.int64), np.array(size, dtype=np.int64)
-
-
-def sync_host(A: PETSc.Mat) -> None:
-    """Work around a PETSc 3.26.1 defect (docs/petsc-pcmg-gpu.md): a cuSPARSE matrix assembled by COO (or changed
-    on the device) is valid only on the device, and PCMG's Galerkin product then builds a wrong coarse operator
-    (an identity two levels down: CG+MG converges like CG+Jacobi). A norm copies the values to the host once, at
-    set-up; host matrices are left alone. The stiffness matrices, assembled on the host as CSR, do not need it
-    (tests/test_resident_gpu.py runs PCMG with CARDIOSIM_PCMG_GPU_WORKAROUND=0 too); matrices changed on the
-    device after assembly (the parabolic matrix's scale and diagonal, the mask's diagonal) meet the defect's
-    condition (values valid only on the device) and keep it; that case is not tested without it."""
-    if "cusparse" in A.getType().lower() and os.environ.get("CARDIOSIM_PCMG_GPU_WORKAROUND", "1") != "0":
-        A.norm()
 
 
 def lumped_mass(grid) -> PETSc.Vec:
