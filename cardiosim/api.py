@@ -33,10 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cardiosim.runtime.errors import SimulationError, UserError
+from cardiosim.simulation import sweep as _sweep
+from cardiosim.output.results import Results
+from cardiosim.runtime import info, petsc as po
 
 
 def override(key: str, value) -> str:
     """``key`` = ``value`` as a ``--set`` option: the value written as TOML (a Python str becomes a TOML string)."""
+    # lazy: cardiosim.config imports mpi4py (through cardiosim.reaction), which this module does not
     from cardiosim.config import tomlwrite
     try:
         return f"{key}={tomlwrite._value(value)}"
@@ -50,6 +54,7 @@ def config(source, overrides: dict | list | None = None, name: str | None = None
     Config (its effective text, so its overrides stay recorded); ``overrides``: {dotted key: value} or a list of
     ``--set`` strings. ``name``: the config's name (default: the file's stem, or "config"), which names the default
     output ``out/<name>.h5``."""
+    # lazy: cardiosim.config imports mpi4py (through cardiosim.reaction), which this module does not
     from cardiosim import config as cfgmod
     from cardiosim.config import tomlwrite
     sets = [override(k, v) for k, v in overrides.items()] if isinstance(overrides, dict) else list(overrides or [])
@@ -70,6 +75,9 @@ def config(source, overrides: dict | list | None = None, name: str | None = None
     return cfg
 
 
+_config = config      # for sweep(), whose argument ``config`` is the config itself
+
+
 @dataclass
 class Done:
     """What a finished (or stopped) run returns: its summary (the JSON beside the output), its output file, and the
@@ -81,7 +89,6 @@ class Done:
 
     def results(self):
         """The output file, opened (cardiosim.output.results.Results; use it in a ``with`` block)."""
-        from cardiosim.output.results import Results
         if self.output is None:
             raise UserError("this run wrote no output (write_output=False)")
         return Results(self.output)
@@ -90,8 +97,7 @@ class Done:
 def start_petsc(petsc_options=(), comm=None) -> None:
     """Start PETSc with these options (``-elliptic_pc_type gamg`` ...) where it is not running yet; the CLI does the
     same with what follows ``--``. Options given once PETSc runs cannot be taken (one line saying so)."""
-    from cardiosim.runtime import info
-    from cardiosim.runtime import petsc as po
+    # lazy: cardiosim.reaction imports mpi4py, which this module does not
     from cardiosim.reaction.placement import petsc_device_options
     if comm is None:
         from mpi4py import MPI
@@ -132,6 +138,7 @@ def run(cfg, output: str | Path | None = None, overwrite: bool = False, restart:
     ``quiet``: no progress lines, no timing table (the checks' warnings still go to stderr); ``strict``: raise
     :class:`StrictError` where the checks warn; ``write_output``: False runs without writing any file
     (the summary and the checks' warnings are still returned)."""
+    # lazy: cardiosim.config and cardiosim.runtime.log import mpi4py, which this module does not
     from cardiosim import config as cfgmod
     from cardiosim.runtime import log
     if not isinstance(cfg, cfgmod.Config):
@@ -140,6 +147,7 @@ def run(cfg, output: str | Path | None = None, overwrite: bool = False, restart:
         from mpi4py import MPI
         comm = MPI.COMM_WORLD
     start_petsc(petsc_options, comm)
+    # here, after start_petsc: the simulation imports PETSc, which must start with the run's options
     from cardiosim.reaction.placement import check_resident
     from cardiosim.simulation.loop import Simulation
     check_resident(cfg.cell, comm)   # before any file, lock or PETSc object: its GPU needs, one line
@@ -167,6 +175,33 @@ def run(cfg, output: str | Path | None = None, overwrite: bool = False, restart:
         raise StrictError(f"--strict: the run finished with {len(done.warnings)} warning(s) (above); its output is "
                           f"kept" + (f" in {path}" if path else ""))
     return done
+
+
+def sweep(config, vary: dict, out, collect=_sweep.DEFAULT_COLLECT, zipped: bool = False, overrides=(),
+          overwrite: bool = False, table_path=None) -> list[dict]:
+    """``cardiosim sweep`` from Python, in this process (under mpirun: every rank calls it, each run on every rank):
+    ``vary``: {key: [values]} (Python values); ``overrides``: --set strings for every run. Runs one after the other
+    through :func:`run`, writes OUT/run-NNN.h5 and the table (``table_path``, default OUT/sweep.csv; rank 0) and
+    returns its rows: the same table as ``cardiosim sweep`` (cardiosim.simulation.sweep)."""
+    # lazy: cardiosim.config imports mpi4py (through cardiosim.reaction), which this module does not
+    from cardiosim.config.tomlwrite import _value
+    pairs = [(k, [_value(v) for v in vals]) for k, vals in vary.items()]
+    runs = _sweep.runs_of(pairs, zipped)
+    _sweep.check_collect(collect)
+    out = Path(out)
+    table_path = Path(table_path) if table_path else out / "sweep.csv"
+    cfgs = [_config(config, [*overrides, *sets]) for sets in runs]     # every mistake before the first run
+    statuses = {}
+    for i, cfg in enumerate(cfgs):
+        try:
+            run(cfg, output=_sweep.run_path(out, i), overwrite=overwrite)
+        except SimulationError as e:
+            statuses[i] = f"failed: {e}"
+    from mpi4py import MPI
+    rows = _sweep.table(out, runs, pairs, list(collect), statuses)
+    if MPI.COMM_WORLD.rank == 0:
+        _sweep.write_table(table_path, rows)
+    return rows
 
 
 class StrictError(SimulationError):

@@ -80,7 +80,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def mpirun() -> str | None:
-    from cardiosim.bench.launch import find_mpirun
+    from cardiosim.runtime.mpi import find_mpirun
     return find_mpirun()
 
 

@@ -278,9 +278,9 @@ def test_s1s2_restitution_sweep_cli_and_api_give_the_same_table(tmp_path, petsc)
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     cli = _table(tmp_path / "cli" / "sweep.csv")
-    from cardiosim.simulation import sweep
-    rows = sweep.sweep(RESTITUTION, {"stimulus.S2.start": [120, 150, 200]}, tmp_path / "api", collect,
-                       overrides=["simulation.duration=300"])
+    from cardiosim import api
+    rows = api.sweep(RESTITUTION, {"stimulus.S2.start": [120, 150, 200]}, tmp_path / "api", collect,
+                     overrides=["simulation.duration=300"])
     api = _table(tmp_path / "api" / "sweep.csv")
     assert cli == api and len(rows) == 3
     beats = [float(r["probe.centre.beats"]) for r in cli]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,19 +27,6 @@ def machine() -> dict:
     except (OSError, subprocess.SubprocessError):
         info["gpu"] = "none"
     return info
-
-
-def find_mpirun() -> str | None:
-    """The mpirun that belongs to this Python's environment (MPICH from PyPI in .venv), else the one on PATH."""
-    here = Path(sys.executable).parent / "mpirun"
-    return str(here) if here.exists() else shutil.which("mpirun")
-
-
-def mpirun_command(ranks: int) -> list[str]:
-    launcher = find_mpirun()
-    if launcher is None:
-        raise SystemExit("no mpirun found (neither next to the Python interpreter nor on PATH)")
-    return [launcher, "-n", str(ranks)]
 
 
 def write_section(page: Path, key: str, text: str) -> None:

@@ -35,7 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cardiosim.bench.launch import machine, mpirun_command, petsc_args, publish, report, run_single, timed_steps
+from cardiosim.bench.launch import machine, petsc_args, publish, report, run_single, timed_steps
+from cardiosim.runtime.mpi import mpirun_command
 
 RUN = """
 [simulation]

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from cardiosim.analysis.maps import sample
-from cardiosim.bench.launch import machine, mpirun_command, publish
+from cardiosim.bench.launch import machine, publish
+from cardiosim.runtime.mpi import mpirun_command
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "run" / "niederer"

@@ -23,7 +23,8 @@ import argparse
 import datetime
 import sys
 
-from cardiosim.bench.launch import machine, mpirun_command, petsc_args, publish, report, run_single, timed_steps
+from cardiosim.bench.launch import machine, petsc_args, publish, report, run_single, timed_steps
+from cardiosim.runtime.mpi import mpirun_command
 
 SHEET = """
 [simulation]

@@ -22,7 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cardiosim.bench.launch import machine, mpirun_command, publish
+from cardiosim.bench.launch import machine, publish
+from cardiosim.runtime.mpi import mpirun_command
 
 
 def run_once(cfg: Path, ranks: int, sets: list[str], petsc: list[str], workdir: Path, placement: str) -> dict:

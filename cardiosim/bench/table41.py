@@ -26,7 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-from cardiosim.bench.launch import machine, mpirun_command, publish
+from cardiosim.bench.launch import machine, publish
+from cardiosim.runtime.mpi import mpirun_command
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "run" / "seed-table41.toml"

@@ -15,13 +15,16 @@ import numpy as np
 from mpi4py import MPI
 
 from cardiosim import cells
+from cardiosim.cells import paced_state, stability
 from cardiosim.runtime import log
 from cardiosim.runtime.errors import SimulationError
 from cardiosim.reaction.ode.numpy_backend import NumpyBackend
 from cardiosim.reaction.ode.protocol import Pieces
 from cardiosim.reaction.placement import MODE, place
 from cardiosim.reaction.multimodel import ModelCells, MultiModelBackend
-from cardiosim.cells.stimulus import TissueStimuli
+from cardiosim.cells.stimulus import TissueStimuli, ode_step
+from cardiosim.reaction.ode.cuda_tissue_backend import CudaTissueBackend
+from cardiosim.reaction.ode.native_backend import NativeBackend
 
 
 class Reaction:
@@ -45,7 +48,6 @@ class Reaction:
 
         paced = {}
         if c.initial_state:                # a paced single cell's state (cardiosim cell), then cell.initial
-            from cardiosim.cells import paced_state
             paced = paced_state.read(c.initial_state, c.model, [s.name for s in cells.model_class(c.model).states])
 
         def initial(m, n, xyz):
@@ -104,8 +106,6 @@ class Reaction:
         """Warn where the ODE step is above a stability limit of cell.integrator for a model of the run
         (cardiosim.cells.stability): at set-up, before hours of stepping end in NaN. Every rank reaches the same
         lines; cardiosim.runtime.log prints rank 0's. Each distinct model (regions' parameters) is checked once."""
-        from cardiosim.cells import stability
-        from cardiosim.config import ode_step
         s = cfg.simulation
         dt, what = ode_step(s)
 
@@ -132,10 +132,8 @@ class Reaction:
         a GPU."""
         which = self.placement.integrator
         if which == "native":
-            from cardiosim.reaction.ode.native_backend import NativeBackend
             return NativeBackend(model, states, stimuli, self.cell.integrator)
         if which == "cuda":
-            from cardiosim.reaction.ode.cuda_tissue_backend import CudaTissueBackend
             return CudaTissueBackend(model, states, stimuli, self.placement.device, self.placement.kernel_comm,
                                      rows, self.cell.integrator, self.cell.kernel)
         return NumpyBackend(model, states, coords, self.cell.integrator)

@@ -7,8 +7,8 @@ run locally in parallel or as a SLURM job array, and one table of chosen outputs
 Each run is ``cardiosim run CONFIG --set KEY=VALUE ... --output OUT/run-NNN.h5`` (under mpirun with ``--np``), so
 it is the same run as the command line gives, with its overrides stored in its output; the table has a row per run:
 its number, the varied values, how it ended (finished, failed: exit status N, or missing) and the collected
-quantities (:data:`QUANTITIES`), NaN where a run has none. The same sweep from Python: :func:`sweep` (runs in this
-process, through cardiosim.api), which gives the same table.
+quantities (:data:`QUANTITIES`), NaN where a run has none. The same sweep from Python: cardiosim.api.sweep (runs in
+this process), which gives the same table.
 
 Everything is checked before the first run starts (every run's config, every file it would write, the table):
 a mistake is one line naming the run and the key, exit status 2, nothing run or written. A run that fails (exit
@@ -32,7 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
+from cardiosim.analysis.maps import cv_map, ecg_features
+from cardiosim.output.results import Results
 from cardiosim.runtime.errors import UserError
+from cardiosim.runtime.files import Target, check_writes
+from cardiosim.runtime.mpi import mpirun_command
 
 QUANTITIES = {
     "activated": "share of the tissue's nodes that activated (0-1)",
@@ -137,8 +141,6 @@ def run_path(out: Path, i: int) -> Path:
 # -- collecting --------------------------------------------------------------------------------------------------
 def collect(path: Path, names) -> dict:
     """The quantities ``names`` of one run's output (NaN where it has none)."""
-    from cardiosim.analysis.maps import cv_map, ecg_features
-    from cardiosim.output.results import Results
     row = {n: float("nan") for n in names}
     with Results(path) as r:
         act = r.map("activation_time") if "activation_time" in r.maps else None
@@ -240,7 +242,7 @@ def write_table(path: Path, rows: list[dict]) -> None:
 
 # -- checking and running ----------------------------------------------------------------------------------------
 def _targets(out: Path, runs, table_path: Path, extra=()):
-    from cardiosim.runtime.files import Target
+    # lazy: cardiosim.output.writer imports PETSc, which this module does not
     from cardiosim.output.writer import run_targets
     targets = [t for i in range(len(runs)) for t in run_targets(run_path(out, i), run_path(out, i).with_suffix(
         ".ckpt.h5"))]
@@ -258,6 +260,7 @@ def check_configs(config: str, runs: list[list[str]]) -> None:
 
 
 def _check_child(config: str) -> int:
+    # lazy, in the --check child: cardiosim.config imports mpi4py, which the sweep's own process does not
     from cardiosim import config as cfgmod
     runs = json.loads(sys.stdin.read())
     for i, sets in enumerate(runs):
@@ -277,7 +280,6 @@ def _child_env() -> dict:
 
 def run_local(config: str, runs, out: Path, jobs: int, ranks: int, overwrite: bool, quiet: bool) -> dict:
     """Run every run, ``jobs`` at a time, each on ``ranks`` ranks; {run: status} of those that did not finish."""
-    from cardiosim.bench.launch import mpirun_command
     launcher = mpirun_command(ranks) if ranks > 1 else []
     statuses, started = {}, time.perf_counter()
 
@@ -329,7 +331,7 @@ def write_slurm(config, runs, out: Path, ranks: int, command: str, collect_cmd: 
     return script
 
 
-# -- the command and the Python function -------------------------------------------------------------------------
+# -- the command -------------------------------------------------------------------------------------------------
 def parser() -> argparse.ArgumentParser:
     from cardiosim.cli import _Parser
     p = _Parser(prog="cardiosim sweep", description="Many runs of one config (the product of the --vary values, "
@@ -376,7 +378,6 @@ def main(argv) -> int:
 
 
 def _main(argv) -> int:
-    from cardiosim.runtime.files import Target, check_writes
     started = time.perf_counter()
     args = parser().parse_args(argv)
     vary, runs, out, table_path = plan_of(args)
@@ -403,34 +404,6 @@ def _main(argv) -> int:
     print(f"wrote {table_path} ({len(rows)} runs, {sum(r['status'] == 'finished' for r in rows)} finished; "
           f"{time.perf_counter() - started:.1f} s wall)")
     return 3 if any(r["status"] != "finished" for r in rows) else 0
-
-
-def sweep(config, vary: dict, out, collect=DEFAULT_COLLECT, zipped: bool = False, overrides=(),
-          overwrite: bool = False, table_path=None) -> list[dict]:
-    """The sweep from Python, in this process (under mpirun: every rank calls it, each run on every rank):
-    ``vary``: {key: [values]} (Python values); ``overrides``: --set strings for every run. Runs one after the other
-    through cardiosim.api, writes OUT/run-NNN.h5 and the table (``table_path``, default OUT/sweep.csv; rank 0) and
-    returns its rows: the same table as ``cardiosim sweep``."""
-    from cardiosim import api
-    from cardiosim.runtime.errors import SimulationError
-    from cardiosim.config.tomlwrite import _value
-    pairs = [(k, [_value(v) for v in vals]) for k, vals in vary.items()]
-    runs = runs_of(pairs, zipped)
-    check_collect(collect)
-    out = Path(out)
-    table_path = Path(table_path) if table_path else out / "sweep.csv"
-    cfgs = [api.config(config, [*overrides, *sets]) for sets in runs]     # every mistake before the first run
-    statuses = {}
-    for i, cfg in enumerate(cfgs):
-        try:
-            api.run(cfg, output=run_path(out, i), overwrite=overwrite)
-        except SimulationError as e:
-            statuses[i] = f"failed: {e}"
-    from mpi4py import MPI
-    rows = table(out, runs, pairs, list(collect), statuses)
-    if MPI.COMM_WORLD.rank == 0:
-        write_table(table_path, rows)
-    return rows
 
 
 if __name__ == "__main__":
