@@ -14,6 +14,7 @@ from conftest import ROOT, require_cvodes, require_gcc, run_cli
 
 pytest.importorskip("myokit")
 
+from cardiosim.runtime.errors import SimulationError  # noqa: E402
 from cardiosim.single_cell.pacing import run_cell  # noqa: E402
 
 MODELS = ROOT / "models"
@@ -65,3 +66,59 @@ def test_prepace_then_one_beat_is_the_last_beat_of_a_continuous_run(tmp_path, in
     assert ra["V_rest"] == pytest.approx(rb["V_rest"], abs=1e-2 if integrator == "cvode" else 1e-9)
     for col in ("V_peak", "APD50", "APD90"):
         assert ra[col] == pytest.approx(rb[col], abs=marker), (col, ra[col], rb[col])
+
+
+# -- a blow-up: its own message, exit status 3, the trace kept and marked; what it says of the time step ------------
+def test_blow_up_is_its_own_error_with_the_trace_kept(tmp_path):
+    """TT06 with Forward Euler at 0.5 ms leaves m's range at the first step: exit 3 with the blow-up's own line
+    (it was reported as 'cannot write cell.h5 (…)' and the file's 'error' overwritten with 'stopped: cannot
+    write'), the trace kept up to there, the file's 'error' the blow-up; the line says the step is beyond m's
+    stability limit (dt·|∂f/∂m| = 470 at the last state in range) and what lifts it."""
+    out = tmp_path / "cell.h5"
+    proc = run_cli(["cell", "--model", "tt06", "--dt", "0.5", "--record-every", "0.5", "--period", "100",
+                    "--output", out])
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("cardiosim: warning:")]
+    assert proc.returncode == 3 and len(lines) == 1, proc.stderr
+    line = lines[0]
+    assert line.startswith("cardiosim: error: tt06: cell 0, state m = ") and "cannot write" not in line, line
+    assert "beyond the stability limit of state m" in line and "time step is too large" in line, line
+    assert "--integrator rush-larsen" in line and str(out) in line, line
+    with h5py.File(out) as f:
+        err = f.attrs["error"]
+        assert err.startswith("tt06: cell 0, state m = ") and "time step is too large" in err, err
+        assert f["trace/t"].shape[0] >= 1 and f["trace/V"].shape == f["trace/t"].shape
+
+
+def test_blow_up_of_a_step_above_a_stability_limit_says_so(tmp_path):
+    """Bondarenko with Forward Euler at 1 µs: NaN at 3.32 ms, in the calcium release, after the RyR state P_O1
+    swung up and down at every step (dt·|∂f/∂P_O1| = 2.9 where that began): the time step is too large there."""
+    require_gcc()
+    with pytest.raises(SimulationError) as e:
+        run_cell("bondarenko", None, {}, -80.0, 0.5, 100.0, 1, 1e-3, 0.05, tmp_path / "c.h5")
+    msg = str(e.value)
+    assert "state P_O1" in msg and "swung up and down" in msg and "the time step is too large there" in msg, msg
+    assert "probably not the cause" not in msg and "if a smaller dt moves" not in msg, msg
+
+
+def test_blow_up_that_is_not_the_step_says_so(tmp_path):
+    """Luo–Rudy 1991 with a background current that is NaN above 30 mV (a log of a negative number, times
+    1e-30): NaN in the upstroke at 0.825 ms with Forward Euler at 5 µs, a step far inside every limit. The line
+    says that no state swung and none was beyond its limit, so the step is probably not the cause; it used to
+    say 'the time step is probably too large, try a smaller dt'."""
+    require_gcc()
+    text = LR91.read_text()
+    old = "            <ci>i_b</ci>\n            <apply>\n               <times/>\n               <ci>g_b</ci>"
+    assert text.count(old) == 1
+    nan_above_30 = ('<apply><plus/><cn cellml:units="dimensionless">1</cn><apply><times/>'
+                    '<cn cellml:units="dimensionless">1e-30</cn><apply><ln/><apply><divide/><apply><minus/>'
+                    '<cn cellml:units="millivolt">30</cn><ci>V</ci></apply><cn cellml:units="millivolt">30</cn>'
+                    '</apply></apply></apply></apply>')
+    model = tmp_path / "lr91_nan_above_30.cellml"
+    model.write_text(text.replace(old, old.replace("<ci>g_b</ci>", nan_above_30 + "\n               <ci>g_b</ci>")))
+    with pytest.raises(SimulationError) as e:
+        run_cell(str(model), None, {}, -80.0, 0.5, 500.0, 1, 0.005, 0.05, tmp_path / "c.h5")
+    msg = str(e.value)
+    assert "state V = nan mV is not finite" in msg and "the time step is probably not the cause" in msg, msg
+    assert "too large" not in msg and "swung up and down at every step" not in msg, msg
+    with h5py.File(tmp_path / "c.h5") as f:
+        assert f.attrs["error"] in msg and 0.7 < f["trace/t"][-1] < 0.9

@@ -60,6 +60,12 @@ V_TOP = 55.0
 #: at an end of the sweep, both of which are on the grid.
 V_STEP = 1.0
 
+#: What a blow-up's message says of the time step where nothing has been measured (the integrators' own messages):
+#: a step above a state's stability limit is one cause, an expression undefined at the state reached another, and
+#: only a run at a smaller step tells them apart. ``cardiosim cell`` replaces it by what it measured
+#: (cardiosim.single_cell.pacing).
+STEP_HINT = "; if a smaller dt moves or removes this, the time step is too large"
+
 
 @dataclass(frozen=True)
 class Limit:

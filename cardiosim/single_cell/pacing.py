@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -37,6 +38,8 @@ from cardiosim import __version__, cells
 from cardiosim.analysis.biomarkers import UNITS, beat_biomarkers
 from cardiosim.runtime.errors import SimulationError, io_reason, quiet_h5py_unraisable
 from cardiosim.cells.stimulus import Protocol
+from cardiosim.cells import cellml, stability
+from cardiosim.runtime.resources import check_fits, file_size_limit
 
 _BLOCK = 4096          # records buffered between HDF5 writes
 
@@ -123,7 +126,8 @@ TISSUE_DEFAULTS = {"Cm": 1.0, "chi": 1400.0}
 
 class _NumpyCell:
     """The native driver's ``advance`` for a model without a C kernel: Forward Euler in NumPy, the stimulus and
-    dV/dt evaluated at every substep, the states checked (finite, in range) at every substep."""
+    dV/dt evaluated at every substep, the states checked (finite, in range; finite only with ``check_range=False``)
+    at every substep."""
 
     def __init__(self, model):
         self.model = model
@@ -131,7 +135,7 @@ class _NumpyCell:
     def stimulus(self, protocols, amps, n_cells):
         return list(zip(protocols, amps))
 
-    def advance(self, y, t0, dt, k, stim, track_dvdt=False):
+    def advance(self, y, t0, dt, k, stim, track_dvdt=False, check_range=True):
         m = self.model
         work = np.empty_like(y)
         dmax, tmax = np.full(y.shape[1], -np.inf), np.zeros(y.shape[1])
@@ -142,13 +146,13 @@ class _NumpyCell:
             better = work[0] > dmax
             dmax[better], tmax[better] = work[0][better], t
             y += dt * work
-            bad = m.find_bad_state(y)
+            bad = m.find_bad_state(y) if check_range else next(((i, 0) for i in range(len(y))
+                                                                 if not np.all(np.isfinite(y[i]))), None)
             if bad is not None:
                 st, c = m.states[bad[0]], bad[1]
                 what = "is not finite" if not np.isfinite(y[bad]) else f"left its range [{st.lower:g}, {st.upper:g}]"
                 raise SimulationError(f"{m.name}: cell {c}, state {st.name} = {y[bad]:.6g} {st.unit} {what} at "
-                                      f"t = {t + dt:.6g} ms (Forward Euler, dt = {dt:g} ms); the time step is "
-                                      f"probably too large, try a smaller dt")
+                                      f"t = {t + dt:.6g} ms (Forward Euler, dt = {dt:g} ms){stability.STEP_HINT}")
         return (dmax, tmax) if track_dvdt else None
 
 
@@ -300,9 +304,13 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
                 rows, units = _biomarkers(run, samples, n_done)
                 if rows:
                     out.add_biomarkers(rows, units)
+            except SimulationError:    # the blow-up, raised above: the file's 'error' is its message already
+                raise
             except (OSError, RuntimeError) as e:       # a full disk, a file-size limit: say so in the file if it can
                 _mark(f, "error", f"stopped: cannot write ({io_reason(e)})")
                 raise
+    except SimulationError:            # (a RuntimeError too) the blow-up's own message, not a write failure's
+        raise
     except (OSError, RuntimeError) as e:
         quiet_h5py_unraisable()
         raise SimulationError(f"cannot write {h5_path} ({io_reason(e)}); it keeps the trace written before"
@@ -368,8 +376,8 @@ def _prepace(native, y, run: _Run, progress) -> None:
     """``run.prepace`` beats of the same pulse train, not recorded: ``y`` becomes the state the recorded beats start
     from (at t = 0 again)."""
     if run.prepace and isinstance(native, _CvodeCell):
-        y[:, 0] = native.sim.state()   # the t = 0 sample is the paced state (CVODES holds it; y is still unpaced)
         native.prepace(run.prepace)
+        y[:, 0] = native.sim.state()   # the t = 0 sample is the paced state (CVODES holds it; y is still unpaced)
     elif run.prepace:                  # one call per beat: the same pulse train, then the recorded beats from t = 0
         pre = native.stimulus([Protocol(start=0.0, duration=run.duration, period=run.period, count=1)],
                               [run.amplitude], 1)
@@ -415,8 +423,11 @@ def _pace(run: _Run, native, y, samples: _Samples, out: "_TraceFile", progress):
     n_done = 0
     error = None
     stim = native.stimulus([run.protocol], [run.amplitude], 1)
+    # the states at the last record times, enough of them for _REPLAY steps: what a blow-up is replayed from
+    history = deque(maxlen=-(-_REPLAY // k) + 1)
     try:
         for i in range(run.n_rec):
+            history.append((i, y.copy()))
             dmax, tmax = native.advance(y, i * k * dt, dt, k, stim, track_dvdt=True)
             samples.dv_max[i], samples.dv_t[i] = dmax[0], tmax[0]
             n_done = i + 1
@@ -424,9 +435,124 @@ def _pace(run: _Run, native, y, samples: _Samples, out: "_TraceFile", progress):
             if progress:
                 progress((i + 1) * k * dt, run.n_rec * k * dt)
     except SimulationError as e:
-        error = e
-        out.f.attrs["error"] = str(e)
+        error = SimulationError(_blow_up_cause(run, native, stim, history, str(e)))
+        out.f.attrs["error"] = str(error)
     return n_done, error
+
+
+_REPLAY = 64       # steps looked at beyond the last records before a blow-up, to tell what caused it
+_SWINGS = 4        # increments of alternating sign in a row, up to the blow-up: a step above a stability limit
+_TAIL = 16         # steps before the blow-up within which such a run must end (in the last few the overflow of
+                   # one state drives the others every which way)
+
+
+def _blow_up_cause(run: _Run, native, stim, history, message: str) -> str:
+    """``message`` (an integrator's, ending with the unmeasured stability.STEP_HINT) with what the steps before the
+    blow-up say of its cause instead. They are replayed one at a time from the last records kept (``history``: (i,
+    state at record i)), without the range check, to the first state that is not finite or outside its range. A
+    step above a state's stability limit makes that state swing up and down at every step (an explicit update
+    y <- y + dt·f with dt·|∂f/∂y| > 1 overshoots, and above 2 the swings grow without bound), which the equations'
+    own solution does not do at that resolution. Where a state swung so for _SWINGS increments in a row (each
+    above round-off) ending within _TAIL steps of the blow-up, the time step is too large there, and dt·|∂f/∂y|
+    where the swinging began (central differences of the model's NumPy equations) says by how much. A blow-up too violent to swing first
+    shows dt·|∂f/∂y| above 2 at the last state in range, for a state the integrator steps explicitly
+    (cardiosim.cells.stability.checked_states): the same verdict. Where neither holds, the step is not what
+    the blow-up shows (an expression undefined at the state reached, the equations themselves driving a state out
+    of its range), and the message says that a smaller step alone is unlikely to cure it. A state that left its
+    range is followed for _SWINGS steps more (or to the first state that is not finite)."""
+    model, dt, k = run.model, run.dt, run.k
+    base = message[:-len(stability.STEP_HINT)] if message.endswith(stability.STEP_HINT) else message
+    if not history:
+        return message
+    i0, y0 = history[0]
+    y = np.ascontiguousarray(y0.copy())
+    ys = [y[:, 0].copy()]
+    lower = np.array([st.lower for st in model.states])
+    upper = np.array([st.upper for st in model.states])
+    out_at = None                        # the first replayed state outside its range: a few steps more after it
+    try:
+        for j in range(len(history) * k + _REPLAY):
+            native.advance(y, (i0 * k + j) * dt, dt, 1, stim, check_range=False)
+            ys.append(y[:, 0].copy())
+            if out_at is None and not (np.all(ys[-1] >= lower) and np.all(ys[-1] <= upper)):
+                out_at = len(ys)
+            if out_at is not None and len(ys) > out_at + _SWINGS:
+                break
+    except SimulationError:              # not finite: that state is not kept
+        pass
+    ys = np.array(ys)
+    d = np.diff(ys, axis=0)
+    floor = 1e-10 * (np.abs(ys[:-1]) + 1e-300)
+    # a swing: an increment above round-off whose sign is not its predecessor's
+    swing = (d[1:] * d[:-1] < 0) & (np.abs(d[1:]) > floor[1:]) & (np.abs(d[:-1]) > floor[:-1])
+    swung = []                           # (state, where its swinging began, dt·|∂f/∂y| there)
+    for s in range(model.n_states):
+        n, best = 0, None                 # the longest run of swings in a row that ends within _TAIL of the end
+        for j in range(len(swing)):
+            n = n + 1 if swing[j, s] else 0
+            if n and j >= len(swing) - _TAIL and (best is None or n > best[1]):
+                best = (j, n)
+        if best is not None and best[1] + 1 >= _SWINGS:
+            start = best[0] + 1 - best[1]    # the state the first of those swings left from
+            t = (i0 * k + start) * dt
+            jac = _own_derivatives(model, ys[start], [s], run.amplitude if run.protocol.active(t) else 0.0)[0]
+            swung.append((s, start, -jac * dt if math.isfinite(jac) and jac < 0 else 0.0))
+    fixes = []
+    if swung:
+        # the state whose own decay is the stiffest where it began to swing; the others swing with it
+        s, start, h = max(swung, key=lambda x: (x[2], -x[1]))
+        first = min(x[1] for x in swung)
+        name = model.states[s].name
+        others = len(swung) - 1
+        what = (f"state {name}{f' (and {others} more)' if others else ''} swung up and down at every step from "
+                f"t = {(i0 * k + first) * dt:.6g} ms on, ")
+        what += (f"dt·|∂f/∂{name}| = {h:.3g} where it began (an explicit update overshoots above 1 and grows "
+                 f"without bound above 2)" if h > 1.0 else
+                 f"a mode that couples states (none of them has its own dt·|∂f/∂y| above 1 where it began; "
+                 f"dt·|∂f/∂{name}| = {h:.3g})")
+    else:
+        # Too violent to swing before it (a state's limit far below the step): dt·|∂f/∂y| above 2 at the last
+        # state in range, for the states the integrator steps explicitly (cardiosim.cells.stability).
+        last = len(ys) - 1 if out_at is None else out_at - 2
+        idx = stability.checked_states(model, run.integrator)
+        t = (i0 * k + last) * dt
+        jac = _own_derivatives(model, ys[last], idx, run.amplitude if run.protocol.active(t) else 0.0)
+        h = np.where(np.isfinite(jac) & (jac < 0), -jac * dt, 0.0)
+        if not idx or h.max() <= 2.0:
+            return (f"{base}; no state swung up and down from step to step up to it, as one does where the step "
+                    f"is above its stability limit, and none is beyond that limit at t = {t:.6g} ms: the time "
+                    f"step is probably not the cause (an expression undefined at the state reached?), and a "
+                    f"smaller dt alone is unlikely to cure it"
+                    + ("; --integrator cvode runs the same equations with its own steps"
+                       if cellml.is_cellml(getattr(model, "source", "")) else ""))
+        s = idx[int(np.argmax(h))]
+        name = model.states[s].name
+        what = (f"the step is beyond the stability limit of state {name} at t = {t:.6g} ms (dt·|∂f/∂{name}| = "
+                f"{h.max():.3g}; an explicit update grows without bound above 2)")
+    if run.integrator == "forward-euler" and s in getattr(model, "gates", ()) and hasattr(model, "rush_larsen"):
+        fixes.append("--integrator rush-larsen (the gates exactly)")
+    if run.integrator != "grl1" and hasattr(model, "grl1"):
+        fixes.append("--integrator grl1 (each state's own linearisation exactly)")
+    fixes.append("a smaller --dt (such a limit moves with the state: check the result at half the step)")
+    return f"{base}; {what}: the time step is too large there; use " + ", or ".join(fixes)
+
+
+def _own_derivatives(model, y, idx, i_stim: float) -> np.ndarray:
+    """∂f_s/∂y_s (1/ms) of the states ``idx`` at the state ``y`` (one cell), by central differences of the model's
+    NumPy equations (one call, two columns per state)."""
+    idx = list(idx)
+    y = np.asarray(y, dtype=float)
+    if not idx:
+        return np.empty(0)
+    h = 1e-6 * np.abs(y[idx]) + 1e-9
+    col = np.repeat(y[:, None], 2 * len(idx), axis=1)
+    for j, s in enumerate(idx):
+        col[s, 2 * j] += h[j]
+        col[s, 2 * j + 1] -= h[j]
+    f = np.empty_like(col)
+    with np.errstate(all="ignore"):
+        model.rhs(0.0, col, i_stim, f)
+    return np.array([(f[s, 2 * j] - f[s, 2 * j + 1]) / (2 * h[j]) for j, s in enumerate(idx)])
 
 
 def _biomarkers(run: _Run, samples: _Samples, n_done: int) -> tuple[list[dict], dict]:

@@ -24,6 +24,7 @@ import numpy as np
 
 from cardiosim.runtime.errors import SimulationError
 from cardiosim.cells.stimulus import kernel_layout
+from cardiosim.cells.stability import STEP_HINT
 from cardiosim.reaction.ode import kernel_variants
 from cardiosim.runtime.compile import compile_cached, header_dir, kernel_dir
 from cardiosim.runtime.gpu import arch_of, import_pycuda
@@ -476,8 +477,7 @@ class CudaBackend:
                 f"a time in ({t0:.6g}, {t0 + self._last_k * dt:.6g}] ms")
         raise SimulationError(
             f"{self.model.name}: cell {c}, state {st.name} = {v:.6g} {st.unit} {what} at {when} "
-            f"({self.integrator.replace('-', ' ')} on the GPU, dt = {dt:g} ms); the time step is probably too large, "
-            f"try a smaller dt")
+            f"({self.integrator.replace('-', ' ')} on the GPU, dt = {dt:g} ms){STEP_HINT}")
 
     # -- reporting -----------------------------------------------------------------------------------------------
     def registers(self) -> dict:

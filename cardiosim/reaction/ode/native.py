@@ -31,6 +31,7 @@ import numpy as np
 from cardiosim.runtime.compile import DRIVER, cache_dir, compile_once, kernel_dir
 from cardiosim.runtime.errors import SimulationError
 from cardiosim.cells.stimulus import kernel_layout
+from cardiosim.cells.stability import STEP_HINT
 
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC")
 LIBS = ("-lm",)
@@ -238,8 +239,7 @@ class NativeModel:
             what = "is not finite" if status == 1 else f"is outside its range [{st.lower:g}, {st.upper:g}]"
             raise SimulationError(
                 f"{self.model.name}: cell {c}, state {st.name} = {v:.6g} {st.unit} {what} at t = {bad_t.value:.6g} ms "
-                f"({INTEGRATOR_NAMES[self.integrator]}, dt = {dt:g} ms); the time step is probably too large, "
-                f"try a smaller dt")
+                f"({INTEGRATOR_NAMES[self.integrator]}, dt = {dt:g} ms){STEP_HINT}")
         return (dmax, tmax) if track_dvdt else None
 
 
