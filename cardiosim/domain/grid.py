@@ -17,6 +17,7 @@ from petsc4py import PETSc
 from cardiosim.domain import balance
 from cardiosim.domain.mask import TissueMask
 from cardiosim.runtime.errors import UserError
+from cardiosim.runtime.mpi import root_then_all
 
 
 class Grid:
@@ -92,8 +93,8 @@ class Grid:
         box = [tuple(int(v) for v in r) for r in even.getOwnershipRanges()]
         even.destroy()
         levels = balance_levels(cfg, self, self._procs) if balance_levels else 1
-        mpi = comm.tompi4py()              # one rank balances, every rank takes its answer (the same boxes for sure)
-        ranges = mpi.bcast(balance.split(self.mask.tissue, self._procs, box, levels) if mpi.rank == 0 else None)
+        # one rank balances, every rank takes its answer (the same boxes for sure)
+        ranges = root_then_all(comm.tompi4py(), lambda: balance.split(self.mask.tissue, self._procs, box, levels))
         return ranges, box
 
     def tissue_per_rank(self, ranges=None) -> list[int]:

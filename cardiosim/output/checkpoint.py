@@ -32,6 +32,7 @@ import numpy as np
 
 from cardiosim import __version__
 from cardiosim.runtime.errors import SimulationError, UserError, io_reason
+from cardiosim.runtime.mpi import root_then_all
 from cardiosim.runtime.signals import SIGNALS, flag as _flag, received as _received  # caught from the start by cli
 
 FORMAT = "cardiosim-checkpoint-2"   # -2: every attribute and dataset under one checksum (digests)
@@ -241,17 +242,21 @@ def save(sim, path: Path) -> None:
         os.replace(tmp, path)     # atomic: the old checkpoint stays whole until this moment
         _fsync(path.parent)
     attempt(commit)
-    if root and error is not None:
+
+    def give_up():
+        """Rank 0, after a failure: the temporary file removed; the failure is raised on every rank."""
+        if error is None:
+            return
         try:
             if f is not None:
                 f.close()
         except Exception:
             pass
         tmp.unlink(missing_ok=True)
-    msg = comm.bcast(None if error is None else io_reason(error), root=0)
-    if msg:   # Simulation.run adds where the last checkpoint is
-        raise SimulationError(f"checkpoint: cannot write {path} at t = {sim.t:.6g} ms ({msg}); "
+        # Simulation.run adds where the last checkpoint is
+        raise SimulationError(f"checkpoint: cannot write {path} at t = {sim.t:.6g} ms ({io_reason(error)}); "
                               f"the output {out.path} keeps everything written so far")
+    root_then_all(comm, give_up, share=False)
 
 
 def _fsync(path: Path) -> None:
@@ -375,15 +380,7 @@ class Checkpoint:
     @classmethod
     def open(cls, path: Path, cfg, n_steps: int, comm) -> Checkpoint:
         """Check the file on rank 0 against the config; every rank raises the same UserError if it does not fit."""
-        meta, msg = None, None
-        if comm.rank == 0:
-            try:
-                meta = _read_meta(Path(path), cfg, n_steps)
-            except UserError as e:
-                msg = str(e)
-        meta, msg = comm.bcast((meta, msg), root=0)
-        if msg:
-            raise UserError(msg)
+        meta = root_then_all(comm, lambda: _read_meta(Path(path), cfg, n_steps))
         if meta.get("legacy"):
             from cardiosim.runtime import log
             log.info(f"--restart {path}: format {LEGACY_FORMAT}, written before checkpoints had checksums of every "
@@ -393,33 +390,28 @@ class Checkpoint:
     def read(self, name: str, gather, v) -> np.ndarray:
         """Dataset ``name`` (natural order) into this rank's nodes: a copy, shape (leading axes..., n_local)
         (collective). A read error (a corrupt file) is one line on every rank."""
-        def on_root(action):
+        def on_root(action, share):
             """``action()`` on rank 0; its failure is the same UserError on every rank."""
-            value, msg = None, None
-            if self.f is not None:
+            def read():
                 try:
-                    value = action()
+                    return action()
                 except (OSError, KeyError, ValueError) as e:
-                    msg = f"--restart {self.path}: cannot read {name}: {e}; the file is damaged"
-            msg = self.comm.bcast(msg, root=0)
-            if msg:
-                raise UserError(msg)
-            return value
+                    raise UserError(f"--restart {self.path}: cannot read {name}: {e}; the file is damaged") from None
+            return root_then_all(self.comm, read, share=share)
 
-        lead = self.comm.bcast(on_root(lambda: self.f[name].shape[:-gather.grid.dim]), root=0)
+        lead = on_root(lambda: self.f[name].shape[:-gather.grid.dim], share=True)
         out = []
         for idx in np.ndindex(*lead):
-            gather.distribute(on_root(lambda: self.f[name][idx]), v)
+            gather.distribute(on_root(lambda: self.f[name][idx], share=False), v)
             out.append(v.getArray(readonly=True).copy())
         return np.array(out).reshape(*lead, -1)
 
     def accumulator(self, name: str, gather, v) -> dict:
         """A saved accumulator state (see analysis.ActivationMap.state), arrays scattered to this rank."""
-        keys = None
-        if self.f is not None:
+        def keys():
             g = self.f.get(f"accumulators/{name}")
-            keys = ([], {}) if g is None else (sorted(g.keys()), dict(g.attrs))
-        arrays, scalars = self.comm.bcast(keys, root=0)
+            return ([], {}) if g is None else (sorted(g.keys()), dict(g.attrs))
+        arrays, scalars = root_then_all(self.comm, keys)
         if not arrays and not scalars:
             raise UserError(f"--restart {self.path}: holds no state of the {name} accumulator")
         return {**scalars, **{k: self.read(f"accumulators/{name}/{k}", gather, v) for k in arrays}}

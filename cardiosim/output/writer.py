@@ -46,6 +46,7 @@ from petsc4py import PETSc
 from cardiosim import __version__
 from cardiosim.output import xdmf
 from cardiosim.runtime.errors import SimulationError, UserError, io_reason, quiet_h5py_unraisable
+from cardiosim.runtime.mpi import root_then_all
 
 FORMAT = "cardiosim-2"
 
@@ -343,21 +344,15 @@ class Output:
     def _on_root(self, what: str, write) -> None:
         """Rank 0 writes; a failure there (a full disk, a vanished directory) stops every rank with one line
         instead of leaving the others in the next collective (collective)."""
-        error = user = None
-        if self.rank == 0:
+        def attempt():
             try:
                 write()
-            except UserError as e:
-                user = str(e)
             except (OSError, RuntimeError) as e:    # h5py: OSError, or RuntimeError from HDF5's own layers
                 error = io_reason(e)
                 self._stop_after_failed_write()
-        error, user = self.comm.bcast((error, user), root=0)
-        if user:
-            raise UserError(user)
-        if error:
-            raise SimulationError(f"output: cannot write {what} to {self.path} ({error}); the file keeps every "
-                                  f"snapshot completed before")
+                raise SimulationError(f"output: cannot write {what} to {self.path} ({error}); the file keeps every "
+                                      f"snapshot completed before") from None
+        root_then_all(self.comm, attempt, share=False)
 
     def _create(self, cfg, grid, stencil, layout) -> None:
         import shutil

@@ -2,6 +2,28 @@
 
 from __future__ import annotations
 
+from cardiosim.runtime.errors import SimulationError, UserError
+
+
+def root_then_all(comm, fn, *, share: bool = True, catch: tuple = (UserError, SimulationError)):
+    """``fn()`` on rank 0 of ``comm`` (an mpi4py communicator), and every rank goes on together (collective).
+
+    Returns what ``fn`` returned, on every rank (``share``: broadcast from rank 0), or on rank 0 alone (``share``
+    False, for what cannot or need not travel: a lock, an array that is scattered later; None on the others). An
+    exception of ``catch`` raised by ``fn`` is raised on every rank, so that none is left waiting in the next
+    collective: as the first class of ``catch`` it is an instance of, with its message (a ConfigError arrives as a
+    UserError, its one line unchanged). Anything else raised by ``fn`` is a bug and stays on rank 0."""
+    value = failure = None
+    if comm.rank == 0:
+        try:
+            value = fn()
+        except catch as e:
+            failure = (next(i for i, c in enumerate(catch) if isinstance(e, c)), str(e))
+    shared, failure = comm.bcast((value if share else None, failure), root=0)
+    if failure is not None:
+        raise catch[failure[0]](failure[1])
+    return shared if share else value
+
 import shutil
 import sys
 from pathlib import Path

@@ -23,6 +23,7 @@ from cardiosim.analysis.maps import ActivationMap, APDMap, HostMaps
 from cardiosim.analysis.ecg import PseudoEcg
 from cardiosim.cells import model_class
 from cardiosim.runtime.errors import SimulationError, UserError
+from cardiosim.runtime.mpi import root_then_all
 from cardiosim.domain.grid import Grid
 from cardiosim.reaction.placement import MODE
 from cardiosim.reaction import Reaction
@@ -70,8 +71,8 @@ class Simulation:
         # Rank 0 holds the output's lock from here to the end of the run (release_output).
         self.lock = None
         if write_output:
-            self.lock = _collective(self.comm, lambda: output.claim(cfg, self.path, self.checkpoint_path, overwrite,
-                                                                    ckpt.output if ckpt else None))
+            self.lock = root_then_all(self.comm, lambda: output.claim(cfg, self.path, self.checkpoint_path, overwrite,
+                                                                      ckpt.output if ckpt else None), share=False)
         # before PETSc allocates: a grid that cannot fit is one line, not an OOM
         check_memory(cfg, self.comm, len(model_class(cfg.cell.model).states))
 
@@ -467,8 +468,8 @@ class Simulation:
             v.getArray()[:] = ~self.grid.mask.outside()
             tissue = gather(v)
         v.destroy()
-        found = None
-        if self.comm.rank == 0:
+
+        def find():
             axes = [np.arange(n) * h + o for n, h, o in zip(self.grid.n, self.grid.h, self.grid.offset)]
             probes = checks.probe_activation(act, axes, {p.name: self.grid.node_position(self.grid.nearest_node(
                 p.position)) for p in self.cfg.probe})
@@ -476,7 +477,8 @@ class Simulation:
                                     has_ecg=bool(self.cfg.ecg.electrodes))
             for line in found:
                 log.warning(line)
-        return self.comm.bcast(found, root=0)
+            return found
+        return root_then_all(self.comm, find)
 
 
 # Substeps of the reaction between two checks for a stop request when one PDE step has more (chunked: see
@@ -520,18 +522,3 @@ def _empty_cell_regions(cfg, grid, comm) -> list[str]:
               for r in cfg.cell.regions]
     counts = comm.allreduce(np.array(counts, dtype=np.int64), op=MPI.SUM) if counts else []
     return [f"cell.regions[{i}]" for i, c in enumerate(counts) if c == 0]
-
-
-def _collective(comm, check):
-    """Run a check on rank 0; every rank raises the same UserError if it fails. Returns what the check returned
-    (on rank 0; None elsewhere)."""
-    msg = value = None
-    if comm.rank == 0:
-        try:
-            value = check()
-        except UserError as e:
-            msg = str(e)
-    msg = comm.bcast(msg, root=0)
-    if msg:
-        raise UserError(msg)
-    return value
