@@ -1,0 +1,203 @@
+"""The monodomain cable on a Purkinje network: χ·Cm ∂V/∂t = ∇·(σ∇V) − χ·I_ion along the edges, the cells of a
+cell model at the nodes, on the tissue's operator splitting (reaction, then diffusion, per step; or Strang).
+
+Discretisation (finite volumes on the graph; on a straight cable of equal edges this is the tissue's 1D Q1 stiffness
+with lumped mass, node for node). Each edge e of length ℓ_e and radius r_e has a cross-section A_e = π r_e² and
+conducts g_e = σ A_e / ℓ_e (mS). Each node owns half of each edge it touches: a volume v_i = Σ A_e ℓ_e / 2 (cm³) and
+a membrane area a_i = χ v_i (cm²), with χ the cable's surface-to-volume ratio; without one, the cylinder's own,
+a_i = Σ 2π r_e ℓ_e / 2 (χ = 2/r). The node's capacitance is C_i = Cm a_i (µF). Current conservation at every node,
+branch points included (Kirchhoff), is the graph Laplacian L (mS) of the g_e:
+
+    C dV/dt = −L V − a·I_ion − I_source        (I_ion in µA/cm², I_source in µA)
+
+Diffusion by backward Euler, (C/Δt + L) V' = (C/Δt) V, or Crank–Nicolson; the matrix is factorised once (scipy's
+SuperLU). Units: cm, ms, mV, mS/cm, µF/cm², µA (currents between nodes and sources), µA/cm² (membrane current
+densities), µA/µF (the cell models' stimulus, negative depolarising).
+
+Reaction: the NumPy backend (cardiosim.reaction.ode.numpy_backend) with any model cardiosim.cells.make gives, the
+CellML files included; by default Aslanidi et al. 2009's Purkinje cell (models/aslanidi_Purkinje_model_2009.cellml).
+The stimulus (the His bundle's) is a pulse train (cardiosim.cells.stimulus.Protocol) on the nodes within a distance
+of the root.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cardiosim import cells
+from cardiosim.cells.stimulus import Protocol, TissueStimuli
+from cardiosim.reaction.ode.numpy_backend import NumpyBackend
+from cardiosim.runtime.errors import SimulationError, UserError
+from cardiosim.purkinje.network import Network
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
+DEFAULT_MODEL = MODELS / "aslanidi_Purkinje_model_2009.cellml"
+
+# Defaults: a Purkinje fibre's intracellular conductivity (σ = 1/R_i, R_i = 100 Ω·cm) and radius (cm)
+SIGMA = 10.0
+RADIUS = 0.003
+
+
+@dataclass(frozen=True)
+class Stimulus:
+    """A pulse train on the nodes within ``radius`` (cm) of the root: ``current_density`` µA/cm² of membrane
+    (negative depolarises), ``start``, ``duration``, ``period`` ms, ``count`` pulses (0: unlimited)."""
+    current_density: float = -100.0
+    start: float = 0.0
+    duration: float = 2.0
+    period: float = 0.0
+    count: int = 1
+    radius: float = 0.05
+
+
+class Cable:
+    """The cable of ``network`` with cells of ``model`` (a CellModel). ``sigma`` mS/cm; ``radius`` cm (scalar or per
+    edge; default the network's, else RADIUS); ``chi`` cm⁻¹ (None: the cylinder's surface); ``Cm`` µF/cm²; ``dt`` the
+    step (ms) with ``ode_substeps`` reaction substeps; ``integrator`` as cell.integrator; ``splitting`` "godunov" or
+    "strang"; ``time_scheme`` "backward-euler" or "crank-nicolson"; ``threshold`` (mV) of the activation times."""
+
+    def __init__(self, network: Network, model, sigma: float = SIGMA, dt: float = 0.01, *, radius=None,
+                 chi: float | None = None, Cm: float = 1.0, ode_substeps: int = 1,
+                 integrator: str = "forward-euler", splitting: str = "godunov",
+                 time_scheme: str = "backward-euler", stimulus: Stimulus | None = None, threshold: float = 0.0,
+                 initial: dict | None = None):
+        from scipy import sparse
+        from scipy.sparse.linalg import splu
+        self.net = network.check()
+        self.model = model
+        if not sigma > 0 or not dt > 0 or not Cm > 0 or ode_substeps < 1 or (chi is not None and not chi > 0):
+            raise UserError("purkinje cable: sigma, dt, Cm (and chi) must be > 0 and ode_substeps >= 1")
+        if splitting not in ("godunov", "strang") or time_scheme not in ("backward-euler", "crank-nicolson"):
+            raise UserError(f"purkinje cable: splitting '{splitting}' / time_scheme '{time_scheme}' unknown")
+        self.sigma, self.dt, self.Cm, self.chi, self.k = float(sigma), float(dt), float(Cm), chi, int(ode_substeps)
+        self.splitting = splitting
+        self.theta = 1.0 if time_scheme == "backward-euler" else 0.5
+        n = network.n_nodes
+        r = radius if radius is not None else (network.radius if network.radius is not None else RADIUS)
+        self.radius = np.broadcast_to(np.asarray(r, dtype=float), (network.n_edges,)).copy()
+        if not np.all(self.radius > 0):
+            raise UserError("purkinje cable: every radius must be > 0 cm")
+        length = network.lengths
+        section = math.pi * self.radius ** 2
+        i, j = network.edges[:, 0], network.edges[:, 1]
+        self.volume = np.bincount(np.r_[i, j], np.r_[section * length, section * length] / 2, n)     # cm³
+        if chi is None:
+            lateral = 2 * math.pi * self.radius * length / 2
+            self.area = np.bincount(np.r_[i, j], np.r_[lateral, lateral], n)                          # cm²
+        else:
+            self.area = chi * self.volume
+        self.C = self.Cm * self.area                                                                     # µF
+        g = self.sigma * section / length                                                                # mS
+        adj = sparse.coo_matrix((np.r_[g, g], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
+        self.L = (sparse.diags(np.asarray(adj.sum(axis=1)).ravel()) - adj).tocsr()
+        self._lhs = splu((sparse.diags(self.C / self.dt) + self.theta * self.L).tocsc())
+        # the cells
+        self.y = model.initial_state(n, network.points)
+        for name, value in (initial or {}).items():
+            self.y[model.state_index(name)] = value
+        self.stimulus = stimulus
+        amps = np.zeros((0, n))
+        protocols = []
+        if stimulus is not None:
+            near = np.linalg.norm(network.points - network.points[network.root], axis=1) <= stimulus.radius
+            near[network.root] = True
+            amps = np.where(near, stimulus.current_density / self.Cm, 0.0)[None, :]        # µA/µF
+            protocols = [Protocol(stimulus.start, stimulus.duration, stimulus.period, stimulus.count)]
+        self.stimuli = TissueStimuli(protocols, amps, ["purkinje.stimulus"][:len(protocols)],
+                                     amps != 0 if len(protocols) else None)
+        self.backend = NumpyBackend(model, self.y, network.points, integrator)
+        self.t = 0.0
+        self.threshold = float(threshold)
+        self.activation = np.where(self.V >= threshold, 0.0, np.nan)
+
+    @property
+    def V(self) -> np.ndarray:
+        """Vm (mV) at every node (the cells' state 0)."""
+        return self.y[0]
+
+    @property
+    def n_nodes(self) -> int:
+        return self.net.n_nodes
+
+    # -- the split steps ------------------------------------------------------------------------------------------
+    def react(self, t: float, dt: float, k: int) -> None:
+        """k substeps of dt / k of every cell from t (stimulus included)."""
+        self.backend.advance(t, dt / k, k, self.stimuli)
+        if self.backend.failure:
+            raise SimulationError(f"purkinje network: {self.backend.failure}")
+
+    def diffuse(self) -> None:
+        """One implicit diffusion step of dt along the edges."""
+        v = self.V
+        rhs = self.C / self.dt * v
+        if self.theta != 1.0:
+            rhs -= (1 - self.theta) * (self.L @ v)
+        v[:] = self._lhs.solve(rhs)
+
+    def inject(self, current: np.ndarray, dt: float | None = None) -> None:
+        """A source of ``current`` µA into each node (positive depolarises) over dt: V += dt·I/C."""
+        self.V[:] += (self.dt if dt is None else dt) * np.asarray(current) / self.C
+
+    def step(self, t: float | None = None) -> None:
+        """One step of dt from t (default: the cable's own time): reaction then diffusion (Godunov), or half the
+        reaction, diffusion, half the reaction (Strang); then the activation times."""
+        t = self.t if t is None else t
+        v0 = self.V.copy()
+        if self.splitting == "strang":
+            half = math.ceil(self.k / 2)
+            self.react(t, self.dt / 2, half)
+            self.diffuse()
+            self.react(t + self.dt / 2, self.dt / 2, half)
+        else:
+            self.react(t, self.dt, self.k)
+            self.diffuse()
+        self.t = t + self.dt
+        self._activation(t, v0)
+
+    def _activation(self, t0: float, v0: np.ndarray) -> None:
+        """The first upward crossing of the threshold, linearly interpolated within the step (as the tissue's
+        activation map, cardiosim.analysis.maps.ActivationMap)."""
+        thr, v = self.threshold, self.V
+        new = np.isnan(self.activation) & (v >= thr) & (v0 < thr)
+        if new.any():
+            self.activation[new] = t0 + self.dt * (thr - v0[new]) / (v[new] - v0[new])
+
+    def run(self, duration: float, on_step=None) -> None:
+        """Steps of dt until ``duration`` ms more have passed; ``on_step(cable)`` after each."""
+        steps = round(duration / self.dt)
+        if abs(steps * self.dt - duration) > 1e-9 * max(duration, 1.0):
+            raise UserError(f"purkinje cable: {duration} ms is not a whole number of steps of {self.dt} ms")
+        start = round(self.t / self.dt)
+        for s in range(start, start + steps):
+            self.step(s * self.dt)        # t from the step count: no accumulated round-off
+            if on_step:
+                on_step(self)
+
+
+def make_model(name=None, variant=None, parameters=None, Cm: float = 1.0, chi: float = 1400.0):
+    """A cell model by name (cardiosim.cells.make: a built-in name or a CellML file), the Purkinje default where
+    ``name`` is None."""
+    return cells.make(str(name or DEFAULT_MODEL), variant or None, parameters or {}, tissue={"Cm": Cm, "chi": chi})
+
+
+def conduction_velocity(cable: Cable, a: int, b: int) -> float:
+    """(distance along the network from node a to b) / (their activation times' difference): cm/ms."""
+    d = cable.net.distance()
+    return float(abs(d[b] - d[a]) / (cable.activation[b] - cable.activation[a]))
+
+
+def straight(length: float, spacing: float, direction=(1.0, 0.0, 0.0), start=(0.0, 0.0, 0.0)) -> Network:
+    """A straight cable of ``length`` cm from ``start``, nodes ``spacing`` apart (rounded to a whole number of edges),
+    its root at the start."""
+    n = max(1, round(length / spacing))
+    d = np.asarray(direction, float) / np.linalg.norm(direction)
+    pts = np.asarray(start, float) + np.linspace(0.0, length, n + 1)[:, None] * d
+    return Network(pts, np.stack([np.arange(n), np.arange(1, n + 1)], axis=1), 0, name="straight cable")
+
+
+__all__ = ["Cable", "Stimulus", "make_model", "conduction_velocity", "straight", "DEFAULT_MODEL", "SIGMA",
+           "RADIUS"]
