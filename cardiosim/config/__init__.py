@@ -14,6 +14,7 @@ membrane area) or µA/cm³ (per tissue volume).
 The names below are the package's interface: ``from cardiosim import config; config.load(path)``.
 """
 
+from cardiosim.cells.stimulus import ode_step
 from cardiosim.config import tomlwrite
 from cardiosim.config.load import (PATH_KEYS, apply_overrides, check_all, input_files, load, loads,
                                    parse_override, tomllib)
@@ -21,7 +22,7 @@ from cardiosim.config.reference import reference_markdown
 from cardiosim.config.schema import (COORDINATES, H5_DATASETS, JUNCTION_TYPES, Cell, CellRegion, Checkpoint,
                                      Checks, Config, ConfigError, ConductivityRegion, Ecg, Electrode, Fibrosis,
                                      Grid, JunctionRegion, Junctions, Lead, Microscopic, Output, Probe, Region,
-                                     Simulation, Stimulus, Tissue, key, ode_step)
+                                     Simulation, Stimulus, Tissue, key)
 from cardiosim.config.validate import PROBE_NAME, RESERVED_PROBE_NAMES, validate
 
 __all__ = [

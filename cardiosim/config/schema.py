@@ -10,7 +10,6 @@ import typing
 from dataclasses import dataclass, field
 
 from cardiosim.analysis import checks
-from cardiosim.cells.stimulus import ode_step
 from cardiosim.runtime.errors import UserError
 from cardiosim.reaction.ode import kernel_variants
 

@@ -15,8 +15,9 @@ import typing
 from cardiosim import cells
 from cardiosim.analysis import twelve_lead
 from cardiosim.cells import paced_state
+from cardiosim.cells.stimulus import ode_step
 from cardiosim.config.schema import (COORDINATES, H5_DATASETS, Config, ConfigError, Electrode, Lead, Region,
-                                     describe_type, format_value, is_section, keys_of, ode_step)
+                                     describe_type, format_value, is_section, keys_of)
 from cardiosim.reaction.ode import kernel_variants
 from cardiosim.runtime import files
 
