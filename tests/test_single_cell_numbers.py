@@ -122,3 +122,33 @@ def test_blow_up_that_is_not_the_step_says_so(tmp_path):
     assert "too large" not in msg and "swung up and down at every step" not in msg, msg
     with h5py.File(tmp_path / "c.h5") as f:
         assert f.attrs["error"] in msg and 0.7 < f["trace/t"][-1] < 0.9
+
+
+# -- dV/dt max only where the sampling resolves it ------------------------------------------------------------------
+def test_dvdt_max_at_coarse_record_times_is_marked_and_warned(tmp_path, capfd):
+    """CVODES gives dV/dt at the record times only: every 1 ms, Luo–Rudy 1991's upstroke (under 1 ms) falls
+    between two records and dVdt_max is the stimulus's own 80 mV/ms at the onset (measured 79.997 against 411.6
+    over Forward Euler's steps). One warning line, and the beats marked in the JSON and the HDF5
+    (dVdt_max_unresolved, beside dVdt_max_sampling); at 0.05 ms no mark and no warning. Forward Euler's dV/dt max
+    is over every step: no mark at 1 ms either."""
+    require_cvodes()
+    require_gcc()
+    runs = {}
+    for name, integrator, dt, every in (("coarse", "cvode", 0.05, 1.0), ("fine", "cvode", 0.05, 0.05),
+                                        ("fe", "forward-euler", 0.005, 1.0)):
+        capfd.readouterr()
+        h5, js = _paced(tmp_path, name, 2, 0, integrator, dt, record_every=every)
+        warned = [ln for ln in capfd.readouterr().err.splitlines() if "dVdt_max" in ln]
+        runs[name] = (json.loads(js.read_text()), h5, warned)
+    doc, h5, warned = runs["coarse"]
+    assert len(warned) == 1 and warned[0].startswith("cardiosim: warning: dVdt_max of 2 of the 2 beats"), warned
+    assert doc["dVdt_max_unresolved"] == [1, 2] and "record times" in doc["dVdt_max_sampling"]
+    assert doc["beats"][1]["dVdt_max"] == pytest.approx(80.0, abs=0.1)        # the stimulus's, not the upstroke's
+    with h5py.File(h5) as f:
+        assert json.loads(f["biomarkers"].attrs["dVdt_max_unresolved"]) == [1, 2]
+        assert "record times" in f["biomarkers"].attrs["dVdt_max_sampling"]
+    for name in ("fine", "fe"):
+        doc, h5, warned = runs[name]
+        assert doc["dVdt_max_unresolved"] == [] and not warned, (name, warned)
+        assert doc["beats"][1]["dVdt_max"] > 300.0, name
+    assert "steps of 0.005 ms" in runs["fe"][0]["dVdt_max_sampling"]

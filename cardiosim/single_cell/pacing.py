@@ -13,14 +13,18 @@ HDF5 layout (h5py; units in each dataset's ``unit`` attribute):
                       dt (ms), record_every (ms), state_names, cardiosim_version; ``error`` if the run stopped early
     /trace/t          (n,) ms, the record times 0, record_every, 2·record_every, ...
     /trace/<state>    (n,) each state of the model at those times (e.g. /trace/V in mV, /trace/Cai in µM)
-    /dvdt/max         (n − 1,) mV/ms, the largest dV/dt over the substeps of each record interval
+    /dvdt/max         (n − 1,) mV/ms, the largest dV/dt over the substeps of each record interval (CVODES: dV/dt
+                      at the interval's end)
     /dvdt/t           (n − 1,) ms, the time that largest dV/dt was evaluated at (resolution dt)
     /biomarkers       table, one row per complete beat, columns as cardiosim.analysis.biomarkers.UNITS
-                      (attribute ``units``: JSON {column: unit}); APDs measured from the stimulus onset
+                      (attribute ``units``: JSON {column: unit}); APDs measured from the stimulus onset;
+                      ``dVdt_max_sampling`` says how dVdt_max was sampled, ``dVdt_max_unresolved`` (JSON list) the
+                      beats whose upstroke that sampling does not resolve (UPSTROKE_SAMPLES)
 
 The trace is written in blocks as the run goes, so a run stopped by an error or a kill still leaves a readable file
 up to the last block. The JSON file (optional) holds the run's settings and the same biomarkers
-({"model": ..., "units": {...}, "beats": [{...}, ...]}, NaN written as null).
+({"model": ..., "units": {...}, "beats": [{...}, ...], "dVdt_max_sampling": ..., "dVdt_max_unresolved": [...]},
+NaN written as null).
 """
 
 from __future__ import annotations
@@ -302,8 +306,9 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
                 if run.trace:
                     out.add_intermediates(run)
                 rows, units = _biomarkers(run, samples, n_done)
+                dvdt = _dvdt_sampling(run, samples, rows, n_done)
                 if rows:
-                    out.add_biomarkers(rows, units)
+                    out.add_biomarkers(rows, units, dvdt)
             except SimulationError:    # the blow-up, raised above: the file's 'error' is its message already
                 raise
             except (OSError, RuntimeError) as e:       # a full disk, a file-size limit: say so in the file if it can
@@ -316,7 +321,7 @@ def run_cell(model_name: str, variant: str | None, overrides: Mapping[str, float
         raise SimulationError(f"cannot write {h5_path} ({io_reason(e)}); it keeps the trace written before"
                               f"{no_json}") from None
     if json_path is not None:
-        _write_json(Path(json_path), run, rows, units)
+        _write_json(Path(json_path), run, rows, units, dvdt)
     return rows
 
 
@@ -570,6 +575,41 @@ def _biomarkers(run: _Run, samples: _Samples, n_done: int) -> tuple[list[dict], 
     return rows, {**UNITS, "Cai_rest": ca_unit, "Cai_peak": ca_unit}
 
 
+#: Records of V within the upstroke (10 to 90 % of V_rest → V_peak) below which dV/dt at the record times does not
+#: resolve its largest value. CVODES gives dV/dt only at the record times; with 3 samples inside the upstroke the
+#: largest of them is within about a third of the upstroke of its peak (an upstroke's dV/dt is a hump over it),
+#: with fewer the largest sample can be the stimulus's own dV/dt at its onset (80 mV/ms for -80 µA/µF at rest). The
+#: fixed-step integrators give the largest dV/dt over every step (resolution dt), whatever the record interval.
+UPSTROKE_SAMPLES = 3
+
+
+def _dvdt_sampling(run: _Run, samples: _Samples, rows: list[dict], n_done: int) -> tuple[str, list[int]]:
+    """(how dVdt_max was sampled, in words; the beats whose upstroke spans fewer than UPSTROKE_SAMPLES records,
+    where that sampling is the record times). Warns (one line) where there are such beats."""
+    if run.integrator != "cvode":
+        return f"the largest dV/dt over the steps of {run.dt:g} ms", []
+    how = f"dV/dt at the record times, every {run.record_every:g} ms (CVODES)"
+    t, v = samples.t[:n_done + 1], samples.V[:n_done + 1]
+    coarse = []
+    for r in rows:
+        a = r["V_peak"] - r["V_rest"]
+        if not a > 10.0:                  # no action potential: no upstroke to resolve
+            continue
+        up = (t >= r["t_start"]) & (t <= r["t_start"] + r["t_peak"])
+        inside = (v[up] > r["V_rest"] + 0.1 * a) & (v[up] < r["V_rest"] + 0.9 * a)
+        if np.count_nonzero(inside) < UPSTROKE_SAMPLES:
+            coarse.append(int(r["beat"]))
+    if coarse:
+        # lazy: cardiosim.runtime.log imports mpi4py, which this module does not
+        from cardiosim.runtime import log
+        which = f"beat {coarse[0]}" if len(coarse) == 1 else f"{len(coarse)} of the {len(rows)} beats"
+        log.warning(f"dVdt_max of {which} is dV/dt at the record times (--integrator cvode, --record-every "
+                    f"{run.record_every:g} ms), and the upstroke spans fewer than {UPSTROKE_SAMPLES} of them: too "
+                    f"coarse to resolve its largest value (marked dVdt_max_unresolved in the outputs); record more "
+                    f"often, or use a fixed-step integrator, whose dV/dt max is over every step")
+    return how, coarse
+
+
 class _TraceFile:
     """The run's HDF5 file (layout: the module docstring): the settings, then the trace in blocks of _BLOCK records
     as the run goes (a run stopped early leaves a readable file up to the last block), then the intermediates and
@@ -635,14 +675,18 @@ class _TraceFile:
             ds = self.group.create_dataset(name, data=np.asarray(vals[name], dtype="f8"))
             ds.attrs["unit"] = units.get(name, "")
 
-    def add_biomarkers(self, rows: list[dict], units: dict) -> None:
-        """/biomarkers: one row per beat, its columns' units in the attribute ``units``."""
+    def add_biomarkers(self, rows: list[dict], units: dict, dvdt: tuple[str, list[int]]) -> None:
+        """/biomarkers: one row per beat, its columns' units in the attribute ``units``; how dVdt_max was sampled
+        and the beats whose upstroke that does not resolve (:func:`_dvdt_sampling`) in ``dVdt_max_sampling`` and
+        ``dVdt_max_unresolved`` (JSON list of beat numbers)."""
         cols = list(rows[0])
         table = np.array([tuple(r[c] for c in cols) for r in rows],
                          dtype=[(c, "i8" if c == "beat" else "f8") for c in cols])
         ds = self.f.create_dataset("biomarkers", data=table)
         ds.attrs["units"] = json.dumps({c: units[c] for c in cols})
         ds.attrs["apd_origin"] = "stimulus"
+        ds.attrs["dVdt_max_sampling"] = dvdt[0]
+        ds.attrs["dVdt_max_unresolved"] = json.dumps(dvdt[1])
 
 
 def _growing(group, name: str, unit: str):
@@ -652,8 +696,9 @@ def _growing(group, name: str, unit: str):
     return ds
 
 
-def _write_json(path: Path, run: _Run, rows: list[dict], units: dict) -> None:
-    """The JSON file: the run's settings and the biomarkers (NaN as null)."""
+def _write_json(path: Path, run: _Run, rows: list[dict], units: dict, dvdt: tuple[str, list[int]]) -> None:
+    """The JSON file: the run's settings and the biomarkers (NaN as null), with how dVdt_max was sampled and the
+    beats whose upstroke that does not resolve (:func:`_dvdt_sampling`)."""
     model = run.model
     doc = {
         "model": model.name, "variant": model.variant, "overrides": run.model_overrides,
@@ -662,6 +707,7 @@ def _write_json(path: Path, run: _Run, rows: list[dict], units: dict) -> None:
         "dt": run.dt, "record_every": run.record_every, "apd_origin": "stimulus",
         "units": {c: units[c] for c in (rows[0] if rows else UNITS)},
         "beats": [{c: _json_value(v) for c, v in r.items()} for r in rows],
+        "dVdt_max_sampling": dvdt[0], "dVdt_max_unresolved": dvdt[1],
         "error": None,               # a run that stopped early raised before: it writes no JSON
         "cardiosim_version": __version__,
     }
