@@ -15,7 +15,7 @@ from conftest import ROOT, require_cvodes, require_gcc, run_cli
 pytest.importorskip("myokit")
 
 from cardiosim.runtime.errors import SimulationError  # noqa: E402
-from cardiosim.single_cell.pacing import run_cell  # noqa: E402
+from cardiosim.single_cell.pacing import restitution, run_cell  # noqa: E402
 
 MODELS = ROOT / "models"
 LR91 = MODELS / "luo_rudy_1991.cellml"
@@ -27,10 +27,12 @@ def _cache(tmp_path_factory, monkeypatch):
 
 
 def _paced(tmp_path, name, beats, prepace, integrator, dt, model=LR91, record_every=0.5, **kw):
-    """run_cell in this process (the compiled kernels and Myokit shared between runs): (h5, json) paths."""
+    """run_cell in this process (the compiled kernels and Myokit shared between runs): (h5, json) paths. Luo–Rudy
+    1991 at 500 ms with -80 µA/µF for 0.5 ms; TT06 at 1000 ms with -52 µA/µF for 1 ms."""
     out, js = tmp_path / f"{name}.h5", tmp_path / f"{name}.json"
-    run_cell(str(model), None, {}, -80.0, 0.5, 500.0, beats, dt, record_every, out, js, integrator=integrator,
-             prepace=prepace, **kw)
+    amplitude, duration, period = (-52.0, 1.0, 1000.0) if model == "tt06" else (-80.0, 0.5, 500.0)
+    run_cell(str(model), None, {}, amplitude, duration, period, beats, dt, record_every, out, js,
+             integrator=integrator, prepace=prepace, **kw)
     return out, js
 
 
@@ -122,6 +124,28 @@ def test_blow_up_that_is_not_the_step_says_so(tmp_path):
     assert "too large" not in msg and "swung up and down at every step" not in msg, msg
     with h5py.File(tmp_path / "c.h5") as f:
         assert f.attrs["error"] in msg and 0.7 < f["trace/t"][-1] < 0.9
+
+
+# -- restitution: an S2 that does not capture is no capture; S1's APD90 is that of the last S1 beat -----------------
+def test_restitution_no_capture_and_the_s1_beat(tmp_path):
+    """TT06 (Rush–Larsen, 20 µs) paced once at 1000 ms, S2 at 600, 300 and 260 ms: the S2s at 300 and 260 ms fall
+    within the S1 beat's action potential (APD90 307.9 ms) and do not capture (V rises 50 mV, the pulse's own
+    52 mV, against the S1 beat's 126 mV): APD90_S2 NaN with a reason (it was 41.2 and 29.7 ms, the S1's own
+    repolarisation measured from the S2 onset). APD90_S1 is the last S1 beat's, uncut by the S2 (it was NaN at
+    CI < APD90), the same in every row and equal to the APD90 of the same beat paced on its own."""
+    require_gcc()
+    rows, t, v = restitution("tt06", None, {}, -52.0, 1.0, 1000.0, 1, [600.0, 300.0, 260.0], 0.02,
+                             "rush-larsen", 0.1)
+    by = {r["CI"]: r for r in rows}
+    assert by[600.0]["captured"] == 1.0 and by[600.0]["reason"] == "" and 280 < by[600.0]["APD90_S2"] < 300
+    for ci in (300.0, 260.0):
+        assert by[ci]["captured"] == 0.0 and np.isnan(by[ci]["APD90_S2"]), by[ci]
+        assert by[ci]["reason"].startswith("no capture: "), by[ci]
+    _, js = _paced(tmp_path, "s1", 1, 1, "rush-larsen", 0.02, model="tt06", record_every=0.1)
+    beat = json.loads(js.read_text())["beats"][0]
+    for r in rows:
+        assert r["APD90_S1"] == pytest.approx(beat["APD90"], abs=1e-9), (r, beat["APD90"])
+        assert r["DI"] == pytest.approx(r["CI"] - r["APD90_S1"])
 
 
 # -- dV/dt max only where the sampling resolves it ------------------------------------------------------------------

@@ -745,9 +745,17 @@ def restitution(model_name: str, variant: str | None, overrides: Mapping[str, fl
     """The S1–S2 restitution protocol: ``prepace`` S1 beats every ``period`` ms (not recorded), then, from that
     paced state, for each coupling interval CI of ``intervals`` (ms): one more S1 at t = 0 and an S2 at t = CI.
     Returns (rows, t, V): one row per CI with CI, APD90 of the S1 and of the S2 beat (from their stimulus onsets),
-    the diastolic interval DI = CI − APD90(S1) and V_peak of the S2 beat (an S2 that does not excite has a few ms of
-    APD90: refractory); t (ms) and V (mV, one row per CI) are the recorded traces, to CI + period."""
-    from cardiosim.analysis.biomarkers import beat_biomarkers
+    the diastolic interval DI = CI − APD90(S1), V_peak of the S2 beat (the largest V from its onset on),
+    ``captured`` (1 or 0) and ``reason`` (why not, else ""); t (ms) and V (mV, one row per CI) are the recorded
+    traces, to CI + period.
+
+    APD90(S1) is that of the last S1 beat, the one at t = 0, paced on its own for a whole period: with an S2 inside
+    its action potential (CI < APD90) the S2's trace cuts it short. An S2 captures where its response is an action
+    potential: V rises from its value at the S2 onset by at least CAPTURE_RISE of the S1 beat's amplitude
+    (V_peak − V_rest) to a peak above CAPTURE_PEAK mV (or, for a model whose S1 peak stays below that, above the
+    S1 beat's midpoint). Otherwise (refractory: a graded response, or the S1's own repolarisation measured from
+    the S2 onset) APD90_S2 is NaN and ``reason`` says which test failed. A pulse that alone moves V by that much
+    (|amplitude|·duration, mV for a current per capacitance) defeats the test: a warning says so."""
     overrides = dict(overrides or {})
     cls = cells.model_class(model_name)
     tissue = {k: float(overrides.pop(k, v)) for k, v in TISSUE_DEFAULTS.items() if k in cls.needs_tissue}
@@ -773,29 +781,54 @@ def restitution(model_name: str, variant: str | None, overrides: Mapping[str, fl
     span = max(intervals) + period
     n = int(round(span / record_every))
     t = np.arange(n + 1) * record_every
-    rows, traces = [], []
-    for ci in intervals:
+
+    def paced(onsets, n_rec):
+        """V every record_every ms for n_rec records from the paced state, a pulse at each of ``onsets``."""
         if integrator == "cvode":
             p = myokit.Protocol()
-            p.schedule(amplitude, 0.0, duration)
-            p.schedule(amplitude, ci, duration)
+            for on in onsets:
+                p.schedule(amplitude, on, duration)
             cv.sim.reset()
             cv.sim.set_protocol(p)
-            vname = cv.names[0]
-            d = cv.sim.run(span + 0.5 * record_every, log=[vname], log_times=t)
-            v = np.asarray(d[vname])
-        else:
-            y = y0.copy()
-            stim = step.stimulus([Protocol(0.0, duration, 0.0, 1), Protocol(ci, duration, 0.0, 1)],
-                                 [amplitude, amplitude], 1)
-            v = np.empty(n + 1)
-            v[0] = y[0, 0]
-            for i in range(n):
-                step.advance(y, i * k * dt, dt, k, stim)
-                v[i + 1] = y[0, 0]
-        b = beat_biomarkers(t, v, [0.0, ci], apd_origin="stimulus")
-        s1, s2 = b[0], b[1]
-        rows.append({"CI": ci, "DI": ci - s1["APD90"], "APD90_S2": s2["APD90"], "APD90_S1": s1["APD90"],
-                     "V_peak_S2": s2["V_peak"]})
+            d = cv.sim.run(n_rec * record_every + 0.5 * record_every, log=[cv.names[0]], log_times=t[:n_rec + 1])
+            return np.asarray(d[cv.names[0]])
+        y = y0.copy()
+        stim = step.stimulus([Protocol(on, duration, 0.0, 1) for on in onsets], [amplitude] * len(onsets), 1)
+        v = np.empty(n_rec + 1)
+        v[0] = y[0, 0]
+        for i in range(n_rec):
+            step.advance(y, i * k * dt, dt, k, stim)
+            v[i + 1] = y[0, 0]
+        return v
+
+    n1 = int(round(period / record_every))        # the last S1 beat on its own: its APD90 uncut by an S2
+    s1 = beat_biomarkers(t[:n1 + 1], paced([0.0], n1), [0.0], apd_origin="stimulus")[0]
+    a1 = s1["V_peak"] - s1["V_rest"]
+    peak_needed = min(CAPTURE_PEAK, s1["V_rest"] + 0.5 * a1)
+    if abs(amplitude) * duration >= CAPTURE_RISE * a1:
+        # lazy: cardiosim.runtime.log imports mpi4py, which this module does not
+        from cardiosim.runtime import log
+        log.warning(f"restitution: the S2 pulse alone moves V by up to {abs(amplitude) * duration:.3g} mV "
+                    f"(|amplitude|·duration), at least {CAPTURE_RISE:g} of the S1 beat's {a1:.3g} mV: the test "
+                    f"for capture cannot tell a refractory response from an action potential; use a shorter or "
+                    f"weaker pulse")
+    rows, traces = [], []
+    for ci in intervals:
+        v = paced([0.0, ci], n)
+        s2 = beat_biomarkers(t, v, [0.0, ci], apd_origin="stimulus")[1]
+        rise = s2["V_peak"] - s2["V_rest"]
+        reason = ""
+        if s2["V_peak"] < peak_needed:
+            reason = f"no capture: V_peak {s2['V_peak']:.1f} mV, below {peak_needed:.3g} mV"
+        elif rise < CAPTURE_RISE * a1:
+            reason = (f"no capture: V rises {rise:.1f} mV from the S2 onset, under {CAPTURE_RISE:g} of the S1 "
+                      f"beat's {a1:.1f} mV")
+        rows.append({"CI": ci, "DI": ci - s1["APD90"], "APD90_S2": float("nan") if reason else s2["APD90"],
+                     "APD90_S1": s1["APD90"], "V_peak_S2": s2["V_peak"], "captured": 0.0 if reason else 1.0,
+                     "reason": reason})
         traces.append(v)
     return rows, t, np.array(traces)
+
+
+CAPTURE_RISE = 0.5     # an S2 response is an action potential where V rises by this share of the S1 amplitude
+CAPTURE_PEAK = 0.0     # ... to a peak above this (mV; the S1 midpoint for a model whose S1 peak stays below it)
