@@ -56,8 +56,8 @@ def _documented_calls() -> list[list[str]]:
 def test_scripts_use_existing_options_and_keys():
     """Every option given to `cardiosim run` exists, and every --set names a valid key with a valid value."""
     from cardiosim import config
-    from cardiosim.cli import _parser
-    run = _parser()._subparsers._group_actions[0].choices["run"]
+    from cardiosim.cli import parser
+    run = parser()._subparsers._group_actions[0].choices["run"]
     options = {s for a in run._actions for s in a.option_strings}
     calls = [c for s in SCRIPTS for c in _cardiosim_calls(s.read_text())] + _documented_calls()
     assert len(calls) >= 10

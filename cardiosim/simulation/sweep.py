@@ -18,7 +18,6 @@ nor PETSc (a nested mpirun fails inside an MPI singleton's environment); the con
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import math
@@ -259,7 +258,7 @@ def check_configs(config: str, runs: list[list[str]]) -> None:
         raise UserError(said[-1])
 
 
-def _check_child(config: str) -> int:
+def check_child(config: str) -> int:
     # lazy, in the --check child: cardiosim.config imports mpi4py, which the sweep's own process does not
     from cardiosim import config as cfgmod
     runs = json.loads(sys.stdin.read())
@@ -332,31 +331,6 @@ def write_slurm(config, runs, out: Path, ranks: int, command: str, collect_cmd: 
 
 
 # -- the command -------------------------------------------------------------------------------------------------
-def parser() -> argparse.ArgumentParser:
-    from cardiosim.cli import _Parser
-    p = _Parser(prog="cardiosim sweep", description="Many runs of one config (the product of the --vary values, "
-                "or --zip), locally in parallel or as a SLURM job array, and one table of chosen outputs.",
-                epilog="Quantities for --collect: " + "; ".join(f"{k}: {v}" for k, v in QUANTITIES.items()))
-    p.add_argument("config", help="TOML config file")
-    p.add_argument("--vary", action="append", default=[], metavar="KEY=v1,v2,...",
-                   help="a config key (as for --set: stimulus.S2.start, grid.spacing, ...) and its values, "
-                        "comma-separated TOML, or a:b:step (inclusive); repeatable")
-    p.add_argument("--zip", action="store_true", help="the i-th values of every --vary together (a list of runs), "
-                                                      "instead of their product")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a fixed override for every run")
-    p.add_argument("--out", required=True, help="folder of the runs' outputs (run-NNN.h5) and the table")
-    p.add_argument("--collect", nargs="+", default=list(DEFAULT_COLLECT), metavar="QUANTITY",
-                   help=f"what the table holds (default: {' '.join(DEFAULT_COLLECT)})")
-    p.add_argument("--table", help="the table: .csv or .h5 (default OUT/sweep.csv)")
-    p.add_argument("--jobs", type=int, default=1, help="runs at a time (default 1)")
-    p.add_argument("--np", type=int, default=1, help="MPI ranks per run (default 1)")
-    p.add_argument("--slurm", action="store_true", help="write OUT/sweep.sbatch (a job array) instead of running")
-    p.add_argument("--collect-only", action="store_true", help="only (re)write the table from OUT's runs")
-    p.add_argument("--overwrite", action="store_true", help="replace earlier runs' files and the table")
-    p.add_argument("--quiet", action="store_true", help="no line per run")
-    return p
-
-
 def plan_of(args):
     vary = parse_vary(args.vary)
     runs = [[*args.set, *sets] for sets in runs_of(vary, args.zip)]
@@ -370,16 +344,10 @@ def plan_of(args):
     return vary, runs, out, table_path
 
 
-def main(argv) -> int:
-    if argv[:1] == ["--check"]:
-        return _check_child(argv[1])
-    from cardiosim.cli import _guarded
-    return _guarded(lambda: _main(argv), comm=None)
-
-
-def _main(argv) -> int:
+def command(args, argv) -> int:
+    """``cardiosim sweep``: ``args`` its options (parsed by cardiosim.cli.sweep), ``argv`` its words (written into
+    the SLURM script)."""
     started = time.perf_counter()
-    args = parser().parse_args(argv)
     vary, runs, out, table_path = plan_of(args)
     fixed = len(args.set)
     if not args.collect_only:
@@ -406,5 +374,5 @@ def _main(argv) -> int:
     return 3 if any(r["status"] != "finished" for r in rows) else 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":      # the check of every run's config, in a child (check_configs): --check CONFIG
+    sys.exit(check_child(sys.argv[2]))

@@ -1,0 +1,36 @@
+"""``cardiosim plot FILE``: figures of a result file, and VTU files (cardiosim.output.plot)."""
+
+from __future__ import annotations
+
+from cardiosim.cli import common
+
+START = common.LOCAL
+
+
+def add_parser(sub) -> None:
+    pl = sub.add_parser("plot", help="PNGs of a result file: field maps, probe traces, activation and APD maps")
+    pl.add_argument("file", help="HDF5 file of a run")
+    pl.add_argument("--times", type=float, nargs="+", metavar="MS",
+                    help="snapshot times to show (ms; the nearest snapshot); default: four spread over the run")
+    pl.add_argument("--field", default="Vm", help="Vm (default) or phi_e")
+    pl.add_argument("--out", help="directory for the PNGs (default: beside FILE)")
+    pl.add_argument("--isochrones", type=float, metavar="MS",
+                    help="spacing of the activation isochrones (ms; default: about ten lines; at most "
+                         "200 lines)")
+    pl.add_argument("--view", nargs="+", choices=("z", "y", "x"), metavar="AXIS",
+                    help="3D: the middle slices drawn, by the axis they are normal to (z: the x-y plane, y, x; "
+                         "default: z y, a short- and a long-axis section of a heart along z)")
+    pl.add_argument("--range", type=float, nargs=2, metavar=("LO", "HI"),
+                    help="the field's colour range (mV; default: Vm -90 to 40, phi_e symmetric)")
+    pl.add_argument("--format", choices=("png", "svg", "pdf"), default="png", help="file format (default png)")
+    pl.add_argument("--dpi", type=int, default=150, help="resolution of PNGs (default 150)")
+    pl.add_argument("--beats", action="store_true", help="also draw the activation and APD maps of every beat (up "
+                                                         "to four), from the snapshots (as fine as output.interval)")
+    pl.add_argument("--vtu", action="store_true", help="also write the snapshots at --times as VTU files (meshio): "
+                                                       "fields and maps as point data, for ParaView/VTK pipelines")
+    pl.add_argument("--overwrite", action="store_true", help="replace existing figures")
+
+
+def main(args) -> int:
+    from cardiosim.output.plot import plot_main   # lazy: matplotlib, h5py and NumPy, not for every verb's parser
+    return plot_main(args)

@@ -1,0 +1,51 @@
+"""``cardiosim sweep CONFIG --vary KEY=v1,v2 ...``: many runs of one config and one table of chosen outputs; its
+options here, the sweep itself in cardiosim.simulation.sweep (:func:`~cardiosim.simulation.sweep.command`). Its
+process imports neither MPI nor PETSc: the runs are children (``cardiosim run``, under mpirun with ``--np``), and a
+nested mpirun fails inside an MPI singleton's environment."""
+
+from __future__ import annotations
+
+import argparse
+
+from cardiosim.cli import common
+
+START = common.RAW
+
+
+def add_parser(sub) -> None:
+    sub.add_parser("sweep", help="many runs of one config (--vary KEY=v1,v2 ...), locally in parallel or as a SLURM "
+                                 "job array, and one table of chosen outputs (see cardiosim sweep --help)",
+                   add_help=False)
+
+
+def parser() -> argparse.ArgumentParser:
+    from cardiosim.simulation.sweep import DEFAULT_COLLECT, QUANTITIES   # lazy: as in main
+    p = common.Parser(prog="cardiosim sweep", description="Many runs of one config (the product of the --vary "
+                      "values, or --zip), locally in parallel or as a SLURM job array, and one table of chosen "
+                      "outputs.",
+                      epilog="Quantities for --collect: " + "; ".join(f"{k}: {v}" for k, v in QUANTITIES.items()))
+    p.add_argument("config", help="TOML config file")
+    p.add_argument("--vary", action="append", default=[], metavar="KEY=v1,v2,...",
+                   help="a config key (as for --set: stimulus.S2.start, grid.spacing, ...) and its values, "
+                        "comma-separated TOML, or a:b:step (inclusive); repeatable")
+    p.add_argument("--zip", action="store_true", help="the i-th values of every --vary together (a list of runs), "
+                                                      "instead of their product")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a fixed override for every run")
+    p.add_argument("--out", required=True, help="folder of the runs' outputs (run-NNN.h5) and the table")
+    p.add_argument("--collect", nargs="+", default=list(DEFAULT_COLLECT), metavar="QUANTITY",
+                   help=f"what the table holds (default: {' '.join(DEFAULT_COLLECT)})")
+    p.add_argument("--table", help="the table: .csv or .h5 (default OUT/sweep.csv)")
+    p.add_argument("--jobs", type=int, default=1, help="runs at a time (default 1)")
+    p.add_argument("--np", type=int, default=1, help="MPI ranks per run (default 1)")
+    p.add_argument("--slurm", action="store_true", help="write OUT/sweep.sbatch (a job array) instead of running")
+    p.add_argument("--collect-only", action="store_true", help="only (re)write the table from OUT's runs")
+    p.add_argument("--overwrite", action="store_true", help="replace earlier runs' files and the table")
+    p.add_argument("--quiet", action="store_true", help="no line per run")
+    return p
+
+
+def main(words) -> int:
+    from cardiosim.simulation import sweep   # lazy: NumPy and h5py, after the stop-signal handler (STOP_SIGNALS)
+    if words[:1] == ["--check"]:     # the configs' check, in a child (cardiosim.simulation.sweep.check_configs)
+        return sweep.check_child(words[1])
+    return common.guarded(lambda: sweep.command(parser().parse_args(words), words), comm=None)
