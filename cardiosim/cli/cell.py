@@ -225,14 +225,17 @@ def _restitution(args, overrides) -> int:
                         "cardiosim_version": __version__, "protocol": "S1-S2 restitution"})
         f.create_dataset("trace/t", data=t).attrs["unit"] = "ms"
         f.create_dataset("trace/V", data=v).attrs["unit"] = "mV (one row per coupling interval)"
-        f.create_dataset("restitution", data=np.array([tuple(r[c] for c in cols) for r in rows],
-                                                      dtype=[(c, "f8") for c in cols])).attrs["unit"] = "ms, mV"
+        f.create_dataset("restitution", data=np.array(
+            [tuple(r[c] for c in cols) for r in rows],
+            dtype=[(c, h5py.string_dtype() if isinstance(rows[0][c], str) else "f8") for c in cols]
+        )).attrs["unit"] = "ms, mV"
     if args.json:
         Path(args.json).write_text(json.dumps({"model": str(args.model), "units": "ms (V_peak_S2: mV)",
                                                "restitution": rows, "cardiosim_version": __version__},
                                               indent=1) + "\n")
     log.info("        CI (ms)        DI (ms)  APD90 S2 (ms)  APD90 S1 (ms)  V_peak S2 (mV)")
-    for r in rows:
-        log.info("".join(f"{r[c]:15.2f}" for c in cols))
+    for r in rows:        # the five numbers, then why an S2 did not capture (pacing.restitution)
+        log.info("".join(f"{r[c]:15.2f}" for c in ("CI", "DI", "APD90_S2", "APD90_S1", "V_peak_S2"))
+                 + (f"  {r['reason']}" if r.get("reason") else ""))
     log.info(f"wrote {args.output}" + (f" and {args.json}" if args.json else ""))
     return 0
