@@ -207,13 +207,42 @@ def idealised_biv(h: float, margin: int = 1) -> tuple[Box, dict]:
 
 
 # -- tetrahedral meshes ------------------------------------------------------------------------------------------------
+#: The labels' dtype (the ``labels`` dataset, module docstring): an element tag becomes a label, so it must fit.
+LABEL_DTYPE = np.int32
+
+
+def _tags(tags, source) -> np.ndarray:
+    """The element tags as int64, refused (UserError naming the file, the tag and the allowed range) where one is not
+    a whole number or does not fit in LABEL_DTYPE: a cast would wrap it silently (2^32 + 1 became label 1). Tags
+    below 1 are Mesh's own check."""
+    raw = np.asarray(tags).reshape(-1)
+    hi = int(np.iinfo(LABEL_DTYPE).max)
+    allowed = f"allowed: whole numbers from 1 to {hi} (the labels are {np.dtype(LABEL_DTYPE).name})"
+    if raw.dtype.kind not in "iub":
+        try:
+            f = raw.astype(float)
+        except (TypeError, ValueError):
+            raise UserError(f"{source}: element tags must be numbers; {allowed}") from None
+        bad = ~np.isfinite(f) | (f != np.round(f))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise UserError(f"{source}: element {i} has the tag {raw[i].item()!r}, not a whole number; {allowed}")
+        raw = f
+    over = raw > hi
+    if over.any():
+        i = int(np.argmax(over))
+        raise UserError(f"{source}: element {i} has the tag {int(raw[i])}, which does not fit in the labels; "
+                        f"{allowed}")
+    return raw.astype(np.int64)
+
+
 class Mesh:
     """Points (cm), tetrahedra, a tag per element and fibres per element or per point (or none)."""
 
     def __init__(self, points, tets, tags=None, element_fibres=None, point_fibres=None, source=""):
         self.points = np.asarray(points, dtype=float)
         self.tets = np.asarray(tets, dtype=np.int64)
-        self.tags = np.ones(len(self.tets), dtype=np.int64) if tags is None else np.asarray(tags, dtype=np.int64)
+        self.tags = np.ones(len(self.tets), dtype=np.int64) if tags is None else _tags(tags, source)
         self.source = source
         if self.points.ndim != 2 or self.points.shape[1] != 3:
             raise UserError(f"{source}: points must have 3 coordinates (x y z); got "

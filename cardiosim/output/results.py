@@ -153,9 +153,22 @@ class Results:
             raise UserError(f"--field {name}: not in {self.path}{why}; fields in the file: {have}")
 
     def field(self, name: str, i: int) -> np.ndarray:
-        """Snapshot i of a field, shape ([nz,] [ny,] nx)."""
+        """Snapshot i of a field, shape ([nz,] [ny,] nx): one of the n_snapshots complete ones (a negative i counts
+        from the last of them). A killed run's datasets keep their planned length, filled with zeros past what was
+        written: an index there is refused (UserError), not read."""
         self.check_field(name)
-        return self.f["fields"][name][i]
+        n = self.n_snapshots
+        try:
+            j = int(i)
+        except (TypeError, ValueError):
+            raise UserError(f"{self.path}: snapshot index {i!r} is not a whole number") from None
+        if not -n <= j < n:
+            planned = self.f["fields"][name].shape[0]
+            have = f"0 to {n - 1} (t = {self.times[0]:g} to {self.times[-1]:g} ms)" if n else "none"
+            more = f"; the other {planned - n} of the {planned} planned were never written" if planned > n else ""
+            raise UserError(f"{self.path}: snapshot {j} of {name} does not exist; the snapshots written are {have}"
+                            f"{more}")
+        return self.f["fields"][name][j % n]
 
     def snapshot_index(self, t: float) -> int:
         """The snapshot nearest to time t (ms); t must lie within the snapshots' range."""
