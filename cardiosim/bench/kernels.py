@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from cardiosim.bench.launch import machine, publish
+from cardiosim.runtime.gpu import PrimaryContext
 
 FP64_ISSUE_RATE = {"H100": 1.7e13, "H200": 1.7e13}   # instructions/s, docs/dev/design.md §8 (same SMs on the H200)
 PEER = "Myokit 1.39.2 CUDA Euler, FP64, one H100, 10⁶ cells: 1.9·10⁹ (k = 1), 2.2·10⁹ (k = 100) cell-steps/s"
@@ -206,14 +207,13 @@ def main(argv=None):
     p.add_argument("--json", help="write the results here too")
     args = p.parse_args(argv)
     try:
-        import pycuda.driver as cuda
+        import pycuda.driver  # noqa: F401 - whether PyCUDA is there
     except ImportError:
         print("cardiosim bench kernels: needs PyCUDA and a GPU (EXTRAS=test,plot,gpu make setup)", file=sys.stderr)
         return 2
     from cardiosim.cells import make
     model = make("bondarenko", "apical")
-    cuda.init()
-    ctx = cuda.Device(0).retain_primary_context()
+    ctx = PrimaryContext(0)
     ctx.push()
     try:
         bw = copy_bandwidth()

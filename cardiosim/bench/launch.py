@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cardiosim.runtime.gpu import query_gpus
+
 
 def machine() -> dict:
     """Host, CPU model, core count and GPU names, for the header of a benchmark table."""
@@ -20,12 +22,8 @@ def machine() -> dict:
                 break
     except OSError:
         pass
-    try:
-        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20).stdout.strip().splitlines()
-        info["gpu"] = ", ".join(gpu) if gpu else "none"
-    except (OSError, subprocess.SubprocessError):
-        info["gpu"] = "none"
+    gpus, _ = query_gpus("name", timeout=20)
+    info["gpu"] = ", ".join(name for name, in gpus) if gpus else "none"
     return info
 
 

@@ -15,6 +15,8 @@ import time
 
 import numpy as np
 
+from cardiosim.runtime.gpu import PrimaryContext
+
 SHEET = """
 [simulation]
 equations = "bidomain"
@@ -64,8 +66,7 @@ def main(argv=None):
     from cardiosim.solvers import multigrid
     from cardiosim.domain.grid import Grid
     from cardiosim.tissue import make
-    cuda.init()
-    ctx = cuda.Device(0).retain_primary_context()
+    ctx = PrimaryContext(0)
     ctx.push()
     try:
         big = cuda.mem_alloc(1 << 30)

@@ -14,6 +14,7 @@ import json
 import sys
 import time
 
+from cardiosim.runtime.gpu import PrimaryContext
 
 
 def measure(call, sync, meter, seconds: float) -> dict:
@@ -46,8 +47,6 @@ def main(argv=None):
     petsc4py.init(sys.argv[:1])
     from petsc4py import PETSc
 
-    import pycuda.driver as cuda
-
     from cardiosim import cells, config
     from cardiosim.runtime import energy
     from cardiosim.solvers import multigrid
@@ -73,8 +72,7 @@ def main(argv=None):
         rows.append({"kernel": name, "block": b, **r})
         print(rows[-1], flush=True)
 
-    cuda.init()
-    ctx = cuda.Device(0).retain_primary_context()
+    ctx = PrimaryContext(0)
     ctx.push()
     try:
         cfg = config.loads(SHEET.format(size=[0.4992, 0.4992], h=0.0008))

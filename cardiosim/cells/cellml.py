@@ -538,12 +538,12 @@ def specialised(model) -> Path:
     compile time). The header keeps the parameter vector's layout, so the backends pass the same vector. Cached per
     machine, keyed by the model and the set of names it overrides (not their values: one compiled kernel serves every
     value of them)."""
-    from cardiosim.runtime.compile import cached_folder
+    from cardiosim.runtime.compile import cached_folder, key_digest
     base = Path(type(model).kernel_header_dir)
     keep = model.kept_parameters()
     names = list(model.PARAMETER_ORDER)
-    key = hashlib.sha256((model.kernel_name + "\0" + json.dumps([names[i] for i in sorted(keep) if i < len(names)])
-                          + "\0" + (base / f"{model.kernel_name}.h").read_text()).encode()).hexdigest()[:32]
+    key = key_digest([model.kernel_name, json.dumps([names[i] for i in sorted(keep) if i < len(names)]),
+                      (base / f"{model.kernel_name}.h").read_text()])[:32]
 
     def build(tmp: Path) -> None:
         text = (base / f"{model.kernel_name}.h").read_text()
@@ -558,13 +558,13 @@ def per_cell_header(model) -> tuple[Path, list[int]]:
     ``slots[j]`` is read as ``CS_CELL_PARAM(j)``, which the includer defines: slot j of this cell, from a
     per-cell array (kernels/cpu_driver.c and kernels/fused.cu with CS_CELL_PARAMS). The same text is compiled as C
     on the host and as CUDA on the GPU, so a CPU population through it is the GPU population's host twin."""
-    from cardiosim.runtime.compile import cached_folder
+    from cardiosim.runtime.compile import cached_folder, key_digest
     base = Path(type(model).kernel_header_dir)
     c = model.parameter_vector()
     slots = sorted(model.kept_parameters() | {i for i, v in enumerate(c) if not math.isfinite(v)})
     slot = {i: j for j, i in enumerate(slots)}
-    key = hashlib.sha256((model.kernel_name + "\0cells\0" + json.dumps(slots) + "\0"
-                          + (base / f"{model.kernel_name}.h").read_text()).encode()).hexdigest()[:32]
+    key = key_digest([model.kernel_name, "cells", json.dumps(slots),
+                      (base / f"{model.kernel_name}.h").read_text()])[:32]
 
     def value(m) -> str:
         i = int(m.group(1))

@@ -32,6 +32,7 @@ import socket
 from dataclasses import dataclass, field
 
 from cardiosim.runtime.errors import UserError
+from cardiosim.runtime.gpu import NO_PYCUDA, arch_of, gpus_without_cuda, import_pycuda, visible_gpus
 
 EXCHANGES = ("vm", "full")
 
@@ -234,20 +235,6 @@ class Placement:
         return layout_table(self.layout)
 
 
-def visible_gpus() -> tuple[int, str]:
-    """(number of GPUs the CUDA driver shows, why none) — 0 with the reason where PyCUDA or a driver is missing."""
-    try:
-        import pycuda.driver as cuda
-    except ImportError:
-        return 0, "PyCUDA is not installed (CARDIOSIM_GPU=1 make setup installs it)"
-    try:
-        cuda.init()
-        n = cuda.Device.count()
-    except Exception as e:     # pycuda.driver.Error: no driver, no device
-        return 0, f"the CUDA driver reports: {e}"
-    return n, "" if n else "the CUDA driver shows no device (CUDA_VISIBLE_DEVICES?)"
-
-
 def _gpu_label(ordinal: int | None) -> str:
     """'GPU 1' or, where CUDA_VISIBLE_DEVICES renumbers the devices, 'GPU 1 (CUDA_VISIBLE_DEVICES 3)'."""
     if ordinal is None:
@@ -258,9 +245,8 @@ def _gpu_label(ordinal: int | None) -> str:
 
 
 def _arch(ordinal: int) -> int:
-    import pycuda.driver as cuda
-    major, minor = cuda.Device(ordinal).compute_capability()
-    return 10 * major + minor
+    """GPU ``ordinal``'s architecture as a number (sm_90: 90), CUDA initialised."""
+    return int(arch_of(import_pycuda().Device(ordinal)).removeprefix("sm_"))
 
 
 def node_rank_and_size(comm) -> tuple[int, int]:
@@ -270,19 +256,6 @@ def node_rank_and_size(comm) -> tuple[int, int]:
     out = node.rank, node.size
     node.Free()
     return out
-
-
-def gpus_without_cuda() -> int:
-    """The number of GPUs this process would see, found without initialising CUDA (which would fix
-    CUDA_VISIBLE_DEVICES and the device before PETSc is told which one to use): the entries of
-    CUDA_VISIBLE_DEVICES where it is set, else the NVIDIA driver's list of GPUs."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return len([v for v in visible.split(",") if v.strip() and not v.strip().startswith("-")])
-    try:
-        return len(os.listdir("/proc/driver/nvidia/gpus"))
-    except OSError:
-        return 0
 
 
 def petsc_device_options(comm=None, given=()) -> list[str]:
@@ -334,7 +307,7 @@ def _resident_missing() -> str:
     PETSc must do itself, on the device it was told: petsc_device_options)."""
     import importlib.util
     if importlib.util.find_spec("pycuda") is None:
-        return "PyCUDA is not installed (CARDIOSIM_GPU=1 make setup installs it)"
+        return NO_PYCUDA
     if gpus_without_cuda() == 0:
         return "no GPU is visible (no NVIDIA driver, or CUDA_VISIBLE_DEVICES is empty)"
     from petsc4py import PETSc

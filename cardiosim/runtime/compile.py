@@ -3,7 +3,8 @@ how a compiled object gets there safely. Both sides import it: the cell side (C 
 PDE side (cardiosim.solvers' stencil library). It imports neither of them.
 
 The rule of every per-machine cache here: the file name hashes everything that went into it (sources, flags,
-compiler version); it is built into a temporary file in the same folder and renamed into place (atomic) under an
+compiler version: :func:`key_digest` of :func:`files_digest`, the flags and :func:`compiler_version`; a shared
+library's name is :func:`library_path`); it is built into a temporary file in the same folder and renamed into place (atomic) under an
 advisory lock, so MPI ranks starting together neither race nor load a half-written file; a checksum written with
 it finds an entry that was cut short or damaged later, which is then made again. A cache that cannot be written (a
 read-only home on compute nodes) is still read; new entries then go to a private temporary cache (one line of
@@ -116,10 +117,40 @@ def header_dir(model) -> Path:
     return Path(getattr(model, "kernel_header_dir", None) or kernel_dir())
 
 
+def key_digest(key: Sequence[str]) -> str:
+    """SHA-256 (hex) of a cache entry's key: everything that went into it (the sources or their
+    :func:`files_digest`, the flags, the compiler's :func:`compiler_version`), joined by NUL."""
+    return hashlib.sha256("\0".join(key).encode()).hexdigest()
+
+
+def files_digest(files: Sequence[Path], root: Path) -> str:
+    """SHA-256 (hex) of source files, each by its path relative to ``root`` and its text, in the order given: the
+    sources' part of a key (:func:`key_digest`), the same wherever the folder is."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{os.path.relpath(f, root)}\0{f.read_text()}\0".encode())
+    return h.hexdigest()
+
+
+def compiler_version(argv: Sequence[str], who: str, hint: str = "") -> str:
+    """What ``argv`` (a compiler's ``--version``) prints: part of every key, so that another compiler builds anew.
+    RuntimeError "<who> does not run (<why>)<hint>" where it cannot be run."""
+    try:
+        return subprocess.run(list(argv), capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise RuntimeError(f"{who} does not run ({e}){hint}") from e
+
+
+def library_path(stem: str, key: Sequence[str]) -> Path:
+    """Where the shared library ``stem`` made from ``key`` (:func:`key_digest`) goes in the cache:
+    ``cache_dir("native")/<stem>_<20 hex digits of the key's digest>.so``; build it there with :func:`compile_once`."""
+    return cache_dir("native") / f"{stem}_{key_digest(key)[:20]}.so"
+
+
 def compile_once(out: Path, command, what: str) -> Path:
-    """``out`` (a path in the cache whose name hashes everything that went into it), built by running the compiler
-    argv ``command(tmp)`` that writes ``tmp``, unless it exists (:func:`cached_file`). ``what`` starts the error
-    message."""
+    """``out`` (a path in the cache whose name hashes everything that went into it: :func:`library_path`), built by
+    running the compiler argv ``command(tmp)`` that writes ``tmp``, unless it exists (:func:`cached_file`). ``what``
+    starts the error message."""
     def build(tmp):
         cmd = command(tmp)
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -277,11 +308,8 @@ def compile_cached(src: str, options: Sequence[str], arch: str, include_dirs: Se
     compiles and the others then load from this cache (reaction.placement.first_then_others). Needs no context.
     """
     from pycuda.compiler import compile as nvcc_compile
-    try:
-        nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        raise RuntimeError(f"nvcc does not run ({e}); put the CUDA toolkit's bin on PATH") from e
-    h = hashlib.sha256("\0".join([src, *options, arch, nvcc]).encode())
+    nvcc = compiler_version(["nvcc", "--version"], "nvcc", "; put the CUDA toolkit's bin on PATH")
+    h = key_digest([src, *options, arch, nvcc])
 
     def build(tmp):
         errors = []
@@ -296,5 +324,5 @@ def compile_cached(src: str, options: Sequence[str], arch: str, include_dirs: Se
             raise RuntimeError("\n".join(errors))
         with open(tmp, "wb") as f:
             f.write(cubin)
-    return cached_file(cache_dir("cuda") / f"{h.hexdigest()[:32]}_{arch}.cubin", build).read_bytes()
+    return cached_file(cache_dir("cuda") / f"{h[:32]}_{arch}.cubin", build).read_bytes()
 

@@ -12,6 +12,8 @@ says why instead of giving numbers.
 
 from __future__ import annotations
 
+from cardiosim.runtime.gpu import cuda_driver
+
 
 def _nvml():
     try:
@@ -25,9 +27,7 @@ def _nvml():
 def bus_id(device: int) -> str | None:
     """PCI bus id of CUDA device ``device`` (as CUDA numbers it, i.e. after CUDA_VISIBLE_DEVICES)."""
     try:
-        import pycuda.driver as cuda
-        cuda.init()
-        return cuda.Device(device).pci_bus_id()
+        return cuda_driver().Device(device).pci_bus_id()
     except Exception:
         return None
 

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from cardiosim.runtime.errors import UserError
+from cardiosim.runtime.gpu import query_gpus
 
 # The variables a launcher gives each rank with the number of ranks it started, most specific first: Open MPI's
 # mpirun, then a PMI (MPICH's Hydra, srun --mpi=pmi2), then srun's step. SLURM_NTASKS alone is the job's count, also
@@ -172,21 +173,10 @@ def export_gpu_aware_mpi_option() -> None:
 
 def gpus_seen() -> tuple[list[str], str]:
     """(one 'NAME (sm_XY)' per GPU nvidia-smi lists, why none), without initialising CUDA."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return [], "nvidia-smi not found"
-    try:
-        proc = subprocess.run([smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return [], f"nvidia-smi failed ({e})"
-    if proc.returncode != 0:
-        said = (proc.stderr or proc.stdout).strip().splitlines()
-        return [], f"nvidia-smi: {said[0] if said else f'exit status {proc.returncode}'}"
-    gpus = []
-    for line in proc.stdout.strip().splitlines():
-        name, _, cap = line.rpartition(",")
-        gpus.append(f"{name.strip()} (sm_{cap.strip().replace('.', '')})")
+    rows, why = query_gpus("name,compute_cap")
+    if why:
+        return [], why
+    gpus = [f"{name} (sm_{cap.replace('.', '')})" for name, cap in rows]
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     entries = [v.strip() for v in (visible or "").split(",") if v.strip()]
     if visible is not None and all(e.isdigit() for e in entries):    # by index (UUIDs: left as nvidia-smi lists)

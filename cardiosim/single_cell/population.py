@@ -29,6 +29,7 @@ import numpy as np
 from cardiosim import __version__, cells
 from cardiosim.analysis.biomarkers import UNITS, beat_biomarkers
 from cardiosim.runtime.errors import SimulationError
+from cardiosim.runtime.gpu import cuda_driver
 from cardiosim.cells.stimulus import Protocol
 
 DISTRIBUTIONS = ("uniform", "lognormal")
@@ -196,11 +197,8 @@ def run_population(model_name: str, variant: str | None, overrides: Mapping[str,
 
 def _gpu_visible() -> None:
     """ValueError (one line) where this process cannot use a GPU: before anything is computed or written."""
-    from cardiosim.runtime.gpu import import_pycuda
     try:
-        cuda = import_pycuda()
-        cuda.init()
-        n = cuda.Device.count()
+        n = cuda_driver().Device.count()
     except Exception as e:                       # RuntimeError (no PyCUDA), pycuda's own (no driver)
         raise ValueError(f"--backend cuda: no GPU to run on: {str(e).splitlines()[0][:200]}") from None
     if n == 0:

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-import hashlib
 import os
-import subprocess
 
 import numpy as np
 from petsc4py import PETSc
 
-from cardiosim.runtime.compile import cache_dir, compile_once, kernel_dir
+from cardiosim.runtime.compile import compile_once, compiler_version, kernel_dir, library_path
 from cardiosim.solvers.comm import Boxes
 
 SOURCE = "stencil_setup.c"
@@ -41,13 +39,9 @@ def library() -> ctypes.CDLL:
     if not _lib:
         cc = os.environ.get("CC", "cc")
         src = kernel_dir() / SOURCE
-        try:
-            version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
-        except (OSError, subprocess.CalledProcessError) as e:
-            raise RuntimeError(f"multigrid: the C compiler '{cc}' does not run ({e}); set CC") from e
+        version = compiler_version([cc, "--version"], f"multigrid: the C compiler '{cc}'", "; set CC")
         flags = ["-O3", "-std=c99", "-shared", "-fPIC"]
-        h = hashlib.sha256("\0".join([src.read_text(), cc, *flags, version]).encode()).hexdigest()[:20]
-        out = cache_dir("native") / f"stencil_setup_{h}.so"
+        out = library_path("stencil_setup", [src.read_text(), cc, *flags, version])
         lib = ctypes.CDLL(str(compile_once(out, lambda tmp: [cc, *flags, str(src), "-o", tmp],
                                            f"multigrid: compiling {SOURCE}")))
         p, i, l = ctypes.c_void_p, ctypes.c_int, ctypes.c_long

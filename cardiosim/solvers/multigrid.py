@@ -48,7 +48,6 @@ one per colour, exactly the serial smoother),
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import importlib
 import os
 import subprocess
@@ -59,7 +58,7 @@ from pathlib import Path
 import numpy as np
 from petsc4py import PETSc
 
-from cardiosim.runtime.compile import cache_dir, compile_once, kernel_dir
+from cardiosim.runtime.compile import compile_once, compiler_version, files_digest, kernel_dir, library_path
 from cardiosim.runtime.gpu import current_arch
 from cardiosim.solvers import comm, galerkin, nullspace
 from cardiosim.solvers.comm import Boxes
@@ -412,10 +411,7 @@ def source_files(src: Path) -> list[Path]:
 def source_digest(src: Path) -> str:
     """SHA-256 of every file of ``src``'s translation unit (:func:`source_files`), each by its path relative to
     src's folder and its text: the sources' part of the compiled library's cache key."""
-    h = hashlib.sha256()
-    for f in source_files(src):
-        h.update(f"{os.path.relpath(f, src.parent)}\0{f.read_text()}\0".encode())
-    return h.hexdigest()
+    return files_digest(source_files(src), src.parent)
 
 
 def _build(gpu: bool) -> Path:
@@ -431,13 +427,9 @@ def _build(gpu: bool) -> Path:
         cxx = os.environ.get("CXX", "g++")
         cmd = [cxx, "-x", "c++", "-O2", "-std=c++14", "-shared", "-fPIC"]
         version = [cxx, "--version"]
-    try:
-        v = subprocess.run(version, capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        raise RuntimeError(f"multigrid: the compiler '{version[0]}' does not run ({e})") from e
+    v = compiler_version(version, f"multigrid: the compiler '{version[0]}'")
     mpi = mpi_flags(gpu)
-    h = hashlib.sha256("\0".join([source_digest(src), *cmd, *mpi, v]).encode()).hexdigest()[:20]
-    out = cache_dir("native") / f"stencil_mg_{'cuda' if gpu else 'cpu'}_{h}.so"
+    out = library_path(f"stencil_mg_{'cuda' if gpu else 'cpu'}", [source_digest(src), *cmd, *mpi, v])
     return compile_once(out, lambda tmp: [*cmd, str(src), "-o", tmp, *mpi], f"multigrid: compiling {SOURCE}")
 
 

@@ -15,7 +15,6 @@ next to PETSc in one process.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from typing import Sequence
@@ -26,8 +25,8 @@ from cardiosim.runtime.errors import SimulationError
 from cardiosim.cells.stimulus import kernel_layout
 from cardiosim.cells.stability import STEP_HINT
 from cardiosim.reaction.ode import kernel_variants
-from cardiosim.runtime.compile import compile_cached, header_dir, kernel_dir
-from cardiosim.runtime.gpu import arch_of, import_pycuda
+from cardiosim.runtime.compile import compile_cached, files_digest, header_dir, kernel_dir, key_digest
+from cardiosim.runtime.gpu import PrimaryContext, arch_of, import_pycuda
 
 KERNEL = "fused.cu"
 FUNCTION = "cs_fused_euler"
@@ -142,12 +141,10 @@ def kernel_source(model, params: np.ndarray, variant, integrator: str = "forward
     if step and (f"{name}{step}(" not in header or not variant.fused):
         raise ValueError(f"{integrator} needs {name}{step} in {name}.h and the fused kernel variant")
     src, defines = kernel_variants.source((kdir / KERNEL).read_text(), header, name, params, variant)
-    # PyCUDA's cache keys on the source text and options only: add a digest of the headers it includes.
-    h = hashlib.sha256()
-    for hdr in sorted(kdir.glob("*.h")):
-        h.update(hdr.name.encode() + b"\0" + hdr.read_bytes())
-    h.update(b"model\0" + header.encode())          # a generated model's header lives outside kernels/
-    src = f"// headers: {h.hexdigest()[:20]}\n" + src
+    # PyCUDA's cache keys on the source text and options only: add a digest of the headers it includes (a generated
+    # model's header lives outside kernels/).
+    headers = key_digest([files_digest(sorted(kdir.glob("*.h")), kdir), "model", header])
+    src = f"// headers: {headers[:20]}\n" + src
     opts = [f"-DCS_MODEL={name}", f"-DCS_MODEL_UP={name.upper()}", f"-DCS_N_STATES={model.n_states}",
             f"-DCS_N_PARAMS={params.size}", f"-DCS_MAX_PROTOCOLS={MAX_PROTOCOLS}",
             f"-DCS_RUSH_LARSEN={int(step is not None)}", *([f"-DCS_STEP={step}"] if step else []), *defines,
@@ -223,9 +220,8 @@ class CudaBackend:
                 raise ValueError(f"cell_params must have shape ({len(slots)}, {self.n_cells}) (the per-cell slots), "
                                  f"got {cell_params.shape}")
 
-        cuda.init()
-        self.device = cuda.Device(device)
-        self.ctx = self.device.retain_primary_context()
+        self.ctx = PrimaryContext(device)
+        self.device = self.ctx.device
         self.ctx.push()
         try:
             kdir = kernel_dir()
@@ -240,7 +236,7 @@ class CudaBackend:
                 mod = self._compile(src, opts, dirs)
             self.options = opts
             # what was compiled, for the ranks of a node to compare (placement.first_then_others)
-            self.source_digest = hashlib.sha256("\0".join([src, *opts]).encode()).hexdigest()
+            self.source_digest = key_digest([src, *opts])
             self.module = mod
             self.func = mod.get_function(FUNCTION)
             self.func.prepare("PqiddiiPiPPPP" + ("P" if self.per_cell else ""))
@@ -286,7 +282,7 @@ class CudaBackend:
         self.ctx.push()
 
     def _pop(self):
-        self.cuda.Context.pop()
+        self.ctx.pop()
 
     def close(self):
         """Free the device memory and release the primary context (the backend is unusable after)."""
@@ -301,8 +297,8 @@ class CudaBackend:
                 for a in self._dvdt:
                     a.free()
         finally:
-            self.cuda.Context.pop()
-            self.ctx.detach()
+            self.ctx.pop()
+            self.ctx.release()
             self.ctx = None
 
     def _upload(self, symbol: str, values: np.ndarray):

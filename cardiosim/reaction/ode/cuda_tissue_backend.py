@@ -22,8 +22,6 @@ class CudaTissueBackend:
 
     def __init__(self, model, states: np.ndarray, stimuli, device: int, kernel_comm=None, rows=(0,),
                  integrator: str = "forward-euler", kernel: str = "fused"):
-        import pycuda.driver as cuda
-
         from cardiosim.reaction.placement import first_then_others
         from cardiosim.reaction.ode.cuda_backend import CudaBackend
 
@@ -35,11 +33,8 @@ class CudaTissueBackend:
         self.device = device
         self.rows = tuple(rows)
         if states.shape[1]:
-            self.gpu.ctx.push()
-            try:
+            with self.gpu.ctx as cuda:
                 self.y = cuda.pagelocked_empty(states.shape, np.float64)
-            finally:
-                cuda.Context.pop()
         else:                   # no cells here (a rank or a group without tissue): nothing to pin
             self.y = np.empty(states.shape)
         self.y[:] = states

@@ -19,29 +19,21 @@ This module must not import mpi4py or petsc4py: it runs in plain Python too.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from cardiosim.runtime.compile import DRIVER, cache_dir, compile_once, kernel_dir
+from cardiosim.runtime.compile import (DRIVER, cache_dir, compile_once, compiler_version, files_digest, kernel_dir,
+                                       key_digest, library_path)
 from cardiosim.runtime.errors import SimulationError
 from cardiosim.cells.stimulus import kernel_layout
 from cardiosim.cells.stability import STEP_HINT
 
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC")
 LIBS = ("-lm",)
-
-
-def _compiler_version(cc: str) -> str:
-    try:
-        return subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        raise RuntimeError(f"native backend: the C compiler '{cc}' does not run ({e}); install gcc or set CC") from e
 
 
 def build(kernel_name: str, header_text: str | None = None, integrator: str = "forward-euler",
@@ -71,15 +63,13 @@ def build(kernel_name: str, header_text: str | None = None, integrator: str = "f
         defines += ("-DCS_CELL_PARAMS",)
     include = (f"-I{kdir}",)
     # Key: every source the driver could include (all headers of the folder, cheap and safe), flags, compiler.
-    h = hashlib.sha256()
-    for src in [kdir / DRIVER] + sorted(kdir.glob("*.h")):
-        h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+    key = [files_digest([kdir / DRIVER, *sorted(kdir.glob("*.h"))], kdir)]
     if model_dir is not None:
-        h.update(b"model\0" + header.read_bytes())
+        key += ["model", header.read_text()]
         include = (f"-I{model_dir}",) + include
     if header_text is not None:
-        h.update(b"override\0" + header_text.encode())
-        gen = cache_dir() / f"gen_{hashlib.sha256(header_text.encode()).hexdigest()[:20]}"
+        key += ["override", header_text]
+        gen = cache_dir() / f"gen_{key_digest([header_text])[:20]}"
         gen.mkdir(exist_ok=True)
         if not (gen / header.name).exists():           # atomic: a compiler never reads a half-written header
             tmp = gen / f"{header.name}.{os.getpid()}.tmp"
@@ -87,10 +77,10 @@ def build(kernel_name: str, header_text: str | None = None, integrator: str = "f
             os.replace(tmp, gen / header.name)
         include = (f"-I{gen}",) + include
     cmd_flags = CFLAGS + include + defines
-    h.update(" ".join((cc,) + CFLAGS + defines + LIBS).encode())   # not -I: the sources are hashed
-    h.update(_compiler_version(cc).encode())
-    out = cache_dir() / f"{kernel_name}_cpu_{h.hexdigest()[:20]}.so"
-    return compile_once(out, lambda tmp: [cc, *cmd_flags, str(kdir / DRIVER), "-o", tmp, *LIBS],
+    key += [" ".join((cc,) + CFLAGS + defines + LIBS),      # not -I: the sources are hashed
+            compiler_version([cc, "--version"], f"native backend: the C compiler '{cc}'", "; install gcc or set CC")]
+    return compile_once(library_path(f"{kernel_name}_cpu", key),
+                        lambda tmp: [cc, *cmd_flags, str(kdir / DRIVER), "-o", tmp, *LIBS],
                         f"native backend: compiling {kernel_name}")
 
 

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from cardiosim.runtime.errors import UserError
+from cardiosim.runtime.gpu import query_gpus
 from cardiosim.reaction.ode import kernel_variants
 from cardiosim.reaction.ode.cuda_backend import (
     FUNCTION,
@@ -69,11 +70,8 @@ def constant_banks(cubin: bytes) -> dict:
 
 def detect_arch() -> str | None:
     """sm_XY of GPU 0 from nvidia-smi, or None."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return None
-    r = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True, text=True)
-    cap = r.stdout.strip().splitlines()[0].strip() if r.returncode == 0 and r.stdout.strip() else ""
+    rows, _ = query_gpus("compute_cap", timeout=None)
+    cap = rows[0][0] if rows else ""
     return "sm_" + cap.replace(".", "") if re.fullmatch(r"\d+\.\d+", cap) else None
 
 

@@ -22,40 +22,21 @@ import numpy as np
 
 from cardiosim.runtime.errors import SimulationError
 from cardiosim.output.writer import Probes
-from cardiosim.runtime.compile import kernel_dir
+from cardiosim.runtime.compile import compile_cached, kernel_dir
+from cardiosim.runtime.gpu import PrimaryContext, arch_of
 
 BLOCK = 256
-
-
-class _Context:
-    """The primary context of ``device``, pushed around each call (PETSc keeps it current anyway)."""
-
-    def __init__(self, device: int):
-        import pycuda.driver as cuda
-        cuda.init()
-        self.cuda = cuda
-        self.dev = cuda.Device(device)
-        self.ctx = self.dev.retain_primary_context()
-
-    def __enter__(self):
-        self.ctx.push()
-        return self.cuda
-
-    def __exit__(self, *exc):
-        self.cuda.Context.pop()
 
 
 _modules: dict[int, object] = {}
 
 
-def _module(ctx: _Context):
+def _module(ctx: PrimaryContext):
     """kernels/resident.cu compiled for the device (cached on disk by compile_cached, per process here)."""
-    from cardiosim.runtime.compile import compile_cached
-    from cardiosim.runtime.gpu import arch_of
-    key = ctx.dev.get_attribute(ctx.cuda.device_attribute.PCI_BUS_ID)
+    key = ctx.device.get_attribute(ctx.cuda.device_attribute.PCI_BUS_ID)
     if key not in _modules:
         src = (kernel_dir() / "resident.cu").read_text()
-        cubin = compile_cached(src, ["--fmad=false"], arch_of(ctx.dev))
+        cubin = compile_cached(src, ["--fmad=false"], arch_of(ctx.device))
         _modules[key] = ctx.cuda.module_from_buffer(cubin)
     return _modules[key]
 
@@ -89,7 +70,7 @@ class ResidentBackend:
         self.gathers = at is not None      # ode.protocol.Pieces: this backend reads the Vec at ``at`` itself
         self.at = None
         if at is not None and self.n:
-            ctx = _Context(device)
+            ctx = PrimaryContext(device)
             with ctx as cuda:
                 mod = _module(ctx)
                 self.gather, self.scatter = mod.get_function("cs_probe_gather"), mod.get_function("cs_scatter_at")
@@ -146,7 +127,7 @@ class DeviceMaps:
 
     def __init__(self, activation, apd, device: int):
         self.activation, self.apd = activation, apd
-        self.ctx = _Context(device)
+        self.ctx = PrimaryContext(device)
         self.n = int(activation.time.size)
         with self.ctx as cuda:
             self.func = _module(self.ctx).get_function("cs_maps")
@@ -214,7 +195,7 @@ class DeviceEcg:
 
     def __init__(self, ecg, device: int):
         self.ecg = ecg
-        self.ctx = _Context(device)
+        self.ctx = PrimaryContext(device)
         w = np.stack([x.getArray(readonly=True) for x in ecg.weights])      # (electrodes, local nodes)
         self.n_e, self.n = w.shape
         with self.ctx as cuda:
@@ -253,7 +234,7 @@ class DeviceProbes(Probes):
 
     def __init__(self, probes: Probes, device: int):
         self.__dict__.update(probes.__dict__)
-        self.ctx = _Context(device)
+        self.ctx = PrimaryContext(device)
         self.m = len(self.mine)
         self.device_ecg = DeviceEcg(self.ecg, device) if self.ecg is not None else None
         self.n_probe = self.m * len(self.fields)             # a sample row: the probes' values, then the ECG's
