@@ -124,6 +124,17 @@ class TissueModel:
     def _parabolic_defaults(self, K) -> dict:
         return gpu_parabolic_defaults(self.grid, self.jacobi_radius(K)) if self.grid.gpu else PARABOLIC_DEFAULTS
 
+    def _parabolic(self, rows):
+        """The stiffness K of the assembler's ``rows`` and the parabolic solver of αM + θK (``self.parabolic``),
+        with K's products through the stencil library where its solvers take the system; returns K."""
+        K = self.assembler.matrix(rows)
+        defaults = self._parabolic_defaults(K)
+        A = self._parabolic_matrix(K, rows if stencil_solver("parabolic", defaults) else None)
+        self.parabolic = LinearSolver("parabolic", A, grid=self.grid, defaults=defaults, rows=self.rows)
+        if stencil_solver("parabolic", defaults):
+            self._product(K, rows)
+        return K
+
     def jacobi_radius(self, K) -> float:
         """ρ = max_i θK_ii / (αM_i + θK_ii), dimensionless: the Gershgorin radius of the Jacobi-scaled parabolic
         matrix where K is an M-matrix (its off-diagonal row sum is −K_ii), so the spectrum lies in [1−ρ, 1+ρ].
@@ -202,14 +213,7 @@ class Monodomain(TissueModel):
 
     def __init__(self, grid, cfg, stencil):
         super().__init__(grid, cfg, stencil)
-        a = self.assembler
-        rows = a.values(self.sigma.mono)
-        self.K = a.matrix(rows)
-        defaults = self._parabolic_defaults(self.K)
-        A = self._parabolic_matrix(self.K, rows if stencil_solver("parabolic", defaults) else None)
-        self.parabolic = LinearSolver("parabolic", A, grid=grid, defaults=defaults, rows=self.rows)
-        if stencil_solver("parabolic", defaults):
-            self._product(self.K, rows)
+        self.K = self._parabolic(self.assembler.values(self.sigma.mono))
 
     def solvers(self):
         return [self.parabolic]
@@ -234,12 +238,7 @@ class Bidomain(TissueModel):
         super().__init__(grid, cfg, stencil)
         a = self.assembler
         vi = a.values(self.sigma.intra)
-        self.Ki = a.matrix(vi)
-        defaults = self._parabolic_defaults(self.Ki)
-        A = self._parabolic_matrix(self.Ki, vi if stencil_solver("parabolic", defaults) else None)
-        self.parabolic = LinearSolver("parabolic", A, grid=grid, defaults=defaults, rows=self.rows)
-        if stencil_solver("parabolic", defaults):
-            self._product(self.Ki, vi)                  # before vi becomes K_i + K_e below
+        self.Ki = self._parabolic(vi)                   # its stencil product copies vi before vi becomes K_i + K_e
         # on the tissue's rows no DMDA hierarchy fits: algebraic multigrid there
         pc = (gpu_elliptic_defaults(grid) if grid.gpu else
               {"pc_type": "gamg"} if self.rows is not None else elliptic_pc_defaults(grid))
