@@ -26,6 +26,9 @@ import numpy as np
 
 from cardiosim.bench.cellml import MODELS
 from cardiosim.bench.launch import machine, publish
+from cardiosim import cells
+from cardiosim.cells import cellml
+from cardiosim.runtime.compile import kernel_dir
 
 DEFAULT = ("ten_tusscher_model_2006_epi", "ohara_rudy_2011_endo", "courtemanche_ramirez_nattel_1998",
            "bondarenko_szigeti_bett_kim_rasmusson_2004_apical")
@@ -41,9 +44,7 @@ def _rate(nat, model, n: int, k: int) -> float:
 
 
 def measure(names, n: int, k: int, repeats: int) -> list[dict]:
-    from cardiosim import cells
-    from cardiosim.cells import cellml
-    from cardiosim.runtime.compile import kernel_dir
+    # lazy: cardiosim.reaction imports mpi4py, which this module does not
     from cardiosim.reaction.ode.native import STEP_SUFFIX as STEP, NativeModel
     rows = []
     for name in names:
@@ -74,14 +75,12 @@ def measure(names, n: int, k: int, repeats: int) -> list[dict]:
 
 def ptx_counts(names, arch: str) -> list[dict]:
     """Registers, spills, FP64 PTX instructions and divisions of the fused kernel per model, integrator and form."""
+    # lazy: cardiosim.reaction imports mpi4py, which this module does not
     import re
     import shutil
     import subprocess
     import tempfile
     from pathlib import Path
-    from cardiosim import cells
-    from cardiosim.cells import cellml
-    from cardiosim.runtime.compile import kernel_dir
     from cardiosim.reaction.ode import kernel_variants
     from cardiosim.reaction.ode.cuda_backend import kernel_source
     from cardiosim.reaction.ode.ptxas import parse

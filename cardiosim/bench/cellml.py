@@ -28,6 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from cardiosim.bench.launch import machine, publish
+from cardiosim.analysis.biomarkers import beat_biomarkers
+from cardiosim.cells import CellModelError, cellml
+from cardiosim.cells.stimulus import Protocol
+from cardiosim.runtime.errors import SimulationError
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "models"
@@ -50,16 +54,14 @@ def _rel(a, b) -> float:
 
 
 def _apd90(t, v) -> float:
-    from cardiosim.analysis.biomarkers import beat_biomarkers
     rows = beat_biomarkers(t, v, [0.0])
     return rows[0]["APD90"] if rows else float("nan")
 
 
 def _beat(model, integrator: str, dt: float):
     """(t, V) of one paced beat with the native C kernel, or None where a state goes bad."""
-    from cardiosim.runtime.errors import SimulationError
+    # lazy: cardiosim.reaction imports mpi4py, which this module does not
     from cardiosim.reaction.ode.native import NativeModel
-    from cardiosim.cells.stimulus import Protocol
     nat = NativeModel(model, integrator=integrator)
     y = np.ascontiguousarray(model.initial_state(1))
     k = int(round(SAMPLE / dt))
@@ -77,7 +79,6 @@ def _beat(model, integrator: str, dt: float):
 
 
 def _cvodes(path):
-    from cardiosim.cells import cellml
     myokit = cellml.myokit_cvodes()
     m = cellml.load_myokit(path)
     p = myokit.Protocol()
@@ -93,8 +94,8 @@ def _cvodes(path):
 
 def conformance(path: Path) -> dict:
     """One row of the table (see the module docstring)."""
+    # lazy: cardiosim.reaction imports mpi4py, which this module does not
     import warnings
-    from cardiosim.cells import CellModelError, cellml
     from cardiosim.reaction.ode.native import NativeModel
     row = {"model": path.stem}
     t0 = time.perf_counter()
@@ -191,7 +192,6 @@ def markdown(rows: list[dict], meta: dict) -> str:
 
 def main(argv=None) -> int:
     import myokit
-    from cardiosim.cells import cellml
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(prog="cardiosim bench cellml", description=__doc__.split("\n")[0])
     p.add_argument("--models", nargs="+", default=[str(MODELS)], help="CellML files or folders of them "

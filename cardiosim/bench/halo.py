@@ -24,10 +24,12 @@ def main(argv=None) -> int:
     p.add_argument("--json", help="write the results here too")
     args = p.parse_args(argv)
 
+    # MPI and PETSc start here, with the GPU options (petsc4py.init), not at the module's import
     import petsc4py
     from mpi4py import MPI
     from cardiosim.reaction.placement import petsc_device_options
     petsc4py.init([sys.argv[0], *petsc_device_options(MPI.COMM_WORLD)])
+    # after petsc4py.init: these import PETSc, which must start with the options above
     from petsc4py import PETSc
     from cardiosim import config
     from cardiosim.domain.grid import Grid

@@ -27,6 +27,8 @@ import numpy as np
 
 from cardiosim.bench.launch import machine, publish
 from cardiosim.runtime.gpu import PrimaryContext
+from cardiosim.cells import make
+from cardiosim.cells.stimulus import Protocol
 
 FP64_ISSUE_RATE = {"H100": 1.7e13, "H200": 1.7e13}   # instructions/s, docs/dev/design.md §8 (same SMs on the H200)
 PEER = "Myokit 1.39.2 CUDA Euler, FP64, one H100, 10⁶ cells: 1.9·10⁹ (k = 1), 2.2·10⁹ (k = 100) cell-steps/s"
@@ -36,7 +38,6 @@ STARTS = (1.0, 2.0, 3.0, 4.0)
 
 
 def stimulus(n):
-    from cardiosim.cells.stimulus import Protocol
     protocols = [Protocol(s, 0.5, 0.0, 1) for s in STARTS]
     amps = np.zeros((len(STARTS), n))
     c = np.arange(n)
@@ -64,6 +65,7 @@ def copy_bandwidth(n_bytes=2 << 30, repeats=10) -> float:
 def fp64_instructions_per_step(model) -> int:
     """FP64 instructions in the fused kernel's PTX (one substep's worth; the loop body is the whole kernel but for
     the load/store of the state), a division counted as 10."""
+    # lazy: cardiosim.reaction imports mpi4py, which this module does not
     from cardiosim.reaction.ode.ptxas import nvcc
     return ptx_fp64(nvcc(model, "fused", "-ptx", "sm_90")[0].decode())
 
@@ -124,6 +126,7 @@ def sass_fp64(cubin: bytes, function: str = "cs_fused_euler") -> dict:
 
 
 def measure(model, variant, n, k, min_seconds=0.3) -> dict:
+    # lazy: cardiosim.reaction imports mpi4py, which this module does not
     from cardiosim.reaction.ode.cuda_backend import CudaBackend
     protocols, amps = stimulus(n)
     with CudaBackend(model, model.initial_state(n), variant=variant) as be:
@@ -148,6 +151,7 @@ def measure(model, variant, n, k, min_seconds=0.3) -> dict:
 
 
 def numpy_one_core(model, n=10_000, steps=20) -> float:
+    # lazy: cardiosim.reaction imports mpi4py, which this module does not
     from cardiosim.reaction.ode.numpy_backend import NumpyBackend
 
     class _NoStim:
@@ -167,6 +171,7 @@ def bytes_per_step(variant, k, n_states) -> float:
 
 
 def markdown(meta, rows, names) -> str:
+    # lazy: cardiosim.reaction imports mpi4py, which this module does not
     from cardiosim.reaction.ode import kernel_variants
     bw, rate, ins = meta["copy_bandwidth_Bps"], meta["fp64_issue_rate"], meta["fp64_instructions_per_step"]
     compute = rate / ins if rate and ins else None
@@ -197,6 +202,7 @@ def markdown(meta, rows, names) -> str:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    # lazy: cardiosim.reaction imports mpi4py, which this module does not
     from cardiosim.reaction.ode import kernel_variants
     p = argparse.ArgumentParser(prog="python -m cardiosim.bench.kernels", description=__doc__.split("\n")[0])
     p.add_argument("--variants", nargs="+", default=list(kernel_variants.VARIANTS))
@@ -211,7 +217,6 @@ def main(argv=None):
     except ImportError:
         print("cardiosim bench kernels: needs PyCUDA and a GPU (EXTRAS=test,plot,gpu make setup)", file=sys.stderr)
         return 2
-    from cardiosim.cells import make
     model = make("bondarenko", "apical")
     ctx = PrimaryContext(0)
     ctx.push()

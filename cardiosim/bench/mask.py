@@ -37,6 +37,8 @@ import numpy as np
 
 from cardiosim.bench.launch import machine, petsc_args, publish, report, run_single, timed_steps
 from cardiosim.runtime.mpi import mpirun_command
+from cardiosim import cells
+from cardiosim.domain.anatomy import built_in
 
 RUN = """
 [simulation]
@@ -74,7 +76,6 @@ def anatomy(name: str, folder: Path, masked: bool, lv_spacing: float = 0.05) -> 
         return dict(size=[(n - 1) * h] * 2, h=h, origin=[0.0, 0.0],
                     tissue=f'label_file = "{folder / "disc.npy"}"' if masked else "",
                     centre=[c, 2 * h + 0.1], radius=0.1)
-    from cardiosim.domain.anatomy import built_in
     h = lv_spacing
     box, fields = built_in("lv", h, log=lambda line: None)
     np.save(folder / "lv_labels.npy", fields["labels"])
@@ -101,7 +102,6 @@ def cell_integrator(model: str, chosen: str | None = None) -> str:
     further than that (3.6 mV at the LV's apex at 0.025 cm); Rush–Larsen updates the gates exactly for frozen V."""
     if chosen:
         return chosen
-    from cardiosim import cells
     return "rush-larsen" if hasattr(cells.model_class(model), "rush_larsen") else "forward-euler"
 
 
@@ -116,6 +116,7 @@ def single(name: str, grid: str, args) -> dict:
     """One case in this process (under the mpirun of :func:`run_case`); ``args`` the command line's."""
     import petsc4py
     petsc4py.init(sys.argv[:1] + petsc_args())
+    # after petsc4py.init: these import MPI and PETSc, which must start with the options above
     from cardiosim import config
     from cardiosim.simulation.loop import Simulation
     steps, placement, lv_spacing = args.steps, args.placement, args.lv_spacing[0]

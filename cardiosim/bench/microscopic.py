@@ -18,6 +18,8 @@ import sys
 
 import numpy as np
 
+from cardiosim.bench.table41 import CONFIGS
+
 H_UM = 8.0                 # volume size (µm)
 
 # The cell models' tissue settings: Bondarenko as in reference §5 (k = 100, −50 µA/cm²), Mitchell–Schaeffer for CI
@@ -74,6 +76,7 @@ def strip_config(G=0.5, n_l=12, sigma_c=0.4, n=None, duration=20.0, dt=0.01, mod
                  substeps=None):
     """The config of a one-row strip; ``homogeneous_sigma`` (mS/cm) makes it cardiosim's homogeneous model
     instead (vertex-centred grid of the same n nodes, σ_e = 1e12 so that σ_m = σ_i)."""
+    # lazy: cardiosim.config imports mpi4py (through cardiosim.reaction), which this module does not
     from cardiosim import config
     m = {**MODELS[model], **(stimulus or {})}
     n = n or m["n"]
@@ -92,6 +95,7 @@ def strip_config(G=0.5, n_l=12, sigma_c=0.4, n=None, duration=20.0, dt=0.01, mod
 
 def activation(cfg) -> np.ndarray:
     """Activation times (ms) of every volume of a one-rank run; NaN: not activated."""
+    # lazy: the simulation imports PETSc, which main starts first (petsc4py.init, with the benchmark's options)
     from cardiosim.simulation.loop import Simulation
     sim = Simulation(cfg, write_output=False)
     while sim.step_index < sim.n_steps:
@@ -243,12 +247,12 @@ def solver_study(n=313, equations="bidomain", repeats=3) -> list[dict]:
     """Preconditioners for the microscopic matrices of the Table 4.1 twin (default layout) on an n × n sheet:
     set-up time, CG iterations and time per solve of a front-shaped right-hand side, warm-started as in a run
     (the initial guess is V* itself). Mitchell–Schaeffer cells: only the matrices matter here."""
+    # lazy: these import PETSc, which main starts first (petsc4py.init, with the benchmark's options)
     import time as _time
     from petsc4py import PETSc
     from cardiosim import config
     from cardiosim.solvers.linear import ELLIPTIC_DEFAULTS, PARABOLIC_DEFAULTS, LinearSolver, elliptic_pc_defaults
     from cardiosim.simulation.loop import Simulation
-    from cardiosim.bench.table41 import CONFIGS
     L = round(n * H_UM * 1e-4, 10)
     cfg = config.load(CONFIGS["microscopic"], [f"grid.size=[{L}, {L}]", f'simulation.equations="{equations}"',
                                                'cell.model="mitchell-schaeffer"', 'cell.variant=""',

@@ -62,6 +62,7 @@ def main(argv=None):
 
     import pycuda.driver as cuda
 
+    # after petsc4py.init: these import PETSc, which must start with the options above
     from cardiosim import config
     from cardiosim.solvers import multigrid
     from cardiosim.domain.grid import Grid

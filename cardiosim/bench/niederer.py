@@ -24,6 +24,7 @@ import numpy as np
 from cardiosim.analysis.maps import sample
 from cardiosim.bench.launch import machine, publish
 from cardiosim.runtime.mpi import mpirun_command
+from cardiosim.bench import niederer_published as pub
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "run" / "niederer"
@@ -117,7 +118,6 @@ def plot(results: list[dict], path: Path) -> bool:
 
 def published_lines(results: list[dict]) -> list[str]:
     """Our dt = 0.01 ms runs beside the eleven codes' mean ± SD (cardiosim/bench/niederer_published.py)."""
-    from cardiosim.bench import niederer_published as pub
     lines = ["Against the eleven codes of the paper (mean ± SD at dt = 0.01 ms; source and caveat in "
              "cardiosim/bench/niederer_published.py), our dt = 0.01 ms runs:", "",
              "| dx (mm) | point (position, mm) | cardiosim | 11 codes | (ours − mean)/SD |", "|---|---|---|---|---|"]

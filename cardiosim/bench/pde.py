@@ -61,6 +61,7 @@ def single(n: int, steps: int, placement: str = "auto", model: str = "mitchell-s
     """Run one case in this (MPI) process group; returns per-step timings on rank 0."""
     import petsc4py
     petsc4py.init(sys.argv[:1] + petsc_args())
+    # after petsc4py.init: these import MPI and PETSc, which must start with the options above
     from cardiosim import config
     from cardiosim.simulation.loop import Simulation
     L = (n - 1) * 0.01

@@ -53,6 +53,7 @@ def run_once(cfg: Path, ranks: int, sets: list[str], petsc: list[str], workdir: 
 
 def stretched(cfg: Path, ranks: int, sets: list[str]) -> list[str]:
     """grid.size with x times ``ranks`` (from the --set given, else the config's)."""
+    # lazy: cardiosim.config imports mpi4py; this process starts mpirun and stays without MPI
     from cardiosim import config
     size = list(config.load(cfg, sets).grid.size)
     size[0] = round(size[0] * ranks, 10)

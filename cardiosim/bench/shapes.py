@@ -15,6 +15,8 @@ import sys
 import time
 
 from cardiosim.runtime.gpu import PrimaryContext
+from cardiosim.bench.multigrid import SHEET
+from cardiosim.runtime import energy
 
 
 def measure(call, sync, meter, seconds: float) -> dict:
@@ -47,13 +49,12 @@ def main(argv=None):
     petsc4py.init(sys.argv[:1])
     from petsc4py import PETSc
 
+    # after petsc4py.init: these import MPI and PETSc, which must start with the options above
     from cardiosim import cells, config
-    from cardiosim.runtime import energy
     from cardiosim.solvers import multigrid
     from cardiosim.domain.grid import Grid
     from cardiosim.reaction.ode.cuda_backend import CudaBackend
     from cardiosim.tissue import make
-    from cardiosim.bench.multigrid import SHEET
 
     meter = energy.Meter([energy.bus_id(0)])
     print(f"energy: {'NVML board counter' if meter.available else meter.why}")

@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from cardiosim.bench.launch import machine, publish
+from cardiosim.bench import pde
+from cardiosim.runtime import energy
 
 TABLE41 = Path(__file__).resolve().parents[2] / "run" / "seed-table41.toml"
 CHOICES = ("default", "pcmg", "smg-gj", "cicc-aij", "cicc-sell")
@@ -38,6 +40,7 @@ CICC = {"ksp_type": "cg", "pc_type": "python", "pc_python_type": "cardiosim.solv
 
 def choice_options(choice: str, system: str, grid) -> dict | None:
     """PETSc options (without prefix) of a choice, over the system's default tolerances; None: the default."""
+    # lazy: it imports PETSc, which main starts first (petsc4py.init, with the benchmark's options)
     from cardiosim.solvers import linear as ls
     base = dict(ls.PARABOLIC_DEFAULTS if system == "parabolic" else ls.ELLIPTIC_DEFAULTS)
     base = {k: v for k, v in base.items() if not k.startswith("sub_") and k != "pc_type"}
@@ -58,6 +61,7 @@ def pcmg(grid) -> dict:
     """The several-rank GPU PCMG settings (cardiosim.solvers.linear.gpu_elliptic_defaults), or the CPU's."""
     from petsc4py import PETSc
 
+    # lazy: it imports PETSc, which main starts first (petsc4py.init, with the benchmark's options)
     from cardiosim.solvers import linear as ls
     opts = PETSc.Options()
     opts["elliptic_pc_type"] = "mg"          # as if the user had chosen PCMG: the several-rank branch
@@ -69,8 +73,8 @@ def pcmg(grid) -> dict:
 
 
 def problems(args) -> dict:
+    # lazy: cardiosim.config imports mpi4py (through cardiosim.reaction), which this module does not
     from cardiosim import config
-    from cardiosim.bench import pde
     placement = "cpu" if args.cpu else "resident"
     L = (args.n - 1) * 0.01
     sheet = pde.SHEET.format(L=L, duration=0.04, placement=placement, model="tt06", **pde.MODELS["tt06"])
@@ -128,6 +132,7 @@ def measure(solver, b, meter, seconds: float, max_solve_s: float) -> dict:
 def run_problem(label, cfg, args, meter) -> list[dict]:
     from petsc4py import PETSc
 
+    # lazy: these import PETSc, which main starts first (petsc4py.init, with the benchmark's options)
     from cardiosim.domain.grid import Grid
     from cardiosim.solvers.linear import LinearSolver
     from cardiosim.tissue import make
@@ -218,7 +223,6 @@ def main(argv=None):
     args = p.parse_args(argv)
     import petsc4py
     petsc4py.init(sys.argv[:1])
-    from cardiosim.runtime import energy
     meter = energy.Meter([] if args.cpu else [energy.bus_id(0)])
     if not meter.available:
         print(f"energy: n/a ({meter.why})")

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from cardiosim.bench.launch import machine, publish
 from cardiosim.runtime.mpi import mpirun_command
+from cardiosim.runtime.errors import SimulationError, UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "run" / "seed-table41.toml"
@@ -44,10 +45,10 @@ def single(spec: dict) -> dict:
     """One case in this MPI job (started by run_case): set up, then time the steps."""
     import petsc4py
     petsc4py.init([sys.argv[0], "-options_left", "0", *spec["petsc"]])
+    # after petsc4py.init: these import MPI and PETSc, which must start with the options above
     from mpi4py import MPI
     from cardiosim import config
     from cardiosim.runtime import log
-    from cardiosim.runtime.errors import SimulationError, UserError
     from cardiosim.simulation.loop import Simulation
     comm = MPI.COMM_WORLD
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 
 from cardiosim.cells.base import CellModel, CellModelError, Parameter, State
+from cardiosim.cells import cellml
 
 # name used in configs -> "module:Class"; imported lazily so that one broken model cannot stop the others.
 _REGISTRY = {
@@ -23,7 +24,6 @@ def model_class(name: str) -> type[CellModel]:
     """The class of a registered model, or of a CellML file (a name ending in .cellml: generated with Myokit,
     cardiosim.cells.cellml)."""
     if str(name).lower().endswith(".cellml"):
-        from cardiosim.cells import cellml
         return cellml.model_class(name)
     if name not in _REGISTRY:
         raise CellModelError(f"cell.model: unknown model '{name}'; allowed: {', '.join(available())}, "

@@ -40,6 +40,7 @@ import numpy as np
 
 from cardiosim.cells import cellml_codegen, cse, singularities
 from cardiosim.cells.base import CellModel, CellModelError, Parameter, State
+from cardiosim.runtime.compile import cached_folder, intact_folder, key_digest, lookup_dirs
 
 GENERATOR_VERSION = "7"      # shown in the outputs; the cache key also has the generator's sources (_digest)
 _GATE_TOL = 1e-9                 # as tt06.py: a gate may land a few ulp outside [0, 1]
@@ -343,7 +344,6 @@ def _digest(path: Path, patches=None) -> str:
 def generated(path, patches=None) -> tuple[dict, Path]:
     """(generate(path) without the sources, the cache folder holding ``<kernel_name>.h`` and ``numpy_rhs.py``);
     generated on first use, and again where the cached copy was cut short or damaged (cardiosim.runtime.compile)."""
-    from cardiosim.runtime.compile import cached_folder
     path = Path(path)
     if not path.is_file():
         raise CellModelError(f"{path}: no such CellML file" if not path.is_dir() else
@@ -538,7 +538,6 @@ def specialised(model) -> Path:
     compile time). The header keeps the parameter vector's layout, so the backends pass the same vector. Cached per
     machine, keyed by the model and the set of names it overrides (not their values: one compiled kernel serves every
     value of them)."""
-    from cardiosim.runtime.compile import cached_folder, key_digest
     base = Path(type(model).kernel_header_dir)
     keep = model.kept_parameters()
     names = list(model.PARAMETER_ORDER)
@@ -558,7 +557,6 @@ def per_cell_header(model) -> tuple[Path, list[int]]:
     ``slots[j]`` is read as ``CS_CELL_PARAM(j)``, which the includer defines: slot j of this cell, from a
     per-cell array (kernels/cpu_driver.c and kernels/fused.cu with CS_CELL_PARAMS). The same text is compiled as C
     on the host and as CUDA on the GPU, so a CPU population through it is the GPU population's host twin."""
-    from cardiosim.runtime.compile import cached_folder, key_digest
     base = Path(type(model).kernel_header_dir)
     c = model.parameter_vector()
     slots = sorted(model.kept_parameters() | {i for i, v in enumerate(c) if not math.isfinite(v)})
@@ -590,7 +588,6 @@ def fold_constants(model, text: str) -> str:
 
 def cached() -> list[dict]:
     """The models generated on this machine so far (their model.json; the newest generation of each file name)."""
-    from cardiosim.runtime.compile import intact_folder, lookup_dirs
     rows = {}
     metas = [m for d in lookup_dirs("cellml") for m in d.glob("*/model.json") if intact_folder(m.parent)]
     for meta in sorted(metas, key=lambda q: q.stat().st_mtime):

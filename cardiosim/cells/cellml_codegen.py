@@ -13,6 +13,8 @@ from __future__ import annotations
 import keyword
 import re
 
+from cardiosim.cells import cse
+
 
 class Names:
     """User-facing names (short where unique, else component.name) and identifiers for C and Python."""
@@ -170,7 +172,6 @@ def _common_subexpressions(body, states, jac, names, sidx, v, reciprocals=True, 
     quotients by up to an ulp), and the exponentials of the membrane potential ``v`` shared
     (cse.shared_exponentials: round-off too)."""
     import myokit
-    from cardiosim.cells import cse
     keys = cse.Keys()
     counter = iter(range(1 << 30))
 

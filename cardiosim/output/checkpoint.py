@@ -30,10 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from cardiosim import __version__
+from cardiosim import __version__, cells
 from cardiosim.runtime.errors import SimulationError, UserError, io_reason
 from cardiosim.runtime.mpi import root_then_all
 from cardiosim.runtime.signals import SIGNALS, flag as _flag, received as _received  # caught from the start by cli
+from cardiosim.runtime.files import check_input
 
 FORMAT = "cardiosim-checkpoint-2"   # -2: every attribute and dataset under one checksum (digests)
 # Written before the checksums (tests/data/legacy): still restarted; its datasets have Fletcher-32 checksums, its
@@ -382,6 +383,7 @@ class Checkpoint:
         """Check the file on rank 0 against the config; every rank raises the same UserError if it does not fit."""
         meta = root_then_all(comm, lambda: _read_meta(Path(path), cfg, n_steps))
         if meta.get("legacy"):
+            # lazy: cardiosim.runtime.log imports mpi4py, which this module does not
             from cardiosim.runtime import log
             log.info(f"--restart {path}: format {LEGACY_FORMAT}, written before checkpoints had checksums of every "
                      f"piece: its datasets are checked (Fletcher-32), its attributes only against each other")
@@ -425,7 +427,6 @@ class Checkpoint:
 def _read_meta(path: Path, cfg, n_steps: int) -> dict:
     import h5py
     where = f"--restart {path}"
-    from cardiosim.runtime.files import check_input
     check_input("--restart", path, "checkpoint file")
     try:
         with h5py.File(path, "r") as f:
@@ -460,8 +461,7 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
         raise UserError(f"{where}: written for another config: {_differences(then, now)} (a restart may change "
                         f"only {', '.join(k + '*' if k.endswith('.') else k for k in FREE_KEYS)})")
     # The config fits; the arrays must fit it too, or the file is damaged.
-    from cardiosim import cells
-    from cardiosim.domain.grid import node_counts
+    from cardiosim.domain.grid import node_counts      # lazy: it imports PETSc, which this module does not
     shape = tuple(int(n) for n in reversed(node_counts(cfg)))
     want = {"fields/Vm": shape, "fields/phi_e": shape,
             **{k: (len(cells.model_class(m).states), *shape) for k, m in zip(state_datasets(cfg), cfg.cell.models())}}
@@ -493,6 +493,7 @@ def _same_models(then: list | None, now: list[str], where: str) -> None:
 def _cross_check(meta: dict, cfg, where: str) -> None:
     """What one piece of a checkpoint says about another must agree (a checksum protects against damage, this
     against a file put together from pieces, or written by a faulty version)."""
+    # lazy: cardiosim.output.writer imports PETSc, which this module does not
     from cardiosim.output.writer import records_samples, snapshot_every
     step, t, dt = meta["step"], meta["t"], meta["dt"]
 

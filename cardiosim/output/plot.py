@@ -33,8 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-from cardiosim.runtime.errors import UserError
+from cardiosim.runtime.errors import UserError, io_reason
 from cardiosim.output.results import Results, coordinate
+from cardiosim.analysis.twelve_lead import LAYOUT, TRACES
+from cardiosim.runtime.files import Target, check_name, check_writes
 
 LABELS = {"Vm": "$V_m$", "phi_e": r"$\varphi_e$", "activation_time": "activation time", "apd": "APD"}
 
@@ -283,14 +285,12 @@ def plot_probes(plt, r: Results, path: Path, style: Style = Style()) -> Path | N
 
 
 def has_twelve_leads(r: Results) -> bool:
-    from cardiosim.analysis.twelve_lead import TRACES
     return all(n in r.ecg and "lead" in r.f["ecg"][n].attrs for n in TRACES)
 
 
 def plot_ecg(plt, r: Results, path: Path, style: Style = Style()) -> Path:
     """The pseudo-ECG: electrodes in one panel, leads (if any) in another (the standard 12 and Wilson's terminal
     not: plot_ecg12)."""
-    from cardiosim.analysis.twelve_lead import TRACES
     twelve = set(TRACES) if has_twelve_leads(r) else set()
     leads = [n for n in r.ecg if "lead" in r.f["ecg"][n].attrs and n not in twelve]
     groups = [g for g in ([n for n in r.ecg if n not in leads and n not in twelve], leads) if g]
@@ -314,7 +314,6 @@ def plot_ecg(plt, r: Results, path: Path, style: Style = Style()) -> Path:
 
 def plot_ecg12(plt, r: Results, path: Path, style: Style = Style()) -> Path:
     """The standard 12 leads in the printed layout (three rows of four), one voltage scale for all, as on paper."""
-    from cardiosim.analysis.twelve_lead import LAYOUT
     traces = {n: r.ecg_trace(n) for row in LAYOUT for n in row}
     top = max(float(np.nanmax(np.abs(t))) if len(t) and np.isfinite(t).any() else 0.0 for t in traces.values())
     top = 1.1 * top or 1.0
@@ -560,7 +559,6 @@ def plot_main(args) -> int:
         raise UserError(f"--range {args.range[0]:g} {args.range[1]:g}: the first must be below the second")
     style = Style(format=args.format, dpi=args.dpi, views=tuple(dict.fromkeys(args.view or DEFAULT_VIEWS)),
                   vrange=tuple(args.range) if args.range else None)
-    from cardiosim.runtime.files import Target, check_name, check_writes
     out = Path(args.out) if args.out else None
     if out is not None:
         check_name("--out", out)
@@ -621,7 +619,6 @@ def plot_main(args) -> int:
                 else:
                     written.append(plot_map(plt, r, name, p, args.isochrones, style))
         except OSError as e:
-            from cardiosim.runtime.errors import io_reason
             where = e.filename or out
             raise UserError(f"--out {out}: cannot write {where} ({io_reason(e)}); "
                             f"{len(written)} figure(s) written before") from None

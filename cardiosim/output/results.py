@@ -14,6 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from cardiosim.runtime.errors import UserError
+from cardiosim.analysis.checks import DEFAULTS, Limits, from_results
+from cardiosim.analysis.maps import activation_time, beats, cv_along, cv_map, ecg_features
+from cardiosim.runtime.timing import table
 
 FORMATS = ("cardiosim-1", "cardiosim-2")
 
@@ -121,7 +124,6 @@ class Results:
 
     def checks_limits(self):
         """The run's [checks] limits (cardiosim.analysis.checks.Limits), the defaults where the file has none."""
-        from cardiosim.analysis.checks import DEFAULTS, Limits
         try:
             given = self.config_data().get("checks", {})
             return Limits(**{k: float(v) for k, v in given.items() if k in DEFAULTS})
@@ -215,7 +217,6 @@ class Results:
     def beats(self, probe: str, field: str = "Vm") -> dict:
         """Every beat at a probe (every PDE step): activation (ms), APD (ms), V_peak and baseline (mV) per beat, at
         the run's activation threshold and APD level (cardiosim.analysis.maps.beats)."""
-        from cardiosim.analysis.maps import beats
         if probe not in self.probes:
             raise UserError(f"probe {probe}: not in {self.path}; probes: {', '.join(self.probes) or 'none'}")
         thr, level = self._levels()
@@ -225,7 +226,6 @@ class Results:
         """Activation and APD maps of every beat, from the snapshots (as fine as output.interval; the run's own
         /maps are of the first beat at every step): {"activation", "apd", "v_peak", "v_base": (beats, [nz,] [ny,]
         nx), "count": beats per node}. Reads every snapshot: memory n_snapshots x nodes x 8 B."""
-        from cardiosim.analysis.maps import beats
         self.check_field(field)
         thr, level = self._levels()
         data = self.f["fields"][field][: self.n_snapshots]
@@ -236,12 +236,10 @@ class Results:
     def cv_map(self, activation: np.ndarray | None = None) -> np.ndarray:
         """Local conduction velocity (m/s) from the activation map (or ``activation``, e.g. one beat of
         beat_maps): 1/|grad T| (cardiosim.analysis.maps.cv_map)."""
-        from cardiosim.analysis.maps import cv_map
         return cv_map(self.map("activation_time") if activation is None else activation, self.spacing)
 
     def cv_along(self, start, end, activation: np.ndarray | None = None) -> float:
         """Conduction velocity (m/s) along the line from ``start`` to ``end`` (cm, the grid's coordinates)."""
-        from cardiosim.analysis.maps import cv_along
         origin = [a[0] for a in self.axes]
         return cv_along(self.map("activation_time") if activation is None else activation, self.spacing, start, end,
                         origin)
@@ -314,7 +312,6 @@ def describe(r: Results) -> str:
         pt = r.probe_times
         span = f", t = {pt[0]:g} to {pt[-1]:g} ms{_spacing_of(pt[:3])}" if len(pt) else ""
         lines.append(f"probes: {len(r.probes)}, {r.n_samples} samples{span}")
-        from cardiosim.analysis.maps import activation_time
         thr = float(r.map_attrs("activation_time").get("threshold", 0.0)) if "activation_time" in r.maps else 0.0
         for name in r.probes:
             p = r.probe(name)
@@ -371,7 +368,6 @@ def describe(r: Results) -> str:
                 line += f"; total activation time {v.max() - v.min():.4g} ms"
         lines.append(line)
         if name == "activation_time" and n:
-            from cardiosim.analysis.maps import cv_map
             cv = cv_map(r.map(name), r.spacing)
             cv = cv[inside] if inside is not None else cv
             # local velocities: where the front passes, not inside a stimulus (where |grad T| is 0: NaN)
@@ -381,14 +377,12 @@ def describe(r: Results) -> str:
                 lines.append(f"conduction velocity (1/|grad T|, m/s): median {q[1]:.3g}, 10-90 % {q[0]:.3g} to "
                              f"{q[2]:.3g}")
     if r.ecg and "activation_time" in r.maps:
-        from cardiosim.analysis.maps import ecg_features
         feats = ecg_features(r)
         if feats:
             lines.append("ECG features (from the maps): " + ", ".join(
                 f"{k} {v:.4g} ms" for k, v in feats.items() if v is not None and np.isfinite(v)))
     found = r.warnings
     if found is None and r.status == "finished":
-        from cardiosim.analysis.checks import from_results
         found = from_results(r)
     if found is not None:
         lines.append("checks: " + ("nothing implausible found" if not found else f"{len(found)} warning(s)"))
@@ -402,7 +396,6 @@ def describe(r: Results) -> str:
         lines.append("iterations per step: " + "; ".join(parts))
     timing = r.timing()
     if timing and "total" in timing:
-        from cardiosim.runtime.timing import table
         rate = ""
         if r.attr("simulated_ms") is not None:
             rate = f"; {float(r.attr('simulated_ms')):g} ms simulated in {float(r.attr('wall_s')):.4g} s wall"

@@ -47,6 +47,10 @@ from cardiosim import __version__
 from cardiosim.output import xdmf
 from cardiosim.runtime.errors import SimulationError, UserError, io_reason, quiet_h5py_unraisable
 from cardiosim.runtime.mpi import root_then_all
+from cardiosim.analysis.ecg import sheet_thickness
+from cardiosim.runtime import files
+from cardiosim.runtime.files import Target
+from cardiosim.runtime.resources import file_size_limit
 
 FORMAT = "cardiosim-2"
 
@@ -110,7 +114,6 @@ def write_summary(path: Path, summary: dict) -> None:
 
 def run_targets(path: Path, checkpoint_path: Path | None) -> list:
     """Every file a run writes, by what the user calls it and what kind of file it is (cardiosim.runtime.files)."""
-    from cardiosim.runtime.files import Target
     targets = [Target("output.path", path, "run"), Target("the XDMF sidecar", xdmf.sidecar(path), "xdmf"),
                Target("the JSON summary", summary_path(path), "summary")]
     if checkpoint_path is not None:
@@ -205,8 +208,8 @@ def claim(cfg, path: Path, checkpoint_path: Path | None, overwrite: bool, resume
     and the checkpoint not in use by another run (their locks, kept by the caller for the run's duration); and
     each file new, or --overwrite given and the file an earlier result of the same kind (a restart continues its
     own output and checkpoint)."""
+    # lazy: cardiosim.config imports mpi4py (through cardiosim.reaction), which this module does not
     from cardiosim import config
-    from cardiosim.runtime import files
     targets = run_targets(path, checkpoint_path)
     reads = config.input_files(cfg)
     # Names, collisions and folders first (nothing is made for them), then the locks, then what exists: a second
@@ -369,7 +372,6 @@ class Output:
         if free < need:
             raise UserError(f"output.path: {self.path.parent} has {free / 1e6:.3g} MB free; this run's output needs "
                             f"about {need / 1e6:.3g} MB (fewer snapshots: raise output.interval or drop fields)")
-        from cardiosim.runtime.resources import file_size_limit
         limit = file_size_limit()
         if limit is not None and limit < need:
             raise UserError(f"output.path: this run's output needs about {need / 1e6:.3g} MB, more than this "
@@ -429,7 +431,6 @@ class Output:
                 if fld in self.state_models:
                     self.traces[i, fld].attrs["cell_models"] = json.dumps(self.state_models[fld])
         if self.probes.ecg_names:
-            from cardiosim.analysis.ecg import sheet_thickness
             e = cfg.ecg
             eg = f.create_group("ecg", track_order=True)
             eg.attrs["bath_conductivity"] = e.bath_conductivity

@@ -24,6 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
+from cardiosim.runtime.errors import UserError
+
 DRIVER = "cpu_driver.c"     # a file every kernels/ folder has: how the folder is recognised
 
 
@@ -84,7 +86,6 @@ def _unwritable(d: Path) -> str | None:
 
 def _fall_back(kind: str, shared: Path, why: str) -> None:
     import atexit
-    from cardiosim.runtime.errors import UserError
     if not _PRIVATE:
         try:
             _PRIVATE.append(Path(tempfile.mkdtemp(prefix="cardiosim-cache-")))

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from cardiosim.runtime.errors import UserError
 from cardiosim.runtime.gpu import query_gpus
+from cardiosim import __version__
 
 # The variables a launcher gives each rank with the number of ranks it started, most specific first: Open MPI's
 # mpirun, then a PMI (MPICH's Hydra, srun --mpi=pmi2), then srun's step. SLURM_NTASKS alone is the job's count, also
@@ -203,7 +204,6 @@ def nvcc_version() -> str | None:
 def report(comm) -> tuple[list[tuple[str, str]], list[str]]:
     """The lines of ``cardiosim info`` as (part, what) pairs, and the problems (empty: exit status 0). ``comm``:
     MPI's world, or None where mpi4py does not load (then said, and MPI's lines are what can be known without it)."""
-    from cardiosim import __version__
     lines, problems = [], []
     lines.append(("cardiosim", f"{__version__} at {Path(__file__).resolve().parents[1]}"))
     lines.append(("python", f"{sys.version.split()[0]} at {sys.executable}"))

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
+from pathlib import Path
+
 from cardiosim.runtime.errors import SimulationError, UserError
 
 
@@ -23,10 +27,6 @@ def root_then_all(comm, fn, *, share: bool = True, catch: tuple = (UserError, Si
     if failure is not None:
         raise catch[failure[0]](failure[1])
     return shared if share else value
-
-import shutil
-import sys
-from pathlib import Path
 
 
 def find_mpirun() -> str | None:

@@ -18,6 +18,7 @@ import re
 from contextlib import contextmanager
 
 from cardiosim.runtime.errors import UserError
+from cardiosim.runtime.info import petsc_has_cuda
 
 _given: list[str] = []    # option names from the command line (after --), without the leading dash
 
@@ -82,7 +83,6 @@ def check_gpu_types(args: list[str]) -> None:
     """UserError, one line, where an option (after ``--`` or in PETSC_OPTIONS) asks for a GPU vector or matrix type
     and this PETSc was built without CUDA: found in petscconf.h before PETSc starts, instead of PETSc's "unknown
     type" traceback at the first vector."""
-    from cardiosim.runtime.info import petsc_has_cuda
     words = [*args, *os.environ.get("PETSC_OPTIONS", "").split()]
     asked = [f"{name} {value}" for name, value in zip(words, words[1:])
              if name.startswith("-") and name.endswith(("vec_type", "mat_type")) and _GPU_TYPE.search(value)]

@@ -96,12 +96,10 @@ def _check_sizes(beats, period, record_every, h5_path, n_states: int) -> None:
     """Refuse, before anything is allocated or written, a trace the memory or the disk cannot hold (a
     MemoryError, or a disk filled halfway through a long run, otherwise)."""
     import shutil
-    from cardiosim.runtime.resources import check_fits
     samples = beats * period / record_every + 1
     what = (f"--beats {beats} of --period {period:g} ms recorded every {record_every:g} ms: {samples:.4g} samples "
             f"of the trace")
     check_fits(_MEMORY_PER_SAMPLE * samples, what, "record less often (--record-every) or pace fewer beats")
-    from cardiosim.runtime.resources import file_size_limit
     need = 8 * (n_states + 3) * samples
     limit = file_size_limit()
     if limit is not None and need > limit:
@@ -170,7 +168,6 @@ class _CvodeCell:
     time and ``advance`` serves them; the dV/dt column is dV/dt at the record times (CVODES takes its own steps)."""
 
     def __init__(self, model, amplitude, duration, period, record_every):
-        from cardiosim.cells import cellml
         myokit = cellml.myokit_cvodes()
         m = cellml.load_myokit(model.source)
         for name, value in model.p.items():                    # the run's parameters, by their user names
@@ -212,8 +209,8 @@ def warn_unstable_step(model, integrator: str, dt: float) -> None:
     """Warn (one line, cardiosim.runtime.log) where ``dt`` (ms) is above a stability limit of ``integrator`` for ``model``
     (cardiosim.cells.stability), in the command line's words; a tissue run says it in the config's
     (cardiosim.reaction.Reaction)."""
+    # lazy: cardiosim.runtime.log imports mpi4py, which this module does not
     from cardiosim.runtime import log
-    from cardiosim.cells import stability
     msg = stability.step_warning(model, integrator, dt, option="--integrator {}", step_is="--dt",
                                  smaller=lambda d: f"--dt {d:g}")
     if msg:
@@ -224,7 +221,6 @@ def _stepper(model, integrator: str, amplitude, duration, period, record_every, 
     """What advances the cell: the native driver (forward-euler, rush-larsen, grl1), NumPy Forward Euler for a
     model without a C kernel, or CVODES through Myokit (CellML models). Warns where ``dt`` (ms) is beyond a
     stability limit of the integrator, before any step is taken."""
-    from cardiosim.cells import cellml
     _check(integrator in INTEGRATORS, f"integrator must be one of {', '.join(INTEGRATORS)}, got {integrator!r}")
     warn_unstable_step(model, integrator, dt)
     if integrator == "cvode":
@@ -234,6 +230,7 @@ def _stepper(model, integrator: str, amplitude, duration, period, record_every, 
     if not model.kernel_name:
         _check(integrator == "forward-euler", f"integrator {integrator}: {model.name} has Forward Euler only")
         return _NumpyCell(model)
+    # lazy: cardiosim.reaction imports mpi4py, which this module does not
     from cardiosim.reaction.ode.native import NativeModel
     try:
         return NativeModel(model, integrator=integrator)

@@ -27,6 +27,8 @@ from cardiosim.cells.stability import STEP_HINT
 from cardiosim.reaction.ode import kernel_variants
 from cardiosim.runtime.compile import compile_cached, files_digest, header_dir, kernel_dir, key_digest
 from cardiosim.runtime.gpu import PrimaryContext, arch_of, import_pycuda
+from cardiosim.cells.cellml import per_cell_header
+from cardiosim.reaction.ode.native import STEP_SUFFIX
 
 KERNEL = "fused.cu"
 FUNCTION = "cs_fused_euler"
@@ -136,7 +138,6 @@ def kernel_source(model, params: np.ndarray, variant, integrator: str = "forward
     if per_cell and not variant.fused:
         raise ValueError("per-cell parameters need the fused kernel variant")
     header = (folder / f"{name}.h").read_text()
-    from cardiosim.reaction.ode.native import STEP_SUFFIX
     step = STEP_SUFFIX.get(integrator)
     if step and (f"{name}{step}(" not in header or not variant.fused):
         raise ValueError(f"{integrator} needs {name}{step} in {name}.h and the fused kernel variant")
@@ -158,7 +159,6 @@ def per_cell_folder(model):
     if not hasattr(model, "keep_at_run_time"):
         raise ValueError(f"{model.name}: per-cell parameters on the GPU need a generated (CellML) model; the "
                          f"hand-written headers read every parameter from constant memory")
-    from cardiosim.cells.cellml import per_cell_header
     return per_cell_header(model)[0]
 
 
@@ -213,7 +213,6 @@ class CudaBackend:
         self._last_k = 1
         self.per_cell = cell_params is not None
         if self.per_cell:
-            from cardiosim.cells.cellml import per_cell_header
             slots = per_cell_header(model)[1]
             cell_params = np.ascontiguousarray(cell_params, dtype=np.float64)
             if cell_params.shape != (len(slots), self.n_cells):

@@ -31,6 +31,7 @@ from cardiosim.runtime.compile import (DRIVER, cache_dir, compile_once, compiler
 from cardiosim.runtime.errors import SimulationError
 from cardiosim.cells.stimulus import kernel_layout
 from cardiosim.cells.stability import STEP_HINT
+from cardiosim.cells.cellml import per_cell_header
 
 CFLAGS = ("-O2", "-std=c99", "-shared", "-fPIC")
 LIBS = ("-lm",)
@@ -138,7 +139,6 @@ class NativeModel:
         if per_cell:
             if not hasattr(model, "keep_at_run_time"):
                 raise RuntimeError(f"cell model {model.name}: per-cell parameters need a generated (CellML) model")
-            from cardiosim.cells.cellml import per_cell_header
             folder, self.slots = per_cell_header(model)
         self.lib = _load(build(name, header_text, integrator, folder, per_cell))
         self.params = np.ascontiguousarray(model.parameter_vector(), dtype=np.float64)
