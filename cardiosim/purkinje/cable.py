@@ -113,6 +113,7 @@ class Cable:
         self.t = 0.0
         self.threshold = float(threshold)
         self.activation = np.where(self.V >= threshold, 0.0, np.nan)
+        self._previous = self.V.copy()        # V at the last step's end
 
     @property
     def V(self) -> np.ndarray:
@@ -146,7 +147,6 @@ class Cable:
         """One step of dt from t (default: the cable's own time): reaction then diffusion (Godunov), or half the
         reaction, diffusion, half the reaction (Strang); then the activation times."""
         t = self.t if t is None else t
-        v0 = self.V.copy()
         if self.splitting == "strang":
             half = math.ceil(self.k / 2)
             self.react(t, self.dt / 2, half)
@@ -156,15 +156,17 @@ class Cable:
             self.react(t, self.dt, self.k)
             self.diffuse()
         self.t = t + self.dt
-        self._activation(t, v0)
+        self._activation(t)
 
-    def _activation(self, t0: float, v0: np.ndarray) -> None:
-        """The first upward crossing of the threshold, linearly interpolated within the step (as the tissue's
-        activation map, cardiosim.analysis.maps.ActivationMap)."""
-        thr, v = self.threshold, self.V
+    def _activation(self, t0: float) -> None:
+        """The first upward crossing of the threshold since the last step's end (what came in between, the PMJs'
+        currents, included), linearly interpolated within the step (as the tissue's activation map,
+        cardiosim.analysis.maps.ActivationMap)."""
+        thr, v, v0 = self.threshold, self.V, self._previous
         new = np.isnan(self.activation) & (v >= thr) & (v0 < thr)
         if new.any():
             self.activation[new] = t0 + self.dt * (thr - v0[new]) / (v[new] - v0[new])
+        v0[:] = v
 
     def run(self, duration: float, on_step=None) -> None:
         """Steps of dt until ``duration`` ms more have passed; ``on_step(cable)`` after each."""
