@@ -36,7 +36,7 @@ class Simulation:
                          doc="bidomain: Vm and φe; monodomain: Vm with σm = σi·σe/(σi+σe)")
     duration: float = key(unit="ms", gt=0, doc="simulated time")
     dt: float = key(unit="ms", gt=0, doc="PDE time step Δt_p")
-    ode_substeps: int = key(1, ge=1, le=1_000_000, doc="Forward-Euler substeps k per PDE step: Δt_o = dt / k")
+    ode_substeps: int = key(1, ge=1, le=1_000_000, doc="ODE substeps k per PDE step, each by cell.integrator: Δt_o = dt / k")
     splitting: str = key("godunov", choices=("godunov", "strang"),
                          doc="operator splitting: godunov (reaction, diffusion) or strang (½ reaction, diffusion, ½ reaction)")
     time_scheme: str = key("crank-nicolson", choices=("backward-euler", "crank-nicolson"),
