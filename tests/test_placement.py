@@ -356,7 +356,7 @@ def test_first_rank_starts_first_and_its_failure_reaches_all(tmp_path):
     script.write_text(textwrap.dedent(f"""
         import time
         from mpi4py import MPI
-        from cardiosim.reaction.placement import first_then_others
+        from cardiosim.reaction.ode.cuda_backend import first_then_others
         comm = MPI.COMM_WORLD
 
         def start():

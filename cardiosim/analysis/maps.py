@@ -178,7 +178,7 @@ class APDMap(_Accumulator):
 
 class HostMaps:
     """The activation and APD maps of a run updated together from the PETSc Vec of Vm (its host array); the
-    resident placement's cardiosim.reaction.ode.resident.DeviceMaps has the same interface on the device."""
+    resident placement's cardiosim.analysis.device.DeviceMaps has the same interface on the device."""
 
     def __init__(self, activation: ActivationMap, apd: APDMap):
         self.activation, self.apd = activation, apd

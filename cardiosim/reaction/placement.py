@@ -33,6 +33,10 @@ from dataclasses import dataclass, field
 
 from cardiosim.runtime.errors import UserError
 from cardiosim.runtime.gpu import NO_PYCUDA, arch_of, gpus_without_cuda, import_pycuda, visible_gpus
+from cardiosim import cells
+from cardiosim.reaction.ode.grouped_backend import GroupedBackend
+from cardiosim.reaction.ode.protocol import OnHost
+from cardiosim.reaction.ode.resident import ResidentBackend
 
 EXCHANGES = ("vm", "full")
 
@@ -85,7 +89,6 @@ class Mode:
         """This rank's cell backend (cardiosim.reaction.ode.protocol.CellBackend) for the reaction step ``reaction``:
         ``model`` with ``states``; ``at``: the local nodes of these cells where they are not all of them
         (ode.protocol.Pieces)."""
-        from cardiosim.reaction.ode.protocol import OnHost
         return OnHost(reaction.integrator(model, states, stimuli, coords, rows=(0,)), stimuli)
 
 
@@ -119,8 +122,6 @@ class Grouped(Mode):
     def backend(self, reaction, model, states, stimuli, coords, timers, at=None):
         from functools import partial
 
-        from cardiosim.reaction.ode.grouped_backend import GroupedBackend
-        from cardiosim.reaction.ode.protocol import OnHost
         grouped = GroupedBackend(model, states, stimuli, coords, reaction.placement,
                                  partial(reaction.integrator, model), timers)
         return OnHost(grouped, stimuli)
@@ -174,7 +175,6 @@ class Resident(Mode):
         return True
 
     def backend(self, reaction, model, states, stimuli, coords, timers, at=None):
-        from cardiosim.reaction.ode.resident import ResidentBackend
         c, p = reaction.cell, reaction.placement
         return ResidentBackend(model, states, stimuli, p.device, p.kernel_comm, c.integrator, c.kernel, at)
 
@@ -325,7 +325,6 @@ def place(cell, comm) -> Placement:
     """
     from mpi4py import MPI
 
-    from cardiosim import cells
     # the cells of every model of the run are integrated the same way (cell.regions may name other models)
     without = [m for m in cell.models() if cells.model_class(m).kernel_name is None]
     mode, integrator = resolve(cell.placement, cell.backend, not without, without[0] if without else cell.model)
@@ -411,30 +410,3 @@ def layout_table(layout: dict) -> str:
         lines.append(f"node {i['node']} ({i['host']}): GPU {', '.join(map(str, i['gpus']))} idle "
                      f"(fewer ranks than GPUs)")
     return "\n".join(lines)
-
-
-def first_then_others(comm, start):
-    """``start()`` on rank 0 of ``comm`` first, then, once it has succeeded, on the other ranks; returns its result.
-
-    ``comm`` holds the ranks of one node that compile the same GPU kernel: the first compiles it into the cache
-    (cardiosim.runtime.compile.compile_cached), the others find it there — one compilation per node, no races. A
-    failure on rank 0 is raised on every rank of ``comm`` (they would fail the same way)."""
-    result = err = None
-    if comm.rank == 0:
-        try:
-            result = start()
-        except Exception as e:
-            err = f"{type(e).__name__}: {e}"
-    err = comm.bcast(err, root=0)
-    if err:
-        raise RuntimeError(f"{err} (raised on the node's first GPU rank)")
-    if comm.rank != 0:
-        result = start()
-    # Every rank must have compiled the same source (as PyOP2 checks): differing configs or kernel files between
-    # ranks would otherwise give a run whose ranks integrate different models.
-    digests = comm.allgather(getattr(result, "source_digest", None))
-    if len(set(digests)) > 1:
-        raise RuntimeError(f"the ranks of a node compiled different kernel sources (digests "
-                           f"{', '.join(sorted({str(d)[:12] for d in digests}))}); check that every rank reads "
-                           f"the same config and kernels/ folder")
-    return result

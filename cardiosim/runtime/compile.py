@@ -306,7 +306,8 @@ def compile_cached(src: str, options: Sequence[str], arch: str, include_dirs: Se
     the architecture and nvcc's version (the source carries a digest of the headers it includes). Written to a
     temporary file and renamed (atomic), under a lock: ranks starting together never read a half-written file,
     which PyCUDA's own cache (written in place) does not promise. In a tissue run the node's first GPU rank
-    compiles and the others then load from this cache (reaction.placement.first_then_others). Needs no context.
+    compiles and the others then load from this cache (cardiosim.reaction.ode.cuda_backend.first_then_others).
+    Needs no context.
     """
     from pycuda.compiler import compile as nvcc_compile
     nvcc = compiler_version(["nvcc", "--version"], "nvcc", "; put the CUDA toolkit's bin on PATH")

@@ -27,6 +27,7 @@ from cardiosim.cells.stability import STEP_HINT
 from cardiosim.reaction.ode import kernel_variants
 from cardiosim.runtime.compile import compile_cached, files_digest, header_dir, kernel_dir, key_digest
 from cardiosim.runtime.gpu import PrimaryContext, arch_of, import_pycuda
+from cardiosim.runtime.mpi import root_then_all
 from cardiosim.cells.cellml import per_cell_header
 from cardiosim.reaction.ode.native import STEP_SUFFIX
 
@@ -234,7 +235,7 @@ class CudaBackend:
                 opts = [*opts, f"-maxrregcount={cap}"]
                 mod = self._compile(src, opts, dirs)
             self.options = opts
-            # what was compiled, for the ranks of a node to compare (placement.first_then_others)
+            # what was compiled, for the ranks of a node to compare (first_then_others)
             self.source_digest = key_digest([src, *opts])
             self.module = mod
             self.func = mod.get_function(FUNCTION)
@@ -481,3 +482,27 @@ class CudaBackend:
         return {"num_regs": f.num_regs, "local_size_bytes": f.local_size_bytes,
                 "const_size_bytes": f.const_size_bytes, "shared_size_bytes": f.shared_size_bytes,
                 "max_threads_per_block": f.max_threads_per_block}
+
+
+def first_then_others(comm, start):
+    """``start()`` on rank 0 of ``comm`` first, then, once it has succeeded, on the other ranks; returns its result.
+
+    ``comm`` holds the ranks of one node that compile the same GPU kernel: the first compiles it into the cache
+    (cardiosim.runtime.compile.compile_cached), the others find it there — one compilation per node, no races. A
+    failure on rank 0 is raised on every rank of ``comm`` (they would fail the same way)."""
+    def first():
+        try:
+            return start()
+        except Exception as e:
+            raise RuntimeError(f"{type(e).__name__}: {e} (raised on the node's first GPU rank)") from None
+    result = root_then_all(comm, first, share=False, catch=(RuntimeError,))
+    if comm.rank != 0:
+        result = start()
+    # Every rank must have compiled the same source (as PyOP2 checks): differing configs or kernel files between
+    # ranks would otherwise give a run whose ranks integrate different models.
+    digests = comm.allgather(getattr(result, "source_digest", None))
+    if len(set(digests)) > 1:
+        raise RuntimeError(f"the ranks of a node compiled different kernel sources (digests "
+                           f"{', '.join(sorted({str(d)[:12] for d in digests}))}); check that every rank reads "
+                           f"the same config and kernels/ folder")
+    return result

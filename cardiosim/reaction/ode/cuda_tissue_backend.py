@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from cardiosim.runtime.errors import SimulationError
+from cardiosim.reaction.ode.cuda_backend import CudaBackend, first_then_others
 
 
 class CudaTissueBackend:
@@ -22,8 +23,6 @@ class CudaTissueBackend:
 
     def __init__(self, model, states: np.ndarray, stimuli, device: int, kernel_comm=None, rows=(0,),
                  integrator: str = "forward-euler", kernel: str = "fused"):
-        from cardiosim.reaction.placement import first_then_others
-        from cardiosim.reaction.ode.cuda_backend import CudaBackend
 
         def start():
             return CudaBackend(model, states, device=device, variant=kernel, integrator=integrator)

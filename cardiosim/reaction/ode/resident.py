@@ -6,11 +6,8 @@ stepping loop except the cell kernel's 16-byte error flag (the per-step health c
   rank's cells. Vm is copied device-to-device from the Vec's device memory (``getCUDAHandle``) into state row 0
   before the substeps and back after (2 x 8 B per cell on the device; the kernel itself is unchanged, so the
   numbers are those of the grouped and per-rank placements).
-- :class:`DeviceMaps`: cardiosim.analysis.maps's ActivationMap and APDMap updated by one kernel (kernels/resident.cu,
-  no FMA contraction: the same bits as NumPy) on Vm in the Vec's device memory; the host arrays are brought up to
-  date only for checkpoints and the final maps.
-- :class:`DeviceProbes`: output.Probes whose samples are gathered on the device into a growing device buffer and
-  copied to the host when the output flushes them (snapshots, checkpoints, the end).
+- the activation and APD maps, the probes and the pseudo-ECG on the device: cardiosim.analysis.device, whose
+  kernels are in kernels/resident.cu too (:func:`module`).
 
 Everything runs in the device's primary context, the one PETSc's CUDA objects use (gpu-node/README.md), on the
 legacy default stream, which PETSc's default device context uses too: kernels and PETSc's operations are ordered.
@@ -21,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from cardiosim.runtime.errors import SimulationError
-from cardiosim.output.writer import Probes
+from cardiosim.reaction.ode.cuda_backend import CudaBackend, first_then_others
 from cardiosim.runtime.compile import compile_cached, kernel_dir
 from cardiosim.runtime.gpu import PrimaryContext, arch_of
 
@@ -31,7 +28,7 @@ BLOCK = 256
 _modules: dict[int, object] = {}
 
 
-def _module(ctx: PrimaryContext):
+def module(ctx: PrimaryContext):
     """kernels/resident.cu compiled for the device (cached on disk by compile_cached, per process here)."""
     key = ctx.device.get_attribute(ctx.cuda.device_attribute.PCI_BUS_ID)
     if key not in _modules:
@@ -41,7 +38,8 @@ def _module(ctx: PrimaryContext):
     return _modules[key]
 
 
-def _launch(n: int):
+def launch_dims(n: int):
+    """(grid, block) of a launch over ``n`` items, BLOCK threads a block."""
     return ((max(n, 1) + BLOCK - 1) // BLOCK, 1), (BLOCK, 1, 1)
 
 
@@ -53,8 +51,6 @@ class ResidentBackend:
         """``states`` (n_states, n_cells) of the cells at the Vec's local entries ``at`` (a masked grid's tissue
         nodes, cardiosim.domain.mask), or at every entry (None): Vm is then gathered from, and scattered back to, those
         entries by two small kernels instead of one copy."""
-        from cardiosim.reaction.placement import first_then_others
-        from cardiosim.reaction.ode.cuda_backend import CudaBackend
 
         def start():
             return CudaBackend(model, states, device=device, variant=kernel, integrator=integrator)
@@ -72,7 +68,7 @@ class ResidentBackend:
         if at is not None and self.n:
             ctx = PrimaryContext(device)
             with ctx as cuda:
-                mod = _module(ctx)
+                mod = module(ctx)
                 self.gather, self.scatter = mod.get_function("cs_probe_gather"), mod.get_function("cs_scatter_at")
                 self.gather.prepare("PPiP")
                 self.scatter.prepare("PPiP")
@@ -83,7 +79,7 @@ class ResidentBackend:
         self.gpu._push()
         try:
             if self.at is not None:
-                grid, block = _launch(self.n)
+                grid, block = launch_dims(self.n)
                 src, dst = (ptr, row) if to_states else (row, ptr)
                 (self.gather if to_states else self.scatter).prepared_call(grid, block, np.intp(src), self.at,
                                                                           np.int32(self.n), np.intp(dst))
@@ -116,183 +112,3 @@ class ResidentBackend:
     def upload(self) -> None:
         if self.n:
             self.gpu.to_device(self.y)
-
-
-class DeviceMaps:
-    """The activation and APD maps (cardiosim.analysis.maps) kept on the device; ``activation``/``apd`` are the host
-    objects, whose arrays :meth:`download` brings up to date and :meth:`upload` sends."""
-
-    ARRAYS = (("activation", "time"), ("activation", "prev"), ("apd", "v_rest"), ("apd", "v_peak"),
-              ("apd", "repolarisation"), ("apd", "prev"))
-
-    def __init__(self, activation, apd, device: int):
-        self.activation, self.apd = activation, apd
-        self.ctx = PrimaryContext(device)
-        self.n = int(activation.time.size)
-        with self.ctx as cuda:
-            self.func = _module(self.ctx).get_function("cs_maps")
-            self.func.prepare("PiddddPPPPPP")
-            self.dev = {key: cuda.mem_alloc(max(self.n, 1) * 8) for key in self.ARRAYS}
-        self.upload()
-
-    def _host(self, key) -> np.ndarray:
-        obj, name = key
-        return getattr(getattr(self, obj), name)
-
-    def update(self, t0: float, t1: float, V) -> None:
-        if self.n == 0:
-            return
-        ptr = V.getCUDAHandle("r")
-        try:
-            grid, block = _launch(self.n)
-            d = self.dev
-            with self.ctx:
-                self.func.prepared_call(grid, block, np.intp(int(ptr)), np.int32(self.n), float(t0), float(t1),
-                                        float(self.activation.threshold), 1.0 - self.apd.level / 100.0,
-                                        d["activation", "time"], d["activation", "prev"], d["apd", "v_rest"],
-                                        d["apd", "v_peak"], d["apd", "repolarisation"], d["apd", "prev"])
-        finally:
-            V.restoreCUDAHandle(ptr, "r")
-
-    def download(self) -> None:
-        with self.ctx as cuda:
-            for key, buf in self.dev.items():
-                host = self._host(key)
-                if host.size:
-                    out = np.empty_like(host)
-                    cuda.memcpy_dtoh(out, buf)
-                    host[...] = out
-
-    def upload(self) -> None:
-        with self.ctx as cuda:
-            for key, buf in self.dev.items():
-                host = np.ascontiguousarray(self._host(key), dtype=np.float64)
-                if host.size:
-                    cuda.memcpy_htod(buf, host)
-
-
-class DeviceAccumulator:
-    """A checkpointed accumulator (analysis.ActivationMap / APDMap) whose arrays live in ``maps`` on the device:
-    state() and load_state() go through the host object, so checkpoints are the same across placements."""
-
-    def __init__(self, maps: DeviceMaps, acc):
-        self.maps, self.acc = maps, acc
-
-    def state(self) -> dict:
-        self.maps.download()
-        return self.acc.state()
-
-    def load_state(self, state: dict) -> None:
-        self.acc.load_state(state)
-        self.maps.upload()
-
-
-class DeviceEcg:
-    """The pseudo-ECG (cardiosim.analysis.ecg.PseudoEcg ``ecg``) on the device: K_i·Vm by PETSc on the GPU, then this rank's
-    share of each electrode's sum (cs_ecg_partial) straight into a row of the probes' device sample buffer. The
-    shares are added over the ranks and the leads formed when the samples are flushed (:meth:`totals`): a sum is
-    linear, so nothing needs to cross between ranks, or to the host, per step."""
-
-    def __init__(self, ecg, device: int):
-        self.ecg = ecg
-        self.ctx = PrimaryContext(device)
-        w = np.stack([x.getArray(readonly=True) for x in ecg.weights])      # (electrodes, local nodes)
-        self.n_e, self.n = w.shape
-        with self.ctx as cuda:
-            self.func = _module(self.ctx).get_function("cs_ecg_partial")
-            self.func.prepare("PPiP")
-            self.w = cuda.mem_alloc(max(w.nbytes, 8))
-            if w.size:
-                cuda.memcpy_htod(self.w, np.ascontiguousarray(w))
-
-    def record(self, V, out: int) -> None:
-        """This rank's share of each electrode for Vm ``V`` into the device doubles at ``out`` (collective: the
-        matrix–vector product exchanges halos)."""
-        self.ecg.Ki.mult(V, self.ecg.work)
-        ptr = self.ecg.work.getCUDAHandle("r")
-        try:
-            with self.ctx:
-                self.func.prepared_call((self.n_e, 1), (256, 1, 1), np.intp(int(ptr)), self.w, np.int32(self.n),
-                                        np.intp(out))
-        finally:
-            self.ecg.work.restoreCUDAHandle(ptr, "r")
-
-    def totals(self, shares: np.ndarray, comm) -> np.ndarray | None:
-        """Every trace (electrodes, then leads) per sample on rank 0, from the ranks' ``shares`` (samples,
-        electrodes); None elsewhere (collective)."""
-        from mpi4py import MPI
-        total = np.empty_like(shares) if comm.rank == 0 else None
-        comm.Reduce(np.ascontiguousarray(shares), total, op=MPI.SUM, root=0)
-        return self.ecg.traces(total) if comm.rank == 0 else None
-
-
-class DeviceProbes(Probes):
-    """output.Probes with the samples taken on the device: each step one small gather kernel per field writes this
-    rank's probe values, and the pseudo-ECG (:class:`DeviceEcg`) its shares, into row ``len(times)`` of a device
-    buffer (doubled when full); :meth:`collect` copies the rows recorded so far to the host in the buffer format of
-    Probes and hands over to it."""
-
-    def __init__(self, probes: Probes, device: int):
-        self.__dict__.update(probes.__dict__)
-        self.ctx = PrimaryContext(device)
-        self.m = len(self.mine)
-        self.device_ecg = DeviceEcg(self.ecg, device) if self.ecg is not None else None
-        self.n_probe = self.m * len(self.fields)             # a sample row: the probes' values, then the ECG's
-        self.width = self.n_probe + (self.device_ecg.n_e if self.device_ecg else 0)
-        self.times: list[float] = []
-        self.rows = 0                              # capacity of the device buffer, in sample rows
-        self.buf = None
-        with self.ctx as cuda:
-            self.func = _module(self.ctx).get_function("cs_probe_gather")
-            self.func.prepare("PPiP")
-            self.idx = cuda.to_device(np.array([off for _, off in self.mine] or [0], dtype=np.int64))
-
-    def _grow(self) -> None:
-        cuda = self.ctx.cuda
-        rows = max(64, 2 * self.rows)
-        new = cuda.mem_alloc(rows * self.width * 8)
-        if self.buf is not None:
-            cuda.memcpy_dtod(new, self.buf, len(self.times) * self.width * 8)
-            self.buf.free()
-        self.buf, self.rows = new, rows
-
-    def record(self, t: float, vecs: dict) -> None:
-        if not self.names and not self.ecg_names:
-            return
-        if self.width:
-            with self.ctx:
-                if len(self.times) == self.rows:
-                    self._grow()
-            row = int(self.buf) + len(self.times) * self.width * 8
-            if self.m:
-                grid, block = _launch(self.m)
-                with self.ctx:
-                    for f, field in enumerate(self.fields):
-                        v = vecs[field]
-                        ptr = v.getCUDAHandle("r")
-                        try:
-                            self.func.prepared_call(grid, block, np.intp(int(ptr)), self.idx, np.int32(self.m),
-                                                    np.intp(row + f * self.m * 8))
-                        finally:
-                            v.restoreCUDAHandle(ptr, "r")
-            if self.device_ecg is not None:     # collective: every rank has electrodes, hence a row
-                self.device_ecg.record(vecs["Vm"], row + self.n_probe * 8)
-        self.times.append(t)
-
-    def collect(self, comm):
-        n = len(self.times)
-        if n:
-            values = np.empty((n, self.width))
-            if self.width:
-                with self.ctx as cuda:
-                    cuda.memcpy_dtoh(values, self.buf)
-            probes = values[:, :self.n_probe].reshape(n, len(self.fields), self.m)
-            ecg = self.device_ecg.totals(values[:, self.n_probe:], comm) if self.device_ecg else None
-            samples = [{(i, field): float(probes[s, f, j]) for f, field in enumerate(self.fields)
-                        for j, (i, _) in enumerate(self.mine)} for s in range(n)]
-            if ecg is not None:
-                for s in range(n):
-                    samples[s].update(zip((("ecg", name) for name in self.ecg_names), ecg[s].tolist()))
-            self.buffer.extend(zip(self.times, samples))
-            self.times = []
-        return super().collect(comm)
