@@ -31,6 +31,8 @@ from cardiosim.analysis.biomarkers import UNITS, beat_biomarkers
 from cardiosim.runtime.errors import SimulationError
 from cardiosim.runtime.gpu import cuda_driver
 from cardiosim.cells.stimulus import Protocol
+from cardiosim.cells.cellml import per_cell_header
+from cardiosim.single_cell.pacing import warn_unstable_step
 
 DISTRIBUTIONS = ("uniform", "lognormal")
 
@@ -108,7 +110,6 @@ def run_population(model_name: str, variant: str | None, overrides: Mapping[str,
                          f"grl1 (cvode paces one cell at a time)")
     if not model.kernel_name:
         raise ValueError(f"population: {model.name} has no C kernel (populations run in the native driver)")
-    from cardiosim.single_cell.pacing import warn_unstable_step
     # the base model's limits, once: the sampled factors scale conductances, which leave the gates' τ as they are
     warn_unstable_step(model, integrator, dt)
     if backend != "native" and not hasattr(model, "keep_at_run_time"):
@@ -212,6 +213,7 @@ class _CpuCells:
     without it, from where every cell was)."""
 
     def __init__(self, model, params, pulse, amplitude, dt, integrator, per_cell=False):
+        # lazy: cardiosim.reaction imports mpi4py, which this module does not
         from cardiosim.reaction.ode.native import NativeModel
         self.native = NativeModel(model, integrator=integrator, per_cell=per_cell)
         # per cell: a row per cell (the driver's p_stride), or the (n_slots, n_cells) slots of the per-cell header
@@ -266,7 +268,7 @@ class _GpuCells:
     failed and set back to the initial state, so that they trip no later check."""
 
     def __init__(self, model, params, pulse, amplitude, dt, integrator, fmad):
-        from cardiosim.cells.cellml import per_cell_header
+        # lazy: cardiosim.reaction imports mpi4py, which this module does not
         from cardiosim.reaction.ode.cuda_backend import CudaBackend
         slots = per_cell_header(model)[1]
         n = params.shape[0]
