@@ -10,6 +10,7 @@ import argparse
 from cardiosim.cli import common
 
 START = common.RAW
+STOP_SIGNALS = True     # a stop is passed on to the runs: checkpoints, exit status 75 (cardiosim.simulation.sweep)
 
 
 def add_parser(sub) -> None:
@@ -19,7 +20,7 @@ def add_parser(sub) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    from cardiosim.simulation.sweep import DEFAULT_COLLECT, QUANTITIES   # lazy: as in main
+    from cardiosim.simulation.sweep import DEFAULT_COLLECT, MAX_RUNS, QUANTITIES   # lazy: as in main
     p = common.Parser(prog="cardiosim sweep", description="Many runs of one config (the product of the --vary "
                       "values, or --zip), locally in parallel or as a SLURM job array, and one table of chosen "
                       "outputs.",
@@ -36,6 +37,9 @@ def parser() -> argparse.ArgumentParser:
                    help=f"what the table holds (default: {' '.join(DEFAULT_COLLECT)})")
     p.add_argument("--table", help="the table: .csv or .h5 (default OUT/sweep.csv)")
     p.add_argument("--jobs", type=int, default=1, help="runs at a time (default 1)")
+    p.add_argument("--max-runs", type=int, default=MAX_RUNS, metavar="N",
+                   help=f"refuse a plan of more runs than N, before anything runs (default {MAX_RUNS}: a plan of "
+                        f"more is most likely a mistake in a:b:step)")
     p.add_argument("--np", type=int, default=1, help="MPI ranks per run (default 1)")
     p.add_argument("--slurm", action="store_true", help="write OUT/sweep.sbatch (a job array) instead of running")
     p.add_argument("--collect-only", action="store_true", help="only (re)write the table from OUT's runs")

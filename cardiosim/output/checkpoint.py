@@ -33,14 +33,14 @@ import numpy as np
 from cardiosim import __version__, cells
 from cardiosim.runtime.errors import SimulationError, UserError, io_reason
 from cardiosim.runtime.mpi import root_then_all
-from cardiosim.runtime.signals import SIGNALS, flag as _flag, received as _received  # caught from the start by cli
+# the stop signals, caught from the start by cardiosim.cli; STOPPED, the exit status of a clean stop on one
+from cardiosim.runtime.signals import SIGNALS, STOPPED, flag as _flag, received as _received
 from cardiosim.runtime.files import check_input
 
 FORMAT = "cardiosim-checkpoint-2"   # -2: every attribute and dataset under one checksum (digests)
 # Written before the checksums (tests/data/legacy): still restarted; its datasets have Fletcher-32 checksums, its
 # attributes only the cross-checks (_cross_check), and the restart says so.
 LEGACY_FORMAT = "cardiosim-checkpoint-1"
-STOPPED = 75   # exit status after a checkpoint on a signal (sysexits EX_TEMPFAIL: "try again later")
 
 
 # Keys a restart may change; every other key must equal the checkpointed run's (the physics, the grid, the model,

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from cardiosim.runtime.errors import UserError
+from cardiosim.runtime.errors import SimulationError, UserError, io_reason, quiet_h5py_unraisable
 
 NAME_MAX = 255          # bytes of one path component, where the file system cannot be asked
 PATH_MAX = 4096         # bytes of a whole path (Linux), the terminating NUL included
@@ -355,3 +356,39 @@ def _check_target(t: Target, overwrite: bool) -> None:
         if not recognise(p, t.kind):
             raise UserError(f"{t.what}: {p} exists and is not {description}; --overwrite replaces only a file "
                             f"cardiosim wrote as such, never another one: move it away or choose another path")
+
+
+@contextmanager
+def whole(path, what: str):
+    """Write ``path`` whole or not at all, as a run writes its output (cardiosim.output.writer): the block writes
+    the temporary file it is given, ``.<name>.part`` beside ``path``, which is renamed into place when the block
+    ends. A write that fails there (a full disk, ``ulimit -f``: OSError, or HDF5's RuntimeError) removes the
+    temporary file, silences HDF5's repeats of the failure as its objects are freed, and is one line naming
+    ``what`` (the option or key) and the path, exit status 3: nothing is left there, an earlier file stays as it
+    was. An HDF5 file is best opened with ``rdcc_nbytes=0`` (no chunk cache), so that the failure comes from the
+    write itself, not from HDF5's closing (where it crashed the process)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.part")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:
+        quiet_h5py_unraisable()
+        tmp.unlink(missing_ok=True)
+        raise SimulationError(f"{what}: cannot write {path} ({io_reason(e)}); nothing written there") from None
+
+
+def write_h5(path, what: str, fill) -> None:
+    """An HDF5 file, made in memory by ``fill(f)`` (an h5py.File) and then written to ``path`` whole (:func:`whole`):
+    HDF5 itself never writes to the disk, so a full disk or a file-size limit is an ordinary failed write, one line
+    and nothing left there, never HDF5 failing while it closes the file (which left tracebacks and crashed the
+    process as it ended, exit status 139). For files whose data are in memory anyway (a population's traces, a
+    table): the image costs their size once more."""
+    import h5py
+    # the core driver without a backing store: the name is only HDF5's, nothing is made under it
+    with h5py.File(f"{path}.image", "w", driver="core", backing_store=False) as f:
+        fill(f)
+        f.flush()
+        image = f.id.get_file_image()
+    with whole(path, what) as tmp, open(tmp, "wb") as fh:
+        fh.write(image)

@@ -1,13 +1,19 @@
-"""The stop signals of a run (SIGTERM, SIGINT, SIGUSR1), caught from the first moment.
+"""The stop signals (SIGTERM, SIGINT, SIGUSR1), caught from the first moment: the one stop path of ``cardiosim run``
+and ``cardiosim sweep``.
 
-Only the standard library here: ``cardiosim run`` installs the handler before it imports NumPy, MPI or PETSc, so
-that the window in which a signal still has its default effect is the interpreter's own start.
+Only the standard library here: both commands install the handler before they import NumPy, h5py, MPI or PETSc,
+so that the window in which a signal still has its default effect is the interpreter's own start. A run turns the
+flag into a checkpoint at its next step and exit status :data:`STOPPED` (cardiosim.output.checkpoint); a sweep
+passes the signal on to the runs it has started (:func:`forward`), starts no other, waits for their checkpoints,
+writes its table and exits with :data:`STOPPED` as well (cardiosim.simulation.sweep).
 """
 
+import os
 import signal
 
 # SIGINT is what Ctrl-C sends (and MPICH's mpirun forwards to every rank): the same as SIGTERM.
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+STOPPED = 75     # exit status after a clean stop on a signal (sysexits EX_TEMPFAIL: "try again later")
 received = []    # the stop signals this process has received (a handler may only append)
 
 
@@ -20,6 +26,27 @@ def catch() -> None:
     (cardiosim.output.checkpoint), and further signals (a second SIGTERM during the checkpoint) change nothing."""
     for s in SIGNALS:
         signal.signal(s, flag)
+
+
+def name(signum: int) -> str:
+    """SIGINT, SIGTERM, ..."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def forward(signum: int, pids) -> list[int]:
+    """Pass a stop on to child processes (a sweep's runs, or their mpirun, which passes it to every rank): each
+    stops at its next step with a checkpoint. Returns the pids it reached (a child that has just ended is not)."""
+    reached = []
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            continue
+        reached.append(pid)
+    return reached
 
 
 def ignore_file_size_signal() -> None:

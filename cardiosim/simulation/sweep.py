@@ -6,36 +6,57 @@ run locally in parallel or as a SLURM job array, and one table of chosen outputs
 
 Each run is ``cardiosim run CONFIG --set KEY=VALUE ... --output OUT/run-NNN.h5`` (under mpirun with ``--np``), so
 it is the same run as the command line gives, with its overrides stored in its output; the table has a row per run:
-its number, the varied values, how it ended (finished, failed: exit status N, or missing) and the collected
-quantities (:data:`QUANTITIES`), NaN where a run has none. The same sweep from Python: cardiosim.api.sweep (runs in
-this process), which gives the same table.
+its number, the varied values, how it ended (finished, stopped, failed: exit status N, not started, or missing) and
+the collected quantities (:data:`QUANTITIES`), NaN where a run has none. The same sweep from Python:
+cardiosim.api.sweep (runs in this process), which gives the same table.
 
-Everything is checked before the first run starts (every run's config, every file it would write, the table):
-a mistake is one line naming the run and the key, exit status 2, nothing run or written. A run that fails (exit
-status 3) does not stop the others; the sweep's exit status is then 3. The sweep's own process imports neither MPI
-nor PETSc (a nested mpirun fails inside an MPI singleton's environment); the configs are checked in a child.
+Everything is checked before the first run starts (every run's config, every --collect quantity, every file it
+would write, the table): a mistake is one line naming the run and the key, exit status 2, nothing run or written.
+Then one line gives the plan: the number of runs, the disk their outputs need (from the output settings) and the
+time (from the pace of a run finished in OUT before, or unknown). A run that fails (exit status 3) does not stop
+the others; the sweep's exit status is then 3. The sweep's own process imports neither MPI nor PETSc (a nested
+mpirun fails inside an MPI singleton's environment); the configs are checked in a child. One sweep at a time
+writes into OUT (:class:`SweepLock`).
+
+A stop (Ctrl-C, SIGTERM, SIGUSR1; to the sweep or to its process group) is the run's stop, passed on
+(cardiosim.runtime.signals): the runs going stop at their next step with a checkpoint, no other run starts, the
+table says "stopped" and "not started", and the sweep exits with status 75. The same command again goes on: a
+finished run is skipped, a stopped one restarts from its checkpoint (or from the start, where it has none), each
+said in a line; ``--overwrite`` runs every run afresh.
 """
 
 from __future__ import annotations
 
+import csv
+import fcntl
 import itertools
 import json
 import math
 import os
 import re
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
+import h5py
 import numpy as np
 
+from cardiosim.runtime import signals
+from cardiosim.runtime.errors import UserError, io_reason
+from cardiosim.runtime.signals import STOPPED
 from cardiosim.analysis.maps import cv_map, ecg_features
+from cardiosim.analysis.probes import ecg_traces
 from cardiosim.output.results import Results
-from cardiosim.runtime.errors import UserError
-from cardiosim.runtime.files import Target, check_writes
+from cardiosim.runtime.files import Target, check_existing, check_places, check_writes, recognise, whole
 from cardiosim.runtime.mpi import mpirun_command
+from cardiosim.runtime.resources import n_nodes
 
 QUANTITIES = {
     "activated": "share of the tissue's nodes that activated (0-1)",
@@ -60,9 +81,34 @@ _PROBE = re.compile(r"probe\.(?P<name>[A-Za-z0-9_.-]+?)\.(?:(?P<beats>beats)|(?P
 
 
 # -- the plan ----------------------------------------------------------------------------------------------------
-def split_values(text: str) -> list[str]:
+class Steps(Sequence):
+    """The values a, a+step, ... of ``a:b:step`` as TOML texts, each made when it is read: a plan of ten million
+    values is counted (and refused, :func:`plan_of`) without making them."""
+
+    def __init__(self, a: float, step: float, n: int):
+        self.a, self.step, self.n = a, step, n
+        self.whole = all(float(x).is_integer() for x in (a, step))
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.n))]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        v = self.a + i * self.step
+        return str(int(round(v))) if self.whole else repr(round(v, 12))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(other) == self.n and list(self) == list(other)
+
+
+def split_values(text: str) -> Sequence[str]:
     """``v1,v2,[1,2],"a,b"`` -> the values as TOML texts (commas inside brackets, braces and quotes stay);
-    ``a:b:step`` (numbers) -> a, a+step, ... up to b inclusive."""
+    ``a:b:step`` (numbers) -> a, a+step, ... up to b inclusive (:class:`Steps`)."""
     m = re.fullmatch(r"\s*(-?[\d.eE+-]+):(-?[\d.eE+-]+):(-?[\d.eE+-]+)\s*", text)
     if m:
         try:
@@ -70,11 +116,11 @@ def split_values(text: str) -> list[str]:
         except ValueError:
             m = None
         else:
+            if not all(math.isfinite(x) for x in (a, b, step)):
+                raise UserError(f"--vary {text}: a:b:step must be finite numbers")
             if step == 0 or (b - a) / step < 0:
                 raise UserError(f"--vary {text}: a:b:step must step from a towards b")
-            n = int(math.floor((b - a) / step + 1e-9)) + 1
-            whole = all(float(x).is_integer() for x in (a, step))
-            return [str(int(round(a + i * step))) if whole else repr(round(a + i * step, 12)) for i in range(n)]
+            return Steps(a, step, int(math.floor((b - a) / step + 1e-9)) + 1)
     out, depth, quote, cur = [], 0, None, ""
     for c in text:
         if quote:
@@ -198,12 +244,13 @@ def collect(path: Path, names) -> dict:
 
 
 def table(out: Path, runs: list[list[str]], vary, names, statuses: dict) -> list[dict]:
-    """A row per run: run, the varied values (as given), status, the quantities."""
+    """A row per run: run, the varied values (as given), status, the quantities. ``statuses``: of the runs this
+    sweep ran that did not finish; another run's status is its file's (:func:`file_status`)."""
     rows = []
     for i, sets in enumerate(runs):
         row = {"run": i, **{k: s.split("=", 1)[1] for (k, _), s in zip(vary, sets)}}
         path = run_path(out, i)
-        status = statuses.get(i, "finished" if path.exists() else "missing")
+        status = statuses.get(i) or file_status(path)
         values = {n: float("nan") for n in names}
         if path.exists():
             try:
@@ -216,12 +263,26 @@ def table(out: Path, runs: list[list[str]], vary, names, statuses: dict) -> list
     return rows
 
 
+def file_status(path: Path) -> str:
+    """How a run's output says it ended: finished, stopped (at a checkpoint, on a signal), failed (stopped by an
+    error), "did not end" (killed, or still running), or missing."""
+    if not path.exists():
+        return "missing"
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            status, by = _text(f.attrs.get("status", "finished")), _text(f.attrs.get("stopped_by", ""))
+    except (OSError, ValueError, RuntimeError):
+        return "finished"          # what collect() makes of it says more: unreadable (...)
+    if status == "stopped":
+        return "stopped" if by == "checkpoint" else "failed: stopped by an error"
+    return status if status == "finished" else "did not end"
+
+
 def write_table(path: Path, rows: list[dict]) -> None:
-    """The table as CSV (``.csv``) or HDF5 (``.h5``: a dataset per column), whole or not at all."""
-    tmp = path.with_name(f".{path.name}.part")
+    """The table as CSV (``.csv``) or HDF5 (``.h5``: a dataset per column), whole or not at all: a write that fails
+    (a full disk) is one line, exit status 3, and leaves no table there (cardiosim.runtime.files.whole)."""
     if path.suffix == ".h5":
-        import h5py
-        with h5py.File(tmp, "w") as f:
+        with whole(path, "--table") as tmp, h5py.File(tmp, "w", rdcc_nbytes=0) as f:
             f.attrs["format"] = "cardiosim-sweep-1"
             for col in rows[0]:
                 vals = [r[col] for r in rows]
@@ -230,44 +291,63 @@ def write_table(path: Path, rows: list[dict]) -> None:
                 else:
                     f[col] = np.array([str(v) for v in vals], dtype=h5py.string_dtype())
     else:
-        import csv
-        with open(tmp, "w", newline="") as fh:
+        with whole(path, "--table") as tmp, open(tmp, "w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(rows[0]))
             w.writeheader()
             for r in rows:
                 w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
-    os.replace(tmp, path)
 
 
 # -- checking and running ----------------------------------------------------------------------------------------
-def _targets(out: Path, runs, table_path: Path, extra=()):
-    # lazy: cardiosim.output.writer imports PETSc, which this module does not
-    from cardiosim.output.writer import run_targets
-    targets = [t for i in range(len(runs)) for t in run_targets(run_path(out, i), run_path(out, i).with_suffix(
-        ".ckpt.h5"))]
-    return targets + [Target("--table", table_path, "sweep-table"), *extra]
-
-
-def check_configs(config: str, runs: list[list[str]]) -> None:
-    """Every run's config validated, in a child process (this one stays free of MPI); the first mistake is one line
-    naming the run."""
-    proc = subprocess.run([sys.executable, "-m", "cardiosim.simulation.sweep", "--check", config], input=json.dumps(runs),
-                          capture_output=True, text=True, env=_child_env())
+def check_configs(config: str, runs: list[list[str]], out: Path, names=()) -> list[dict]:
+    """Every run's config validated, and every --collect quantity one the runs can have, in a child process (this
+    one stays free of MPI and PETSc); the first mistake is one line naming the run. Returns, per run, what
+    :func:`check_child` says of it: its files, its checkpoint, its grid nodes, its simulated ms and about how
+    many bytes its output takes."""
+    # The child in a session of its own: a Ctrl-C meant for the sweep reaches the sweep alone (which looks at it
+    # once the check is done), not the check as a KeyboardInterrupt.
+    proc = subprocess.run([sys.executable, "-m", "cardiosim.simulation.sweep", "--check", config],
+                          input=json.dumps({"runs": runs, "out": str(out), "collect": list(names)}),
+                          capture_output=True, text=True, env=_child_env(), start_new_session=True)
+    said = proc.stdout.strip().splitlines()
     if proc.returncode != 0:
-        said = proc.stdout.strip().splitlines() or proc.stderr.strip().splitlines() or ["the check failed"]
+        said = said or proc.stderr.strip().splitlines() or ["the check failed"]
         raise UserError(said[-1])
+    return json.loads(said[-1])
 
 
 def check_child(config: str) -> int:
-    # lazy, in the --check child: cardiosim.config imports mpi4py, which the sweep's own process does not
+    # lazy, in the --check child: cardiosim.config imports mpi4py and cardiosim.output.writer PETSc, which the
+    # sweep's own process does not
     from cardiosim import config as cfgmod
-    runs = json.loads(sys.stdin.read())
-    for i, sets in enumerate(runs):
+    from cardiosim.output import checkpoint, writer
+    plan = json.loads(sys.stdin.read())
+    out, info = Path(plan["out"]), []
+    for i, sets in enumerate(plan["runs"]):
         try:
-            cfgmod.load(config, sets)
+            cfg = cfgmod.load(config, sets)
         except UserError as e:
             print(f"cardiosim sweep: run {i} (--set {' --set '.join(sets)}): {e}")
             return 2
+        probes = [p.name for p in cfg.probe]
+        for n in plan["collect"]:
+            m = _PROBE.match(n)
+            if m and m["name"] not in probes:
+                print(f"cardiosim sweep: --collect {n}: run {i} has no probe {m['name']} (its probes: "
+                      f"{', '.join(probes) or 'none'}); nothing run")
+                return 2
+        path = run_path(out, i)
+        ckpt = checkpoint.resolve_path(cfg, path)
+        nodes, steps = n_nodes(cfg), cfg.simulation.n_steps
+        # the output's datasets as cardiosim.output.writer lays them out, at their full length from the start, and
+        # about 64 KB of attributes, maps and sidecars
+        fields = len(cfg.output.fields) + len(cfg.output.states)
+        at_probes = (2 if cfg.simulation.equations == "bidomain" else 1) + len(cfg.output.states)
+        size = 8 * (writer.planned_snapshots(steps, writer.snapshot_every(cfg)) * (1 + nodes * fields)
+                    + (steps + 1) * (1 + len(probes) * at_probes + len(ecg_traces(cfg)))) + (64 << 10)
+        info.append({"files": [[t.what, str(t.path), t.kind] for t in writer.run_targets(path, ckpt)],
+                     "checkpoint": str(ckpt), "nodes": nodes, "ms": cfg.simulation.duration, "bytes": size})
+    print(json.dumps(info))
     return 0
 
 
@@ -277,27 +357,190 @@ def _child_env() -> dict:
     return env
 
 
-def run_local(config: str, runs, out: Path, jobs: int, ranks: int, overwrite: bool, quiet: bool) -> dict:
-    """Run every run, ``jobs`` at a time, each on ``ranks`` ranks; {run: status} of those that did not finish."""
+def _text(v) -> str:
+    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+
+
+def earlier(out: Path, i: int, sets: list[str], config_text: str, ckpt: Path) -> tuple[str, str]:
+    """What an earlier sweep into ``out`` left of run ``i`` (its --set options ``sets``): ("new", ""),
+    ("finished", ""), ("restart", the checkpoint's time in ms), ("rerun", why it runs again from the start), or
+    ("other", what the file is): a file that is not this run's (another config or other --set options)."""
+    path = run_path(out, i)
+    if not (path.exists() or path.is_symlink()):
+        return "new", ""
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            a = {k: f.attrs[k] for k in ("format", "config", "overrides", "status", "stopped_by") if k in f.attrs}
+    except (OSError, ValueError, RuntimeError):
+        return "other", "not a readable cardiosim result file"
+    try:
+        same = (_text(a.get("format", "")) in ("cardiosim-1", "cardiosim-2") and _text(a.get("config")) == config_text
+                and json.loads(_text(a.get("overrides", "[]"))) == list(sets))
+    except ValueError:
+        same = False
+    if not same:
+        return "other", "the output of a run of another config or other --set options"
+    status = _text(a.get("status", "finished"))
+    if status == "finished":
+        return "finished", ""
+    if recognise(ckpt, "checkpoint"):
+        try:
+            with h5py.File(ckpt, "r", locking=False) as c:
+                return "restart", f"{float(c.attrs['t']):g}"
+        except (OSError, KeyError, ValueError, RuntimeError):
+            pass
+    if status == "stopped":
+        why = "stopped" if _text(a.get("stopped_by", "")) == "checkpoint" else "stopped by an error"
+    else:
+        why = "did not end (killed?)"
+    return "rerun", f"{why}, no checkpoint"
+
+
+class SweepLock:
+    """``OUT/.sweep.lock``: one sweep at a time into a folder, held (``flock``) for the sweep's life, with the
+    holder's pid and host in it. A second sweep into the same folder is refused in one line naming the lock file
+    and the pid; a lock file left behind by a sweep that died (the flock dies with its process) is taken over, with
+    a note. ``OUT`` is made for it; a sweep refused later removes the lock file and what it made."""
+
+    def __init__(self, out: Path):
+        self.path, self.fd, self.made = out / ".sweep.lock", None, []
+        parent = out
+        while not (parent.exists() or parent == parent.parent):
+            self.made.insert(0, parent)
+            parent = parent.parent
+        if parent.exists() and not parent.is_dir():
+            raise UserError(f"--out {out}: {parent} is a file, not a folder")
+        try:
+            for d in list(self.made):
+                d.mkdir()
+        except OSError as e:
+            self.release(refused=True)
+            raise UserError(f"--out {out}: cannot make the folder ({io_reason(e)})") from None
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                self.release(refused=True)
+                raise UserError(f"--out {out}: cannot make the lock file {self.path} ({io_reason(e)})") from None
+            left = os.pread(fd, 200, 0).decode(errors="replace").strip()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise UserError(f"--out {out}: in use by another sweep ({left or 'a process'}; lock file "
+                                f"{self.path}); wait for it to end or choose another --out") from None
+            try:    # the holder may have removed the file between our open and our lock: take the current one
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+        self.fd = fd
+        self.note = (f"note: took over the lock file {self.path}, left by {left}, which is no longer running"
+                     if left else "")
+
+    def release(self, refused: bool = False) -> None:
+        """The lock file removed and the lock let go; ``refused``: also the folders made for it (if empty)."""
+        if self.fd is not None:
+            self.path.unlink(missing_ok=True)
+            os.close(self.fd)
+            self.fd = None
+        if refused:
+            for d in reversed(self.made):
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
+        self.made = []
+
+
+def _checkpoint_line(stdout: str) -> str:
+    """``t = X ms`` from a stopped run's "checkpoint written at t = X ms; ..." line, or ""."""
+    m = re.search(r"checkpoint written at (t = [^;]+ms)", stdout)
+    return f" ({m[1]})" if m else ""
+
+
+def run_local(config: str, runs, out: Path, jobs: int, ranks: int, todo: dict, quiet: bool,
+              rate: float | None = None, nodes=None) -> dict:
+    """Run the runs of ``todo`` ({run: the extra options of its ``cardiosim run``: --overwrite, --restart CKPT}),
+    ``jobs`` at a time, each on ``ranks`` ranks; {run: status} of those that did not finish.
+
+    A stop (SIGINT, SIGTERM, SIGUSR1; cardiosim.runtime.signals) is passed on to the runs going at that moment,
+    which stop at their next step with a checkpoint; no other run starts, and this returns once they have ended
+    (their status "stopped", the others' "not started"). Each run is a session of its own, so that a signal to
+    the sweep's process group reaches the sweep alone and each run gets it once, from here. ``rate``: wall seconds
+    per simulated ms and grid node (from an earlier run), for the time left after each run (``nodes``: run ->
+    [grid nodes, simulated ms])."""
     launcher = mpirun_command(ranks) if ranks > 1 else []
     statuses, started = {}, time.perf_counter()
+    lock, going, passed = threading.Lock(), {}, []
+    left = dict.fromkeys(todo)
+    measured = [rate]
 
     def one(i):
-        cmd = [*launcher, sys.executable, "-m", "cardiosim", "run", config, "--quiet", "--output",
-               str(run_path(out, i)), *(["--overwrite"] if overwrite else [])]
-        for s in runs[i]:
-            cmd += ["--set", s]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env())
-        if proc.returncode != 0:
-            statuses[i] = f"failed: exit status {proc.returncode}"
-        if not quiet:
-            errs = [ln for ln in proc.stderr.splitlines() if ln.startswith("cardiosim: error")]
-            print(f"run {i} ({' '.join(runs[i])}): {statuses.get(i, 'finished')}"
-                  + (f" - {errs[-1]}" if errs else "") + f" [{time.perf_counter() - started:.1f} s]", flush=True)
+        with lock:     # no run starts once a stop has come; a run that has started is in `going` for forward()
+            if signals.received:
+                statuses[i] = "not started"
+                left.pop(i, None)
+                return
+            cmd = [*launcher, sys.executable, "-m", "cardiosim", "run", config, "--quiet", "--output",
+                   str(run_path(out, i)), *todo[i]]
+            for s in runs[i]:
+                cmd += ["--set", s]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env=_child_env(), start_new_session=True)
+            going[i] = proc
+        began = time.perf_counter()
+        stdout, stderr = proc.communicate()
+        wall = time.perf_counter() - began
+        with lock:
+            going.pop(i, None)
+            left.pop(i, None)
+            rc, detail = proc.returncode, ""
+            if rc == STOPPED or (passed and rc in (130, -signal.SIGINT, -signal.SIGTERM, -signal.SIGUSR1)):
+                statuses[i] = "stopped"
+                detail = " at its checkpoint" + _checkpoint_line(stdout) if rc == STOPPED else \
+                    " before its first step"
+            elif rc != 0:
+                statuses[i] = f"failed: exit status {rc}"
+            elif nodes and "--restart" not in todo[i]:    # a whole run: its pace, for the time the others take
+                n, ms = nodes[i]
+                measured[0] = wall / max(n * ms, 1e-9)
+            eta = ""
+            if measured[0] and not passed and left:
+                rest = sum(nodes[j][0] * nodes[j][1] for j in left) * measured[0] / min(jobs, len(left))
+                eta = f"; about {_duration(rest)} left"
+            if not quiet:
+                errs = [ln for ln in stderr.splitlines() if ln.startswith("cardiosim: error")]
+                print(f"run {i} ({' '.join(runs[i])}): {statuses.get(i, 'finished')}{detail}"
+                      + (f" - {errs[-1]}" if errs else "") + f" [{time.perf_counter() - started:.1f} s{eta}]",
+                      flush=True)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(one, range(len(runs))))
+        futures = [pool.submit(one, i) for i in todo]
+        while not all(f.done() for f in futures):
+            wait(futures, timeout=0.05)
+            if signals.received and not passed:
+                with lock:
+                    passed.append(signals.received[0])
+                    reached = {i: p.pid for i, p in going.items()
+                               if signals.forward(signals.received[0], [p.pid])}
+                word = signals.name(passed[0])
+                print(f"cardiosim sweep: {word}: "
+                      + (f"passed on to run{'s' if len(reached) > 1 else ''} "
+                         f"{', '.join(str(i) for i in sorted(reached))}, waiting for "
+                         f"{'their checkpoints' if len(reached) > 1 else 'its checkpoint'}; " if reached else "")
+                      + "no further run starts", flush=True)
+        for f in futures:
+            f.result()
     return statuses
+
+
+def _duration(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
 
 
 SLURM = """#!/bin/bash
@@ -331,8 +574,28 @@ def write_slurm(config, runs, out: Path, ranks: int, command: str, collect_cmd: 
 
 
 # -- the command -------------------------------------------------------------------------------------------------
+MAX_RUNS = 1000      # runs a sweep makes without --max-runs
+
+
+def count_runs(vary, zipped: bool) -> int:
+    """How many runs the --vary values make, without making them."""
+    if zipped:
+        return len(vary[0][1]) if vary else 0
+    return math.prod(len(v) for _, v in vary)
+
+
 def plan_of(args):
+    """(vary, the runs' --set options, OUT, the table's path) of ``cardiosim sweep``'s options; a plan of more runs
+    than --max-runs (default :data:`MAX_RUNS`) is one line, before any run's options are made."""
     vary = parse_vary(args.vary)
+    if args.max_runs < 1:
+        raise UserError(f"--max-runs {args.max_runs}: must be >= 1")
+    n = count_runs(vary, args.zip)
+    if n > args.max_runs and not (args.zip and len({len(v) for _, v in vary}) > 1):
+        raise UserError(f"cardiosim sweep: {n} runs planned (" + ", ".join(f"--vary {k}: {len(v)} values"
+                                                                            for k, v in vary)
+                        + f"), more than --max-runs {args.max_runs}; nothing run. Give --max-runs {n} to make them "
+                          f"all, or vary fewer values")
     runs = [[*args.set, *sets] for sets in runs_of(vary, args.zip)]
     check_collect(args.collect)
     if args.jobs < 1 or args.np < 1:
@@ -346,32 +609,135 @@ def plan_of(args):
 
 def command(args, argv) -> int:
     """``cardiosim sweep``: ``args`` its options (parsed by cardiosim.cli.sweep), ``argv`` its words (written into
-    the SLURM script)."""
+    the SLURM script). The stop signals are caught already (cardiosim.cli)."""
     started = time.perf_counter()
     vary, runs, out, table_path = plan_of(args)
     fixed = len(args.set)
-    if not args.collect_only:
-        check_configs(args.config, runs)
-        extra = [Target("--slurm", out / n, "sweep-plan") for n in ("sweep.json", "sweep.sbatch")] if args.slurm \
-            else []
-        targets = _targets(out, runs, table_path, extra) if not args.slurm else extra
-        check_writes(targets, {"the config": Path(args.config)}, args.overwrite)
-        out.mkdir(parents=True, exist_ok=True)
-        if args.slurm:
-            command = "cardiosim sweep " + " ".join(argv)
-            collect_cmd = command.replace(" --slurm", "") + " --collect-only"
-            script = write_slurm(args.config, runs, out, args.np, command, collect_cmd)
-            print(f"wrote {script} ({len(runs)} runs); sbatch {script}, then: {collect_cmd}")
-            return 0
-        statuses = run_local(args.config, runs, out, args.jobs, args.np, args.overwrite, args.quiet)
-    else:
-        check_writes([Target("--table", table_path, "sweep-table")], {}, True)
-        statuses = {}
-    rows = table(out, [r[fixed:] for r in runs], vary, args.collect, statuses)
-    write_table(table_path, rows)
-    print(f"wrote {table_path} ({len(rows)} runs, {sum(r['status'] == 'finished' for r in rows)} finished; "
-          f"{time.perf_counter() - started:.1f} s wall)")
-    return 3 if any(r["status"] != "finished" for r in rows) else 0
+    if args.collect_only and not out.is_dir():
+        raise UserError(f"--out {out}: no such folder; --collect-only collects the runs of an earlier sweep there")
+    lock = SweepLock(out)
+    if lock.note:
+        print(lock.note, flush=True)
+    ran = False
+    try:
+        if args.collect_only:
+            check_writes([Target("--table", table_path, "sweep-table")], {}, True)
+            statuses = {}
+        else:
+            info = check_configs(args.config, runs, out, args.collect)
+            if args.slurm:
+                extra = [Target("--slurm", out / n, "sweep-plan") for n in ("sweep.json", "sweep.sbatch")]
+                check_writes(extra, {"the config": Path(args.config)}, args.overwrite)
+                command = "cardiosim sweep " + " ".join(argv)
+                collect_cmd = command.replace(" --slurm", "") + " --collect-only"
+                script = write_slurm(args.config, runs, out, args.np, command, collect_cmd)
+                print(f"wrote {script} ({len(runs)} runs); sbatch {script}, then: {collect_cmd}")
+                ran = True
+                return 0
+            todo = plan_runs(args, runs, out, table_path, info)
+            if signals.received:          # during the checks: nothing has started
+                print(f"cardiosim sweep: {signals.name(signals.received[0])}: stopped before the first run; "
+                      f"nothing run", flush=True)
+                return STOPPED
+            ran = True
+            nodes = {i: (d["nodes"], d["ms"]) for i, d in enumerate(info)}
+            statuses = run_local(args.config, runs, out, args.jobs, args.np, todo, args.quiet,
+                                 rate=_rate(out, todo, runs, nodes), nodes=nodes) if todo else {}
+        rows = table(out, [r[fixed:] for r in runs], vary, args.collect, statuses)
+        write_table(table_path, rows)
+        ran = True
+        finished = sum(r["status"] == "finished" for r in rows)
+        print(f"wrote {table_path} ({len(rows)} runs, {finished} finished; {time.perf_counter() - started:.1f} s "
+              f"wall)")
+        count = {s: sum(r["status"] == s for r in rows) for s in ("stopped", "not started")}
+        if signals.received and any(count.values()):
+            print(f"cardiosim sweep: stopped by {signals.name(signals.received[0])}: {count['stopped']} run(s) "
+                  f"stopped at a checkpoint, {count['not started']} not started, {finished} finished; the same "
+                  f"command again goes on (finished runs are skipped, stopped ones restart from their "
+                  f"checkpoints)", flush=True)
+            return STOPPED
+        return 3 if any(r["status"] != "finished" for r in rows) else 0
+    finally:
+        lock.release(refused=not ran)
+
+
+def plan_runs(args, runs, out: Path, table_path: Path, info: list[dict]) -> dict:
+    """What each run does, from what an earlier sweep into OUT left (:func:`earlier`), and every file checked
+    before anything runs: {run: the extra options of its ``cardiosim run``} of the runs to do. Without --overwrite
+    a finished run is skipped, a stopped one restarts from its checkpoint (or runs again from the start where it
+    has none), each said in a line; a file that is not this run's is refused. --overwrite runs every run afresh."""
+    config_text = Path(args.config).read_text()
+    todo, said = {}, []
+    targets = []           # (target, whether it may be replaced: --overwrite, or a run that goes again)
+    resumed = False
+    for i, (sets, d) in enumerate(zip(runs, info)):
+        mine = [Target(what, Path(p), kind) for what, p, kind in d["files"]]
+        label = f"run {i} ({' '.join(sets[len(args.set):])})"
+        state, why = ("new", "") if args.overwrite else earlier(out, i, sets, config_text, Path(d["checkpoint"]))
+        if state == "finished":
+            said.append(f"{label}: finished by an earlier sweep, skipped")
+            resumed = True
+            continue
+        if state == "other":
+            raise UserError(f"{run_path(out, i)} exists: {why}; pass --overwrite to replace it, or choose "
+                            f"another --out")
+        if state == "restart":
+            said.append(f"{label}: stopped at t = {why} ms; restarts from its checkpoint {d['checkpoint']}")
+            todo[i] = ["--restart", d["checkpoint"]]
+            check_places(mine, {"the config": Path(args.config)})
+            resumed = True
+            continue
+        if state == "rerun":
+            said.append(f"{label}: {why}; runs again from the start")
+            resumed = True
+        todo[i] = ["--overwrite"] if args.overwrite or state == "rerun" else []
+        targets += [(t, bool(todo[i])) for t in mine]
+    table_target = Target("--table", table_path, "sweep-table")
+    check_places([table_target, *(t for t, _ in targets)], {"the config": Path(args.config)})
+    check_existing([table_target], args.overwrite, allow=["--table"] if resumed else ())
+    for t, replace in targets:
+        check_existing([t], replace)
+    if not args.quiet:
+        for line in said:
+            print(line, flush=True)
+        print(estimate(out, runs, info, todo, args.jobs), flush=True)
+    return todo
+
+
+def _rate(out: Path, todo: dict, runs, nodes: dict) -> float | None:
+    """Wall seconds per simulated ms and grid node, from the runs of this plan an earlier sweep finished in OUT
+    (their wall_s), or None where there are none."""
+    rates = []
+    for i in range(len(runs)):
+        if i in todo:
+            continue
+        try:
+            with h5py.File(run_path(out, i), "r", locking=False) as f:
+                wall = float(f.attrs["wall_s"])
+        except (OSError, KeyError, ValueError, RuntimeError):
+            continue
+        n, ms = nodes[i]
+        rates.append(wall / max(n * ms, 1e-9))
+    return sum(rates) / len(rates) if rates else None
+
+
+def estimate(out: Path, runs, info: list[dict], todo: dict, jobs: int) -> str:
+    """The plan in one line: how many runs (to do, skipped), the disk their outputs take (from the output
+    settings) against the free space, and the time (from the pace of a run an earlier sweep finished in OUT, or
+    unknown)."""
+    if not todo:
+        return f"sweep: {len(runs)} runs, all finished before: nothing to run"
+    need = sum(info[i]["bytes"] for i in todo)
+    free = shutil.disk_usage(out).free
+    rate = _rate(out, todo, runs, {i: (d["nodes"], d["ms"]) for i, d in enumerate(info)})
+    work = sum(info[i]["nodes"] * info[i]["ms"] for i in todo)
+    when = (f"about {_duration(work * rate / min(jobs, len(todo)))} at the pace of the runs finished before"
+            if rate else "time unknown (no finished run in this folder to measure a pace from)")
+    skipped = len(runs) - len(todo)
+    disk = f"{need / 1e6:.3g} MB" if need < 1e9 else f"{need / 1e9:.3g} GB"
+    warn = "; more than is free there" if need > free else ""
+    return (f"sweep: {len(runs)} runs" + (f" ({len(todo)} to run, {skipped} finished before)" if skipped else "")
+            + f"; their outputs need about {disk} of disk ({free / 1e9:.3g} GB free in {out}{warn}); {when}")
 
 
 if __name__ == "__main__":      # the check of every run's config, in a child (check_configs): --check CONFIG
