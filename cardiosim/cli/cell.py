@@ -12,7 +12,7 @@ from pathlib import Path
 from cardiosim import __version__
 from cardiosim.cli import common
 from cardiosim.runtime.errors import UserError, io_reason
-from cardiosim.runtime.files import Target, check_writes
+from cardiosim.runtime.files import Target, check_writes, whole, write_h5
 
 START = common.MPI
 
@@ -169,14 +169,20 @@ def _population(args, overrides) -> int:
     """``cardiosim cell --population N``: cardiosim.single_cell.population, its table and the kept share."""
     from cardiosim.runtime import log   # lazy: loads MPI
     from cardiosim.single_cell.population import (   # lazy: NumPy
-        parse_sample, run_population, sample_factors, table_factors)
+        check_memory, parse_sample, run_population, sample_factors, table_factors)
     try:
         if args.population_table:
             factors = table_factors(args.population_table)
+            n, names = len(next(iter(factors.values()))), list(factors)
         else:
             if not args.population or args.population < 1 or not args.sample:
                 raise ValueError("--population N needs N >= 1 and at least one --sample (or --population-table)")
-            factors = sample_factors(dict(parse_sample(x) for x in args.sample), args.population, args.seed)
+            spec = dict(parse_sample(x) for x in args.sample)
+            n, names = args.population, list(spec)
+        # before the factors are drawn: a population that cannot fit is one line, not minutes and a MemoryError
+        need, _ = check_memory(args.model, args.variant, overrides, n, len(names), args.period, args.record_every)
+        if not args.population_table:
+            factors = sample_factors(spec, n, args.seed)
         keep = {}
         for item in args.keep:
             name, _, rng = item.partition("=")
@@ -185,10 +191,15 @@ def _population(args, overrides) -> int:
                 keep[name.strip()] = (float(lo), float(hi))
             except ValueError:
                 raise ValueError(f"--keep {item}: expected BIOMARKER=LO:HI, e.g. APD90=200:300") from None
+        beats = args.prepace + args.beats
+        if not args.quiet:
+            log.info(f"population: {n} cells, {beats} beats each "
+                     f"({n * beats * round(args.period / args.dt):.3g} cell-steps), about "
+                     f"{need / 1e6:.3g} MB of memory; the time left follows from the first second of work")
         t0 = time.perf_counter()
         r = run_population(args.model, args.variant, overrides, factors, args.amplitude, args.duration, args.period,
                            args.beats, args.prepace, args.dt, args.integrator, args.record_every, keep, args.output,
-                           args.csv, backend=args.backend)
+                           args.csv, backend=args.backend, ticks=_ticker(args, n, beats, t0))
     except ValueError as e:
         raise UserError(f"cardiosim cell: {e}") from None
     wall = time.perf_counter() - t0
@@ -200,11 +211,28 @@ def _population(args, overrides) -> int:
     return 0
 
 
+def _ticker(args, n: int, beats: int, began: float):
+    """run_population's ``ticks``: a progress line after the first second of work, then every 5 s (the cells go
+    together: where they are, the rate and the time left), as ``cardiosim run``'s progress lines."""
+    from cardiosim.runtime import log   # lazy: loads MPI
+    per_beat = max(1, round(args.period / args.dt))
+    last = [began, 1.0]                 # when the last line was said, and the wait for the next
+
+    def ticks(done, total):
+        now = time.perf_counter()
+        if args.quiet or now - last[0] < last[1] or done >= total or done <= 0:
+            return
+        last[0], last[1] = now, 5.0
+        rate = done / (now - began)             # substeps of every cell per second
+        log.info(f"population: {n} cells at beat {min(done // per_beat + 1, beats)} of {beats} "
+                 f"({100 * done / total:5.1f} %) | {rate * n:.3g} cell-steps/s | ETA {(total - done) / rate:.0f} s")
+    return ticks
+
+
 def _restitution(args, overrides) -> int:
     """``cardiosim cell --restitution CI,...``: the S1-S2 curve (cardiosim.single_cell.pacing.restitution) to
     HDF5/JSON."""
-    import h5py          # lazy: h5py and NumPy, not for every verb's parser
-    import numpy as np
+    import numpy as np   # lazy: NumPy, not for every verb's parser
     from cardiosim.runtime import log   # lazy: loads MPI
     from cardiosim.single_cell.pacing import restitution   # lazy: NumPy
     try:
@@ -218,7 +246,9 @@ def _restitution(args, overrides) -> int:
     except ValueError as e:
         raise UserError(f"cardiosim cell: {e}") from None
     cols = list(rows[0])
-    with h5py.File(args.output, "w") as f:
+
+    def fill(f):
+        import h5py   # lazy: h5py, not for every verb's parser
         f.attrs.update({"model": str(args.model), "variant": args.variant or "", "overrides": json.dumps(overrides),
                         "amplitude": args.amplitude, "duration": args.duration, "period": args.period,
                         "prepace": args.prepace, "dt": args.dt, "integrator": args.integrator,
@@ -229,10 +259,11 @@ def _restitution(args, overrides) -> int:
             [tuple(r[c] for c in cols) for r in rows],
             dtype=[(c, h5py.string_dtype() if isinstance(rows[0][c], str) else "f8") for c in cols]
         )).attrs["unit"] = "ms, mV"
+    write_h5(args.output, "--output", fill)     # whole or not at all: a full disk is one line, no file left
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": str(args.model), "units": "ms (V_peak_S2: mV)",
-                                               "restitution": rows, "cardiosim_version": __version__},
-                                              indent=1) + "\n")
+        with whole(args.json, "--json") as part:
+            part.write_text(json.dumps({"model": str(args.model), "units": "ms (V_peak_S2: mV)",
+                                        "restitution": rows, "cardiosim_version": __version__}, indent=1) + "\n")
     log.info("        CI (ms)        DI (ms)  APD90 S2 (ms)  APD90 S1 (ms)  V_peak S2 (mV)")
     for r in rows:        # the five numbers, then why an S2 did not capture (pacing.restitution)
         log.info("".join(f"{r[c]:15.2f}" for c in ("CI", "DI", "APD90_S2", "APD90_S1", "V_peak_S2"))

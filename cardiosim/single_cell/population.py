@@ -21,7 +21,7 @@ import csv
 import json
 import math
 import re
-from pathlib import Path
+import time
 from typing import Mapping
 
 import numpy as np
@@ -29,6 +29,8 @@ import numpy as np
 from cardiosim import __version__, cells
 from cardiosim.analysis.biomarkers import UNITS, beat_biomarkers
 from cardiosim.runtime.errors import SimulationError
+from cardiosim.runtime.files import check_input, whole, write_h5
+from cardiosim.runtime.resources import available_memory
 from cardiosim.runtime.gpu import cuda_driver
 from cardiosim.cells.stimulus import Protocol
 from cardiosim.cells.cellml import per_cell_header
@@ -64,9 +66,15 @@ def sample_factors(spec: Mapping[str, tuple], n: int, seed: int) -> dict[str, np
 
 
 def table_factors(path) -> dict[str, np.ndarray]:
-    """Scale factors from a CSV table: a header of parameter names, one row of factors per cell."""
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
+    """Scale factors from a CSV table: a header of parameter names, one row of factors per cell (blank lines, such
+    as the one an editor leaves at the end, are no rows). A table that is missing, a directory or unreadable is
+    one line (UserError, cardiosim.runtime.files.check_input)."""
+    check_input("--population-table", path, "CSV table")
+    try:
+        with open(path, newline="") as f:
+            rows = [r for r in csv.reader(f) if any(c.strip() for c in r)]
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise ValueError(f"--population-table {path}: cannot be read as a CSV table ({e})") from None
     if len(rows) < 2:
         raise ValueError(f"--population-table {path}: needs a header of parameter names and at least one row")
     try:
@@ -84,7 +92,8 @@ BACKENDS = ("native", "native-cells", "cuda")
 def run_population(model_name: str, variant: str | None, overrides: Mapping[str, float] | None,
                    factors: Mapping[str, np.ndarray], amplitude: float, duration: float, period: float, beats: int,
                    prepace: int, dt: float, integrator: str, record_every: float, keep: Mapping[str, tuple],
-                   h5_path, csv_path=None, progress=None, backend: str = "native", fmad: bool = True) -> dict:
+                   h5_path, csv_path=None, progress=None, backend: str = "native", fmad: bool = True,
+                   ticks=None) -> dict:
     """Pace the population; write /population to ``h5_path`` (factors, biomarkers of the last beat, kept) and the
     same as CSV; return {"n", "kept", "failed", "biomarkers" (structured array), "backend"}. ``keep``: biomarker ->
     (lo, hi), the calibration filter (a cell is kept where every listed biomarker lies in its range).
@@ -92,8 +101,10 @@ def run_population(model_name: str, variant: str | None, overrides: Mapping[str,
     ``backend``: "native" (the C driver, every cell its whole parameter vector; any model with a C kernel),
     "cuda" (one GPU: the fused kernel with the varied parameters per cell in device memory, generated models),
     "native-cells" (the GPU's per-cell header compiled as C: its host twin, for the tests). ``fmad``: the GPU's
-    fused multiply-adds (False: closer to the CPU, for the tests)."""
-    import h5py
+    fused multiply-adds (False: closer to the CPU, for the tests). ``progress(beat, beats)`` after every beat but
+    the recorded one; ``ticks(done, total)`` every half second or so of work, in substeps of every cell (the cells
+    go together: done / total of each of them). A file that cannot be written is one line (SimulationError) and
+    leaves nothing there (cardiosim.runtime.files.write_h5)."""
     cls = cells.model_class(model_name)
     model = cls(variant=variant, overrides=dict(overrides or {}))
     unknown = [k for k in factors if k not in model.p]
@@ -118,6 +129,7 @@ def run_population(model_name: str, variant: str | None, overrides: Mapping[str,
     if backend == "cuda":
         _gpu_visible()
     n = len(next(iter(factors.values())))
+    _check_memory(model, n, len(factors), period, record_every)
     if hasattr(model, "keep_at_run_time"):
         model.keep_at_run_time(factors)
         params = model.population_vectors(factors)
@@ -142,15 +154,33 @@ def run_population(model_name: str, variant: str | None, overrides: Mapping[str,
     t = np.arange(n_rec + 1) * record_every
     V = np.full((n_rec + 1, n), np.nan)
     dvdt = np.full((n_rec, n), np.nan)
+    total, done = (prepace + beats - 1) * steps + n_rec * k, 0      # substeps of every cell
+    # A beat in chunks of about half a second of work, so that ``ticks`` hears often (a beat of many cells takes
+    # minutes): the first chunk takes the stimulus whole, so that the later ones start where it is off either way,
+    # and the states' ranges are checked at the beat's end: the same numbers as the beat in one call.
+    lead = min(steps, int(math.ceil(duration / dt)) + 2)
+    chunk = lead
     try:
         for b in range(prepace + beats - 1):
-            cells_.advance(0.0, steps)
+            s = 0
+            while s < steps:
+                kk = steps if not cells_.chunked else min(steps - s, lead if s == 0 else chunk)
+                began = time.perf_counter()
+                cells_.advance(s * dt, kk, last=s + kk == steps)
+                chunk = max(lead, min(steps, int(kk * 0.5 / max(time.perf_counter() - began, 1e-3))))
+                s += kk
+                done += kk
+                if ticks:
+                    ticks(done, total)
             if progress:
                 progress(b + 1, prepace + beats)
         V[0] = cells_.voltage()
         for i in range(n_rec):
             dvdt[i] = cells_.advance(i * k * dt, k, track=True)
             V[i + 1] = cells_.voltage()
+            done += k
+            if ticks:
+                ticks(done, total)
     finally:
         cells_.close()
     failed = cells_.failed
@@ -172,7 +202,8 @@ def run_population(model_name: str, variant: str | None, overrides: Mapping[str,
         col = bio[name] if name in cols else np.full(n, np.nan)
         kept &= (col >= lo) & (col <= hi)
     bio["kept"] = kept
-    with h5py.File(h5_path, "w") as f:
+
+    def fill(f):
         f.attrs.update({"model": model.name, "variant": model.variant or "", "overrides": json.dumps(dict(
             overrides or {})), "amplitude": amplitude, "duration": duration, "period": period, "beats": beats,
             "prepace": prepace, "dt": dt, "integrator": integrator, "record_every": record_every,
@@ -186,14 +217,45 @@ def run_population(model_name: str, variant: str | None, overrides: Mapping[str,
         f.create_dataset("trace/t", data=t).attrs["unit"] = "ms"
         f.create_dataset("trace/V", data=V.T, chunks=(min(n, 256), V.shape[0])).attrs["unit"] = \
             "mV (one row per cell, the last beat)"
+    write_h5(h5_path, "--output", fill)      # whole or not at all: a full disk is one line, and no file is left
     if csv_path is not None:
-        with open(Path(csv_path), "w", newline="") as fh:
+        with whole(csv_path, "--csv") as part, open(part, "w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["cell", *factors, *cols, "failed", "kept"])
             for c in range(n):
                 w.writerow([c, *(f"{factors[k][c]:.10g}" for k in factors),
                             *(f"{bio[col][c]:.10g}" for col in cols), int(failed[c]), int(kept[c])])
     return {"n": n, "kept": int(kept.sum()), "failed": int(failed.sum()), "biomarkers": bio, "backend": backend}
+
+
+def memory_need(model, n: int, n_factors: int, period: float, record_every: float) -> tuple[int, int]:
+    """(bytes, bytes a cell) a population of ``n`` cells of ``model`` (an instance) needs, about: the recorded beat
+    (V every ``record_every`` ms, dV/dt, the copy written out and the file's image), the states (and the copy a
+    call starts from), the parameters (a row per cell, the copy of the living cells' and, for a hand-written model,
+    the rows it is made from), the factors and the biomarkers."""
+    n_rec = int(round(period / record_every))
+    params = len(model.parameter_vector())
+    per_cell = 8 * (4 * (n_rec + 1) + 3 * model.n_states + 3 * params + n_factors + 1 + 16) + 128
+    return n * per_cell, per_cell
+
+
+def check_memory(model_name: str, variant: str | None, overrides, n: int, n_factors: int, period: float,
+                 record_every: float) -> tuple[int, int]:
+    """ValueError (one line naming --population and the memory available) where ``n`` cells cannot fit, before
+    anything is drawn or allocated; else :func:`memory_need`."""
+    model = cells.model_class(model_name)(variant=variant, overrides=dict(overrides or {}))
+    return _check_memory(model, n, n_factors, period, record_every)
+
+
+def _check_memory(model, n, n_factors, period, record_every):
+    need, per_cell = memory_need(model, n, n_factors, period, record_every)
+    have = available_memory()
+    if have is not None and need > have:
+        raise ValueError(f"--population {n}: about {need / 1e9:.3g} GB of memory ({per_cell / 1e3:.3g} KB a cell: "
+                         f"its recorded beat every --record-every {record_every:g} ms, its states and parameters), "
+                         f"and {have / 1e9:.3g} GB are available; fewer cells, a larger --record-every, or a host "
+                         f"with more memory")
+    return need, per_cell
 
 
 def _gpu_visible() -> None:
@@ -223,6 +285,7 @@ class _CpuCells:
         self.y = np.ascontiguousarray(model.initial_state(params.shape[0]))
         self.failed = np.zeros(params.shape[0], dtype=bool)
         self.made: dict = {}       # the living cells' stimulus and parameters, made again only when a cell fails
+        self.chunked = True        # a beat may be advanced in several calls (run_population's progress)
 
     def _inputs(self, alive):
         if self.made.get("n") != alive.size:                       # cells only ever leave: the count says it
@@ -231,15 +294,17 @@ class _CpuCells:
                              params=np.ascontiguousarray(p))
         return self.made["stimulus"], self.made["params"]
 
-    def advance(self, t0, kk, track=False):
-        """Every living cell kk steps from t0; with ``track``, the largest dV/dt per cell (NaN where failed)."""
+    def advance(self, t0, kk, track=False, last=True):
+        """Every living cell kk steps from t0; with ``track``, the largest dV/dt per cell (NaN where failed).
+        ``last``: the states' ranges checked at the end (False: a beat's chunk before its last one; non-finite
+        states are checked at every step either way)."""
         out = np.full(self.failed.size, np.nan)
         alive = np.flatnonzero(~self.failed)
         while alive.size:
             ys = np.ascontiguousarray(self.y[:, alive])     # a copy: a failed try is done again from these states
             stimulus, cell_params = self._inputs(alive)
             try:
-                r = self.native.advance(ys, t0, self.dt, kk, stimulus, check_range=True, track_dvdt=track,
+                r = self.native.advance(ys, t0, self.dt, kk, stimulus, check_range=last, track_dvdt=track,
                                         params=cell_params)
             except SimulationError as e:
                 bad = re.search(r"cell (\d+),", str(e))                  # the driver names the cell
@@ -281,8 +346,9 @@ class _GpuCells:
         self.dt = dt
         self.failed = np.zeros(n, dtype=bool)
         self.v = np.empty(n)
+        self.chunked = False       # a beat in one launch, checked at its end (as the kernel's flag is read)
 
-    def advance(self, t0, kk, track=False):
+    def advance(self, t0, kk, track=False, last=True):
         r = self.gpu.advance(t0, self.dt, kk, self.stim, check_range=True, track_dvdt=track, check=False)
         try:
             self.gpu.check(t0, self.dt)
