@@ -102,6 +102,14 @@ def test_velocity_grows_as_the_square_root_of_the_radius():
     assert cv[0.008] / cv[0.002] == pytest.approx(2.0, rel=1e-9)
 
 
+def test_a_bundle_of_fibres_conducts_as_one_with_more_charge():
+    m = cable.make_model("mitchell-schaeffer")
+    one = cable_activation(m, 0.02, 1.0, 12.0, 0.02, dict(MS, radius=0.105))
+    many = cable_activation(m, 0.02, 1.0, 12.0, 0.02, dict(MS, radius=0.105), fibres=100.0)
+    np.testing.assert_allclose(many.activation, one.activation, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(many.C, 100.0 * one.C, rtol=1e-14)
+
+
 def test_the_default_cell_model_is_a_purkinje_cell_and_conducts():
     m = cable.make_model()
     assert cable.DEFAULT_MODEL.name == "aslanidi_Purkinje_model_2009.cellml" and m.n_states == 30

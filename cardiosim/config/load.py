@@ -75,7 +75,8 @@ def _override_step(node, part: str, before: list[str], text: str):
 # its fibre file travel together); one given with --set, like --output, to the working directory. cell.model too,
 # where it names a CellML file.
 PATH_KEYS = (("tissue", "fibre_file"), ("tissue", "conductivity_file"), ("tissue", "label_file"), ("output", "path"),
-             ("checkpoint", "path"), ("tissue.microscopic", "layout_file"), ("cell", "initial_state"))
+             ("checkpoint", "path"), ("tissue.microscopic", "layout_file"), ("cell", "initial_state"),
+             ("purkinje", "network"))
 
 
 def loads(text: str, overrides: list[str] = (), name: str = "config", path: Path | None = None) -> Config:
@@ -115,6 +116,10 @@ def _resolve_paths(cfg: Config, folder: Path, overridden: set) -> None:
     if m.lower().endswith(".cellml") and ("cell", "model") not in overridden and not Path(m).is_absolute():
         cfg.cell.model = str(folder / m)
         cfg.resolved.append("cell.model")
+    m = cfg.purkinje.model                        # the network's model, as cell.model
+    if m.lower().endswith(".cellml") and ("purkinje", "model") not in overridden and not Path(m).is_absolute():
+        cfg.purkinje.model = str(folder / m)
+        cfg.resolved.append("purkinje.model")
     for i, r in enumerate(cfg.cell.regions):      # a region's own model, as cell.model
         given = ("cell", "regions", str(i), "model") in overridden or ("cell", "regions") in overridden
         if r.model.lower().endswith(".cellml") and not given and not Path(r.model).is_absolute():

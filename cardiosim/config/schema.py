@@ -10,6 +10,7 @@ import typing
 from dataclasses import dataclass, field
 
 from cardiosim.analysis import checks
+from cardiosim.purkinje import grow
 from cardiosim.runtime.errors import UserError
 from cardiosim.reaction.ode import kernel_variants
 
@@ -381,6 +382,86 @@ class Checks:
 
 
 @dataclass(kw_only=True)
+class PurkinjeTree:
+    segment: float = key(grow.GrowParameters.segment, unit="cm", gt=0,
+                         doc="growth step: the spacing of the grown nodes along a branch")
+    his_length: float = key(grow.GrowParameters.his_length, unit="cm", gt=0,
+                            doc="the His bundle: a straight segment from the root towards the apex")
+    bundle_length: float = key(grow.GrowParameters.bundle_length, unit="cm", gt=0,
+                               doc="each bundle branch down its side of the septum")
+    fascicle_length: float = key(grow.GrowParameters.fascicle_length, unit="cm", gt=0, doc="each fascicle")
+    lv_fascicles: list[float] = key(factory=lambda: list(grow.GrowParameters.lv_fascicles), unit="deg",
+                                    doc="the left fascicles' angles from the left bundle's direction")
+    rv_fascicles: list[float] = key(factory=lambda: list(grow.GrowParameters.rv_fascicles), unit="deg",
+                                    doc="the right fascicles' angles from the right bundle's direction")
+    branch_length: float = key(grow.GrowParameters.branch_length, unit="cm", gt=0,
+                               doc="a fractal branch's length (± length_jitter)")
+    branch_angle: float = key(grow.GrowParameters.branch_angle, unit="deg", ge=0, le=90,
+                              doc="each child branch from its parent's direction (± angle_jitter)")
+    length_jitter: float = key(grow.GrowParameters.length_jitter, ge=0, lt=1,
+                               doc="relative spread of branch lengths (uniform)")
+    angle_jitter: float = key(grow.GrowParameters.angle_jitter, unit="deg", ge=0, doc="spread of the angles (uniform)")
+    generations: int = key(grow.GrowParameters.generations, ge=0, doc="splits of the fractal trees at most")
+    spacing: float = key(grow.GrowParameters.spacing, unit="cm", gt=0,
+                         doc="a branch stops where it would come this close to another: the terminals' spacing")
+    repulsion: float = key(grow.GrowParameters.repulsion, ge=0,
+                           doc="weight turning a branch away from the nearest other branch")
+    apex_direction: list[float] = key(factory=lambda: list(grow.GrowParameters.apex_direction), length=(3, 3),
+                                      doc="from the base towards the apex, in the geometry's frame")
+    seed: int = key(grow.GrowParameters.seed, ge=0, doc="the random numbers' seed: one seed, one network")
+
+
+@dataclass(kw_only=True)
+class PurkinjeStimulus:
+    start: float = key(0.0, unit="ms", ge=0, doc="onset of the first pulse")
+    duration: float = key(2.0, unit="ms", gt=0, doc="pulse length")
+    period: float = key(0.0, unit="ms", ge=0, doc="pulse period (0: a single pulse)")
+    count: int = key(1, ge=0, doc="number of pulses (0: unlimited)")
+    current_density: float = key(-100.0, unit="uA/cm^2", doc="current per membrane area; NEGATIVE depolarises")
+    radius: float = key(0.05, unit="cm", ge=0, doc="the network's nodes within this distance of the root")
+
+
+@dataclass(kw_only=True)
+class Purkinje:
+    network: str = key("", doc="the network: a .vtp, .vtu or .vtk file of polylines (cardiosim/purkinje/network.py "
+                               "says what is read: root, pmj and radius point data)")
+    grow: bool = key(False, doc="instead of network: grow one ([purkinje.tree]) on the LV and RV endocardia of "
+                                "tissue.label_file (a geometry file of cardiosim geometry)")
+    units: str = key("cm", choices=("um", "mm", "cm"), doc="the network file's length unit")
+    root: list[float] = key(factory=list, unit="cm", doc="the His bundle's origin: where a network file marks no "
+                                                         "root, its nearest node; grown: the point (default: half-way "
+                                                         "across the septum near the base)")
+    spacing: float = key(0.01, unit="cm", gt=0, doc="the cable's node spacing: edges cut to at most this")
+    model: str = key("", doc="the network's cell model (a name or a CellML file); empty: "
+                             "models/aslanidi_Purkinje_model_2009.cellml")
+    parameters: dict[str, float] = key(factory=dict, doc="parameter overrides of that model, by name")
+    integrator: str = key("rush-larsen", choices=("forward-euler", "rush-larsen", "grl1"),
+                          doc="as cell.integrator, for the network's cells")
+    sigma: float = key(10.0, unit="mS/cm", gt=0, doc="the cable's conductivity")
+    radius: float = key(0.003, unit="cm", gt=0, doc="the cable's radius where the network file gives none")
+    chi: float = key(0.0, unit="cm^-1", ge=0, doc="the cable's membrane per volume; 0: the cylinder's surface, "
+                                                 "2/radius")
+    Cm: float = key(1.0, unit="uF/cm^2", gt=0, doc="the cable's membrane capacitance")
+    fibres: float = key(1.0, gt=0, doc="each edge a bundle of this many parallel fibres: membrane and conductance "
+                                       "times it, the velocity the same, N times the current a terminal gives the "
+                                       "tissue (a 3D tissue's nodes are large sinks: a grown network on the built-in "
+                                       "BiV at 0.1 cm activates it with about 1000)")
+    pmj_resistance: float = key(100.0, unit="kOhm", gt=0,
+                                doc="each PMJ's resistance: I = (V_p − V_m)/R from a terminal into the tissue")
+    pmj_radius: float = key(0.1, unit="cm", gt=0, doc="a PMJ spreads over the tissue nodes within this distance of "
+                                                      "its terminal (by volume)")
+    pmj_depth: float = key(0.0, unit="cm", ge=0, doc="1D/2D tissue: the extent the grid does not have (a node's "
+                                                     "volume is M·depth^(3−d)); 0: one grid spacing")
+    stimulus: PurkinjeStimulus = key(factory=PurkinjeStimulus, doc="[purkinje.stimulus]: the His bundle's stimulus")
+    tree: PurkinjeTree = key(factory=PurkinjeTree, doc="[purkinje.tree]: the grown network's parameters")
+
+    @property
+    def enabled(self) -> bool:
+        """A network is given or grown: the run has a conduction system."""
+        return bool(self.network) or self.grow
+
+
+@dataclass(kw_only=True)
 class Config:
     simulation: Simulation
     grid: Grid
@@ -392,6 +473,9 @@ class Config:
     output: Output = key(factory=Output)
     checkpoint: Checkpoint = key(factory=Checkpoint)
     checks: Checks = key(factory=Checks, doc="plausibility of a finished run: warnings (cardiosim/analysis/checks.py)")
+    purkinje: Purkinje = key(factory=Purkinje, doc="[purkinje]: the conduction system, a Purkinje network coupled "
+                                                   "to the tissue (cardiosim/purkinje/); monodomain, one rank, "
+                                                   "cell.placement cpu")
     # Not keys: where the config came from, kept for the output file.
     source_text: str = field(default="", repr=False, metadata={"internal": True})
     source_name: str = field(default="config", repr=False, metadata={"internal": True})

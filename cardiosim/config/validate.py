@@ -310,6 +310,7 @@ def validate(cfg: Config) -> Config:
     _check_ecg(cfg)
     _check_output_fields(cfg)
     _check_cells(cfg)
+    _check_purkinje(cfg)
     return cfg
 
 
@@ -567,6 +568,42 @@ def _check_states_of_models(cfg, classes: dict) -> None:
             raise ConfigError(f"output.states[{i}]: '{name}' has different units in this run's models ("
                               + ", ".join(f"{u} in {m}" for m, u in units[name].items())
                               + "); one field holds one unit: leave it out")
+
+
+def _check_purkinje(cfg) -> None:
+    """[purkinje]: a network file or grow (not both, and one of them where the section says anything); what the
+    conduction system is wired for: monodomain, no checkpoints; the grown network's geometry file; root a point."""
+    p = cfg.purkinje
+    if not p.enabled:
+        if p != type(p)():
+            raise ConfigError("purkinje: give purkinje.network (a file) or purkinje.grow = true; without either the "
+                              "section has no network")
+        return
+    if p.network and p.grow:
+        raise ConfigError("purkinje.grow: give purkinje.network or purkinje.grow = true, not both")
+    if p.root and len(p.root) != 3:
+        raise ConfigError(f"purkinje.root: a point (x, y, z) in cm; got {len(p.root)} numbers")
+    if p.network:
+        files.check_input("purkinje.network", p.network, "network file", hint=_relative_hint(cfg, "purkinje.network"))
+    elif not cfg.tissue.label_file.endswith((".h5", ".hdf5")):
+        raise ConfigError("purkinje.grow: grows on the endocardia of tissue.label_file, a geometry file of cardiosim "
+                          "geometry (.h5); this run has " + (f"'{cfg.tissue.label_file}'" if cfg.tissue.label_file
+                                                              else "none"))
+    if cfg.simulation.equations != "monodomain":
+        raise ConfigError("purkinje: the conduction system is coupled to the monodomain equations only; set "
+                          "simulation.equations = \"monodomain\"")
+    if cfg.tissue.model != "homogeneous":
+        raise ConfigError("purkinje: needs tissue.model = \"homogeneous\"")
+    if cfg.checkpoint.interval or cfg.checkpoint.wall_interval:
+        raise ConfigError("purkinje: checkpoints do not hold the network's state; leave checkpoint.interval and "
+                          "checkpoint.wall_interval at 0")
+    if p.model:
+        try:
+            cells.model_class(p.model)
+        except cells.CellModelError as e:
+            msg = str(e).replace("cell.model: ", "")
+            raise ConfigError(f"purkinje.model: {msg}"
+                              + _relative_hint(cfg, "purkinje.model") * ("no such" in msg)) from None
 
 
 def _region_model_class(cfg, i: int):

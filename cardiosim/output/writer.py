@@ -451,6 +451,19 @@ class Output:
                 ds.attrs[k] = val
         self._on_root(f"the map {name}", write)
 
+    def write_group(self, name: str, arrays: dict, attrs: dict, what: str) -> None:
+        """Arrays that are not per grid node as /<name>/<array> (``arrays``: {array: (values, units, description)},
+        rank 0's), with the group's ``attrs`` (collective)."""
+        def write():
+            g = self.f.require_group(name)
+            for k, v in attrs.items():
+                g.attrs[k] = v
+            for k, (values, units, doc) in arrays.items():
+                ds = g.create_dataset(k, data=values)
+                ds.attrs["units"] = units
+                ds.attrs["description"] = doc
+        self._on_root(what, write)
+
     def write_tissue(self, arrays, attrs: dict) -> None:
         """The microscopic model's layout as /tissue (``arrays``: a function giving {name: natural-order array},
         called on rank 0 only; collective)."""

@@ -5,7 +5,9 @@ Discretisation (finite volumes on the graph; on a straight cable of equal edges 
 with lumped mass, node for node). Each edge e of length ℓ_e and radius r_e has a cross-section A_e = π r_e² and
 conducts g_e = σ A_e / ℓ_e (mS). Each node owns half of each edge it touches: a volume v_i = Σ A_e ℓ_e / 2 (cm³) and
 a membrane area a_i = χ v_i (cm²), with χ the cable's surface-to-volume ratio; without one, the cylinder's own,
-a_i = Σ 2π r_e ℓ_e / 2 (χ = 2/r). The node's capacitance is C_i = Cm a_i (µF). Current conservation at every node,
+a_i = Σ 2π r_e ℓ_e / 2 (χ = 2/r). An edge may be a bundle of N parallel fibres (``fibres``): A_e, g_e and a_i
+times N, the velocity unchanged, the current the cable can drive N times one fibre's. The node's capacitance is
+C_i = Cm a_i (µF). Current conservation at every node,
 branch points included (Kirchhoff), is the graph Laplacian L (mS) of the g_e:
 
     C dV/dt = −L V − a·I_ion − I_source        (I_ion in µA/cm², I_source in µA)
@@ -58,19 +60,22 @@ class Cable:
     """The cable of ``network`` with cells of ``model`` (a CellModel). ``sigma`` mS/cm; ``radius`` cm (scalar or per
     edge; default the network's, else RADIUS); ``chi`` cm⁻¹ (None: the cylinder's surface); ``Cm`` µF/cm²; ``dt`` the
     step (ms) with ``ode_substeps`` reaction substeps; ``integrator`` as cell.integrator; ``splitting`` "godunov" or
-    "strang"; ``time_scheme`` "backward-euler" or "crank-nicolson"; ``threshold`` (mV) of the activation times."""
+    "strang"; ``time_scheme`` "backward-euler" or "crank-nicolson"; ``threshold`` (mV) of the activation times;
+    ``fibres``: each edge a bundle of this many parallel fibres (membrane and conductance times it, the velocity
+    the same: the current a terminal can give the tissue grows with it)."""
 
     def __init__(self, network: Network, model, sigma: float = SIGMA, dt: float = 0.01, *, radius=None,
                  chi: float | None = None, Cm: float = 1.0, ode_substeps: int = 1,
                  integrator: str = "forward-euler", splitting: str = "godunov",
                  time_scheme: str = "backward-euler", stimulus: Stimulus | None = None, threshold: float = 0.0,
-                 initial: dict | None = None):
+                 initial: dict | None = None, fibres: float = 1.0):
         from scipy import sparse
         from scipy.sparse.linalg import splu
         self.net = network.check()
         self.model = model
-        if not sigma > 0 or not dt > 0 or not Cm > 0 or ode_substeps < 1 or (chi is not None and not chi > 0):
-            raise UserError("purkinje cable: sigma, dt, Cm (and chi) must be > 0 and ode_substeps >= 1")
+        if (not sigma > 0 or not dt > 0 or not Cm > 0 or ode_substeps < 1 or (chi is not None and not chi > 0)
+                or not fibres > 0):
+            raise UserError("purkinje cable: sigma, dt, Cm, fibres (and chi) must be > 0 and ode_substeps >= 1")
         if splitting not in ("godunov", "strang") or time_scheme not in ("backward-euler", "crank-nicolson"):
             raise UserError(f"purkinje cable: splitting '{splitting}' / time_scheme '{time_scheme}' unknown")
         self.sigma, self.dt, self.Cm, self.chi, self.k = float(sigma), float(dt), float(Cm), chi, int(ode_substeps)
@@ -82,11 +87,12 @@ class Cable:
         if not np.all(self.radius > 0):
             raise UserError("purkinje cable: every radius must be > 0 cm")
         length = network.lengths
-        section = math.pi * self.radius ** 2
+        self.fibres = float(fibres)
+        section = self.fibres * math.pi * self.radius ** 2
         i, j = network.edges[:, 0], network.edges[:, 1]
         self.volume = np.bincount(np.r_[i, j], np.r_[section * length, section * length] / 2, n)     # cm³
         if chi is None:
-            lateral = 2 * math.pi * self.radius * length / 2
+            lateral = self.fibres * 2 * math.pi * self.radius * length / 2
             self.area = np.bincount(np.r_[i, j], np.r_[lateral, lateral], n)                          # cm²
         else:
             self.area = chi * self.volume

@@ -11,14 +11,15 @@ A branch grows in steps of ``segment`` (cm) along the surface: each step goes al
 projected onto the surface's tangent plane at the nearest point of the cloud (normals by local principal components)
 and the direction follows the surface. A branch stops where it leaves the surface (no point of the cloud within the
 cloud's own spacing: past the base, an edge of the surface) or where its next point comes within ``spacing`` of a
-node of another branch (not its parent, nor a sibling, nor near its own start), so that terminals end up about ``spacing``
-apart; ``repulsion`` turns a direction away from the nearest node of another branch within 2·spacing. A branch that
-grows its whole length (``branch_length`` ± ``length_jitter``) splits into two, at ±``branch_angle`` (±
-``angle_jitter``) about the surface normal, up to ``generations`` splits. Terminals (PMJ candidates) are the leaves.
+node of another branch (not its parent, nor a sibling, nor near its own start), so that terminals end up about
+``spacing`` apart; ``repulsion`` turns a direction away from the nearest node of another branch within 2·spacing. A
+branch that grows its whole length (``branch_length`` ± ``length_jitter``) splits into two, at ±``branch_angle``
+(± ``angle_jitter``) about the surface normal, up to ``generations`` splits. Terminals (PMJ candidates) are the leaves.
 The random numbers come from ``numpy.random.default_rng(seed)`` in a fixed order: one seed, one network.
 
 :func:`biv_surfaces` gives the clouds of cardiosim's built-in BiV (cardiosim.domain.anatomy.idealised_biv: the tissue
-nodes on the LV and RV endocardium, away from the base) and a root at the top of the septum between them.
+nodes on the LV and RV endocardium, away from the base) and a root at the top of the septum between them;
+:func:`geometry_surfaces` those of a geometry file (``cardiosim geometry``), in the coordinates of a run on it.
 """
 
 from __future__ import annotations
@@ -205,7 +206,7 @@ class _Grower:
             if off > surface.h:                               # left the surface
                 self.stops["left the surface"] += 1
                 return prev, d, False
-            if len(others(t.near(q, p.spacing))):                                          # another branch within spacing
+            if len(others(t.near(q, p.spacing))):             # another branch within spacing
                 self.stops["another branch"] += 1
                 return prev, d, False
             step = q - q0
@@ -287,28 +288,69 @@ def conduction_system(lv_points, rv_points, root, params: GrowParameters | None 
     return g.network(r, "conduction system").check()
 
 
-def biv_surfaces(h: float = 0.05, base_margin: float = 0.1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(LV endocardium, RV endocardium, root) of cardiosim's built-in BiV at grid spacing h (cm): the tissue nodes
-    on each endocardium (cardiosim.domain.fibres.SURFACES) more than ``base_margin`` below the base, and the root
-    half-way between the two septal surfaces, ``base_margin`` + 0.1 cm below the base."""
-    box, fields = anatomy.idealised_biv(h)
-    pts = box.points()
-    surf = fields["surfaces"]
-    below = pts[..., 2] < anatomy.LV_BASE_Z - base_margin
-    off_base = (surf & SURFACES["base"]) == 0
-    lv = pts[((surf & SURFACES["lv_endo"]) > 0) & off_base & below]
-    rv = pts[((surf & SURFACES["rv_endo"]) > 0) & off_base & below]
-    # the septum: the LV's endocardium towards the RV's centre, near the top, and the RV's endocardium nearest it
-    z = anatomy.LV_BASE_Z - base_margin - 0.1
-    top_lv = lv[np.abs(lv[:, 2] - z) < 1.5 * h]
-    towards = np.array([*anatomy.BIV_RV_ENDO[0][:2], 0.0])
-    towards /= np.linalg.norm(towards)
-    along = top_lv @ towards
-    on_line = np.linalg.norm(top_lv[:, :2] - along[:, None] * towards[:2], axis=1) < h   # the plane of the centres
-    a = top_lv[on_line][np.argmax(along[on_line])]
+def endocardia(points, surfaces, apex_direction=(0.0, 0.0, -1.0), base_margin: float = 0.1):
+    """(LV endocardium, RV endocardium) point clouds of a geometry's labelled surfaces
+    (cardiosim.domain.fibres.SURFACES; ``points`` (…, 3) cm and ``surfaces`` (…) alike): the nodes on each
+    endocardium, not on the base and more than ``base_margin`` (cm) below it (along ``apex_direction``; the base's
+    highest node)."""
+    pts = np.asarray(points, dtype=float).reshape(-1, 3)
+    surf = np.asarray(surfaces).reshape(-1)
+    apex = _unit(np.asarray(apex_direction, dtype=float))
+    base = (surf & SURFACES["base"]) > 0
+    if not base.any():
+        raise NetworkError("purkinje growth: the geometry has no base surface")
+    height = -(pts @ apex)
+    below = height < height[base].max() - base_margin
+    lv = pts[((surf & SURFACES["lv_endo"]) > 0) & ~base & below]
+    rv = pts[((surf & SURFACES["rv_endo"]) > 0) & ~base & below]
+    if len(lv) < 16:
+        raise NetworkError("purkinje growth: the geometry has no LV endocardium to grow on")
+    return lv, rv
+
+
+def septal_root(lv, rv, apex_direction=(0.0, 0.0, -1.0), depth: float = 0.1, h: float | None = None):
+    """The His bundle's origin: half-way across the septum, ``depth`` (cm) below the top of the endocardial clouds:
+    the LV endocardium's point of that band nearest the RV cavity's centre there, and the RV endocardium's point
+    nearest it."""
+    lv, rv = np.asarray(lv, float), np.asarray(rv, float)
+    apex = _unit(np.asarray(apex_direction, dtype=float))
+    h = h or Surface(lv).h
+    height_lv, height_rv = -(lv @ apex), -(rv @ apex)
+    level = max(height_lv.max(), height_rv.max()) - depth
+    band_lv = lv[np.abs(height_lv - level) < 1.5 * h]
+    band_rv = rv[np.abs(height_rv - level) < 1.5 * h]
+    if not len(band_lv) or not len(band_rv):
+        raise NetworkError("purkinje growth: no septum found (give purkinje.root)")
+    a = band_lv[np.argmin(np.linalg.norm(band_lv - band_rv.mean(axis=0), axis=1))]
     b = rv[np.argmin(np.linalg.norm(rv - a, axis=1))]
-    root = 0.5 * (a + b)
-    return lv, rv, root
+    return 0.5 * (a + b)
+
+
+def biv_surfaces(h: float = 0.05, base_margin: float = 0.1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(LV endocardium, RV endocardium, root) of cardiosim's built-in BiV at grid spacing h (cm)
+    (cardiosim.domain.anatomy.idealised_biv; :func:`endocardia`, :func:`septal_root`)."""
+    box, fields = anatomy.idealised_biv(h)
+    lv, rv = endocardia(box.points(), fields["surfaces"], base_margin=base_margin)
+    return lv, rv, septal_root(lv, rv, h=h)
+
+
+def geometry_surfaces(path, apex_direction=(0.0, 0.0, -1.0), base_margin: float = 0.1):
+    """(LV endocardium, RV endocardium, grid spacing) of a geometry file of ``cardiosim geometry`` (its ``surfaces``,
+    ``spacing`` and ``origin``: the coordinates of the run that reads it as tissue.label_file)."""
+    import h5py        # h5py only where a geometry file is read
+    try:
+        with h5py.File(path, "r") as f:
+            if "surfaces" not in f:
+                raise NetworkError(f"{path}: has no labelled surfaces (cardiosim geometry lv|biv|MESH writes them)")
+            surf = f["surfaces"][...]
+            h = float(f.attrs["spacing"])
+            origin = np.asarray(f.attrs["origin"], dtype=float)
+    except (OSError, KeyError) as e:
+        raise NetworkError(f"{path}: not a geometry file of cardiosim geometry ({e})") from None
+    nz, ny, nx = surf.shape
+    z, y, x = np.meshgrid(*(origin[d] + np.arange(n) * h for d, n in ((2, nz), (1, ny), (0, nx))), indexing="ij")
+    lv, rv = endocardia(np.stack([x, y, z], axis=-1), surf, apex_direction, base_margin)
+    return lv, rv, h
 
 
 def grow_biv(h: float = 0.05, params: GrowParameters | None = None) -> Network:
@@ -317,4 +359,5 @@ def grow_biv(h: float = 0.05, params: GrowParameters | None = None) -> Network:
     return conduction_system(lv, rv, root, params)
 
 
-__all__ = ["GrowParameters", "Surface", "PARTS", "fractal_tree", "conduction_system", "biv_surfaces", "grow_biv"]
+__all__ = ["GrowParameters", "Surface", "PARTS", "fractal_tree", "conduction_system", "endocardia", "septal_root",
+           "biv_surfaces", "geometry_surfaces", "grow_biv"]

@@ -167,7 +167,7 @@ class Network:
                 "distance": self.distance(), **self.data}
 
 
-# -- reading ------------------------------------------------------------------------------------------------------------
+# -- reading -----------------------------------------------------------------------------------------------------------
 def read(path, root=None, units: str = "cm", merge: float = MERGE) -> Network:
     """The network in a .vtp, .vtu or .vtk file (the module's docstring says what is read). ``root``: a node index or
     a position (cm, after ``units``) whose nearest node is the root, where the file marks none; ``units``: the file's
@@ -478,7 +478,7 @@ def _read_legacy_polydata(path: Path):
     return points, lines, pdata, cdata
 
 
-# -- writing ------------------------------------------------------------------------------------------------------------
+# -- writing -----------------------------------------------------------------------------------------------------------
 def write(net: Network, path, point_data: dict | None = None) -> Path:
     """The network as ``.vtp`` (ascii VTK XML PolyData, written here) or ``.vtu``/``.vtk`` (meshio), with point data
     root, pmj, distance and ``point_data`` ({name: (n,) array}); written under a temporary name and renamed into

@@ -26,6 +26,7 @@ from cardiosim.cells import model_class
 from cardiosim.runtime.errors import SimulationError, UserError
 from cardiosim.runtime.mpi import root_then_all
 from cardiosim.domain.grid import Grid
+from cardiosim.purkinje.system import System as ConductionSystem
 from cardiosim.reaction.placement import MODE
 from cardiosim.reaction import Reaction
 from cardiosim.runtime.resources import check_memory
@@ -68,6 +69,9 @@ class Simulation:
         self.path = output_path or output.resolve_path(cfg)
         # Checkpoints go with the output file, whose position they record; a run without output has none.
         self.checkpoint_path = checkpoint.resolve_path(cfg, self.path) if write_output else None
+        if restart and cfg.purkinje.enabled:
+            raise UserError("purkinje: a run with a conduction system cannot be restarted (its checkpoints do not "
+                            "hold the network's state)")
         ckpt = checkpoint.Checkpoint.open(restart, cfg, self.n_steps, self.comm) if restart else None
         # Rank 0 holds the output's lock from here to the end of the run (release_output).
         self.lock = None
@@ -106,6 +110,7 @@ class Simulation:
             raise UserError(f"{name}: its region contains no {where}; enlarge it or refine grid.spacing")
         self.V = self.grid.vec()
         self.V.getArray()[:] = self.reaction.vm
+        self.purkinje = self._conduction_system()      # None without [purkinje]
         self.phi = self.grid.vec()
         self.t = 0.0
         self.step_index = 0
@@ -161,6 +166,22 @@ class Simulation:
         self.setup_time = self.timers.elapsed()
         self.energy_marks.append(self.energy.read())
 
+    def _conduction_system(self):
+        """[purkinje]: the Purkinje network and its PMJs (cardiosim/purkinje/system.py), on one rank with the cells on
+        its CPU (cell.placement cpu); None without the section."""
+        cfg = self.cfg
+        if not cfg.purkinje.enabled:
+            return None
+        if self.comm.size > 1:
+            raise UserError(f"purkinje: the conduction system runs on one rank (this run has {self.comm.size})")
+        if self.reaction.placement.mode != "cpu":
+            raise UserError(f"purkinje: needs cell.placement = \"cpu\" (this run's is "
+                            f"'{self.reaction.placement.mode}')")
+        outside = self.grid.mask.outside() if self.grid.mask is not None else None
+        system = ConductionSystem(cfg, self.grid.coords(), self.tissue.M.getArray(readonly=True), outside)
+        log.info(system.describe())
+        return system
+
     def _restore(self, ckpt) -> None:
         """Every piece of state from a checkpoint (collective); the arrays are read before the output is touched,
         so a damaged checkpoint changes nothing."""
@@ -187,6 +208,9 @@ class Simulation:
         chunked = self.schedule is not None and k > REACTION_CHUNK
         start = self._state_copy() if chunked else None
         try:
+            if self.purkinje is not None:      # the PMJs, then the network's cells and cable (in "reaction")
+                with self.timers("reaction"):
+                    self.purkinje.step(t, self.V.getArray())
             with self.timers("reaction"):
                 if strang:
                     half_k = math.ceil(k / 2)
@@ -436,6 +460,11 @@ class Simulation:
         log.info("iterations per step: " + ", ".join(
             f"{k} {v['mean']:.1f} (max {v['max']})" for k, v in summary["iterations"].items()))
         summary["warnings"] = self._check_plausible()
+        if self.purkinje is not None:
+            act = self.purkinje.cable.activation
+            summary["purkinje"] = {"nodes": int(act.size), "pmjs": self.purkinje.junctions.n,
+                                   "activated": int(np.isfinite(act).sum()),
+                                   "last_activation_ms": float(np.nanmax(act)) if np.isfinite(act).any() else None}
         if self.output:
             self.output.write_map("activation_time", self.activation.time, "ms",
                                   f"first upward crossing of {self.activation.threshold} mV; NaN: not activated",
@@ -444,6 +473,9 @@ class Simulation:
                                   f"APD{self.apd.level:g} of the first beat: from activation until V falls below "
                                   f"V_rest + {1 - self.apd.level / 100:g}·(V_peak − V_rest); NaN: not repolarised",
                                   level=self.apd.level)
+            if self.purkinje is not None:
+                self.output.write_group("purkinje", self.purkinje.arrays(), self.purkinje.attrs(),
+                                        "the Purkinje network")
             if self.grid.mask is not None:
                 self.output.write_map("tissue", (~self.grid.mask.outside()).astype(float), "1",
                                       "1: tissue node, 0: outside the tissue (tissue.label_file)")
