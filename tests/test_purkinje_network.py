@@ -62,6 +62,18 @@ def test_a_grown_network_is_a_tree_on_the_endocardium(biv, tree):
     assert tree.points[his][:, 2].max() - tree.points[his][:, 2].min() == pytest.approx(FAST.his_length)
 
 
+def test_a_geometry_files_endocardia_are_in_the_runs_coordinates(tmp_path, biv):
+    # what purkinje.grow reads: the surfaces of a cardiosim geometry file, placed by its origin and spacing
+    from cardiosim.domain import anatomy
+    box, fields = anatomy.idealised_biv(0.1)
+    anatomy.write(tmp_path / "biv.h5", box, fields, "biv")
+    lv, rv, h = grow.geometry_surfaces(tmp_path / "biv.h5")
+    assert h == 0.1
+    for got, want in ((lv, biv[0]), (rv, biv[1])):
+        assert np.array_equal(np.sort(got, axis=0), np.sort(want, axis=0))
+    assert np.allclose(grow.septal_root(lv, rv, h=h), biv[2])
+
+
 def test_a_fractal_tree_on_a_plane_stays_on_it():
     x, y = np.meshgrid(np.arange(0, 3.0001, 0.05), np.arange(0, 3.0001, 0.05))
     plane = np.stack([x.ravel(), y.ravel(), np.zeros(x.size)], axis=1)

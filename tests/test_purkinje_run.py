@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from cardiosim import api
+from conftest import run_cli
 from cardiosim.purkinje import cable, coupling, network
 from cardiosim.runtime.errors import UserError
 
@@ -130,7 +131,6 @@ def test_a_grown_network_activates_the_biv(petsc, tmp_path):
     """The built-in BiV (cardiosim geometry biv at 0.1 cm), a network grown on its endocardia (bundles of 1000
     fibres: a terminal's current must excite nodes of 1 mm³), 30 ms: the network activates from the His bundle to its
     terminals, and the PMJs start the ventricles' activation."""
-    from conftest import run_cli
     geo = tmp_path / "biv.h5"
     run_cli(["geometry", "biv", "--spacing", "0.1", "--out", geo], check=True)
     with h5py.File(geo) as f:
