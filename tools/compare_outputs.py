@@ -20,7 +20,7 @@ import numpy as np
 
 # Attributes that say which code made the file, when, where and how fast: they differ between two trees by design.
 VOLATILE = ("version", "commit", "git", "hash", "time", "timing", "date", "host", "wall", "seconds", "elapsed",
-            "energy", "created", "rate", "eta", "python", "petsc", "pycuda", "mpi", "machine", "node", "cache")
+            "energy", "created", "rate", "eta", "run_id", "python", "petsc", "pycuda", "mpi", "machine", "node", "cache")
 
 
 def _volatile(name: str, extra: tuple[str, ...]) -> bool:
