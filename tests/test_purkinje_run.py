@@ -50,11 +50,16 @@ def by_hand(R: float):
     t = cable.Cable(slab, ms, sigma=1.36, dt=0.01, chi=1400.0, radius=math.sqrt(1e-4 / math.pi))
     j = coupling.Junctions(fibre.terminals, fibre.points[fibre.terminals], slab.points, 0.055, R,
                            c.C[fibre.terminals], coupling.tissue_capacitance(t.volume, 1.0, 1400.0), t.volume, 0.01)
+    pmj, before = np.nan, np.nan          # the junction's tissue side, V̄_m, crossing 0 mV at the steps' ends
     for s in range(2500):
+        vbar = j.tissue_potential(t.V)[0]
+        if np.isnan(pmj) and before < 0.0 <= vbar:
+            pmj = (s - 1) * 0.01 + 0.01 * (0.0 - before) / (vbar - before)
+        before = vbar
         j.step(c.V, t.V)
         c.step(s * 0.01)
         t.step(s * 0.01)
-    return c.activation, t.activation
+    return c.activation, t.activation, pmj
 
 
 def test_a_network_file_drives_the_tissue_as_the_split_steps_do(petsc, tmp_path, fibre):
@@ -66,13 +71,21 @@ def test_a_network_file_drives_the_tissue_as_the_split_steps_do(petsc, tmp_path,
         assert np.flatnonzero(pmj).tolist() == [10]          # the file's last point; the refined nodes come after
         tissue = f["maps/activation_time"][...]
         assert g["pmj_charge"][0] > 0                         # net charge into the tissue
-    hand_p, hand_t = by_hand(1000.0)
+        side, ante, retro = (g[k][...] for k in ("pmj_tissue_activation_time", "pmj_anterograde_delay",
+                                                 "pmj_retrograde_delay"))
+        assert g["pmj_anterograde_delay"].attrs["units"] == "ms"
+    hand_p, hand_t, hand_pmj = by_hand(1000.0)
     order = np.lexsort((pts[:, 1], pts[:, 0]))               # the run's nodes by x, as the hand cable's
     np.testing.assert_allclose(act[order], hand_p, rtol=0, atol=1e-8)
     np.testing.assert_allclose(tissue, hand_t, rtol=0, atol=1e-8)
     assert tissue[0] - act[10] == pytest.approx(0.79, abs=0.01)      # the PMJ's delay, ms
+    # the delay to the junction's tissue side (V̄_m over its six nodes) as by hand; anterograde, not retrograde
+    np.testing.assert_allclose(side, [hand_pmj], rtol=0, atol=1e-8)
+    np.testing.assert_allclose(ante, side - act[10], rtol=0, atol=1e-12)
+    assert 0.5 < ante[0] < tissue[5] - act[10] and np.isnan(retro).all()
     s = done.summary["purkinje"]
-    assert s == {"nodes": 51, "pmjs": 1, "activated": 51, "last_activation_ms": pytest.approx(act.max())}
+    assert s == {"nodes": 51, "pmjs": 1, "activated": 51, "last_activation_ms": pytest.approx(act.max()),
+                 "anterograde_pmjs": 1, "retrograde_pmjs": 0}
 
 
 def test_a_large_resistance_blocks_the_junction(petsc, tmp_path, fibre):
@@ -96,6 +109,7 @@ def test_without_the_section_a_run_has_no_network(petsc, tmp_path):
     ({"simulation": {"equations": "bidomain"}}, "monodomain"),
     ({"checkpoint": {"interval": 5.0}}, "checkpoints do not hold"),
     ({"purkinje": {"root": [0.0, 0.0]}}, "a point"),
+    ({"cell": {"placement": "resident"}}, "purkinje: needs a cell.placement whose tissue Vm is on the host"),
     ({"purkinje": {"model": "no-such-model"}}, "purkinje.model"),
     ({"purkinje": {"network": "missing.vtp"}}, "purkinje.network: missing.vtp"),
 ])
@@ -115,15 +129,6 @@ def test_grow_needs_a_geometry_file(fibre):
     data["purkinje"] = {"grow": True}
     with pytest.raises(UserError, match="tissue.label_file"):
         api.config(data)
-
-
-def test_other_placements_and_restarts_are_refused(petsc, tmp_path, fibre):
-    data = config(fibre)
-    data["cell"]["placement"] = "grouped"
-    with pytest.raises(UserError, match="purkinje: needs cell.placement"):
-        api.run(api.config(data), output=tmp_path / "grouped.h5")
-    with pytest.raises(UserError, match="purkinje: a run with a conduction system cannot be restarted"):
-        api.run(api.config(config(fibre)), output=tmp_path / "r.h5", restart=tmp_path / "none.ckpt.h5")
 
 
 @pytest.mark.slow

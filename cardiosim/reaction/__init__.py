@@ -181,13 +181,14 @@ class Reaction:
             mc.states[:] = s
         self.backend.upload()
 
-    def check(self, t: float, requests: int = 0) -> int:
+    def check(self, t: float, requests: int = 0, failure: str | None = None) -> int:
         """Stop every rank if any cell's state is non-finite or out of its range (collective). Every backend checks
         its own states (ranges included) and records the first failure; in grouped placement only the owner knows.
+        ``failure``: another of this rank's, raised as theirs are (the Purkinje network's cells, on rank 0).
 
         ``requests`` is a bit mask of other per-step decisions (a checkpoint asked for by a signal) that rides on
         the same collective, so that a step costs one; returns its OR over all ranks."""
-        msg = self.backend.failure
+        msg = self.backend.failure or failure
         flags = self.comm.allreduce(int(msg is not None) | requests << 1, op=MPI.BOR)  # one small collective
         if flags & 1:                                                                   # messages only on failure
             first = next(m for m in self.comm.allgather(msg) if m)

@@ -6,6 +6,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from cardiosim.runtime.errors import SimulationError, UserError
 
 
@@ -27,6 +29,28 @@ def root_then_all(comm, fn, *, share: bool = True, catch: tuple = (UserError, Si
     if failure is not None:
         raise catch[failure[0]](failure[1])
     return shared if share else value
+
+
+def gather_to_root(comm, local, counts):
+    """Rank 0: every rank's ``local`` (a float64 array) one after another, in rank order (``counts``: rank 0's list of
+    their lengths, as comm.gather of len(local) gives it); None elsewhere (collective; one process: ``local``
+    itself, no copy)."""
+    local = np.ascontiguousarray(local, dtype=np.float64)
+    if comm.size == 1:
+        return local
+    whole = np.empty(int(sum(counts)), dtype=np.float64) if comm.rank == 0 else None
+    comm.Gatherv(local, [whole, counts] if comm.rank == 0 else None, root=0)
+    return whole
+
+
+def scatter_from_root(comm, whole, counts, n: int):
+    """The inverse of gather_to_root: this rank's ``n`` values of rank 0's ``whole`` (``counts`` as there;
+    collective)."""
+    if comm.size == 1:
+        return whole
+    piece = np.empty(n, dtype=np.float64)
+    comm.Scatterv([whole, counts] if comm.rank == 0 else None, piece, root=0)
+    return piece
 
 
 def find_mpirun() -> str | None:

@@ -69,9 +69,6 @@ class Simulation:
         self.path = output_path or output.resolve_path(cfg)
         # Checkpoints go with the output file, whose position they record; a run without output has none.
         self.checkpoint_path = checkpoint.resolve_path(cfg, self.path) if write_output else None
-        if restart and cfg.purkinje.enabled:
-            raise UserError("purkinje: a run with a conduction system cannot be restarted (its checkpoints do not "
-                            "hold the network's state)")
         ckpt = checkpoint.Checkpoint.open(restart, cfg, self.n_steps, self.comm) if restart else None
         # Rank 0 holds the output's lock from here to the end of the run (release_output).
         self.lock = None
@@ -167,18 +164,15 @@ class Simulation:
         self.energy_marks.append(self.energy.read())
 
     def _conduction_system(self):
-        """[purkinje]: the Purkinje network and its PMJs (cardiosim/purkinje/system.py), on one rank with the cells on
-        its CPU (cell.placement cpu); None without the section."""
+        """[purkinje]: the Purkinje network and its PMJs (cardiosim/purkinje/system.py), the network on rank 0 with
+        its cells on that rank's CPU, the tissue's Vm at the PMJs from the host Vec of every rank (the placements
+        but resident, which the config refuses); None without the section."""
         cfg = self.cfg
         if not cfg.purkinje.enabled:
             return None
-        if self.comm.size > 1:
-            raise UserError(f"purkinje: the conduction system runs on one rank (this run has {self.comm.size})")
-        if self.reaction.placement.mode != "cpu":
-            raise UserError(f"purkinje: needs cell.placement = \"cpu\" (this run's is "
-                            f"'{self.reaction.placement.mode}')")
         outside = self.grid.mask.outside() if self.grid.mask is not None else None
-        system = ConductionSystem(cfg, self.grid.coords(), self.tissue.M.getArray(readonly=True), outside)
+        system = ConductionSystem(cfg, self.comm, self.grid.coords(), self.grid.natural_index(),
+                                  self.tissue.M.getArray(readonly=True), outside)
         log.info(system.describe())
         return system
 
@@ -273,7 +267,8 @@ class Simulation:
         self.t = self.step_index * dt  # no accumulated round-off in t
         with self.timers("reaction"):
             # The step's one collective: a bad cell anywhere stops every rank; checkpoint requests ride along.
-            self.requests = self.reaction.check(self.t, self.schedule.requests() if self.schedule else 0)
+            self.requests = self.reaction.check(self.t, self.schedule.requests() if self.schedule else 0,
+                                                self.purkinje.failure if self.purkinje is not None else None)
         with self.timers("io"):
             self.maps.update(t, self.t, self.V)
 
@@ -461,10 +456,8 @@ class Simulation:
             f"{k} {v['mean']:.1f} (max {v['max']})" for k, v in summary["iterations"].items()))
         summary["warnings"] = self._check_plausible()
         if self.purkinje is not None:
-            act = self.purkinje.cable.activation
-            summary["purkinje"] = {"nodes": int(act.size), "pmjs": self.purkinje.junctions.n,
-                                   "activated": int(np.isfinite(act).sum()),
-                                   "last_activation_ms": float(np.nanmax(act)) if np.isfinite(act).any() else None}
+            self.purkinje.finish(self.t, self.V.getArray(readonly=True))
+            summary["purkinje"] = self.purkinje.summary()
         if self.output:
             self.output.write_map("activation_time", self.activation.time, "ms",
                                   f"first upward crossing of {self.activation.threshold} mV; NaN: not activated",

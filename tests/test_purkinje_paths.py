@@ -1,0 +1,107 @@
+"""[purkinje] on every path of a run: several ranks (the network on rank 0, the PMJs' tissue Vm gathered there and
+scattered back), the grouped placement, checkpoints and restarts, the bidomain equations.
+
+The tissue is a 1D strand, x = 0.5 ... 1 cm; a 0.5 cm Purkinje cable comes down the y axis onto its middle
+(x = 0.75 cm), whose PMJ spreads over the eleven nodes within 0.055 cm: on two ranks they lie on both. The
+strand is a sink on both sides of the PMJ: a bundle of four fibres and R = 100 kOhm conduct into it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from cardiosim.config import tomlwrite
+from cardiosim.purkinje import cable, network
+
+MS = {"tau_close": 15.0}
+# Tight solver tolerances, so that runs on 1 and 2 ranks can be compared to round-off (tests/test_restart.py).
+TIGHT = ["--", "-parabolic_ksp_rtol", "1e-13"]
+TIGHT_BIDOMAIN = [*TIGHT, "-elliptic_ksp_rtol", "1e-13"]
+
+
+def config(fibre: Path, **sections) -> dict:
+    data = {"simulation": {"equations": "monodomain", "duration": 20.0, "dt": 0.01, "progress_interval": 0},
+            "grid": {"size": [0.5], "spacing": 0.01, "origin": [0.5]},
+            "tissue": {"sigma_il": 2.72, "sigma_el": 2.72, "sigma_it": 2.72, "sigma_et": 2.72},
+            "cell": {"model": "mitchell-schaeffer", "parameters": MS, "backend": "numpy"},
+            "purkinje": {"network": str(fibre), "model": "mitchell-schaeffer", "parameters": MS,
+                         "integrator": "forward-euler", "fibres": 4.0, "pmj_resistance": 100.0, "pmj_radius": 0.055,
+                         "pmj_depth": 0.01, "stimulus": {"current_density": -100.0, "radius": 0.05}},
+            "probe": [{"name": "end", "position": [1.0]}],
+            "output": {"interval": 5.0}}
+    for name, keys in sections.items():
+        data[name] = {**data.get(name, {}), **keys}
+    return data
+
+
+@pytest.fixture(scope="module")
+def fibre(tmp_path_factory):
+    path = tmp_path_factory.mktemp("purkinje-paths") / "fibre.vtp"
+    return network.write(cable.straight(0.5, 0.05, direction=(0.0, -1.0, 0.0), start=(0.75, 0.5, 0.0)), path)
+
+
+def write_config(path: Path, data: dict) -> Path:
+    path.write_text(tomlwrite.dumps(data))
+    return path
+
+
+def datasets(path) -> dict:
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+def run(cfg: Path, out: Path, *extra, np: int = 1) -> dict:
+    run_cli(["run", cfg, "--quiet", "--output", out, *extra], np=np, check=True)
+    return datasets(out)
+
+
+def agree(a: dict, b: dict, rel: float) -> None:
+    """The two runs' fields, probes, maps and network arrays within ``rel`` of each one's largest value; the same
+    NaNs."""
+    assert sorted(a) == sorted(b)
+    for name in a:
+        if name.startswith(("fields/", "probes/", "maps/", "purkinje/")) and a[name].dtype.kind == "f":
+            x, y = a[name], b[name]
+            assert np.array_equal(np.isnan(x), np.isnan(y)), name
+            if np.isnan(x).all():
+                continue
+            scale = max(float(np.nanmax(np.abs(x))), 1.0)
+            assert float(np.nanmax(np.abs(x - y))) <= rel * scale, name
+
+
+@pytest.fixture(scope="module")
+def one_rank(tmp_path_factory, fibre):
+    d = tmp_path_factory.mktemp("one")
+    return run(write_config(d / "run.toml", config(fibre)), d / "one.h5", *TIGHT)
+
+
+@pytest.mark.mpi
+def test_two_ranks_equal_one(tmp_path, fibre, one_rank):
+    """The PMJ's eleven tissue nodes on both ranks: the same run to the solvers' tolerance (the junction's own
+    system is the same bit for bit: its nodes are taken in natural order)."""
+    two = run(write_config(tmp_path / "run.toml", config(fibre)), tmp_path / "two.h5", *TIGHT, np=2)
+    with h5py.File(tmp_path / "two.h5") as f:
+        assert '"mpi_ranks": 2' in f.attrs["layout"]
+    agree(one_rank, two, 1e-10)
+    act = one_rank["purkinje/activation_time"]
+    tissue = one_rank["maps/activation_time"]
+    assert np.isfinite(act).all() and np.isfinite(tissue).all()
+    assert np.argmin(tissue) == 25                                     # the wave starts at the PMJ, x = 0.75 cm
+    assert one_rank["purkinje/pmj_anterograde_delay"][0] > 0
+
+
+@pytest.mark.mpi
+def test_grouped_placement_equals_cpu(tmp_path, fibre):
+    """cell.placement = "grouped" on 2 ranks (one group: rank 0 integrates every tissue cell) gives the cpu
+    placement's numbers bit for bit, as without a network (tests/test_placement.py)."""
+    cpu = run(write_config(tmp_path / "cpu.toml", config(fibre)), tmp_path / "cpu.h5", *TIGHT, np=2)
+    grouped = run(write_config(tmp_path / "grouped.toml", config(fibre, cell={
+        "model": "mitchell-schaeffer", "parameters": MS, "backend": "numpy", "placement": "grouped"})),
+        tmp_path / "grouped.h5", *TIGHT, np=2)
+    agree(cpu, grouped, 0.0)
