@@ -572,7 +572,7 @@ def _check_states_of_models(cfg, classes: dict) -> None:
 
 def _check_purkinje(cfg) -> None:
     """[purkinje]: a network file or grow (not both, and one of them where the section says anything); what the
-    conduction system is wired for: monodomain, no checkpoints, no resident placement; the grown network's geometry file; root a point."""
+    conduction system is wired for: monodomain, no resident placement; the grown network's geometry file; root a point."""
     p = cfg.purkinje
     if not p.enabled:
         if p != type(p)():
@@ -597,9 +597,6 @@ def _check_purkinje(cfg) -> None:
     if cfg.cell.placement == "resident":      # its Vm stays on the GPU inside a step; the PMJs read it on the host
         raise ConfigError("purkinje: needs a cell.placement whose tissue Vm is on the host every step ('cpu', "
                           "'grouped', 'per-rank' or 'auto'), not 'resident'")
-    if cfg.checkpoint.interval or cfg.checkpoint.wall_interval:
-        raise ConfigError("purkinje: checkpoints do not hold the network's state; leave checkpoint.interval and "
-                          "checkpoint.wall_interval at 0")
     if p.model:
         try:
             cells.model_class(p.model)

@@ -3,8 +3,9 @@ or another number of ranks (docs/user/checkpoints.md).
 
 What a step carries to the next, and so what a checkpoint holds: the time (as the step index), Vm, φe (used
 lagged by the parabolic step and as the elliptic solve's initial guess: the only warm-start data), every cell state,
-the analysis accumulators (activation map, ...), the solver iteration counts written at the end, and how far the
-output file has got. Nothing else is carried: Crank–Nicolson and Strang splitting start each step from Vm alone,
+the analysis accumulators (activation map, ...), the solver iteration counts written at the end, how far the
+output file has got, and with [purkinje] the network's arrays (its cells' states, activation times, PMJ charges
+and tissue-side crossings: cardiosim.purkinje.system.STATE, rank 0's). Nothing else is carried: Crank–Nicolson and Strang splitting start each step from Vm alone,
 the matrices and preconditioners are rebuilt identically from the config, and the stimuli are a pure function of t
 (stimulus.Protocol.active), so there is no stimulus bookkeeping to save.
 
@@ -234,6 +235,10 @@ def save(sim, path: Path) -> None:
                 attempt(lambda: f.require_group(f"accumulators/{acc_name}").attrs.__setitem__(key, value))
             else:
                 put(f"accumulators/{acc_name}/{key}", value)
+    if sim.purkinje is not None:        # the network's arrays, rank 0's (cardiosim.purkinje.system.STATE)
+        network = sim.purkinje.state()
+        attempt(lambda: [f.create_dataset(f"purkinje/{k}", data=v, fletcher32=v.size > 0,
+                                          chunks=v.shape if v.size else None) for k, v in network.items()])
     work.destroy()
 
     def commit():
@@ -418,6 +423,18 @@ class Checkpoint:
             raise UserError(f"--restart {self.path}: holds no state of the {name} accumulator")
         return {**scalars, **{k: self.read(f"accumulators/{name}/{k}", gather, v) for k in arrays}}
 
+    def purkinje(self) -> dict:
+        """Rank 0: the Purkinje network's arrays ({name: array}); {} elsewhere. Call it through root_then_all: a
+        read error is a UserError naming the file."""
+        if self.f is None:
+            return {}
+        try:
+            g = self.f["purkinje"]
+            return {k: g[k][()] for k in g}
+        except (OSError, KeyError, ValueError) as e:
+            raise UserError(f"--restart {self.path}: cannot read the Purkinje network's state: {e}; the file is "
+                            f"damaged") from None
+
     def close(self) -> None:
         if self.f is not None:
             self.f.close()
@@ -444,6 +461,7 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
                                    for k, ds in f["solver"].items()},
                     "shapes": {k: f[k].shape if k in f else None
                                for k in ("fields/Vm", "fields/phi_e", *state_datasets(cfg))},
+                    "purkinje": "purkinje" in f,
                     "region_models": json.loads(a["region_models"]) if "region_models" in a else None}
     except UserError:
         raise
@@ -470,6 +488,8 @@ def _read_meta(path: Path, cfg, n_steps: int) -> dict:
             raise UserError(f"{where}: has no dataset {k}, which the config needs; the file is damaged")
         if tuple(meta["shapes"][k]) != s:
             raise UserError(f"{where}: {k} has shape {meta['shapes'][k]}, the config needs {s}; the file is damaged")
+    if cfg.purkinje.enabled and not meta["purkinje"]:
+        raise UserError(f"{where}: holds no state of the Purkinje network ([purkinje]); the file is damaged")
     _cross_check(meta, cfg, where)
     if meta["step"] >= n_steps:
         raise UserError(f"{where}: the checkpoint is at t = {meta['t']:g} ms, not before the end of the run "

@@ -263,7 +263,7 @@ def records_samples(cfg) -> bool:
 
 class Output:
     # What finish() writes; a resumed run drops it and writes it again at its own end.
-    FINAL_GROUPS = ("maps", "solver", "timing")
+    FINAL_GROUPS = ("maps", "solver", "timing", "purkinje")
     FINAL_ATTRS = ("simulated_ms", "wall_s", "warnings")
 
     def __init__(self, cfg, grid, path: Path, stencil: str, layout: dict, comm, resume: dict | None = None,

@@ -188,9 +188,13 @@ class Simulation:
         for s in self.tissue.solvers():
             s.iterations[:] = ckpt.iterations.get(s.name, [])
         v.destroy()
+        t = ckpt.step * self.dt
+        if self.purkinje is not None:
+            root_then_all(self.comm, lambda: self.purkinje.load_state(ckpt.purkinje(), t, f"--restart {ckpt.path}"),
+                          share=False)
         ckpt.close()
         self.step_index = self.start_step = ckpt.step
-        self.t = self.step_index * self.dt
+        self.t = t
         self.last_checkpoint = (ckpt.path, self.t)
 
     # -- the numerical method ----------------------------------------------------------------------------------
@@ -252,13 +256,16 @@ class Simulation:
         """What a step changes, so that an interrupted one can be undone (only with chunked reactions)."""
         return (self.V.getArray(readonly=True).copy(), self.phi.getArray(readonly=True).copy(),
                 [a.copy() for a in self.reaction.host_states()],
-                {s.name: len(s.iterations) for s in self.tissue.solvers()})
+                {s.name: len(s.iterations) for s in self.tissue.solvers()},
+                self.purkinje.state() if self.purkinje is not None else None)
 
     def _restore_copy(self, start) -> None:
-        V, phi, states, n_its = start
+        V, phi, states, n_its, network = start
         self.V.getArray()[:] = V
         self.phi.getArray()[:] = phi
         self.reaction.load_states(states)
+        if network is not None:
+            self.purkinje.load_state(network, self.t)
         for s in self.tissue.solvers():
             del s.iterations[n_its[s.name]:]
 
