@@ -134,6 +134,45 @@ def _map_axes(ax, p: Plane, title):
     ax.set_title(title, fontsize=10)
 
 
+def colorbar(fig, im, ax, label: str):
+    """A colour bar beside ``ax``, as tall as the map in it: an inset in the axes' own coordinates, which follow
+    the map's aspect (``shrink``/``fraction`` size a bar by the grid cell, which an equal-aspect map does not fill,
+    so the bar stood above and below it)."""
+    return fig.colorbar(im, cax=ax.inset_axes([1.04, 0.0, 0.05, 1.0]), label=label)
+
+
+def legend_outside(ax, **kw):
+    """The legend to the right of ``ax``, outside its traces (inside, it hid the curves it names)."""
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8, **kw)
+
+
+# Names of the values of label maps (a node's class, not a quantity): drawn with one colour per value.
+LABEL_NAMES = {"tissue": {0: "outside", 1: "tissue"}}
+MAX_LABELS = 12
+
+
+def label_codes(name: str, a: np.ndarray) -> list[int] | None:
+    """The values of a label map (``tissue``, or any map of at most MAX_LABELS whole numbers), sorted; None where
+    ``a`` is a quantity (a continuous colour scale)."""
+    ok = a[np.isfinite(a)]
+    if name in ("activation_time", "apd") or not ok.size or np.any(ok != np.round(ok)):
+        return None
+    codes = sorted(int(v) for v in np.unique(ok))
+    if name in LABEL_NAMES:
+        codes = sorted(set(codes) | set(LABEL_NAMES[name]))
+    return codes if len(codes) <= MAX_LABELS else None
+
+
+def discrete(plt, codes: list[int]):
+    """(colour map, norm) with one colour per code, the boundaries half-way between codes."""
+    # matplotlib is optional (cardiosim[plot]): loaded when a figure is drawn
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+    colours = ["0.85", "tab:red"] if len(codes) == 2 else plt.get_cmap("tab10" if len(codes) <= 10 else "tab20").colors
+    cmap = ListedColormap(list(colours)[:len(codes)]).with_extremes(bad="white")
+    edges = [codes[0] - 0.5] + [0.5 * (a + b) for a, b in zip(codes[:-1], codes[1:])] + [codes[-1] + 0.5]
+    return cmap, BoundaryNorm(edges, len(codes))
+
+
 def name_of(r: Results) -> str:
     """What a figure is titled by: the run's config name (the file's name where it has none)."""
     return r.attr("config_name") or r.path.stem
@@ -159,7 +198,11 @@ def marks(r: Results) -> tuple[dict, list]:
 def _draw_marks(ax, r: Results, p: Plane, found) -> None:
     """Probes (white dots, named) and stimuli (dashed outlines) in the plane of ``p`` (3D: those within half a
     spacing of it, stimuli where they cut it)."""
+    # matplotlib is optional (cardiosim[plot]): loaded when a figure is drawn
     from matplotlib.patches import Circle, Rectangle
+    from matplotlib.patheffects import withStroke
+    # white names with a black outline: readable on the light and the dark ends of a (diverging) map
+    outline = [withStroke(linewidth=2.0, foreground="black")]
     probes, stimuli = found
     axes_in = [0, 1] if p.normal is None else [d for d in range(3) if d != p.normal]
     tol = 0.5 * r.spacing[p.normal] if p.normal is not None else None
@@ -168,7 +211,7 @@ def _draw_marks(ax, r: Results, p: Plane, found) -> None:
             continue
         ax.plot([pos[axes_in[0]]], [pos[axes_in[1]]], "o", color="white", markeredgecolor="black", markersize=4)
         ax.annotate(name, (pos[axes_in[0]], pos[axes_in[1]]), xytext=(3, 3), textcoords="offset points",
-                    fontsize=7, color="white")
+                    fontsize=7, color="white", path_effects=outline)
     for name, shape, a, b in stimuli:
         if len(a) != r.dim or r.dim < 2:
             continue
@@ -231,7 +274,7 @@ def plot_field(plt, r: Results, name: str, idx: list[int], path: Path, style: St
             ax.plot(r.axes[0], a, label=f"t = {r.times[i]:g} ms")
         ax.set_xlabel("x (cm)")
         ax.set_ylabel(label)
-        ax.legend(fontsize=8)
+        legend_outside(ax)
         ax.set_title(f"{name_of(r)}: {LABELS.get(name, name)}", fontsize=10)
     else:
         pics = [planes(r, a, style.views) for a in data]          # [time][view]
@@ -256,7 +299,9 @@ def plot_field(plt, r: Results, name: str, idx: list[int], path: Path, style: St
                            interpolation="nearest")
             _draw_marks(ax, r, p, found)
             _map_axes(ax, p, f"t = {r.times[i]:g} ms{p.note}")
-        fig.colorbar(im, ax=axes, label=label, shrink=0.9)
+        for row in axes:                  # one scale: a bar beside the last panel of each row
+            shown = [ax for ax in row if ax.get_visible()]
+            colorbar(fig, shown[-1].images[0], shown[-1], label)
         fig.suptitle(f"{name_of(r)}: {LABELS.get(name, name)}", fontsize=11)
     _save(fig, path, style)
     plt.close(fig)
@@ -276,7 +321,7 @@ def plot_probes(plt, r: Results, path: Path, style: Style = Style()) -> Path | N
             ax.plot(r.probe_times, p[fld], label=f"{name} ({pos}) cm", lw=1.2)
         ax.set_ylabel(f"{LABELS[fld]} (mV)")
         ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=8)
+    legend_outside(axes[0, 0])
     axes[-1, 0].set_xlabel("t (ms)")
     axes[0, 0].set_title(f"{name_of(r)}: probes, every PDE step", fontsize=10)
     _save(fig, path, style)
@@ -298,15 +343,18 @@ def plot_ecg(plt, r: Results, path: Path, style: Style = Style()) -> Path:
                              constrained_layout=True)
     for ax, names in zip(axes[:, 0], groups):
         for name in names:
-            attrs = r.f["ecg"][name].attrs
-            label = (f"{name} ({attrs['lead']})" if "lead" in attrs else
-                     f"{name} ({', '.join(coordinate(x) for x in attrs['position'])}) cm")
+            lead = r.f["ecg"][name].attrs.get("lead")
+            # the electrode's or the lead's name (its position or definition is in cardiosim inspect); a short
+            # definition beside a lead's name
+            label = f"{name} = {lead}" if lead is not None and len(str(lead)) <= 20 else name
             ax.plot(r.probe_times, r.ecg_trace(name), label=label, lw=1.2)
-        ax.set_ylabel("lead (mV)" if names is leads else "φ electrode (mV)")
+        ax.set_ylabel("lead (mV)" if names is leads else r"$\varphi$ at the electrode (mV)")
+        ax.set_title("leads (pseudo-ECG)" if names is leads else "electrode potentials (infinite bath)", fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        legend_outside(ax, ncol=1 if len(names) <= 12 else 2)
     axes[-1, 0].set_xlabel("t (ms)")
-    axes[0, 0].set_title(f"{name_of(r)}: pseudo-ECG, every PDE step", fontsize=10)
+    fig.suptitle(f"{name_of(r)}: " + ("pseudo-ECG" if leads else "extracellular potentials at the electrodes")
+                 + ", every PDE step", fontsize=10)
     _save(fig, path, style)
     plt.close(fig)
     return path
@@ -328,7 +376,7 @@ def plot_ecg12(plt, r: Results, path: Path, style: Style = Style()) -> Path:
     for ax in axes[-1]:
         ax.set_xlabel("t (ms)")
     for ax in axes[:, 0]:
-        ax.set_ylabel("mV")
+        ax.set_ylabel("lead (mV)")
     fig.suptitle(f"{name_of(r)}: 12-lead pseudo-ECG (infinite bath, electrodes of ecg.twelve_lead)", fontsize=10)
     _save(fig, path, style)
     plt.close(fig)
@@ -346,11 +394,14 @@ def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = 
     attrs = r.map_attrs(name)
     unit = attrs.get("units", "ms")
     if name == "activation_time":
-        title = f"activation time (first crossing of {float(attrs.get('threshold', 0.0)):g} mV)"
+        title = f"activation time, first beat (first crossing of {float(attrs.get('threshold', 0.0)):g} mV)"
     elif name == "apd":
         title = f"APD{float(attrs.get('level', 90.0)):g}, first beat"
+    elif name == "tissue":
+        title = "tissue nodes (tissue.label_file)"
     else:
         title = name
+    codes = label_codes(name, a)
     if r.dim == 1:
         fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
         ax.plot(r.axes[0], a, ".-")
@@ -367,31 +418,40 @@ def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = 
         cmap = "plasma" if name == "activation_time" else "magma"
         finite = a[np.isfinite(a)]
         lo, hi = float(finite.min()), float(finite.max())      # one scale for every view: the whole map's
+        scale = dict(vmin=lo, vmax=hi if hi > lo else lo + 1.0)
+        if codes is not None:                                   # a label map: a colour per value, not a scale
+            cmap, norm = discrete(plt, codes)
+            scale = dict(norm=norm)
         step = None
         if name == "activation_time":
             step = isochrones or nice_step(hi - lo)
         for n, (ax, p) in enumerate(zip(axes[0], pics)):
-            im = ax.imshow(p.values, origin="lower", extent=p.extent, cmap=cmap, interpolation="nearest",
-                           vmin=lo, vmax=hi if hi > lo else lo + 1.0)
-            head = title
+            im = ax.imshow(p.values, origin="lower", extent=p.extent, cmap=cmap, interpolation="nearest", **scale)
+            head = ""
             ok = p.values[np.isfinite(p.values)]
             if step is not None and ok.size:
                 levels = np.arange(np.ceil(ok.min() / step) * step, ok.max() + 1e-9, step)
                 if len(levels) and min(p.values.shape) > 1:
                     cs = ax.contour(*p.coords, p.values, levels=levels, colors="white", linewidths=0.8)
                     ax.clabel(cs, fontsize=7, fmt="%g")
-                head += f", isochrones every {step:g} ms"
+                head += f"; isochrones every {step:g} ms"
             missing = np.isnan(p.values) if inside is None else np.isnan(p.values) & inside[n].values
             if not ok.size:
                 head += "; no node of this slice has a value"
-            elif missing.any():
+            elif missing.any() and name in ("activation_time", "apd"):
                 head += "; white: not activated" if name == "activation_time" else "; white: not repolarised by the end"
             _draw_marks(ax, r, p, found)
-            # The run's name and the slice on a line of their own, the rest wrapped: one line of all this is wider
-            # than the map (and than its neighbour's in 3D).
+            # The run's name and the slice, what the map is, and the rest each on a line of their own (wrapped):
+            # one line of all this is wider than the map (and than its neighbour's in 3D).
             import textwrap
-            _map_axes(ax, p, f"{name_of(r)}{p.note}\n" + textwrap.fill(head, 66))
-        fig.colorbar(im, ax=axes, label=f"{LABELS.get(name, name)} ({unit})", shrink=0.9)
+            _map_axes(ax, p, f"{name_of(r)}{p.note}\n{title}" + (f"\n{textwrap.fill(head[2:], 66)}" if head else ""))
+        bar = colorbar(fig, im, axes[0, -1], f"{LABELS.get(name, name)} ({unit})")
+        if codes is not None:
+            names = LABEL_NAMES.get(name, {})
+            bar.set_ticks(codes)
+            bar.set_ticklabels([names.get(c, str(c)) for c in codes])
+            bar.ax.minorticks_off()
+            bar.set_label(f"{LABELS.get(name, name)} (label)")
     _save(fig, path, style)
     plt.close(fig)
     return path
@@ -414,7 +474,7 @@ def plot_beats(plt, r: Results, path: Path, style: Style = Style(), most: int = 
         axes[0, 0].set_ylabel("activation (ms)")
         axes[1, 0].set_ylabel(f"APD{level:g} (ms)")
         axes[1, 0].set_xlabel("x (cm)")
-        axes[0, 0].legend(fontsize=8)
+        legend_outside(axes[0, 0])
     else:
         fig, axes = plt.subplots(2, n, figsize=(4.2 * n + 1.2, 7.0), squeeze=False, constrained_layout=True)
         for row, (name, cmap, what) in enumerate((("activation", "plasma", "activation (ms)"),
@@ -424,7 +484,7 @@ def plot_beats(plt, r: Results, path: Path, style: Style = Style(), most: int = 
                 im = axes[row, k].imshow(p.values, origin="lower", extent=p.extent, cmap=cmap,
                                          interpolation="nearest")
                 _map_axes(axes[row, k], p, f"beat {k + 1}: {what}{p.note}")
-                fig.colorbar(im, ax=axes[row, k], shrink=0.8)
+                colorbar(fig, im, axes[row, k], what)
     fig.suptitle(f"{name_of(r)}: every beat, from the snapshots (every {every:g} ms; threshold {thr:g} mV)",
                  fontsize=11)
     _save(fig, path, style)
