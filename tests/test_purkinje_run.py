@@ -106,7 +106,6 @@ def test_without_the_section_a_run_has_no_network(petsc, tmp_path):
 @pytest.mark.parametrize("change, says", [
     ({"purkinje": {"sigma": 5.0}}, "give purkinje.network"),
     ({"purkinje": {"grow": True}}, "both"),
-    ({"simulation": {"equations": "bidomain"}}, "monodomain"),
     ({"purkinje": {"root": [0.0, 0.0]}}, "a point"),
     ({"cell": {"placement": "resident"}}, "purkinje: needs a cell.placement whose tissue Vm is on the host"),
     ({"purkinje": {"model": "no-such-model"}}, "purkinje.model"),

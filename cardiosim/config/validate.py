@@ -572,7 +572,8 @@ def _check_states_of_models(cfg, classes: dict) -> None:
 
 def _check_purkinje(cfg) -> None:
     """[purkinje]: a network file or grow (not both, and one of them where the section says anything); what the
-    conduction system is wired for: monodomain, no resident placement; the grown network's geometry file; root a point."""
+    conduction system is wired for: the homogeneous tissue model, no resident placement; the grown network's
+    geometry file; root a point."""
     p = cfg.purkinje
     if not p.enabled:
         if p != type(p)():
@@ -589,9 +590,6 @@ def _check_purkinje(cfg) -> None:
         raise ConfigError("purkinje.grow: grows on the endocardia of tissue.label_file, a geometry file of cardiosim "
                           "geometry (.h5); this run has " + (f"'{cfg.tissue.label_file}'" if cfg.tissue.label_file
                                                               else "none"))
-    if cfg.simulation.equations != "monodomain":
-        raise ConfigError("purkinje: the conduction system is coupled to the monodomain equations only; set "
-                          "simulation.equations = \"monodomain\"")
     if cfg.tissue.model != "homogeneous":
         raise ConfigError("purkinje: needs tissue.model = \"homogeneous\"")
     if cfg.cell.placement == "resident":      # its Vm stays on the GPU inside a step; the PMJs read it on the host
