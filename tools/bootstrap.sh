@@ -12,7 +12,8 @@
 #          Debian's two runtime libraries are installed and the headers of libsundials-dev unpacked into
 #          $VENV/sundials (not the package itself: it pulls in Open MPI, whose mpicc the next set-up would take for
 #          the system MPI). Elsewhere those tests skip (CI requires them: CARDIOSIM_REQUIRE).
-#   Extras test,plot by default (pytest, matplotlib); EXTRAS=test,plot,gpu adds PyCUDA (needs CUDA's nvcc).
+#   Extras test,plot,movie by default (pytest, matplotlib, imageio-ffmpeg: the ffmpeg of cardiosim plot --movie's
+#          MP4s, a 68 MB wheel; without it movies are GIFs); EXTRAS=test,plot,movie,gpu adds PyCUDA (needs CUDA's nvcc).
 #   GPUs   where nvcc is on PATH and nvidia-smi lists a GPU (or CARDIOSIM_GPU=1, e.g. on a login node without GPUs):
 #          PETSc is built with CUDA for the GPU's architecture (CARDIOSIM_CUDA_ARCH=90 to choose it), a PETSC_DIR
 #          must have CUDA, and PyCUDA is built from its PyPI sources (beside PETSc, in the background); both cached
@@ -35,7 +36,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 absolute() { case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$PWD" "$1" ;; esac; }
 venv=$(absolute "${VENV:-$here/.venv}")
 python=${PYTHON:-python3}
-extras=${EXTRAS:-test,plot}
+extras=${EXTRAS:-test,plot,movie}
 petsc_version=3.26.1
 cache=$(absolute "${CARDIOSIM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cardiosim}")
 

@@ -29,8 +29,26 @@ def add_parser(sub) -> None:
     pl.add_argument("--vtu", action="store_true", help="also write the snapshots at --times as VTU files (meshio): "
                                                        "fields and maps as point data, for ParaView/VTK pipelines")
     pl.add_argument("--overwrite", action="store_true", help="replace existing figures")
+    mv = pl.add_argument_group("movie")
+    mv.add_argument("--movie", action="store_true", help="also write a movie of --field over the snapshots: "
+                    "FILE_<field>.mp4 (a GIF where no MP4 encoder is installed); 3D: the tissue's surface")
+    mv.add_argument("--every", type=int, metavar="N", help="movie: every Nth snapshot (default: every one)")
+    mv.add_argument("--frame-interval", type=float, metavar="MS",
+                    help="movie: a frame every MS ms of simulated time (the nearest snapshots), instead of --every")
+    mv.add_argument("--fps", type=float, default=10.0, help="movie: frames per second (default 10)")
+    mv.add_argument("--movie-format", choices=("mp4", "gif"), help="movie: the file format (default mp4 where "
+                    "imageio-ffmpeg is installed, else gif)")
+    ar = pl.add_argument_group("arrhythmia analysis (2D; 3D: the first --view slice)")
+    ar.add_argument("--phase", action="store_true", help="also draw the phase of --field (Hilbert transform) at "
+                    "--times, its phase singularities marked")
+    ar.add_argument("--tips", action="store_true", help="also draw the spiral tips' trajectories and write them as "
+                    "FILE_tips.csv")
+    ar.add_argument("--dominant-frequency", action="store_true", help="also draw the dominant frequency (FFT) and "
+                    "the cycle length of every node")
 
 
 def main(args) -> int:
-    from cardiosim.output.plot import plot_main   # lazy: matplotlib, h5py and NumPy, not for every verb's parser
-    return plot_main(args)
+    # lazy: matplotlib, h5py and NumPy, not for every verb's parser
+    from cardiosim.output.plot import plot_main
+    from cardiosim.output.movie import extras
+    return plot_main(args, extras)

@@ -610,7 +610,9 @@ def _writable_dir(out: Path) -> None:
         raise UserError(f"--out {out}: cannot write in {parent} (not a writable directory)")
 
 
-def plot_main(args) -> int:
+def plot_main(args, extras=None) -> int:
+    """``cardiosim plot``. ``extras(r, args, out, stem, style, idx)``: more files to write, as [(kind, path,
+    draw(plt, path))], checked with the others before any is written (cardiosim.output.movie.extras)."""
     if args.isochrones is not None and not args.isochrones > 0:
         raise UserError(f"--isochrones {args.isochrones:g}: must be > 0 (ms)")
     if not 10 <= args.dpi <= 1200:
@@ -654,9 +656,10 @@ def plot_main(args) -> int:
             else:
                 skipped.append(f"{name}: no node has a value (" + ("none activated" if name == "activation_time"
                                else "none repolarised by the end of the run; run longer") + ")")
+        more = extras(r, args, out, stem, style, idx) if extras else []
         kind = "png" if ext == "png" else "figure"
-        check_writes([Target("--out", p, "vtu" if what == "vtu" else kind) for what, _, p in plan],
-                     {"the result file": r.path}, args.overwrite)
+        check_writes([Target("--out", p, "vtu" if what == "vtu" else kind) for what, _, p in plan]
+                     + [Target("--out", p, k) for k, p, _ in more], {"the result file": r.path}, args.overwrite)
         plt = _pyplot()
         written = []
         try:
@@ -678,6 +681,8 @@ def plot_main(args) -> int:
                     written.append(plot_beats(plt, r, p, style))
                 else:
                     written.append(plot_map(plt, r, name, p, args.isochrones, style))
+            for _, p, draw in more:
+                written.append(draw(plt, p))
         except OSError as e:
             where = e.filename or out
             raise UserError(f"--out {out}: cannot write {where} ({io_reason(e)}); "

@@ -160,6 +160,17 @@ def _is_vtu(p):
     return b'<VTKFile type="UnstructuredGrid"' in head and b"created by meshio" in head
 
 
+def _is_movie(p):
+    """A movie cardiosim plot --movie wrote, by the comment it leaves in it (cardiosim.output.movie.MARK): in an
+    MP4's metadata (at the start: faststart), in a GIF's comment extension (after its palette)."""
+    head = _head(p, 1 << 20)
+    return (head[4:8] == b"ftyp" or head.startswith(b"GIF89a")) and b"cardiosim plot --movie" in head
+
+
+def _is_tips_csv(p):
+    return _head(p).split(b"\n", 1)[0].rstrip(b"\r") == b"track,t_ms,x_cm,y_cm,charge"
+
+
 def _is_sweep_table(p):
     if p.suffix == ".h5":
         a = _h5_attrs(p)
@@ -188,6 +199,9 @@ KINDS = {
     "kernels-json": ("the JSON file of cardiosim kernels", _is_kernels_json),
     "vtu": ("a VTU file written by cardiosim plot --vtu", _is_vtu),
     "figure": ("an SVG or PDF drawn by cardiosim plot", _is_figure),
+    "mp4": ("an MP4 movie written by cardiosim plot --movie", _is_movie),
+    "gif": ("a GIF movie written by cardiosim plot --movie", _is_movie),
+    "tips-csv": ("the tip table of cardiosim plot --tips", _is_tips_csv),
     "sweep-table": ("the table of a cardiosim sweep", _is_sweep_table),
     "sweep-plan": ("the plan or job script of a cardiosim sweep", _is_sweep_plan),
 }

@@ -1,0 +1,223 @@
+"""Arrhythmia figures of a result file (``cardiosim plot --phase / --tips / --dominant-frequency``) and the same
+analysis as arrays for Python (cardiosim.analysis.arrhythmia on a file's snapshots).
+
+The snapshots of a field are read whole (memory: snapshots × nodes × 8 B; 3D: one plane, the first of
+``--view``), the evenly spaced ones only (a run's last snapshot, at its end, may come sooner). Nodes whose field
+varies by less than a tenth of the field's whole range over the run (tissue at rest, outside the tissue) have no
+phase, so that noise there is not taken for singularities.
+
+* ``<stem>_phase.png``: the Hilbert phase at the chosen snapshot times, the phase singularities marked (white
+  circles: charge +1, black triangles: -1).
+* ``<stem>_tips.png`` and ``<stem>_tips.csv``: the tips of every snapshot linked into tracks (a tip continues the
+  nearest track of the same charge within :func:`max_step`), drawn coloured by time; the table has one row per
+  detection: ``track,t_ms,x_cm,y_cm,charge``.
+* ``<stem>_dominant_frequency.png``: the dominant frequency of each node (Hz; the resolution, one frequency bin, in
+  the title) and its cycle length (ms: the median interval between its activations at the run's threshold).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cardiosim.analysis import arrhythmia
+from cardiosim.output.plot import LABELS, Plane, Style, name_of, planes
+from cardiosim.output.results import Results
+from cardiosim.runtime.errors import UserError
+from cardiosim.runtime.files import whole
+
+MIN_SNAPSHOTS = 8           # evenly spaced snapshots a phase or a spectrum needs
+QUIET = 0.1                 # a node varying by less than this share of the field's range has no phase
+TIP_SPEED = 0.05            # cm/ms: the fastest a tip is followed (0.5 m/s, about a plane wave's speed)
+CSV_HEADER = "track,t_ms,x_cm,y_cm,charge"
+
+
+@dataclass
+class Series:
+    """A field's evenly spaced snapshots in one plane: times (ms), values (time, rows, columns) and the plane
+    (cardiosim.output.plot.Plane: extent, axes, coordinates, note) of the first snapshot."""
+    t: np.ndarray
+    values: np.ndarray
+    plane: Plane
+
+
+def series(r: Results, field: str = "Vm", views=("z",), what: str = "--phase") -> Series:
+    """The field over the evenly spaced snapshots: 2D whole, 3D in the middle plane of the first of ``views``; 1D
+    as rows of one. ``what``: the option named in a refusal."""
+    r.check_field(field)
+    n = arrhythmia.uniform(r.times)
+    if n < MIN_SNAPSHOTS:
+        raise UserError(f"{what}: needs at least {MIN_SNAPSHOTS} evenly spaced snapshots; {r.path} has {n} (a "
+                        f"smaller output.interval gives more)")
+    ds = r.f["fields"][field]
+    if r.dim == 1:
+        x = r.axes[0]
+        plane = Plane(ds[0][None], (x[0], x[-1], 0, 0), ("x", ""), (x, np.zeros(1)), "")
+        return Series(r.times[:n], ds[:n][:, None, :], plane)
+    plane = planes(r, ds[0], tuple(views)[:1])[0]
+    if r.dim == 2:
+        values = ds[:n]
+    else:
+        k = {2: ds.shape[1] // 2, 1: ds.shape[2] // 2, 0: ds.shape[3] // 2}[plane.normal]
+        values = {2: lambda: ds[:n, k], 1: lambda: ds[:n, :, k, :], 0: lambda: ds[:n, :, :, k]}[plane.normal]()
+    return Series(r.times[:n], np.asarray(values, dtype=float), plane)
+
+
+def phase_of(s: Series) -> np.ndarray:
+    """The Hilbert phase of a series (radians), NaN at nodes that hardly vary (QUIET)."""
+    v = s.values
+    with np.errstate(invalid="ignore"):
+        swing = np.nanmax(v, axis=0) - np.nanmin(v, axis=0)
+    finite = swing[np.isfinite(swing)]
+    quiet = ~(swing >= QUIET * (finite.max() if finite.size else 0.0)) | ~(swing > 0)
+    ph = arrhythmia.phase(np.where(quiet[None], np.nan, v))
+    ph[:, quiet] = np.nan
+    return ph
+
+
+def max_step(s: Series) -> float:
+    """How far (cm) a tip may move between two snapshots and still be the same tip: TIP_SPEED over the
+    snapshots' spacing, at least three node spacings."""
+    (xs, ys) = s.plane.coords
+    h = max(float(np.diff(xs[:2])[0]) if len(xs) > 1 else 0.0, float(np.diff(ys[:2])[0]) if len(ys) > 1 else 0.0)
+    dt = float(s.t[1] - s.t[0])
+    return max(3 * h, TIP_SPEED * dt)
+
+
+def tracks(r: Results, field: str = "Vm", views=("z",), max_distance: float | None = None, max_gap: int = 1):
+    """The tips of every evenly spaced snapshot, linked (cardiosim.analysis.arrhythmia.link_tips): (tracks, the
+    series they come from, the detections of each snapshot)."""
+    s = series(r, field, views, "--tips")
+    ph = phase_of(s)
+    x, y = s.plane.coords
+    found = [arrhythmia.tips(p, x, y) for p in ph]
+    return arrhythmia.link_tips(s.t, found, max_step(s) if max_distance is None else max_distance, max_gap), s, found
+
+
+def dominant_frequency(r: Results, field: str = "Vm", views=("z",), band=(0.5, 50.0)):
+    """(dominant frequency (Hz) per node of the plane, the bin width (Hz), cycle length (ms) per node, the
+    series)."""
+    s = series(r, field, views, "--dominant-frequency")
+    df, resolution = arrhythmia.dominant_frequency(s.t, s.values, band)
+    threshold = r._levels()[0] if field == "Vm" else float(np.nanmean(s.values))
+    cl = arrhythmia.cycle_length(arrhythmia.activations(s.t, s.values, threshold))
+    return df, resolution, cl, s
+
+
+# -- figures ---------------------------------------------------------------------------------------------------
+def _tip_marks(ax, det: np.ndarray) -> None:
+    for q, marker, colour in ((1, "o", "white"), (-1, "^", "black")):
+        sel = det[det[:, 2] == q]
+        if len(sel):
+            ax.plot(sel[:, 0], sel[:, 1], marker, ms=6, mfc=colour, mec="red", mew=1.2, ls="none")
+
+
+def _axes(ax, p: Plane, title: str) -> None:
+    ax.set_xlabel(f"{p.labels[0]} (cm)")
+    ax.set_ylabel(f"{p.labels[1]} (cm)")
+    ax.set_aspect("equal")
+    ax.set_title(title, fontsize=9)
+
+
+def plot_phase(plt, r: Results, idx: list[int], path: Path, style: Style = Style(), field: str = "Vm") -> Path:
+    """The phase at snapshots ``idx`` (those among the evenly spaced ones), singularities marked."""
+    s = series(r, field, style.views)
+    ph = phase_of(s)
+    x, y = s.plane.coords
+    idx = [i for i in idx if i < len(s.t)] or [len(s.t) // 2]
+    cols = min(len(idx), 4)
+    rows = -(-len(idx) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols + 1.2, 3.4 * rows + 0.4), squeeze=False,
+                             constrained_layout=True)
+    for ax in axes.flat[len(idx):]:
+        ax.set_visible(False)
+    for ax, i in zip(axes.flat, idx):
+        im = ax.imshow(ph[i], origin="lower", extent=s.plane.extent, cmap="twilight", vmin=-np.pi, vmax=np.pi,
+                       interpolation="nearest")
+        det = arrhythmia.tips(ph[i], x, y)
+        _tip_marks(ax, det)
+        _axes(ax, s.plane, f"t = {s.t[i]:g} ms{s.plane.note}\n{len(det)} phase singularit"
+                           + ("y" if len(det) == 1 else "ies"))
+    bar = fig.colorbar(im, ax=axes, shrink=0.8, label="phase (rad)")
+    bar.set_ticks([-np.pi, 0, np.pi], labels=["-π", "0", "π"])
+    fig.suptitle(f"{name_of(r)}: phase of {LABELS.get(field, field)} (Hilbert transform of the signal minus its "
+                 f"mean); ○ charge +1, △ -1", fontsize=10)
+    fig.savefig(path, dpi=style.dpi)
+    plt.close(fig)
+    return path
+
+
+def tips_table(found_tracks) -> str:
+    """The tracks as CSV text: one row per detection (track number, t ms, x cm, y cm, charge)."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    out.write(CSV_HEADER + "\n")
+    for n, tr in enumerate(found_tracks):
+        for t, x, y in zip(tr.t, tr.x, tr.y):
+            w.writerow([n, f"{t:.6g}", f"{x:.6g}", f"{y:.6g}", tr.charge])
+    return out.getvalue()
+
+
+def write_tips(r: Results, path: Path, field: str = "Vm", views=("z",)) -> Path:
+    """The tip tracks as a CSV table (:func:`tips_table`), whole or not at all."""
+    with whole(path, "--tips") as tmp:
+        tmp.write_text(tips_table(tracks(r, field, views)[0]))
+    return path
+
+
+def plot_tips(plt, r: Results, path: Path, style: Style = Style(), field: str = "Vm") -> Path:
+    """The tip tracks over the plane, coloured by time, on the phase of the last snapshot."""
+    from matplotlib.collections import LineCollection
+    found_tracks, s, _ = tracks(r, field, style.views)
+    ph = phase_of(s)
+    fig, ax = plt.subplots(figsize=(7.2, 6.0), constrained_layout=True)
+    ax.imshow(ph[-1], origin="lower", extent=s.plane.extent, cmap="twilight", vmin=-np.pi, vmax=np.pi,
+              interpolation="nearest", alpha=0.35)
+    norm = plt.Normalize(float(s.t[0]), float(s.t[-1]))
+    lasting = [tr for tr in found_tracks if len(tr.t) > 1]
+    for tr in lasting:
+        pts = np.column_stack([tr.x, tr.y])
+        segs = np.stack([pts[:-1], pts[1:]], axis=1)
+        lc = LineCollection(segs, cmap="plasma", norm=norm, linewidths=1.8)
+        lc.set_array(0.5 * (tr.t[:-1] + tr.t[1:]))
+        ax.add_collection(lc)
+        ax.plot(tr.x[:1], tr.y[:1], "o" if tr.charge > 0 else "^", ms=5, mfc="white", mec="black")
+    ax.set_xlim(*s.plane.extent[:2])
+    ax.set_ylim(*s.plane.extent[2:])
+    fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap="plasma"), ax=ax, shrink=0.8, label="t (ms)")
+    longest = max((tr.lifetime for tr in found_tracks), default=0.0)
+    _axes(ax, s.plane, f"{name_of(r)}: tips of the phase singularities{s.plane.note}\n{len(found_tracks)} "
+                       f"track(s), {len(lasting)} seen in more than one snapshot, the longest {longest:g} ms "
+                       f"(every {s.t[1] - s.t[0]:g} ms; start: ○ +1, △ -1)")
+    fig.savefig(path, dpi=style.dpi)
+    plt.close(fig)
+    return path
+
+
+def plot_dominant_frequency(plt, r: Results, path: Path, style: Style = Style(), field: str = "Vm") -> Path:
+    """The dominant-frequency map and the cycle-length map side by side (1D: curves over x)."""
+    df, resolution, cl, s = dominant_frequency(r, field, style.views)
+    ok = np.isfinite(df)
+    med = float(np.median(df[ok])) if ok.any() else np.nan
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), squeeze=False, constrained_layout=True)
+    for ax, a, what, cmap in ((axes[0, 0], df, "dominant frequency (Hz)", "viridis"),
+                              (axes[0, 1], cl, "cycle length (ms)", "cividis")):
+        if r.dim == 1:
+            ax.plot(s.plane.coords[0], a[0], ".-")
+            ax.set_xlabel("x (cm)")
+            ax.set_ylabel(what)
+            ax.grid(alpha=0.3)
+            ax.set_title(what, fontsize=9)
+        else:
+            im = ax.imshow(a, origin="lower", extent=s.plane.extent, cmap=cmap, interpolation="nearest")
+            fig.colorbar(im, ax=ax, shrink=0.8, label=what)
+            _axes(ax, s.plane, f"{what}{s.plane.note}")
+    fig.suptitle(f"{name_of(r)}: {LABELS.get(field, field)}, median dominant frequency {med:.3g} Hz "
+                 f"(resolution {resolution:.3g} Hz: {len(s.t)} snapshots over {s.t[-1] - s.t[0]:g} ms)", fontsize=10)
+    fig.savefig(path, dpi=style.dpi)
+    plt.close(fig)
+    return path
