@@ -474,8 +474,8 @@ class Config:
     checkpoint: Checkpoint = key(factory=Checkpoint)
     checks: Checks = key(factory=Checks, doc="plausibility of a finished run: warnings (cardiosim/analysis/checks.py)")
     purkinje: Purkinje = key(factory=Purkinje, doc="[purkinje]: the conduction system, a Purkinje network coupled "
-                                                   "to the tissue (cardiosim/purkinje/); monodomain, one rank, "
-                                                   "cell.placement cpu")
+                                                   "to the tissue (cardiosim/purkinje/); monodomain or bidomain, "
+                                                   "any number of ranks, every cell.placement but resident")
     # Not keys: where the config came from, kept for the output file.
     source_text: str = field(default="", repr=False, metadata={"internal": True})
     source_name: str = field(default="config", repr=False, metadata={"internal": True})
