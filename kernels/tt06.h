@@ -283,6 +283,13 @@ CS_FN void tt06_step_(const double *y, double *out, double i_stim, double dt, in
     const double dNa_i = -(i_Na + i_b_Na + 3.0 * i_NaK + 3.0 * i_NaCa) * CS_PARAM(TP_c_NaK);
     const double dK_i = -(i_K1 + i_to + i_Kr + i_Ks + i_p_K + i_stim - 2.0 * i_NaK) * CS_PARAM(TP_c_NaK);
 
+    /* The 12 Hodgkin-Huxley gates, each (state, value, steady state, rate in 1/ms), written once for both
+     * branches below: Rush-Larsen's exact step for frozen V, or the derivative. */
+#define TT06_GATES(G) \
+    G(TS_Xr1, Xr1, xr1_inf, xr1_rate) G(TS_Xr2, Xr2, xr2_inf, xr2_rate) G(TS_Xs, Xs, xs_inf, xs_rate) \
+    G(TS_m, m, m_inf, m_rate) G(TS_h, h, hj_inf, h_rate) G(TS_j, j, hj_inf, j_rate) \
+    G(TS_d, d, d_inf, d_rate) G(TS_f, f, f_inf, f_rate) G(TS_f2, f2, f2_inf, f2_rate) \
+    G(TS_fCass, fCass, fCass_inf, fCass_rate) G(TS_s, s, s_inf, s_rate) G(TS_r, r, r_inf, r_rate)
     /* ---- write ---------------------------------------------------------------------------------------------- */
     if (rl) {
         out[TS_V] = V + dt * dV;
@@ -292,34 +299,14 @@ CS_FN void tt06_step_(const double *y, double *out, double i_stim, double dt, in
         out[TS_Ca_ss] = Ca_ss + dt * dCa_ss;
         out[TS_Na_i] = Na_i + dt * dNa_i;
         out[TS_K_i] = K_i + dt * dK_i;
-#define TT06_GATE_(k, x, inf, rate) out[k] = (inf) + ((x) - (inf)) * exp(-dt * (rate))
-        TT06_GATE_(TS_Xr1, Xr1, xr1_inf, xr1_rate);
-        TT06_GATE_(TS_Xr2, Xr2, xr2_inf, xr2_rate);
-        TT06_GATE_(TS_Xs, Xs, xs_inf, xs_rate);
-        TT06_GATE_(TS_m, m, m_inf, m_rate);
-        TT06_GATE_(TS_h, h, hj_inf, h_rate);
-        TT06_GATE_(TS_j, j, hj_inf, j_rate);
-        TT06_GATE_(TS_d, d, d_inf, d_rate);
-        TT06_GATE_(TS_f, f, f_inf, f_rate);
-        TT06_GATE_(TS_f2, f2, f2_inf, f2_rate);
-        TT06_GATE_(TS_fCass, fCass, fCass_inf, fCass_rate);
-        TT06_GATE_(TS_s, s, s_inf, s_rate);
-        TT06_GATE_(TS_r, r, r_inf, r_rate);
-#undef TT06_GATE_
+#define TT06_RL_(k, x, inf, rate) out[k] = (inf) + ((x) - (inf)) * exp(-dt * (rate));
+        TT06_GATES(TT06_RL_)
+#undef TT06_RL_
     } else {
         out[TS_V] = dV;
-        out[TS_Xr1] = (xr1_inf - Xr1) * xr1_rate;
-        out[TS_Xr2] = (xr2_inf - Xr2) * xr2_rate;
-        out[TS_Xs] = (xs_inf - Xs) * xs_rate;
-        out[TS_m] = (m_inf - m) * m_rate;
-        out[TS_h] = (hj_inf - h) * h_rate;
-        out[TS_j] = (hj_inf - j) * j_rate;
-        out[TS_d] = (d_inf - d) * d_rate;
-        out[TS_f] = (f_inf - f) * f_rate;
-        out[TS_f2] = (f2_inf - f2) * f2_rate;
-        out[TS_fCass] = (fCass_inf - fCass) * fCass_rate;
-        out[TS_s] = (s_inf - s) * s_rate;
-        out[TS_r] = (r_inf - r) * r_rate;
+#define TT06_RATE_(k, x, inf, rate) out[k] = (inf - x) * rate;   /* names only: no parentheses needed */
+        TT06_GATES(TT06_RATE_)
+#undef TT06_RATE_
         out[TS_Ca_i] = dCa_i;
         out[TS_R_prime] = dR_prime;
         out[TS_Ca_SR] = dCa_SR;
@@ -327,6 +314,7 @@ CS_FN void tt06_step_(const double *y, double *out, double i_stim, double dt, in
         out[TS_Na_i] = dNa_i;
         out[TS_K_i] = dK_i;
     }
+#undef TT06_GATES
 }
 
 /* dy/dt of all 19 states (per ms) at y; i_stim in pA/pF, negative depolarising. */

@@ -153,3 +153,16 @@ def require_gcc() -> str:
     cc = shutil.which("gcc") or shutil.which("cc")
     needs("gcc", cc is not None, "no gcc or cc on PATH")
     return cc
+
+
+def pytest_runtest_logreport(report):
+    """``CARDIOSIM_TEST_LOG=FILE``: every test phase's outcome and duration (s) appended to FILE as a JSON line as it
+    ends (under pytest-xdist, from the controller), so that a run cut short still says what passed and what took
+    long: the evidence for which tests to mark ``slow``."""
+    log = os.environ.get("CARDIOSIM_TEST_LOG")
+    if not log or os.environ.get("PYTEST_XDIST_WORKER") or (report.when != "call" and report.passed):
+        return
+    import json
+    with open(log, "a") as f:
+        f.write(json.dumps({"test": report.nodeid, "when": report.when, "outcome": report.outcome,
+                            "seconds": round(report.duration, 3)}) + "\n")

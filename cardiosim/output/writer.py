@@ -122,73 +122,15 @@ def run_targets(path: Path, checkpoint_path: Path | None) -> list:
     return targets
 
 
-class Lock:
-    """An exclusive claim on a path a run writes (its output, its checkpoint) for the whole run: ``flock`` on
+def output_lock(path: Path, what: str = "output.path") -> files.FileLock:
+    """An exclusive claim on a path a run writes (its output, its checkpoint) for the whole run: a lock on
     ``.<name>.lock`` beside it, taken before anything is written, so that a second run on the same output or
     checkpoint is refused at its start instead of truncating the first one's file (or failing at its first
     checkpoint). The lock dies with the process (a killed run leaves a stale file, never a held lock)."""
-
-    def __init__(self, path: Path, what: str = "output.path"):
-        import fcntl
-        import os
-        import socket
-        self.path = path.with_name(f".{path.name}.lock")
-        self.fd = None
-        self.made = []        # folders made to hold the lock, removed again if the run is refused
-        parent = self.path.parent
-        while not parent.exists():
-            self.made.insert(0, parent)
-            parent = parent.parent
-        try:
-            for d in self.made:
-                d.mkdir()
-        except OSError:
-            self.release()
-            return            # files.check_existing says why nothing can be written there
-        while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as e:
-                raise UserError(f"{what}: cannot make the lock file {self.path} ({io_reason(e)})") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-                os.close(fd)
-                raise UserError(f"{what}: {path} is in use by another run ({holder}); wait for it to end or "
-                                f"choose another {what}") from None
-            # The previous holder may have removed the file between our open and our lock: then we hold a lock
-            # on a name nobody sees; take the current one instead.
-            try:
-                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            os.close(fd)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
-        self.fd = fd
-
-    def __del__(self):   # a run whose set-up failed after the claim: the lock file goes with it
-        try:
-            self.release()
-        except Exception:    # at interpreter exit: the process's end releases the lock anyway
-            pass
-
-    def release(self, refused: bool = False) -> None:
-        import os
-        if self.fd is not None:
-            self.path.unlink(missing_ok=True)
-            os.close(self.fd)
-            self.fd = None
-        if refused:
-            for d in reversed(self.made):
-                try:
-                    d.rmdir()
-                except OSError:
-                    break
-        self.made = []
+    return files.FileLock(
+        path.with_name(f".{path.name}.lock"), what, quiet_folders=True,   # files.check_existing says why
+        busy=lambda holder: f"{what}: {path} is in use by another run ({holder or 'another process'}); wait for "
+                            f"it to end or choose another {what}")
 
 
 class Claim:
@@ -218,9 +160,9 @@ def claim(cfg, path: Path, checkpoint_path: Path | None, overwrite: bool, resume
     files.check_places(targets, reads)
     locks = []
     try:
-        locks.append(Lock(path))
+        locks.append(output_lock(path))
         if checkpoint_path is not None:
-            locks.append(Lock(checkpoint_path, "checkpoint.path"))
+            locks.append(output_lock(checkpoint_path, "checkpoint.path"))
         if resume is not None:
             Output.check_resumable(path, resume)
         files.check_existing(targets, overwrite, allow=[t.what for t in targets] if resume is not None else ())

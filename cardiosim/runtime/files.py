@@ -118,7 +118,8 @@ def _is_run_summary(p):
 
 def _is_cell_json(p):
     d = _json(p)
-    return isinstance(d, dict) and {"model", "cardiosim_version"} <= set(d) and ("beats" in d or "restitution" in d)
+    return isinstance(d, dict) and {"model", "cardiosim_version"} <= set(d) and (
+        "beats" in d or "restitution" in d or "concentration_response" in d)
 
 
 def _is_population_csv(p):
@@ -406,3 +407,82 @@ def write_h5(path, what: str, fill) -> None:
         image = f.id.get_file_image()
     with whole(path, what) as tmp, open(tmp, "wb") as fh:
         fh.write(image)
+
+
+class FileLock:
+    """An exclusive ``flock`` on ``lock_file``, held for the holder's life, with the holder's pid and host written
+    in it. A second holder is refused in one line, ``busy(holder)`` (``holder``: what the file says, or ""). The
+    lock dies with its process, so a file left by a killed holder is simply taken over (``self.left`` then says
+    who left it). Folders made to hold the lock file are removed again (if empty) by ``release(refused=True)``.
+
+    ``prefix`` (the key or option that names the path) starts the other messages. ``quiet_folders``: a folder that
+    cannot be made is not this class's to report (the caller's later check says why); the lock is then not held."""
+
+    def __init__(self, lock_file: Path, prefix: str, busy, quiet_folders: bool = False):
+        import fcntl
+        import socket
+        self.path, self.fd, self.made, self.left = lock_file, None, [], ""
+        parent = lock_file.parent
+        while not (parent.exists() or parent == parent.parent):
+            self.made.insert(0, parent)
+            parent = parent.parent
+        if not self._make_folders(parent, prefix, quiet_folders):
+            return
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                self.release(refused=True)
+                raise UserError(f"{prefix}: cannot make the lock file {self.path} ({io_reason(e)})") from None
+            self.left = os.pread(fd, 200, 0).decode(errors="replace").strip()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise UserError(busy(self.left)) from None
+            # The previous holder may have removed the file between our open and our lock: then we hold a lock
+            # on a name nobody sees; take the current one instead.
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+        self.fd = fd
+
+    def _make_folders(self, parent: Path, prefix: str, quiet: bool) -> bool:
+        """The missing folders above the lock file made; False where that is impossible and ``quiet``."""
+        if parent.exists() and not parent.is_dir() and not quiet:
+            raise UserError(f"{prefix}: {parent} is a file, not a folder")
+        try:
+            for d in list(self.made):
+                d.mkdir()
+        except OSError as e:
+            self.release(refused=True)
+            if quiet:
+                return False
+            raise UserError(f"{prefix}: cannot make the folder ({io_reason(e)})") from None
+        return True
+
+    def __del__(self):   # a command whose set-up failed after the claim: the lock file goes with it
+        try:
+            self.release()
+        except Exception:    # at interpreter exit: the process's end releases the lock anyway
+            pass
+
+    def release(self, refused: bool = False) -> None:
+        """The lock file removed and the lock let go; ``refused``: also the folders made for it (if empty)."""
+        if self.fd is not None:
+            self.path.unlink(missing_ok=True)
+            os.close(self.fd)
+            self.fd = None
+        if refused:
+            for d in reversed(self.made):
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
+        self.made = []

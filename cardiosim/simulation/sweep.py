@@ -16,7 +16,7 @@ Then one line gives the plan: the number of runs, the disk their outputs need (f
 time (from the pace of a run finished in OUT before, or unknown). A run that fails (exit status 3) does not stop
 the others; the sweep's exit status is then 3. The sweep's own process imports neither MPI nor PETSc (a nested
 mpirun fails inside an MPI singleton's environment); the configs are checked in a child. One sweep at a time
-writes into OUT (:class:`SweepLock`).
+writes into OUT (:func:`sweep_lock`).
 
 A stop (Ctrl-C, SIGTERM, SIGUSR1; to the sweep or to its process group) is the run's stop, passed on
 (cardiosim.runtime.signals): the runs going stop at their next step with a checkpoint, no other run starts, the
@@ -28,7 +28,6 @@ said in a line; ``--overwrite`` runs every run afresh.
 from __future__ import annotations
 
 import csv
-import fcntl
 import itertools
 import json
 import math
@@ -36,7 +35,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -54,7 +52,7 @@ from cardiosim.runtime.signals import STOPPED
 from cardiosim.analysis.maps import cv_map, ecg_features
 from cardiosim.analysis.probes import ecg_traces
 from cardiosim.output.results import Results
-from cardiosim.runtime.files import Target, check_existing, check_places, check_writes, recognise, whole
+from cardiosim.runtime.files import FileLock, Target, check_existing, check_places, check_writes, recognise, whole
 from cardiosim.runtime.mpi import mpirun_command
 from cardiosim.runtime.resources import n_nodes
 
@@ -396,65 +394,15 @@ def earlier(out: Path, i: int, sets: list[str], config_text: str, ckpt: Path) ->
     return "rerun", f"{why}, no checkpoint"
 
 
-class SweepLock:
-    """``OUT/.sweep.lock``: one sweep at a time into a folder, held (``flock``) for the sweep's life, with the
-    holder's pid and host in it. A second sweep into the same folder is refused in one line naming the lock file
-    and the pid; a lock file left behind by a sweep that died (the flock dies with its process) is taken over, with
-    a note. ``OUT`` is made for it; a sweep refused later removes the lock file and what it made."""
-
-    def __init__(self, out: Path):
-        self.path, self.fd, self.made = out / ".sweep.lock", None, []
-        parent = out
-        while not (parent.exists() or parent == parent.parent):
-            self.made.insert(0, parent)
-            parent = parent.parent
-        if parent.exists() and not parent.is_dir():
-            raise UserError(f"--out {out}: {parent} is a file, not a folder")
-        try:
-            for d in list(self.made):
-                d.mkdir()
-        except OSError as e:
-            self.release(refused=True)
-            raise UserError(f"--out {out}: cannot make the folder ({io_reason(e)})") from None
-        while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as e:
-                self.release(refused=True)
-                raise UserError(f"--out {out}: cannot make the lock file {self.path} ({io_reason(e)})") from None
-            left = os.pread(fd, 200, 0).decode(errors="replace").strip()
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                raise UserError(f"--out {out}: in use by another sweep ({left or 'a process'}; lock file "
-                                f"{self.path}); wait for it to end or choose another --out") from None
-            try:    # the holder may have removed the file between our open and our lock: take the current one
-                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            os.close(fd)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
-        self.fd = fd
-        self.note = (f"note: took over the lock file {self.path}, left by {left}, which is no longer running"
-                     if left else "")
-
-    def release(self, refused: bool = False) -> None:
-        """The lock file removed and the lock let go; ``refused``: also the folders made for it (if empty)."""
-        if self.fd is not None:
-            self.path.unlink(missing_ok=True)
-            os.close(self.fd)
-            self.fd = None
-        if refused:
-            for d in reversed(self.made):
-                try:
-                    d.rmdir()
-                except OSError:
-                    break
-        self.made = []
+def sweep_lock(out: Path) -> FileLock:
+    """``OUT/.sweep.lock``: one sweep at a time into a folder, held for the sweep's life. A second sweep into the
+    same folder is refused in one line naming the lock file and the holder's pid and host; a lock file left behind
+    by a sweep that died is taken over (``.left`` names who left it). ``OUT`` is made for it; a sweep refused later
+    removes the lock file and what it made (``release(refused=True)``)."""
+    path = out / ".sweep.lock"
+    return FileLock(path, f"--out {out}",
+                    busy=lambda holder: f"--out {out}: in use by another sweep ({holder or 'a process'}; lock "
+                                        f"file {path}); wait for it to end or choose another --out")
 
 
 def _checkpoint_line(stdout: str) -> str:
@@ -615,9 +563,10 @@ def command(args, argv) -> int:
     fixed = len(args.set)
     if args.collect_only and not out.is_dir():
         raise UserError(f"--out {out}: no such folder; --collect-only collects the runs of an earlier sweep there")
-    lock = SweepLock(out)
-    if lock.note:
-        print(lock.note, flush=True)
+    lock = sweep_lock(out)
+    if lock.left:
+        print(f"note: took over the lock file {lock.path}, left by {lock.left}, which is no longer running",
+              flush=True)
     ran = False
     try:
         if args.collect_only:

@@ -754,21 +754,18 @@ class StencilMG:
         self.vcycle: VCycle | None = None
         self.hierarchy: Hierarchy | RankHierarchy | None = None
 
+    # -smg_<option> (PETSc options database, under the PC's prefix): (attribute, option, petsc4py getter)
+    OPTIONS = (("omega", "omega", "getReal"), ("sweeps", "sweeps", "getInt"), ("coarse_max", "coarse_max", "getInt"),
+               ("graphs", "graphs", "getBool"), ("coarse", "coarse_solve", "getString"),
+               ("layout", "layout", "getString"), ("agglomerate", "agglomerate", "getInt"),
+               ("transport", "transport", "getString"), ("halo", "halo", "getString"),
+               ("active", "active", "getBool"), ("jacobi_from", "jacobi_from", "getInt"),
+               ("jacobi_omega", "jacobi_omega", "getReal"), ("finest_sweeps", "finest_sweeps", "getInt"))
+
     def setFromOptions(self, pc):
         opts = PETSc.Options(pc.getOptionsPrefix() or "")
-        self.omega = opts.getReal("smg_omega", self.omega)
-        self.sweeps = opts.getInt("smg_sweeps", self.sweeps)
-        self.coarse_max = opts.getInt("smg_coarse_max", self.coarse_max)
-        self.graphs = opts.getBool("smg_graphs", self.graphs)
-        self.coarse = opts.getString("smg_coarse_solve", self.coarse)
-        self.layout = opts.getString("smg_layout", self.layout)
-        self.agglomerate = opts.getInt("smg_agglomerate", self.agglomerate)
-        self.transport = opts.getString("smg_transport", self.transport)
-        self.halo = opts.getString("smg_halo", self.halo)
-        self.active = opts.getBool("smg_active", self.active)
-        self.jacobi_from = opts.getInt("smg_jacobi_from", self.jacobi_from)
-        self.jacobi_omega = opts.getReal("smg_jacobi_omega", self.jacobi_omega)
-        self.finest_sweeps = opts.getInt("smg_finest_sweeps", self.finest_sweeps)
+        for attr, option, getter in self.OPTIONS:
+            setattr(self, attr, getattr(opts, getter)(f"smg_{option}", getattr(self, attr)))
 
     def setUp(self, pc):
         A, _ = pc.getOperators()
