@@ -357,9 +357,28 @@ def test_model_info_and_cell_list(tmp_path):
     info = run_cli(["model", "info", MODELS / "luo_rudy_1991.cellml"], check=True)
     assert "states (8" in info.stdout and "gates (6): m, h, j, d, f, X" in info.stdout
     assert "g_Na" in info.stdout and "mS/cm^2" in info.stdout and "alpha_m at V = -47.13 mV" in info.stdout
-    listing = run_cli(["cell", "--list"], check=True)
-    assert (f"luo_rudy_1991.cellml: 8 states, 6 gates (generated from CellML {MODELS / 'luo_rudy_1991.cellml'})"
-            in listing.stdout + listing.stderr)
+    listing = run_cli(["cell", "--list"], check=True).stdout
+    assert f"CellML models shipped in {MODELS}" in listing
+    assert "  luo_rudy_1991.cellml: 8 states, 6 gates\n" in listing           # model info generated it
+    assert len([line for line in listing.splitlines() if line.startswith("  ") and ".cellml: " in line]) == \
+        len(list(MODELS.glob("*.cellml")))
+
+
+def test_cell_list_names_this_installation_s_models_only(tmp_path):
+    """The code cache is the machine's: another checkout's generated models (another path, other bytes) are not
+    listed as this one's."""
+    import hashlib
+    import json
+    cache = tmp_path / "cache"
+    foreign = cache / "cellml" / ("f" * 32)
+    foreign.mkdir(parents=True)
+    (foreign / "model.json").write_text(json.dumps({"file": "elsewhere.cellml", "source": "/other/checkout/x.cellml",
+                                                    "states": [], "gates": []}))
+    sums = {"model.json": hashlib.sha256((foreign / "model.json").read_bytes()).hexdigest()}
+    (foreign / ".sha256").write_text(json.dumps(sums))          # an intact entry
+    listing = run_cli(["cell", "--list"], check=True, env={"CARDIOSIM_CACHE": str(cache)}).stdout
+    assert "elsewhere" not in listing and "/other/checkout" not in listing
+    assert "  luo_rudy_1991.cellml: generated on first use" in listing
 
 
 def test_single_cell_run_with_a_cellml_model(tmp_path):

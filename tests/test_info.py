@@ -77,8 +77,7 @@ def _fake_petsc(tmp_path, monkeypatch, cuda: bool):
     conf = tmp_path / "petsc" / "include"
     conf.mkdir(parents=True)
     (conf / "petscconf.h").write_text("#define PETSC_HAVE_MPI 1\n" + ("#define PETSC_HAVE_CUDA 1\n" if cuda else ""))
-    import petsc4py
-    monkeypatch.setattr(petsc4py, "get_config", lambda: {"PETSC_DIR": str(tmp_path / "petsc"), "PETSC_ARCH": ""})
+    monkeypatch.setattr(info, "petsc_home", lambda: tmp_path / "petsc")
 
 
 def test_petsc_has_cuda_reads_petscconf(tmp_path, monkeypatch):
@@ -87,6 +86,23 @@ def test_petsc_has_cuda_reads_petscconf(tmp_path, monkeypatch):
     assert info.petsc_has_cuda()
     (tmp_path / "petsc" / "include" / "petscconf.h").write_text("#define PETSC_HAVE_MPI 1\n")
     assert not info.petsc_has_cuda()
+
+
+def test_petsc_is_the_one_beside_petsc4py_not_the_one_its_wheel_was_built_in(monkeypatch):
+    """A petsc4py wheel from a cache records the folder of the venv that built it; info and petscconf.h must be
+    this venv's PETSc (the ``petsc`` package that petsc4py's library loads), not that folder's."""
+    import importlib.util
+    import petsc
+    import petsc4py
+    mine = Path(petsc.get_petsc_dir())
+    monkeypatch.setattr(petsc4py, "get_config", lambda: {"PETSC_DIR": "/elsewhere/venv/petsc", "PETSC_ARCH": ""})
+    assert info.petsc_home() == mine
+    assert info.petsc_conf() == mine / "include" / "petscconf.h"
+    # no petsc package (a cluster's PETSc): petsc4py's record is all there is
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "petsc" else find_spec(name, *a))
+    assert info.petsc_home() == Path("/elsewhere/venv/petsc")
+    assert info.petsc_conf() is None
 
 
 def test_gpu_aware_option_for_a_cuda_petsc(tmp_path, monkeypatch):

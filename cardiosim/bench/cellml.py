@@ -39,8 +39,6 @@ from cardiosim.cells import CellModelError, cellml
 from cardiosim.cells.stimulus import Protocol
 from cardiosim.runtime.errors import SimulationError
 
-ROOT = Path(__file__).resolve().parents[2]
-MODELS = ROOT / "models"
 AMPLITUDE, DURATION, BEAT = -50.0, 1.0, 1000.0          # µA/µF, ms, ms (a pulse every BEAT ms)
 BEATS = 5               # beats per model: a later beat can be stiffer than the first (Li 2010, module docstring)
 # The reference run: the first of these that stays finite and in range over the beats
@@ -228,7 +226,7 @@ def main(argv=None) -> int:
     import myokit
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(prog="cardiosim bench cellml", description=__doc__.split("\n")[0])
-    p.add_argument("--models", nargs="+", default=[str(MODELS)], help="CellML files or folders of them "
+    p.add_argument("--models", nargs="+", default=[str(cellml.MODELS)], help="CellML files or folders of them "
                    "(default: models/, the 79 models of the Chaste collection)")
     p.add_argument("--subset", action="store_true", help=f"only the {len(SUBSET)} models CI runs")
     p.add_argument("--write", help="markdown page to update (docs/user/cell-models.md)")

@@ -42,6 +42,7 @@ from cardiosim.cells import cellml_codegen, cse, singularities
 from cardiosim.cells.base import CellModel, CellModelError, Parameter, State
 from cardiosim.runtime.compile import cached_folder, intact_folder, key_digest, lookup_dirs
 
+MODELS = Path(__file__).resolve().parents[2] / "models"     # the CellML models shipped with cardiosim
 GENERATOR_VERSION = "7"      # shown in the outputs; the cache key also has the generator's sources (_digest)
 _GATE_TOL = 1e-9                 # as tt06.py: a gate may land a few ulp outside [0, 1]
 _STIM_NAMES = ("i_stim", "I_stim", "i_Stim", "I_Stim", "istim", "Istim", "IStim", "i_st", "I_st")
@@ -586,17 +587,23 @@ def fold_constants(model, text: str) -> str:
     return _PARAM.sub(literal, text)
 
 
-def cached() -> list[dict]:
-    """The models generated on this machine so far (their model.json; the newest generation of each file name)."""
-    rows = {}
-    metas = [m for d in lookup_dirs("cellml") for m in d.glob("*/model.json") if intact_folder(m.parent)]
-    for meta in sorted(metas, key=lambda q: q.stat().st_mtime):
-        try:
-            row = json.loads(meta.read_text())
-        except (OSError, ValueError):
-            continue
-        rows[row["file"]] = row
-    return [rows[k] for k in sorted(rows)]
+def shipped() -> list[dict]:
+    """The CellML models shipped in :data:`MODELS`, each {"path", "meta"}: ``meta`` the generated model's
+    model.json where this file, as it is, has been generated on this machine already (the cache is keyed by the
+    file's bytes, so another copy's entries never stand for it), else None (generated on first use)."""
+    rows = []
+    for path in sorted(MODELS.glob("*.cellml")):
+        key = _digest(path)[:32]
+        meta = None
+        for d in lookup_dirs("cellml"):
+            if intact_folder(d / key):
+                try:
+                    meta = json.loads((d / key / "model.json").read_text())
+                except (OSError, ValueError):
+                    meta = None
+                break
+        rows.append({"path": path, "meta": meta})
+    return rows
 
 
 def describe(cls) -> str:

@@ -83,9 +83,12 @@ def main(args) -> int:
             variants = f" (variants: {', '.join(cls.variants)})" if cls.variants else ""
             log.info(f"{name}: {len(cls.states)} states{variants}")
         from cardiosim.cells import cellml   # lazy: as cells
-        for row in cellml.cached():
-            log.info(f"{row['file']}: {len(row['states'])} states, {len(row['gates'])} gates (generated from CellML "
-                     f"{row.get('source', row['file'])})")
+        log.info(f"CellML models shipped in {cellml.MODELS} (--model FILE; any other CellML file too):")
+        for row in cellml.shipped():
+            meta = row["meta"]
+            what = (f"{len(meta['states'])} states, {len(meta['gates'])} gates" if meta else
+                    "generated on first use")
+            log.info(f"  {row['path'].name}: {what}")
         return 0
     overrides = {}
     for item in args.param:

@@ -26,17 +26,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from cardiosim import cells
+from cardiosim.cells.cellml import MODELS
 from cardiosim.cells.stimulus import Protocol, TissueStimuli
 from cardiosim.reaction.ode.numpy_backend import NumpyBackend
 from cardiosim.runtime.errors import SimulationError, UserError
 from cardiosim.purkinje.network import Network
 
-MODELS = Path(__file__).resolve().parents[2] / "models"
 DEFAULT_MODEL = MODELS / "aslanidi_Purkinje_model_2009.cellml"
 
 # Defaults: a Purkinje fibre's intracellular conductivity (σ = 1/R_i, R_i = 100 Ω·cm) and radius (cm)

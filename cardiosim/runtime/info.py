@@ -63,15 +63,35 @@ def check_rank_count(size: int, env=None) -> None:
 
 # --- PETSc ---------------------------------------------------------------------------------------------------------
 
-def petsc_conf() -> Path | None:
-    """PETSc's petscconf.h for the petsc4py this Python imports, found without starting PETSc; None if absent."""
+def petsc_home() -> Path | None:
+    """PETSC_DIR/PETSC_ARCH of the PETSc this Python's petsc4py loads, found without starting PETSc; None if
+    there is no petsc4py.
+
+    PETSc from PyPI (what make setup builds) is the ``petsc`` package beside petsc4py, which petsc4py's library
+    finds relative to itself. petsc4py's own record (``get_config``) names the folder of the venv that built its
+    wheel, which is another venv where the wheel came from a cache: it is used only where there is no ``petsc``
+    package (a cluster's PETSc, PETSC_DIR/PETSC_ARCH at set-up)."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("petsc")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0])
     try:
         import petsc4py
         cfg = petsc4py.get_config()
     except Exception:                 # no petsc4py, or one whose configuration is gone
         return None
-    base = Path(cfg.get("PETSC_DIR", ""))
-    for path in (base / cfg.get("PETSC_ARCH", "") / "include" / "petscconf.h", base / "include" / "petscconf.h"):
+    return Path(cfg.get("PETSC_DIR", "")) / cfg.get("PETSC_ARCH", "")
+
+
+def petsc_conf() -> Path | None:
+    """PETSc's petscconf.h for the petsc4py this Python imports (:func:`petsc_home`); None if absent."""
+    home = petsc_home()
+    if home is None:
+        return None
+    for path in (home / "include" / "petscconf.h", home.parent / "include" / "petscconf.h"):
         if path.is_file():
             return path
     return None
@@ -215,8 +235,7 @@ def report(comm) -> tuple[list[tuple[str, str]], list[str]]:
         from petsc4py import PETSc
         version = ".".join(map(str, PETSc.Sys.getVersion()))
         cuda_petsc = PETSc.Sys.hasExternalPackage("cuda")
-        cfg = petsc4py.get_config()
-        where = os.path.join(cfg["PETSC_DIR"], cfg["PETSC_ARCH"]).rstrip("/")
+        where = str(petsc_home()).rstrip("/")
         lines.append(("PETSc", f"{version} at {where}, " + ("with CUDA" if cuda_petsc else "without CUDA (CPU only)")))
         lines.append(("petsc4py", petsc4py.__version__))
     except Exception as e:    # noqa: BLE001 - a broken PETSc is what this command is for
