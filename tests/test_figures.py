@@ -143,10 +143,10 @@ def _panel_of(fig, bar):
 def check_layout(fig) -> None:
     """Legends outside every trace, colour bars as tall as their panels (5 %), a unit on every labelled axis."""
     fig.canvas.draw()
-    trace_axes = [ax for ax in _panels(fig) if ax.lines]
+    trace_axes = [ax for ax in _panels(fig) if ax.lines or ax.containers]      # curves, histograms
     for ax in fig.axes:
         legend = ax.get_legend()
-        if legend is None or not ax.lines:
+        if legend is None:
             continue
         box = legend.get_window_extent()
         for other in trace_axes:

@@ -41,7 +41,10 @@ def add_parser(sub) -> None:
     cell.add_argument("--block", action="append", default=[], metavar="NAME=IC50[:HILL]",
                       help="drug block of a conductance: scaled by 1/(1 + (C/IC50)^HILL) with C = --concentration "
                            "(same unit as IC50; HILL default 1), repeatable")
-    cell.add_argument("--concentration", type=float, default=None, help="drug concentration for --block")
+    cell.add_argument("--concentration", default=None, metavar="C[,C,...]",
+                      help="drug concentration for --block (same unit as the IC50); two or more, comma-separated: "
+                           "a concentration-response series, the paced cell at each, its last beat's biomarkers "
+                           "to --output (/concentration) and --json")
     cell.add_argument("--restitution", default=None, metavar="CI,CI,...",
                       help="S1-S2 restitution instead of a paced trace: --prepace S1 beats every --period, then for "
                            "each coupling interval CI (ms) an S1 and an S2; APD90 of S2 against the diastolic "
@@ -101,7 +104,9 @@ def main(args) -> int:
             raise UserError(f"cardiosim cell --param {item}: expected NAME=NUMBER")
         if not math.isfinite(overrides[name.strip()]):
             raise UserError(f"cardiosim cell --param {item}: must be a finite number")
-    scale = {}
+    concentrations = _concentrations(args)
+    series = len(concentrations) > 1
+    scale, blocks = {}, {}
     for opt, item in [("--scale", x) for x in args.scale] + [("--block", x) for x in args.block]:
         name, sep, value = item.partition("=")
         name = name.strip()
@@ -109,18 +114,23 @@ def main(args) -> int:
             if opt == "--scale":
                 f = float(value)
             else:
-                if args.concentration is None:
+                if not concentrations:
                     raise UserError("cardiosim cell --block: needs --concentration (same unit as the IC50)")
                 ic50, _, hill = value.partition(":")
                 from cardiosim.single_cell.pacing import block_factor   # lazy: NumPy
-                f = block_factor(args.concentration, float(ic50), float(hill) if hill else 1.0)
+                f = block_factor(concentrations[0], float(ic50), float(hill) if hill else 1.0)
+                blocks[name] = (float(ic50), float(hill) if hill else 1.0)
         except ValueError as e:
             raise UserError(f"cardiosim cell {opt} {item}: expected "
                             f"{'NAME=FACTOR' if opt == '--scale' else 'NAME=IC50[:HILL], IC50 and HILL > 0'}"
                             f"{'' if 'could not convert' in str(e) else f' ({e})'}") from None
         if not sep or not name or not math.isfinite(f) or f < 0:
             raise UserError(f"cardiosim cell {opt} {item}: expected NAME=FACTOR with a finite factor >= 0")
-        scale[name] = scale.get(name, 1.0) * f
+        if not (series and opt == "--block"):        # a series scales by each concentration's block itself
+            scale[name] = scale.get(name, 1.0) * f
+    if series and not blocks:
+        raise UserError(f"cardiosim cell --concentration {args.concentration}: a series needs at least one --block "
+                        f"NAME=IC50[:HILL]")
     if args.prepace < 0:
         raise UserError(f"cardiosim cell --prepace {args.prepace}: a number of beats >= 0")
     from cardiosim.cells import cellml   # lazy: as cells
@@ -153,6 +163,12 @@ def main(args) -> int:
     if args.backend != "native" and args.population is None and not args.population_table:
         raise UserError(f"cardiosim cell: --backend {args.backend} is for populations (--population N); one cell "
                         f"runs on the CPU")
+    if series and (args.restitution is not None or args.population is not None or args.population_table):
+        raise UserError(f"cardiosim cell --concentration {args.concentration}: a series paces one cell at each "
+                        f"concentration; not with --restitution, --population or --population-table (give one "
+                        f"concentration there)")
+    if series:
+        return _series(args, overrides, blocks, concentrations)
     if args.restitution is not None:
         return _restitution(args, overrides)
     if args.population is not None or args.population_table:
@@ -271,5 +287,43 @@ def _restitution(args, overrides) -> int:
     for r in rows:        # the five numbers, then why an S2 did not capture (pacing.restitution)
         log.info("".join(f"{r[c]:15.2f}" for c in ("CI", "DI", "APD90_S2", "APD90_S1", "V_peak_S2"))
                  + (f"  {r['reason']}" if r.get("reason") else ""))
+    log.info(f"wrote {args.output}" + (f" and {args.json}" if args.json else ""))
+    return 0
+
+
+def _concentrations(args) -> list[float]:
+    """--concentration as numbers (none where not given): one, or a comma-separated series, each finite and >= 0."""
+    if args.concentration is None:
+        return []
+    try:
+        values = [float(x) for x in args.concentration.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or not all(math.isfinite(c) and c >= 0 for c in values):
+        raise UserError(f"cardiosim cell --concentration {args.concentration}: expected a concentration >= 0 or a "
+                        f"comma-separated list of them (same unit as the IC50), e.g. 0,0.1,1")
+    return values
+
+
+def _series(args, overrides, blocks, concentrations) -> int:
+    """``cardiosim cell --block ... --concentration C,C,...``: the concentration-response series
+    (cardiosim.single_cell.drug) to HDF5/JSON. ``overrides`` hold --param and --scale; the blocks are applied at
+    each concentration."""
+    from cardiosim.runtime import log   # lazy: loads MPI
+    from cardiosim.single_cell.drug import concentration_response   # lazy: NumPy, h5py
+
+    def done(i, n, row):
+        if not args.quiet:
+            log.info(f"concentration {row['concentration']:g} ({i} of {n}): APD90 {row['APD90']:.4g} ms, "
+                     f"V_peak {row['V_peak']:.4g} mV")
+    try:
+        rows = concentration_response(args.model, args.variant, overrides, {}, blocks, concentrations,
+                                      args.amplitude, args.duration, args.period, args.beats, args.prepace, args.dt,
+                                      args.integrator, args.record_every, args.output, args.json, done=done)
+    except ValueError as e:
+        raise UserError(f"cardiosim cell: {e}") from None
+    log.info("  concentration     APD90 (ms)     APD50 (ms)   V_peak (mV)   V_rest (mV)")
+    for r in rows:
+        log.info("".join(f"{r[c]:14.4g}" for c in ("concentration", "APD90", "APD50", "V_peak", "V_rest")))
     log.info(f"wrote {args.output}" + (f" and {args.json}" if args.json else ""))
     return 0

@@ -9,7 +9,8 @@ START = common.LOCAL
 
 def add_parser(sub) -> None:
     i = sub.add_parser("inspect", help="what a result file holds: grid, snapshots, ranges, probes, maps, timings")
-    i.add_argument("file", help="HDF5 file of a run")
+    i.add_argument("file", help="HDF5 file of a run, or of cardiosim cell (a trace, restitution, population or "
+                                "concentration series)")
     i.add_argument("--config", action="store_true", help="print the run's config text instead")
 
 

@@ -9,7 +9,8 @@ START = common.LOCAL
 
 def add_parser(sub) -> None:
     pl = sub.add_parser("plot", help="PNGs of a result file: field maps, probe traces, activation and APD maps")
-    pl.add_argument("file", help="HDF5 file of a run")
+    pl.add_argument("file", help="HDF5 file of a run, or of cardiosim cell (a trace, restitution, population or "
+                                 "concentration series)")
     pl.add_argument("--times", type=float, nargs="+", metavar="MS",
                     help="snapshot times to show (ms; the nearest snapshot); default: four spread over the run")
     pl.add_argument("--field", default="Vm", help="Vm (default) or phi_e")
@@ -29,6 +30,8 @@ def add_parser(sub) -> None:
     pl.add_argument("--vtu", action="store_true", help="also write the snapshots at --times as VTU files (meshio): "
                                                        "fields and maps as point data, for ParaView/VTK pipelines")
     pl.add_argument("--overwrite", action="store_true", help="replace existing figures")
+    pl.add_argument("--trace", nargs="+", metavar="NAME", help="a file of cardiosim cell's paced trace: the states "
+                    "or recorded intermediates drawn below V (default: Cai where the model has it)")
     mv = pl.add_argument_group("movie")
     mv.add_argument("--movie", action="store_true", help="also write a movie of --field over the snapshots: "
                     "FILE_<field>.mp4 (a GIF where no MP4 encoder is installed); 3D: the tissue's surface")
@@ -48,6 +51,11 @@ def add_parser(sub) -> None:
 
 
 def main(args) -> int:
+    # lazy: h5py and NumPy, not for every verb's parser
+    from cardiosim.output.cell_results import cell_kind
+    if cell_kind(args.file) is not None:            # a file of cardiosim cell: figures of its own
+        from cardiosim.output.cell_plot import plot_cell_main   # lazy: matplotlib
+        return plot_cell_main(args)
     # lazy: matplotlib, h5py and NumPy, not for every verb's parser
     from cardiosim.output.plot import plot_main
     from cardiosim.output.movie import extras

@@ -17,6 +17,7 @@ from cardiosim.runtime.errors import UserError
 from cardiosim.analysis.checks import DEFAULTS, Limits, from_results
 from cardiosim.analysis.maps import activation_time, beats, cv_along, cv_map, ecg_features
 from cardiosim.runtime.timing import table
+from cardiosim.output.cell_results import CellFile, cell_kind, describe_cell
 
 FORMATS = ("cardiosim-1", "cardiosim-2")
 
@@ -407,6 +408,13 @@ def describe(r: Results) -> str:
 
 
 def inspect_main(args) -> int:
+    if cell_kind(args.file) is not None:             # a file of cardiosim cell: a report of its own
+        if args.config:
+            raise UserError(f"--config: {args.file} is a file of cardiosim cell, which has no config; cardiosim "
+                            f"inspect FILE lists its settings")
+        with CellFile(args.file) as c:
+            print(describe_cell(c))
+        return 0
     with Results(args.file) as r:
         if args.config:
             sets = "".join(f"# --set {o}\n" for o in r.overrides)
