@@ -1,5 +1,6 @@
 """[purkinje] on every path of a run: several ranks (the network on rank 0, the PMJs' tissue Vm gathered there and
-scattered back), the grouped placement, checkpoints and restarts, the bidomain equations.
+scattered back; a 1D strand, and a 2D sheet split across x), the grouped placement, checkpoints and restarts, the
+bidomain equations.
 
 The tissue is a 1D strand, x = 0.5 ... 1 cm; a 0.5 cm Purkinje cable comes down the y axis onto its middle
 (x = 0.75 cm), whose PMJ spreads over the eleven nodes within 0.055 cm: on two ranks they lie on both. The
@@ -82,8 +83,7 @@ def agree(a: dict, b: dict, rel: float) -> None:
 @pytest.mark.mpi
 @pytest.mark.parametrize("equations", ["monodomain", "bidomain"])
 def test_two_ranks_equal_one(tmp_path, fibre, equations):
-    """The PMJ's eleven tissue nodes on both ranks: the same run to the solvers' tolerance (the junction's own
-    system is the same bit for bit: its nodes are taken in natural order)."""
+    """The PMJ's eleven tissue nodes on both ranks: the same run to the solvers' tolerance."""
     cfg = write_config(tmp_path / "run.toml", config(fibre, simulation={
         "equations": equations, "duration": 20.0, "dt": 0.01, "progress_interval": 0, "time_scheme": "backward-euler"}))
     one = run(cfg, tmp_path / "one.h5", *tight(equations))
@@ -201,3 +201,40 @@ def test_the_pmj_current_enters_either_equations_as_the_split_steps(tmp_path, fi
         mono_p, mono_t = by_hand("monodomain")
         assert 1e-4 < np.abs(got["maps/activation_time"] - mono_t).max() < 0.01
         assert np.abs(hand_p - mono_p).max() < 0.01
+
+
+@pytest.fixture(scope="module")
+def forked(tmp_path_factory):
+    """A root above a 2D sheet's plane (z = 0.2 cm) forking into two terminals on it, at its centre and at
+    (0.15, 0.25) cm."""
+    pts = [[0.3, 0.15, 0.2], [0.3, 0.15, 0.1], [0.3, 0.15, 0.0], [0.15, 0.25, 0.0]]
+    net = network.Network(pts, [[0, 1], [1, 2], [1, 3]], 0, name="fork")
+    return network.write(net, tmp_path_factory.mktemp("purkinje-fork") / "fork.vtp")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("equations", ["monodomain", "bidomain"])
+def test_a_sheet_on_two_ranks_equals_one(tmp_path, forked, equations):
+    """A 0.6 x 0.3 cm sheet (31 x 16 nodes, split across x on two ranks), two PMJs, the central one over both ranks'
+    nodes, a stimulus at the sheet's edge besides the His bundle's: on two ranks the PMJs' nodes arrive at rank 0
+    out of natural order (each rank's block of columns in turn; the junctions take them in natural order), and the
+    run equals the one-rank run to the solvers' tolerance."""
+    data = config(forked, simulation={"equations": equations, "duration": 20.0, "dt": 0.01, "progress_interval": 0,
+                                      "time_scheme": "backward-euler"},
+                  grid={"size": [0.6, 0.3], "spacing": 0.02, "origin": [0.0, 0.0]},
+                  purkinje={**config(forked)["purkinje"], "pmj_radius": 0.05, "spacing": 0.02, "fibres": 20.0})
+    data["stimulus"] = [{"shape": "box", "lower": [0.0, 0.0], "upper": [0.04, 0.3], "duration": 1.0,
+                         "current_density": -50.0}]
+    data["probe"] = [{"name": "centre", "position": [0.3, 0.15]}]
+    cfg = write_config(tmp_path / "sheet.toml", data)
+    one = run(cfg, tmp_path / "one.h5", *tight(equations))
+    two = run(cfg, tmp_path / "two.h5", *tight(equations), np=2)
+    with h5py.File(tmp_path / "two.h5") as f:
+        assert '"dmda_procs": [2, 1]' in f.attrs["layout"]
+    agree(one, two, 1e-10)
+    assert one["purkinje/pmj"].sum() == 2 and np.isfinite(one["purkinje/activation_time"]).all()
+    assert np.isfinite(one["maps/activation_time"]).mean() > 0.5
+    assert np.isfinite(one["purkinje/pmj_tissue_activation_time"]).all()
+    print(f"\n{equations}: network {np.nanmax(one['purkinje/activation_time']):.3f} ms, PMJs' tissue sides "
+          f"{one['purkinje/pmj_tissue_activation_time']} ms, delays {one['purkinje/pmj_anterograde_delay']} / "
+          f"{one['purkinje/pmj_retrograde_delay']} ms, tissue activated {np.isfinite(one['maps/activation_time']).mean():.2f}")
