@@ -238,3 +238,23 @@ def test_a_sheet_on_two_ranks_equals_one(tmp_path, forked, equations):
     print(f"\n{equations}: network {np.nanmax(one['purkinje/activation_time']):.3f} ms, PMJs' tissue sides "
           f"{one['purkinje/pmj_tissue_activation_time']} ms, delays {one['purkinje/pmj_anterograde_delay']} / "
           f"{one['purkinje/pmj_retrograde_delay']} ms, tissue activated {np.isfinite(one['maps/activation_time']).mean():.2f}")
+
+
+def test_an_interrupted_step_undoes_the_network_too(petsc, fibre):
+    """A stop request in the middle of a long reaction (many substeps, chunked) puts the run back where its step
+    began (Simulation._state_copy / _restore_copy): the network's arrays with the tissue's."""
+    from cardiosim import api
+    from cardiosim.simulation.loop import Simulation
+    sim = Simulation(api.config(config(fibre)), write_output=False)
+    for _ in range(600):                      # 6 ms: the wave on its way down the network
+        sim.step()
+    start, before = sim._state_copy(), sim.purkinje.state()
+    for _ in range(50):
+        sim.step()
+    assert not np.array_equal(sim.purkinje.state()["states"], before["states"])
+    sim._restore_copy(start)
+    after = sim.purkinje.state()
+    assert sorted(after) == sorted(before)
+    for name in before:
+        assert np.array_equal(after[name], before[name], equal_nan=True), name
+    assert np.isnan(before["activation"]).any() and not np.isnan(before["activation"]).all()
