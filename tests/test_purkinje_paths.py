@@ -258,3 +258,16 @@ def test_an_interrupted_step_undoes_the_network_too(petsc, fibre):
     for name in before:
         assert np.array_equal(after[name], before[name], equal_nan=True), name
     assert np.isnan(before["activation"]).any() and not np.isnan(before["activation"]).all()
+
+
+@pytest.mark.mpi
+def test_a_network_cell_gone_bad_stops_every_rank_in_one_line(tmp_path, fibre):
+    """An absurd His stimulus: the network's cells (rank 0's) leave their range in the first step; both ranks stop
+    with the one line of a bad cell, exit 3 (the failure rides on the step's collective: no rank is left waiting)."""
+    data = config(fibre, purkinje={**config(fibre)["purkinje"], "stimulus": {"current_density": -1e7,
+                                                                             "radius": 0.05}})
+    proc = run_cli(["run", write_config(tmp_path / "bad.toml", data), "--quiet", "--output", tmp_path / "bad.h5"],
+                   np=2, timeout=120)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 3, proc.stderr
+    assert len(lines) == 1 and "purkinje network: cell state V" in lines[0] and "t = 0.01 ms" in lines[0]
