@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from cardiosim.bench.cellml import MODELS
+from cardiosim.cells.cellml import MODELS
 from cardiosim.bench.launch import machine, publish
 from cardiosim import cells
 from cardiosim.cells import cellml

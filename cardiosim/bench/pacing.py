@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cardiosim.bench.cellml import MODELS
+from cardiosim.cells.cellml import MODELS
 from cardiosim.bench.launch import machine, publish
 
 PERIOD, DURATION, AMPLITUDE = 1000.0, 0.5, -80.0
