@@ -52,13 +52,26 @@ test-gpu: $(STAMP)
 	$(IN_ROOT) CARDIOSIM_REQUIRE=gpu,mpi$(if $(CARDIOSIM_REQUIRE),$(comma)$(CARDIOSIM_REQUIRE)) $(PY) -m pytest -ra -m gpu \
 	    $(TESTS)
 
-## make examples: the example PNGs of docs/user/output-format.md: what make run and cardiosim plot (default times) give
+## make examples: the example PNGs of docs/user/output-format.md: what make run and cardiosim plot (default times) give,
+##   and the figures of cardiosim cell's files (a TT06 trace, restitution, population and concentration series)
+CELL_EXAMPLE = --model tt06 --integrator rush-larsen --dt 0.02 --period 400
 examples: $(STAMP)
 	$(IN_ROOT) mpirun -n $(NP) $(VENV)/bin/cardiosim run run/demo.toml \
 	    --output out/examples/demo.h5 --overwrite --quiet
 	cd $(ROOT) && $(VENV)/bin/cardiosim plot out/examples/demo.h5 --out docs/examples --overwrite
 	cd $(ROOT) && $(VENV)/bin/cardiosim plot out/examples/demo.h5 --field phi_e --out docs/examples --overwrite
 	cd $(ROOT) && $(VENV)/bin/cardiosim inspect out/examples/demo.h5 > docs/examples/demo_inspect.txt
+	cd $(ROOT) && $(VENV)/bin/cardiosim cell $(CELL_EXAMPLE) --beats 2 --record-every 0.1 \
+	    --output out/examples/cell_trace.h5 --overwrite --quiet
+	cd $(ROOT) && $(VENV)/bin/cardiosim cell $(CELL_EXAMPLE) --prepace 2 --restitution 250,280,300,350,400 \
+	    --record-every 0.5 --output out/examples/cell_restitution.h5 --overwrite --quiet
+	cd $(ROOT) && $(VENV)/bin/cardiosim cell $(CELL_EXAMPLE) --population 40 --sample g_Kr=lognormal:0.3 \
+	    --sample g_CaL=uniform:0.5:1.5 --keep APD90=240:290 --record-every 0.5 \
+	    --output out/examples/cell_population.h5 --overwrite --quiet
+	cd $(ROOT) && $(VENV)/bin/cardiosim cell $(CELL_EXAMPLE) --beats 2 --block g_Kr=0.1 \
+	    --concentration 0,0.03,0.1,0.3,1 --record-every 0.5 --output out/examples/cell_drug.h5 --overwrite --quiet
+	cd $(ROOT) && for f in trace restitution population drug; do \
+	    $(VENV)/bin/cardiosim plot out/examples/cell_$$f.h5 --out docs/examples --overwrite || exit 1; done
 
 # The bench targets write their raw results to benchmarks/raw/ (cardiosim bench's own JSON); the current figures are
 # the records in benchmarks/*.json, which make performance turns into docs/performance.md and the README's figures.

@@ -122,6 +122,8 @@ def test_population(files, tmp_path, captured):
     apd = panels[0]
     assert sum(p.get_height() for p in apd.containers[0]) == kept.sum()              # the kept cells, below
     assert sum(p.get_height() for p in apd.containers[1]) == (~kept & ~failed).sum()   # the rejected ones on them
+    for k, r in zip(apd.containers[0], apd.containers[1]):       # no bin holds both: the bounds are bin edges
+        assert not (k.get_height() > 0 and r.get_height() > 0), (k.get_x(), k.get_width())
     span = [p for p in apd.patches if p.get_label() == "filter range (--keep)"]
     assert len(span) == 1 and np.allclose([span[0].get_x(), span[0].get_x() + span[0].get_width()], [240.0, 290.0])
     assert panels[0].get_ylabel() == "cells (count)"

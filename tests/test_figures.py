@@ -52,7 +52,7 @@ def run_file(path, dim: int = 2, ecg: str = "electrodes", tissue: bool = False, 
         f.create_dataset("fields/Vm", data=vm).attrs["units"] = "mV"
         f.create_dataset("fields/phi_e", data=np.gradient(vm, axis=-1)).attrs["units"] = "mV"
         f.create_dataset("probes/time", data=pt).attrs["units"] = "ms"
-        for name, at in (("near", 0.2), ("far", 1.8)):
+        for name, at in (("near", 0.2), ("far", 1.95)):
             p = f.create_group(f"probes/{name}")
             p.attrs["position"] = p.attrs["node_position"] = [at] + [0.2] * (dim - 1)
             p.create_dataset("Vm", data=np.where(pt >= 10 * at, 20.0, -85.0))
@@ -220,6 +220,10 @@ def test_maps_say_which_beat_and_outline_the_probe_names(tmp_path, captured):
         assert "first beat" in ax.get_title()
         names = [t for t in ax.texts if t.get_text() in ("near", "far")]
         assert len(names) == 2 and all(t.get_path_effects() for t in names)
+        box = ax.get_window_extent()
+        for t in names:          # inside the map, the far one (near the right edge) too
+            e = t.get_window_extent()
+            assert box.x0 <= e.x0 and e.x1 <= box.x1 and box.y0 <= e.y0 and e.y1 <= box.y1, t.get_text()
 
 
 def test_microscopic_layout(tmp_path, captured):

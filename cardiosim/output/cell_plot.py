@@ -140,6 +140,9 @@ def plot_population(plt, c: CellFile, path: Path, style: Style) -> Path:
         good = np.isfinite(a) & ~failed
         edges = np.histogram_bin_edges(a[good], bins=min(30, max(5, int(np.sqrt(good.sum()))))) if good.any() \
             else np.linspace(0.0, 1.0, 6)
+        if col in keep:                  # the filter's bounds are edges: no bin holds kept and rejected cells
+            lo, hi = keep[col]
+            edges = np.unique(np.concatenate([edges, [b for b in (lo, hi) if edges[0] < b < edges[-1]]]))
         ax.hist([a[kept & good], a[rejected & good]], bins=edges, stacked=True, color=["tab:blue", "0.65"],
                 label=["kept", "rejected by the filter"])
         if col in keep:
@@ -220,7 +223,7 @@ FIGURES = {RESTITUTION: (("restitution", plot_restitution), ("restitution_traces
 # cardiosim plot's options for tissue runs, and their values when not given
 RUN_ONLY = {"times": None, "isochrones": None, "view": None, "range": None, "beats": False, "vtu": False,
             "movie": False, "every": None, "frame_interval": None, "movie_format": None, "phase": False,
-            "tips": False, "dominant_frequency": False}
+            "tips": False, "dominant_frequency": False, "window": None}
 
 
 def _check_options(args, c: CellFile) -> None:

@@ -210,7 +210,11 @@ def _draw_marks(ax, r: Results, p: Plane, found) -> None:
         if len(pos) < 2 or (p.normal is not None and abs(pos[p.normal] - p.at) > tol):
             continue
         ax.plot([pos[axes_in[0]]], [pos[axes_in[1]]], "o", color="white", markeredgecolor="black", markersize=4)
-        ax.annotate(name, (pos[axes_in[0]], pos[axes_in[1]]), xytext=(3, 3), textcoords="offset points",
+        # the name on the map's side of the dot: near the right or top edge it went over the edge (and the bar)
+        right = pos[axes_in[0]] > p.extent[0] + 0.75 * (p.extent[1] - p.extent[0])
+        top = pos[axes_in[1]] > p.extent[2] + 0.85 * (p.extent[3] - p.extent[2])
+        ax.annotate(name, (pos[axes_in[0]], pos[axes_in[1]]), xytext=(-3 if right else 3, -3 if top else 3),
+                    textcoords="offset points", ha="right" if right else "left", va="top" if top else "bottom",
                     fontsize=7, color="white", path_effects=outline)
     for name, shape, a, b in stimuli:
         if len(a) != r.dim or r.dim < 2:
