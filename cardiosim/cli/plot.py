@@ -48,6 +48,9 @@ def add_parser(sub) -> None:
                     "FILE_tips.csv")
     ar.add_argument("--dominant-frequency", action="store_true", help="also draw the dominant frequency (FFT) and "
                     "the cycle length of every node")
+    ar.add_argument("--window", type=float, nargs=2, metavar=("START", "END"),
+                    help="the snapshots these analyses use (ms; default: all, which for a spiral includes the "
+                         "stimuli that start it)")
 
 
 def main(args) -> int:

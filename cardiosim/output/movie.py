@@ -350,16 +350,22 @@ def extras(r: Results, args, out: Path, stem: str, style: Style, idx: list[int])
         if getattr(args, flag, False) and r.dim == 1 and flag != "dominant_frequency":
             raise UserError(f"--{flag}: for 2D and 3D results; {r.path} is 1D")
     kind = "png" if ext == "png" else "figure"
-    if getattr(args, "phase", False):
-        rhythm.series(r, field, style.views, "--phase")
-        plan.append((kind, out / f"{stem}_phase.{ext}", lambda plt, p: rhythm.plot_phase(plt, r, idx, p, style, field)))
-    if getattr(args, "tips", False):
-        rhythm.series(r, field, style.views, "--tips")
-        plan.append((kind, out / f"{stem}_tips.{ext}", lambda plt, p: rhythm.plot_tips(plt, r, p, style, field)))
+    window = tuple(args.window) if getattr(args, "window", None) else None
+    asked = [f for f in ("phase", "tips", "dominant_frequency") if getattr(args, f, False)]
+    if window is not None and not asked:
+        raise UserError("--window: only with --phase, --tips or --dominant-frequency")
+    if asked:
+        r.check_field(field)
+        rhythm.window_of(r, window, "--" + asked[0].replace("_", "-"))
+    if "phase" in asked:
+        plan.append((kind, out / f"{stem}_phase.{ext}",
+                     lambda plt, p: rhythm.plot_phase(plt, r, idx, p, style, field, window)))
+    if "tips" in asked:
+        plan.append((kind, out / f"{stem}_tips.{ext}",
+                     lambda plt, p: rhythm.plot_tips(plt, r, p, style, field, window)))
         plan.append(("tips-csv", out / f"{stem}_tips.csv",
-                     lambda plt, p: rhythm.write_tips(r, p, field, style.views)))
-    if getattr(args, "dominant_frequency", False):
-        rhythm.series(r, field, style.views, "--dominant-frequency")
+                     lambda plt, p: rhythm.write_tips(r, p, field, style.views, window)))
+    if "dominant_frequency" in asked:
         plan.append((kind, out / f"{stem}_dominant_frequency.{ext}",
-                     lambda plt, p: rhythm.plot_dominant_frequency(plt, r, p, style, field)))
+                     lambda plt, p: rhythm.plot_dominant_frequency(plt, r, p, style, field, window)))
     return plan

@@ -34,6 +34,7 @@ MIN_SNAPSHOTS = 8           # evenly spaced snapshots a phase or a spectrum need
 QUIET = 0.1                 # a node varying by less than this share of the field's range has no phase
 TIP_SPEED = 0.05            # cm/ms: the fastest a tip is followed (0.5 m/s, about a plane wave's speed)
 CSV_HEADER = "track,t_ms,x_cm,y_cm,charge"
+PAD = 8                     # the spectra zero-padded to 8 times their length: the peak placed to an eighth of a bin
 
 
 @dataclass
@@ -45,26 +46,42 @@ class Series:
     plane: Plane
 
 
-def series(r: Results, field: str = "Vm", views=("z",), what: str = "--phase") -> Series:
-    """The field over the evenly spaced snapshots: 2D whole, 3D in the middle plane of the first of ``views``; 1D
-    as rows of one. ``what``: the option named in a refusal."""
-    r.check_field(field)
+def window_of(r: Results, window=None, what: str = "--phase") -> slice:
+    """The evenly spaced snapshots within ``window`` (start, end ms; None: all of them), at least MIN_SNAPSHOTS of
+    them, as a slice of the snapshot indices; ``what``: the option named in a refusal."""
     n = arrhythmia.uniform(r.times)
-    if n < MIN_SNAPSHOTS:
-        raise UserError(f"{what}: needs at least {MIN_SNAPSHOTS} evenly spaced snapshots; {r.path} has {n} (a "
-                        f"smaller output.interval gives more)")
+    lo, hi = 0, n
+    if window is not None:
+        start, end = window
+        if not start < end:
+            raise UserError(f"--window {start:g} {end:g}: the start must be before the end (ms)")
+        tol = 1e-9 * max(1.0, abs(float(r.times[-1]))) if n else 0.0
+        lo = int(np.searchsorted(r.times[:n], start - tol, side="left"))
+        hi = int(np.searchsorted(r.times[:n], end + tol, side="right"))
+    if hi - lo < MIN_SNAPSHOTS:
+        within = f" within --window {window[0]:g} {window[1]:g} ms" if window is not None else ""
+        raise UserError(f"{what}: needs at least {MIN_SNAPSHOTS} evenly spaced snapshots{within}; {r.path} has "
+                        f"{max(hi - lo, 0)} (a longer window or a smaller output.interval gives more)")
+    return slice(lo, hi)
+
+
+def series(r: Results, field: str = "Vm", views=("z",), what: str = "--phase", window=None) -> Series:
+    """The field over the evenly spaced snapshots within ``window`` (start, end ms; None: all): 2D whole, 3D in the
+    middle plane of the first of ``views``; 1D as rows of one. ``what``: the option named in a refusal."""
+    r.check_field(field)
+    w = window_of(r, window, what)
     ds = r.f["fields"][field]
     if r.dim == 1:
         x = r.axes[0]
         plane = Plane(ds[0][None], (x[0], x[-1], 0, 0), ("x", ""), (x, np.zeros(1)), "")
-        return Series(r.times[:n], ds[:n][:, None, :], plane)
+        return Series(r.times[w], ds[w][:, None, :], plane)
     plane = planes(r, ds[0], tuple(views)[:1])[0]
     if r.dim == 2:
-        values = ds[:n]
+        values = ds[w]
     else:
         k = {2: ds.shape[1] // 2, 1: ds.shape[2] // 2, 0: ds.shape[3] // 2}[plane.normal]
-        values = {2: lambda: ds[:n, k], 1: lambda: ds[:n, :, k, :], 0: lambda: ds[:n, :, :, k]}[plane.normal]()
-    return Series(r.times[:n], np.asarray(values, dtype=float), plane)
+        values = {2: lambda: ds[w, k], 1: lambda: ds[w, :, k, :], 0: lambda: ds[w, :, :, k]}[plane.normal]()
+    return Series(r.times[w], np.asarray(values, dtype=float), plane)
 
 
 def phase_of(s: Series) -> np.ndarray:
@@ -79,6 +96,24 @@ def phase_of(s: Series) -> np.ndarray:
     return ph
 
 
+def phases(r: Results, field: str = "Vm", views=("z",), what: str = "--phase", window=None):
+    """(the series within ``window``, its phase, the snapshots they are): the phase of the whole record (the evenly
+    spaced snapshots) cut to the window, since a Hilbert transform of the window alone is wrong near its ends, and
+    without a quarter of the dominant cycle at either end of the record (cardiosim.analysis.arrhythmia.trusted)."""
+    w = window_of(r, window, what)
+    full = series(r, field, views, what)
+    df, _ = arrhythmia.dominant_frequency(full.t, full.values, pad=PAD)
+    ok = df[np.isfinite(df)]
+    period = 1000.0 / float(np.median(ok)) / float(full.t[1] - full.t[0]) if ok.size else np.nan   # samples
+    edge = arrhythmia.trusted(len(full.t), period)
+    w = slice(max(w.start, edge.start), min(w.stop, edge.stop))
+    if w.stop - w.start < MIN_SNAPSHOTS:
+        have = max(w.stop - w.start, 0)
+        raise UserError(f"{what}: needs at least {MIN_SNAPSHOTS} evenly spaced snapshots away from the record's "
+                        f"ends (a quarter of a cycle at either end is left out); {r.path} has {have} there")
+    return Series(full.t[w], full.values[w], full.plane), phase_of(full)[w], w
+
+
 def max_step(s: Series) -> float:
     """How far (cm) a tip may move between two snapshots and still be the same tip: TIP_SPEED over the
     snapshots' spacing, at least three node spacings."""
@@ -88,21 +123,22 @@ def max_step(s: Series) -> float:
     return max(3 * h, TIP_SPEED * dt)
 
 
-def tracks(r: Results, field: str = "Vm", views=("z",), max_distance: float | None = None, max_gap: int = 1):
-    """The tips of every evenly spaced snapshot, linked (cardiosim.analysis.arrhythmia.link_tips): (tracks, the
-    series they come from, the detections of each snapshot)."""
-    s = series(r, field, views, "--tips")
-    ph = phase_of(s)
+def tracks(r: Results, field: str = "Vm", views=("z",), max_distance: float | None = None, max_gap: int = 1,
+           window=None):
+    """The tips of every evenly spaced snapshot (within ``window``), linked (cardiosim.analysis.arrhythmia.link_tips):
+    (tracks, the series they come from, the detections of each snapshot, the phase)."""
+    s, ph, _ = phases(r, field, views, "--tips", window)
     x, y = s.plane.coords
     found = [arrhythmia.tips(p, x, y) for p in ph]
-    return arrhythmia.link_tips(s.t, found, max_step(s) if max_distance is None else max_distance, max_gap), s, found
+    linked = arrhythmia.link_tips(s.t, found, max_step(s) if max_distance is None else max_distance, max_gap)
+    return linked, s, found, ph
 
 
-def dominant_frequency(r: Results, field: str = "Vm", views=("z",), band=(0.5, 50.0)):
+def dominant_frequency(r: Results, field: str = "Vm", views=("z",), band=(0.5, 50.0), window=None):
     """(dominant frequency (Hz) per node of the plane, the bin width (Hz), cycle length (ms) per node, the
-    series)."""
-    s = series(r, field, views, "--dominant-frequency")
-    df, resolution = arrhythmia.dominant_frequency(s.t, s.values, band)
+    series), over the snapshots within ``window``."""
+    s = series(r, field, views, "--dominant-frequency", window)
+    df, resolution = arrhythmia.dominant_frequency(s.t, s.values, band, pad=PAD)
     threshold = r._levels()[0] if field == "Vm" else float(np.nanmean(s.values))
     cl = arrhythmia.cycle_length(arrhythmia.activations(s.t, s.values, threshold))
     return df, resolution, cl, s
@@ -123,12 +159,13 @@ def _axes(ax, p: Plane, title: str) -> None:
     ax.set_title(title, fontsize=9)
 
 
-def plot_phase(plt, r: Results, idx: list[int], path: Path, style: Style = Style(), field: str = "Vm") -> Path:
-    """The phase at snapshots ``idx`` (those among the evenly spaced ones), singularities marked."""
-    s = series(r, field, style.views)
-    ph = phase_of(s)
+def plot_phase(plt, r: Results, idx: list[int], path: Path, style: Style = Style(), field: str = "Vm",
+               window=None) -> Path:
+    """The phase at snapshots ``idx`` (those among the evenly spaced ones within ``window``; none of them: the
+    middle one), singularities marked."""
+    s, ph, w = phases(r, field, style.views, "--phase", window)
     x, y = s.plane.coords
-    idx = [i for i in idx if i < len(s.t)] or [len(s.t) // 2]
+    idx = [i - w.start for i in idx if w.start <= i < w.stop] or [len(s.t) // 2]
     cols = min(len(idx), 4)
     rows = -(-len(idx) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols + 1.2, 3.4 * rows + 0.4), squeeze=False,
@@ -145,7 +182,7 @@ def plot_phase(plt, r: Results, idx: list[int], path: Path, style: Style = Style
     bar = fig.colorbar(im, ax=axes, shrink=0.8, label="phase (rad)")
     bar.set_ticks([-np.pi, 0, np.pi], labels=["-π", "0", "π"])
     fig.suptitle(f"{name_of(r)}: phase of {LABELS.get(field, field)} (Hilbert transform of the signal minus its "
-                 f"mean); ○ charge +1, △ -1", fontsize=10)
+                 f"mean, {s.t[0]:g} to {s.t[-1]:g} ms); ○ charge +1, △ -1", fontsize=10)
     fig.savefig(path, dpi=style.dpi)
     plt.close(fig)
     return path
@@ -162,18 +199,17 @@ def tips_table(found_tracks) -> str:
     return out.getvalue()
 
 
-def write_tips(r: Results, path: Path, field: str = "Vm", views=("z",)) -> Path:
+def write_tips(r: Results, path: Path, field: str = "Vm", views=("z",), window=None) -> Path:
     """The tip tracks as a CSV table (:func:`tips_table`), whole or not at all."""
     with whole(path, "--tips") as tmp:
-        tmp.write_text(tips_table(tracks(r, field, views)[0]))
+        tmp.write_text(tips_table(tracks(r, field, views, window=window)[0]))
     return path
 
 
-def plot_tips(plt, r: Results, path: Path, style: Style = Style(), field: str = "Vm") -> Path:
+def plot_tips(plt, r: Results, path: Path, style: Style = Style(), field: str = "Vm", window=None) -> Path:
     """The tip tracks over the plane, coloured by time, on the phase of the last snapshot."""
     from matplotlib.collections import LineCollection
-    found_tracks, s, _ = tracks(r, field, style.views)
-    ph = phase_of(s)
+    found_tracks, s, _, ph = tracks(r, field, style.views, window=window)
     fig, ax = plt.subplots(figsize=(7.2, 6.0), constrained_layout=True)
     ax.imshow(ph[-1], origin="lower", extent=s.plane.extent, cmap="twilight", vmin=-np.pi, vmax=np.pi,
               interpolation="nearest", alpha=0.35)
@@ -198,11 +234,14 @@ def plot_tips(plt, r: Results, path: Path, style: Style = Style(), field: str = 
     return path
 
 
-def plot_dominant_frequency(plt, r: Results, path: Path, style: Style = Style(), field: str = "Vm") -> Path:
+def plot_dominant_frequency(plt, r: Results, path: Path, style: Style = Style(), field: str = "Vm",
+                            window=None) -> Path:
     """The dominant-frequency map and the cycle-length map side by side (1D: curves over x)."""
-    df, resolution, cl, s = dominant_frequency(r, field, style.views)
+    df, resolution, cl, s = dominant_frequency(r, field, style.views, window=window)
     ok = np.isfinite(df)
     med = float(np.median(df[ok])) if ok.any() else np.nan
+    cls = cl[np.isfinite(cl)]
+    med_cl = float(np.median(cls)) if cls.size else np.nan
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), squeeze=False, constrained_layout=True)
     for ax, a, what, cmap in ((axes[0, 0], df, "dominant frequency (Hz)", "viridis"),
                               (axes[0, 1], cl, "cycle length (ms)", "cividis")):
@@ -216,8 +255,10 @@ def plot_dominant_frequency(plt, r: Results, path: Path, style: Style = Style(),
             im = ax.imshow(a, origin="lower", extent=s.plane.extent, cmap=cmap, interpolation="nearest")
             fig.colorbar(im, ax=ax, shrink=0.8, label=what)
             _axes(ax, s.plane, f"{what}{s.plane.note}")
-    fig.suptitle(f"{name_of(r)}: {LABELS.get(field, field)}, median dominant frequency {med:.3g} Hz "
-                 f"(resolution {resolution:.3g} Hz: {len(s.t)} snapshots over {s.t[-1] - s.t[0]:g} ms)", fontsize=10)
+    fig.suptitle(f"{name_of(r)}: {LABELS.get(field, field)} from {s.t[0]:g} to {s.t[-1]:g} ms ({len(s.t)} "
+                 f"snapshots), median dominant frequency {med:.3g} Hz\n(frequency bins {resolution:.3g} Hz wide, the "
+                 f"peak placed to 1/{PAD} bin by zero padding); median cycle length {med_cl:.4g} ms",
+                 fontsize=10)
     fig.savefig(path, dpi=style.dpi)
     plt.close(fig)
     return path
