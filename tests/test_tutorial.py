@@ -19,10 +19,10 @@ TUTORIAL = ROOT / "docs" / "user" / "tutorial.md"
 
 
 def commands(section: str) -> list[list[str]]:
-    """The command lines of the tutorial's ```sh block that follows the heading ``section``."""
+    """The command lines of the tutorial's ```sh (or ```sh slow) block that follows the heading ``section``."""
     text = TUTORIAL.read_text()
     start = text.index(section)
-    block = re.search(r"```sh\n(.*?)```", text[start:], re.S).group(1)
+    block = re.search(r"```sh(?: slow)?\n(.*?)```", text[start:], re.S).group(1)
     lines = [ln.split("#", 1)[0].strip() for ln in block.replace("\\\n", " ").splitlines()]
     return [shlex.split(ln) for ln in lines if ln]
 
