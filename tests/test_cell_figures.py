@@ -75,6 +75,24 @@ def test_plot_trace(files, tmp_path, captured):
     assert [ax.get_ylabel() for ax in captured["trace_trace.png"].axes if ax.lines] == ["V (mV)", "Ca_i (mM)"]
 
 
+def test_currents_of_a_cellml_model(tmp_path, captured):
+    """A CellML model's recorded intermediates (currents) drawn below V, in their units, as the file holds them."""
+    path = tmp_path / "currents.h5"
+    run_cli(["cell", *TT06, "--model", ROOT / "models" / "ten_tusscher_model_2006_epi.cellml", "--trace", "i_Kr",
+             "--trace", "i_CaL", "--record-every", "0.1", "--output", path], check=True, timeout=300)
+    assert plot(path, tmp_path, "--trace", "i_Kr", "i_CaL") == 0
+    fig = captured["currents_trace.png"]
+    check_layout(fig)
+    axes = [ax for ax in fig.axes if ax.lines]
+    with h5py.File(path) as f:
+        ikr, unit = f["trace/i_Kr"][:], f["trace/i_Kr"].attrs["unit"]
+        ical = f["trace/i_CaL"][:]
+    assert [ax.get_ylabel() for ax in axes] == ["V (mV)", f"i_Kr ({unit})", f"i_CaL ({unit})"] and unit == "A/F"
+    np.testing.assert_array_equal(axes[1].lines[0].get_ydata(), ikr)
+    np.testing.assert_array_equal(axes[2].lines[0].get_ydata(), ical)
+    assert ical.min() < -1.0 and ikr.max() > 0.1        # inward L-type, outward rapid delayed rectifier
+
+
 def test_restitution(files, tmp_path, captured):
     with h5py.File(files["restitution"]) as f:
         rows = f["restitution"][()]
@@ -236,9 +254,10 @@ def test_the_documented_commands_run(tmp_path):
     text = (ROOT / "docs" / "user" / "output-format.md").read_text()
     start = text.index("## Files of `cardiosim cell`")
     block = re.search(r"```sh\n(.*?)```", text[start:], re.S).group(1)
+    (tmp_path / "models").symlink_to(ROOT / "models")          # the commands run from the repository's root
     for line in block.strip().splitlines():
         argv = shlex.split(line)
         assert argv[0] == ".venv/bin/cardiosim", line
         proc = run_cli(argv[1:], cwd=tmp_path, timeout=120)
         assert proc.returncode == 0, f"{line}\n{proc.stderr}"
-    assert len(list((tmp_path / "out" / "cell").glob("*.png"))) == 7
+    assert len(list((tmp_path / "out" / "cell").glob("*.png"))) == 8
