@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -137,73 +138,139 @@ class Box:
         return np.stack([xx, yy, zz], axis=-1)
 
 
-# -- the idealised ventricles ------------------------------------------------------------------------------------------
+# -- the built-in ventricles -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ventricles:
+    """The built-in ventricles' dimensions (cm), the long axis along z with the apex at −z, cut at the base plane
+    z = ``base_z``: the LV is the shell between two ellipsoids of revolution about z (``lv_endo``, ``lv_epi``:
+    semi-axes (short, long)); the RV's cavity is the inside of an axis-aligned ellipsoid (``rv_centre``,
+    ``rv_endo``: semi-axes x, y, z) outside the LV's epicardium, in a shell (``rv_epi``) wrapped round the LV's +x
+    side (so that the septum is the LV's wall)."""
+
+    lv_endo: tuple[float, float]
+    lv_epi: tuple[float, float]
+    base_z: float
+    rv_centre: tuple[float, float, float]
+    rv_endo: tuple[float, float, float]
+    rv_epi: tuple[float, float, float]
+
+
+#: The idealised ventricles (the constants above): the LV of Land et al. 2015's benchmark, 2.5 cm from base to apex.
+IDEALISED = Ventricles(LV_ENDO, LV_EPI, LV_BASE_Z, BIV_RV_ENDO[0], BIV_RV_ENDO[1], BIV_RV_EPI[1])
+#: Human-size ventricles (``--size human``): an adult's at end-diastole, the normal values of Lang et al. 2015
+#: (Recommendations for cardiac chamber quantification by echocardiography in adults, J Am Soc Echocardiogr 28:
+#: 1-39), the shapes those of the idealised ones. LV: the cavity 5.0 cm across at its widest (LV end-diastolic
+#: diameter, men 4.2-5.8 cm) and 8.0 cm long, 111 mL (end-diastolic volume, men 62-150 mL); the wall 1.0 cm (the
+#: septum and posterior wall, men 0.6-1.0 cm), so 9.0 cm from the base plane to the epicardial apex. RV: the
+#: wall 0.4 cm (normal below 0.5 cm); in the four-chamber plane (y = 0) its cavity, from the septum to the free
+#: wall, is 3.25 cm across in its basal third (basal diameter 2.5-4.1 cm, mean 3.3), 2.9 cm midway to its apex
+#: (mid diameter 1.9-3.5 cm, mean 2.7) and 7.0 cm long from the base plane (longitudinal diameter 5.9-8.3 cm,
+#: mean 7.1); its apex 1.6 cm above the LV's. tests/test_human_biv.py measures them on the generated grid.
+HUMAN = Ventricles((2.5, 7.0), (3.5, 8.0), 1.0, (2.5, 0.0, 0.0), (4.25, 4.5, 6.0), (4.65, 4.9, 6.4))
+SIZES = {"idealised": IDEALISED, "human": HUMAN}
+
 # Nodes on an ellipsoid's surface count as inside it whatever the round-off of their coordinates: without the
 # margin, mirror images of a node on the endocardium fell on either side (the built-in LV was not symmetric).
 ON_SURFACE = 1e-9
+# Grid nodes per slab of z-planes while a built-in anatomy is made: its float temporaries are a slab's, not the box's.
+SLAB_NODES = 1 << 22
 
 
-def _ellipsoid(p: np.ndarray, centre, semi) -> np.ndarray:
-    """Where the points (…, 3) lie inside (or on, to ON_SURFACE) the axis-aligned ellipsoid."""
-    return sum(((p[..., d] - centre[d]) / semi[d]) ** 2 for d in range(3)) <= 1.0 + ON_SURFACE
+def _ellipsoid(p, centre, semi) -> np.ndarray:
+    """Where the points lie inside (or on, to ON_SURFACE) the axis-aligned ellipsoid: ``p`` their x, y, z, arrays
+    that broadcast (a slab's axes: the same sums, term by term, as over the points themselves)."""
+    return sum(((p[d] - centre[d]) / semi[d]) ** 2 for d in range(3)) <= 1.0 + ON_SURFACE
 
 
-def _analytic(box: Box, tissue: np.ndarray, outside_code: np.ndarray, labels: np.ndarray) -> dict:
-    """Labels and surfaces of an analytic anatomy: ``outside_code`` says, for every node that is not tissue, which
-    surface it lies beyond (cardiosim.domain.fibres.SURFACES); a tissue node on the surface takes the code of its
-    neighbours beyond it (:func:`surface_labels`)."""
-    labels = np.where(tissue, labels, 0).astype(np.int32)
+def _slabs(box: Box):
+    """(z-planes, their (x, y, z) as broadcasting axes) of the box, SLAB_NODES at a time."""
+    x, y, z = box.axes()
+    step = max(1, SLAB_NODES // int(box.n[0] * box.n[1]))
+    for k in range(0, int(box.n[2]), step):
+        sl = slice(k, min(k + step, int(box.n[2])))
+        yield sl, (x[None, None, :], y[None, :, None], z[sl, None, None])
+
+
+def _shape_slab(size: Ventricles, p, biv: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One slab's labels (int32: 1 the LV and septum, 2 the RV's free wall, 0 outside) and, at the nodes outside
+    the tissue, the code of the surface they lie beyond (int8, cardiosim.domain.fibres.SURFACES; 0 in the tissue)."""
+    below = p[2] <= size.base_z + 1e-12
+    lv_endo = _ellipsoid(p, (0, 0, 0), (size.lv_endo[0], size.lv_endo[0], size.lv_endo[1]))
+    lv_epi = _ellipsoid(p, (0, 0, 0), (size.lv_epi[0], size.lv_epi[0], size.lv_epi[1]))
+    code = np.where(lv_endo, np.int8(SURFACES["lv_endo"]), np.int8(SURFACES["epi"]))
+    if biv:
+        rv_cavity = _ellipsoid(p, size.rv_centre, size.rv_endo) & ~lv_epi
+        rv_epi = _ellipsoid(p, size.rv_centre, size.rv_epi)
+        tissue = (lv_epi | rv_epi) & ~lv_endo & ~rv_cavity & below
+        code = np.where(rv_cavity & ~lv_endo, np.int8(SURFACES["rv_endo"]), code)
+        labels = np.where(tissue, np.where(lv_epi, 1, 2), 0).astype(np.int32)
+    else:
+        tissue = lv_epi & ~lv_endo & below
+        labels = tissue.astype(np.int32)
+    code = np.where(below, code, np.int8(SURFACES["base"]))
+    return labels, np.where(tissue, np.int8(0), code)
+
+
+def built_in_box(size: Ventricles, h: float, margin: int = 1, biv: bool = True) -> Box:
+    """The grid round the built-in ventricles (their bounding box), before any array of it is made."""
+    lv_lo, lv_hi = (-size.lv_epi[0], -size.lv_epi[0], -size.lv_epi[1]), (size.lv_epi[0], size.lv_epi[0], size.base_z)
+    lo, hi = np.asarray(lv_lo, dtype=float), np.asarray(lv_hi, dtype=float)
+    if biv:
+        lo = np.minimum(lo, np.subtract(size.rv_centre, size.rv_epi))
+        hi = np.maximum(hi, np.minimum(np.add(size.rv_centre, size.rv_epi), (np.inf, np.inf, size.base_z)))
+    return Box(lo, hi, h, margin)
+
+
+def _built_in_shape(size: Ventricles, h: float, margin: int, biv: bool) -> tuple[Box, dict]:
+    """Labels and surfaces of the built-in ventricles, made a slab of z-planes at a time."""
+    box = built_in_box(size, h, margin, biv)
+    box.check_memory((BIV_BYTES_PER_NODE if biv else LV_BYTES_PER_NODE) * box.n_nodes)
+    shape = tuple(int(v) for v in reversed(box.n))
+    labels = np.empty(shape, dtype=np.int32)
+    outside = np.empty(shape, dtype=np.int8)
+    for sl, p in _slabs(box):
+        labels[sl], outside[sl] = _shape_slab(size, p, biv)
     _, nodes = tissue_nodes(labels)
     # a node inside the shape but in no tissue element (a corner of the staircase) lies beyond no surface
-    return {"labels": labels, "surfaces": surface_labels(nodes, np.where(tissue, 0, outside_code))}
+    return box, {"labels": labels, "surfaces": surface_labels(nodes, outside)}
+
+
+def _dilate(mask: np.ndarray) -> np.ndarray:
+    """Binary dilation by the 3 × 3 × 3 cube (nothing beyond the box): one pass of three along each axis, the
+    cube being their product."""
+    out = mask.copy()
+    for axis in range(3):
+        lo = [slice(None)] * 3
+        hi = [slice(None)] * 3
+        lo[axis], hi[axis] = slice(None, -1), slice(1, None)
+        prev = out.copy()
+        out[tuple(hi)] |= prev[tuple(lo)]
+        out[tuple(lo)] |= prev[tuple(hi)]
+    return out
 
 
 def surface_labels(nodes: np.ndarray, outside_code: np.ndarray) -> np.ndarray:
     """The ``surfaces`` image: each tissue node with non-tissue nodes among its 26 neighbours is on the surfaces
     they lie beyond (the bits of their codes, cardiosim.domain.fibres.SURFACES: the base's rim is on the base and on the
     wall's surface)."""
-    from scipy import ndimage
     surf = np.zeros(nodes.shape, dtype=np.int8)
-    cube = np.ones((3, 3, 3), dtype=bool)
     for code in SURFACES.values():
         beyond = ~nodes & (outside_code == code)
         if beyond.any():
-            surf[nodes & ndimage.binary_dilation(beyond, structure=cube)] |= code
+            surf[nodes & _dilate(beyond)] |= code
     return surf
 
 
-def idealised_lv(h: float, margin: int = 1) -> tuple[Box, dict]:
+def idealised_lv(h: float, margin: int = 1, size: Ventricles = IDEALISED) -> tuple[Box, dict]:
     """The LV's labels (1) and surfaces; its coordinates and fibres come from cardiosim.domain.fibres."""
-    box = Box((-LV_EPI[0], -LV_EPI[0], -LV_EPI[1]), (LV_EPI[0], LV_EPI[0], LV_BASE_Z), h, margin)
-    box.check_memory(LV_BYTES_PER_NODE * box.n_nodes)
-    p = box.points()
-    below = p[..., 2] <= LV_BASE_Z + 1e-12
-    endo = _ellipsoid(p, (0, 0, 0), (LV_ENDO[0], LV_ENDO[0], LV_ENDO[1]))
-    epi = _ellipsoid(p, (0, 0, 0), (LV_EPI[0], LV_EPI[0], LV_EPI[1]))
-    tissue = epi & ~endo & below
-    code = np.select([~below, endo], [SURFACES["base"], SURFACES["lv_endo"]], SURFACES["epi"]).astype(np.int8)
-    return box, _analytic(box, tissue, code, np.ones(tissue.shape, dtype=np.int32))
+    return _built_in_shape(size, h, margin, biv=False)
 
 
-def idealised_biv(h: float, margin: int = 1) -> tuple[Box, dict]:
-    """Both ventricles: the LV above, and the RV's cavity (inside BIV_RV_ENDO, outside the LV's epicardium) in a
-    shell (BIV_RV_EPI) wrapped round the LV's +x side, cut at the same base. Labels: 1 inside the LV's
+def idealised_biv(h: float, margin: int = 1, size: Ventricles = IDEALISED) -> tuple[Box, dict]:
+    """Both ventricles: the LV above, and the RV's cavity (inside its endocardium, outside the LV's epicardium) in
+    a shell wrapped round the LV's +x side, cut at the same base (:class:`Ventricles`). Labels: 1 inside the LV's
     epicardium (its free wall and the septum), 2 the RV's free wall."""
-    (rc, r_endo), (_, r_epi) = BIV_RV_ENDO, BIV_RV_EPI
-    lo = np.minimum((-LV_EPI[0], -LV_EPI[0], -LV_EPI[1]), np.subtract(rc, r_epi))
-    hi = np.maximum((LV_EPI[0], LV_EPI[0], LV_BASE_Z), np.minimum(np.add(rc, r_epi), (np.inf, np.inf, LV_BASE_Z)))
-    box = Box(lo, hi, h, margin)
-    box.check_memory(BIV_BYTES_PER_NODE * box.n_nodes)
-    p = box.points()
-    below = p[..., 2] <= LV_BASE_Z + 1e-12
-    lv_endo = _ellipsoid(p, (0, 0, 0), (LV_ENDO[0], LV_ENDO[0], LV_ENDO[1]))
-    lv_epi = _ellipsoid(p, (0, 0, 0), (LV_EPI[0], LV_EPI[0], LV_EPI[1]))
-    rv_cavity = _ellipsoid(p, rc, r_endo) & ~lv_epi
-    rv_epi = _ellipsoid(p, rc, r_epi)
-    tissue = (lv_epi | rv_epi) & ~lv_endo & ~rv_cavity & below
-    code = np.select([~below, lv_endo, rv_cavity], [SURFACES["base"], SURFACES["lv_endo"], SURFACES["rv_endo"]],
-                     SURFACES["epi"]).astype(np.int8)
-    return box, _analytic(box, tissue, code, np.where(lv_epi, 1, 2))
+    return _built_in_shape(size, h, margin, biv=True)
 
 
 # -- tetrahedral meshes ------------------------------------------------------------------------------------------------
@@ -539,7 +606,12 @@ def write(path: Path, box: Box, fields: dict, source: str, fibre_rule=None) -> N
         if fibre_rule is not None:      # cardiosim.domain.fibres: (helix, sheet), each (endo, epi), degrees
             f.attrs["helix_angles_deg"], f.attrs["sheet_angles_deg"] = fibre_rule
         for name, arr in fields.items():
-            ds = f.create_dataset(name, data=arr, compression="gzip", compression_opts=1, shuffle=True)
+            if isinstance(arr, fibres.Scattered):
+                ds = f.create_dataset(name, shape=arr.shape, dtype=arr.dtype, compression="gzip",
+                                      compression_opts=1, shuffle=True)
+                _write_slabs(ds, arr)
+            else:
+                ds = f.create_dataset(name, data=arr, compression="gzip", compression_opts=1, shuffle=True)
             ds.attrs["units"] = "1"
     tmp = path.with_name(f".{path.name}.part")
     try:
@@ -549,6 +621,15 @@ def write(path: Path, box: Box, fields: dict, source: str, fibre_rule=None) -> N
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise SimulationError(f"--out {path}: cannot write ({io_reason(e)}); nothing written") from None
+
+
+def _write_slabs(ds, field) -> None:
+    """A :class:`cardiosim.domain.fibres.Scattered` field into its dataset, whole chunks of z-planes at a time
+    (about SLAB_NODES nodes): the chunks, so the compressed bytes, are those of the whole array written at once."""
+    planes = ds.chunks[0] * max(1, SLAB_NODES // (ds.chunks[0] * int(np.prod(ds.shape[1:]))))
+    for k in range(0, ds.shape[0], planes):
+        k1 = min(k + planes, ds.shape[0])
+        ds[k:k1] = field.slab(k, k1)
 
 
 def config_lines(path: Path, box: Box) -> str:
@@ -582,12 +663,15 @@ def make_folder(out: Path) -> None:
 BUILT_IN = {"lv": ("idealised LV", idealised_lv), "biv": ("idealised BiV", idealised_biv)}
 
 
-def built_in(name: str, h: float, margin: int = 1, rule=None, log=print) -> tuple[Box, dict]:
-    """The built-in anatomy ``name`` (lv, biv) at spacing h (cm): labels, surfaces, and the coordinates, fibres,
-    sheets and normals of cardiosim.domain.fibres (``rule``: (helix, sheet) angles, each (endo, epi) degrees)."""
+def built_in(name: str, h: float, margin: int = 1, rule=None, log=print, size: str = "idealised",
+             dense: bool = True) -> tuple[Box, dict]:
+    """The built-in anatomy ``name`` (lv, biv) of ``size`` (SIZES) at spacing h (cm): labels, surfaces, and the
+    coordinates, fibres, sheets and normals of cardiosim.domain.fibres (``rule``: (helix, sheet) angles, each
+    (endo, epi) degrees; ``dense=False``: those as cardiosim.domain.fibres.Scattered, for :func:`write`)."""
     rule = rule or (fibres.HELIX, fibres.SHEET)
-    box, fields = BUILT_IN[name][1](h, margin)
-    fields.update(fibres.compute(fields["labels"], fields["surfaces"], box.h, box.origin, *rule, log=log))
+    box, fields = BUILT_IN[name][1](h, margin, SIZES[size])
+    fields.update(fibres.compute(fields["labels"], fields["surfaces"], box.h, box.origin, *rule, log=log,
+                                 dense=dense))
     return box, fields
 
 
@@ -598,8 +682,8 @@ def main_fibres(args: argparse.Namespace) -> int:
     if not args.file:
         raise UserError("cardiosim geometry fibres: give the geometry file (cardiosim geometry fibres GEO.h5 "
                         "--out OUT.h5)")
-    for name in ("spacing", "units"):
-        if getattr(args, name) is not None:
+    for name in ("spacing", "units", "size"):
+        if getattr(args, name, None) is not None:
             raise UserError(f"--{name}: not used by cardiosim geometry fibres (the grid is the geometry file's)")
     src, out = Path(args.file), Path(args.out)
     helix, sheet = fibres.angles(args)
@@ -660,11 +744,16 @@ def main(args: argparse.Namespace) -> int:
         fibres.check_file_limit(out)
     check_writes([Target("--out", out, "geometry")], {} if is_built_in else mesh_files(Path(args.source)),
                  args.overwrite)
+    size = getattr(args, "size", None) or "idealised"
     if is_built_in:
         source = BUILT_IN[args.source][0]
-        box, fields = built_in(args.source, args.spacing, args.margin, rule)
+        if size != "idealised":
+            source = source.replace("idealised", f"{size}-size")
+        box, fields = built_in(args.source, args.spacing, args.margin, rule, size=size, dense=False)
     else:
         rule = None
+        if getattr(args, "size", None) is not None:
+            raise UserError("--size: for lv and biv (the built-in ventricles); a mesh has its own size")
         given = [n for n in ANGLE_OPTIONS if getattr(args, n, None) is not None]
         if given:
             raise UserError(f"--{given[0].replace('_', '-')}: for lv, biv and geometry fibres; a mesh keeps its own "

@@ -83,18 +83,53 @@ def check_file_limit(out: Path) -> None:
 
 
 # -- tissue nodes and the Q1 Laplacian on them ----------------------------------------------------------------------
+CORNERS = tuple(itertools.product((0, 1), repeat=3))                 # an element's corners, (z, y, x) offsets
+OFFSETS = tuple(itertools.product((-1, 0, 1), repeat=3))             # a node's couplings, (z, y, x) offsets
+
+
 def tissue_nodes(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(elements, nodes) of a (nz, ny, nx) label image: an element (indexed by its lowest corner) is tissue where
     its eight corners are labelled, a node where it is a corner of a tissue element (cardiosim.domain.mask's rule)."""
     labelled = labels > 0
     shape = labelled.shape
     elements = np.ones(tuple(s - 1 for s in shape), dtype=bool)
-    for off in itertools.product((0, 1), repeat=3):
+    for off in CORNERS:
         elements &= labelled[tuple(slice(o, o + s - 1) for o, s in zip(off, shape))]
     nodes = np.zeros(shape, dtype=bool)
-    for off in itertools.product((0, 1), repeat=3):
+    for off in CORNERS:
         nodes[tuple(slice(o, o + s - 1) for o, s in zip(off, shape))] |= elements
     return elements, nodes
+
+
+class Tissue:
+    """The tissue nodes and elements of a grid by their flat indices (natural order, elements by their lowest
+    corner's node), with the tables the Laplacian and the gradients read, so that no per-node array of the whole
+    box is made after this (the box is often four to six times the tissue):
+
+    ``idx`` the nodes' flat indices (sorted: the order of ``np.flatnonzero(nodes)``), ``number`` each box node's
+    tissue number (−1 elsewhere; int32 below 2^31 tissue nodes), ``corner[c]`` the tissue numbers of the elements'
+    corners c (CORNERS), ``node_element[c]`` the element whose corner c a node is (its number, −1 for none)."""
+
+    def __init__(self, elements: np.ndarray, nodes: np.ndarray):
+        self.shape = nodes.shape
+        self.strides = (self.shape[1] * self.shape[2], self.shape[2], 1)
+        self.idx = np.flatnonzero(nodes)
+        self.n = len(self.idx)
+        itype = np.int32 if self.n < 2 ** 31 - 1 else np.int64
+        self.number = np.full(nodes.size, -1, dtype=itype)
+        self.number[self.idx] = np.arange(self.n, dtype=itype)
+        padded = np.zeros(self.shape, dtype=bool)
+        padded[:-1, :-1, :-1] = elements
+        self.elements = np.flatnonzero(padded)
+        del padded
+        self.corner = np.empty((8, len(self.elements)), dtype=itype)
+        self.node_element = np.full((8, self.n), -1, dtype=itype)
+        for c, off in enumerate(CORNERS):
+            self.corner[c] = self.number[self.elements + self.shift(off)]
+            self.node_element[c, self.corner[c]] = np.arange(len(self.elements), dtype=itype)
+
+    def shift(self, off) -> int:
+        return int(sum(o * s for o, s in zip(off, self.strides)))
 
 
 def _q1_stiffness(h: float) -> np.ndarray:
@@ -102,106 +137,137 @@ def _q1_stiffness(h: float) -> np.ndarray:
     tensor product of the 1D stiffness and mass matrices (exact; scales as h^(3−2))."""
     k1 = np.array([[1.0, -1.0], [-1.0, 1.0]])
     m1 = np.array([[1.0, 0.5], [0.5, 1.0]]) / 3.0
-    corners = list(itertools.product((0, 1), repeat=3))
     K = np.zeros((8, 8))
-    for i, a in enumerate(corners):
-        for j, b in enumerate(corners):
+    for i, a in enumerate(CORNERS):
+        for j, b in enumerate(CORNERS):
             K[i, j] = sum(k1[a[d], b[d]] * np.prod([m1[a[e], b[e]] for e in range(3) if e != d]) for d in range(3))
     return K * h
 
 
-def laplacian(elements: np.ndarray, nodes: np.ndarray, h: float):
-    """The Q1 stiffness matrix on the tissue nodes (scipy CSR, rows in the order of ``np.flatnonzero(nodes)``),
-    built one neighbour offset at a time so that no per-element array of 64 entries is ever made."""
+def _coupling(t: Tissue, K: np.ndarray, off, has: list) -> np.ndarray:
+    """At each tissue node n, the Laplacian's entry (n, n + off): the sum over the elements holding both (those
+    whose corner a is n, a + off a corner too), in the order of the corners a."""
+    v = np.zeros(t.n)
+    for i, a in enumerate(CORNERS):
+        b = tuple(x + o for x, o in zip(a, off))
+        if all(c in (0, 1) for c in b) and K[i, CORNERS.index(b)] != 0.0:
+            v += K[i, CORNERS.index(b)] * has[i]
+    return v
+
+
+def laplacian(elements: np.ndarray, nodes: np.ndarray, h: float, tissue: Tissue | None = None):
+    """The Q1 stiffness matrix on the tissue nodes (scipy CSR, rows in the order of ``np.flatnonzero(nodes)``,
+    columns sorted), written straight into its CSR arrays one neighbour offset at a time (two passes: the
+    entries per row, then the entries), so that neither a per-element array of 64 entries nor a coordinate list
+    of every entry is made."""
     import scipy.sparse as sp
-    shape = nodes.shape
-    number = np.full(shape, -1, dtype=np.int64)
-    number[nodes] = np.arange(int(nodes.sum()))
+    t = tissue or Tissue(elements, nodes)
     K = _q1_stiffness(h)
-    corners = list(itertools.product((0, 1), repeat=3))
-    rows, cols, vals = [], [], []
-    for off in itertools.product((-1, 0, 1), repeat=3):
-        # value at node n of the coupling (n, n + off): the sum over the elements holding both
-        v = np.zeros(shape)
-        for i, a in enumerate(corners):
-            b = tuple(x + o for x, o in zip(a, off))
-            if not all(c in (0, 1) for c in b) or K[i, corners.index(b)] == 0.0:
-                continue
-            # the element with lowest corner e holds node e + a and e + b: node n = e + a
-            v[tuple(slice(x, x + s - 1) for x, s in zip(a, shape))] += K[i, corners.index(b)] * elements
+    has = [t.node_element[c] >= 0 for c in range(8)]
+    counts = np.zeros(t.n, dtype=np.int64)
+    for off in OFFSETS:
+        counts += _coupling(t, K, off, has) != 0.0
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    data = np.empty(int(indptr[-1]))
+    indices = np.empty(int(indptr[-1]), dtype=t.number.dtype)
+    cursor = indptr[:-1].copy()
+    for off in OFFSETS:          # in increasing flat offset: each row's columns come sorted
+        v = _coupling(t, K, off, has)
         nz = np.flatnonzero(v)
-        if not len(nz):
-            continue
-        idx = np.unravel_index(nz, shape)
-        other = tuple(i + o for i, o in zip(idx, off))
-        rows.append(number[idx])
-        cols.append(number[other])
-        vals.append(v[idx])
-    n = int(nodes.sum())
-    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n))
+        at = cursor[nz]
+        data[at] = v[nz]
+        indices[at] = t.number[t.idx[nz] + t.shift(off)]
+        cursor[nz] += 1
+    return sp.csr_matrix((data, indices, indptr), shape=(t.n, t.n))
 
 
-def solve_laplace(A, fixed: np.ndarray, values: np.ndarray, what: str) -> np.ndarray:
+def _free_block(A, free: np.ndarray):
+    """A[free][:, free] (CSR, columns in A's order) in one pass over A's entries: the rows and columns of the free
+    nodes, renumbered; scipy's two fancy indexings made two copies of A's rows on the way."""
+    import scipy.sparse as sp
+    itype = A.indices.dtype
+    keep = free[A.indices]
+    keep &= np.repeat(free, np.diff(A.indptr))
+    kept = np.zeros(len(keep) + 1, dtype=A.indptr.dtype)
+    np.cumsum(keep, out=kept[1:])
+    per_row = (kept[A.indptr[1:]] - kept[A.indptr[:-1]])[free]
+    del kept
+    rank = (np.cumsum(free) - 1).astype(itype)
+    n = int(free.sum())
+    indptr = np.zeros(n + 1, dtype=A.indptr.dtype)
+    np.cumsum(per_row, out=indptr[1:])
+    return sp.csr_matrix((A.data[keep], rank[A.indices[keep]], indptr), shape=(n, n))
+
+
+def solve_laplace(A, fixed: np.ndarray, values, what: str, pieces=None):
     """u on the tissue nodes with A u = 0 at the free nodes and u = ``values`` at the ``fixed`` ones (bool, per
-    row of A): the free block solved with PETSc's CG + ICC(0) (the Dirichlet nodes eliminated, so it is SPD)."""
-    from scipy.sparse.csgraph import connected_components
+    row of A): the free block solved with PETSc's CG + ICC(0) (the Dirichlet nodes eliminated, so it is SPD).
+    ``values`` may be a list of such vectors (one problem each, the same fixed nodes): a list of solutions, the
+    block and its factor made once. ``pieces``: A's connected components (:func:`components`), where the caller
+    has them already."""
+    many = isinstance(values, (list, tuple))
     free = ~fixed
-    u = np.where(fixed, values, 0.0)
+    us = [np.where(fixed, v, 0.0) for v in (values if many else [values])]
     if not free.any():
-        return u
-    n_pieces, piece = connected_components(A, directed=False)
+        return us if many else us[0]
+    n_pieces, piece = pieces if pieces is not None else components(A)
     touched = np.zeros(n_pieces, dtype=bool)
     touched[piece[fixed]] = True
     if not touched.all():
         sizes = np.bincount(piece, minlength=n_pieces)[~touched]
         raise UserError(f"{what}: {len(sizes)} piece(s) of tissue ({int(sizes.sum())} nodes) touch none of the "
                         f"surfaces it is fixed on; label their surfaces or leave such pieces out of the anatomy")
-    Aff = A[free][:, free].tocsr()
-    b = -(A[free][:, fixed] @ u[fixed])
+    Aff = _free_block(A, free)
     from petsc4py import PETSc
-    M = PETSc.Mat().createAIJ(size=Aff.shape, csr=(Aff.indptr.astype(PETSc.IntType),
-                                                   Aff.indices.astype(PETSc.IntType), Aff.data),
+    M = PETSc.Mat().createAIJ(size=Aff.shape, csr=(Aff.indptr.astype(PETSc.IntType, copy=False),
+                                                   Aff.indices.astype(PETSc.IntType, copy=False), Aff.data),
                               comm=PETSc.COMM_SELF)
     M.assemble()
+    del Aff                     # PETSc holds its own copy
     ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
     ksp.setOperators(M)
     ksp.setType("cg")
     ksp.getPC().setType("icc")
     ksp.setTolerances(rtol=RTOL, atol=0.0, max_it=2000)
     x, rhs = M.createVecs()
-    rhs.getArray()[:] = b
-    ksp.solve(rhs, x)
-    if ksp.getConvergedReason() <= 0:
-        raise SimulationError(f"{what}: the Laplace solve did not converge ({ksp.getIterationNumber()} CG "
-                              f"iterations, reason {ksp.getConvergedReason()})")
-    u[free] = x.getArray()
+    for u in us:
+        rhs.getArray()[:] = -(A @ u)[free]          # A[free][:, fixed] @ u[fixed]: u is 0 at the free nodes
+        ksp.solve(rhs, x)
+        if ksp.getConvergedReason() <= 0:
+            raise SimulationError(f"{what}: the Laplace solve did not converge ({ksp.getIterationNumber()} CG "
+                                  f"iterations, reason {ksp.getConvergedReason()})")
+        u[free] = x.getArray()
     for o in (ksp, M, x, rhs):
         o.destroy()
-    return u
+    return us if many else us[0]
+
+
+def components(A):
+    """(count, component of each node) of the tissue's graph. A is symmetric, so its strong components are its
+    connected ones, found without the transpose that scipy's undirected search makes."""
+    from scipy.sparse.csgraph import connected_components
+    return connected_components(A, directed=True, connection="strong")
 
 
 # -- gradients and frames ---------------------------------------------------------------------------------------------
-def gradient(field: np.ndarray, elements: np.ndarray, nodes: np.ndarray, h: float) -> np.ndarray:
-    """∇field at the tissue nodes, (n, 3) in x, y, z: the mean over a node's tissue elements of the Q1 gradient at
-    each element's centre (the mean of its four edge differences along each axis). Only tissue values enter, so
-    a node on the staircase surface gets a gradient as good as inside (one-sided differences along the grid's
-    axes were off by tens of degrees there)."""
-    f = np.where(nodes, field, 0.0)
-    shape = nodes.shape
-    total = np.zeros(shape + (3,))
-    count = np.zeros(shape)
-    grad = np.zeros(elements.shape + (3,))
-    corners = list(itertools.product((0, 1), repeat=3))               # (z, y, x) offsets
-    for c in corners:
-        v = f[tuple(slice(o, o + s - 1) for o, s in zip(c, shape))]
+def gradient(values: np.ndarray, t: Tissue, h: float) -> np.ndarray:
+    """∇ of a field given at the tissue nodes (in the order of ``t.idx``), (n, 3) in x, y, z: the mean over a
+    node's tissue elements of the Q1 gradient at each element's centre (the mean of its four edge differences
+    along each axis). Only tissue values enter, so a node on the staircase surface gets a gradient as good as
+    inside (one-sided differences along the grid's axes were off by tens of degrees there)."""
+    grad = np.zeros((len(t.elements), 3))
+    for c, off in enumerate(CORNERS):
+        v = values[t.corner[c]]
         for axis in range(3):                                         # array axis z, y, x -> component x, y, z
-            grad[..., 2 - axis] += (1 if c[axis] else -1) * v
-    grad *= elements[..., None] / (4 * h)
-    for c in corners:
-        sl = tuple(slice(o, o + s - 1) for o, s in zip(c, shape))
-        total[sl] += grad
-        count[sl] += elements
-    return total[nodes] / np.maximum(count[nodes], 1)[:, None]
+            grad[:, 2 - axis] += (1 if off[axis] else -1) * v
+    grad *= 1.0 / (4 * h)
+    total = np.zeros((t.n, 3))
+    count = np.zeros(t.n)
+    for c in range(8):
+        on = np.flatnonzero(t.node_element[c] >= 0)
+        total[on] += grad[t.node_element[c, on]]
+        count[on] += 1.0
+    return total / np.maximum(count, 1)[:, None]
 
 
 def _unit(v: np.ndarray, fallback: np.ndarray) -> np.ndarray:
@@ -255,16 +321,68 @@ def long_axis(points: np.ndarray, surfaces: np.ndarray) -> tuple[np.ndarray, np.
     return apex, normal, length
 
 
+# Tissue nodes per chunk of the frames' arithmetic (row by row, so chunks give the same numbers): its temporaries
+# (a dozen (n, 3) arrays) are a chunk's, not the tissue's.
+FRAME_CHUNK = 1 << 18
+
+
+class Scattered:
+    """A field of the geometry file given at the tissue nodes (``values``, in the order of the flat indices
+    ``idx``), ``outside`` elsewhere: cardiosim.domain.anatomy.write writes it a slab of z-planes at a time, so
+    that the whole box's float array is never made; :meth:`dense` makes it."""
+
+    def __init__(self, values: np.ndarray, idx: np.ndarray, grid: tuple, outside: float):
+        self.values, self.idx, self.outside = values, idx, outside
+        self.shape = tuple(grid) + values.shape[1:]
+        self.dtype = np.dtype(float)
+
+    def slab(self, k0: int, k1: int) -> np.ndarray:
+        """z-planes k0 to k1 (exclusive)."""
+        plane = self.shape[1] * self.shape[2]
+        a, b = np.searchsorted(self.idx, (k0 * plane, k1 * plane))
+        out = np.full((k1 - k0,) + self.shape[1:], self.outside, dtype=float)
+        out.reshape((-1,) + self.values.shape[1:])[self.idx[a:b] - k0 * plane] = self.values[a:b]
+        return out
+
+    def dense(self) -> np.ndarray:
+        return self.slab(0, self.shape[0])
+
+
+def _frames(grad_psi, gu, u, gv, v, helix, sheet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(fibres, sheets, normals) at the tissue nodes, FRAME_CHUNK nodes at a time: the LV wall's rule (``gu``,
+    ``u``), mixed with the RV wall's (``gv``, ``v``; None for the LV alone) by |∇v|²/(|∇u|² + |∇v|²)."""
+    rad = np.deg2rad
+    out = tuple(np.empty_like(grad_psi) for _ in range(3))
+    for i in range(0, len(u), FRAME_CHUNK):
+        c = slice(i, i + FRAME_CHUNK)
+        f, s, _ = oriented(grad_psi[c], gu[c], rad(helix[0] + u[c] * (helix[1] - helix[0])),
+                           rad(sheet[0] + u[c] * (sheet[1] - sheet[0])))
+        if gv is not None:
+            gu2 = np.sum(gu[c] ** 2, axis=1)
+            gv2 = np.sum(gv[c] ** 2, axis=1)
+            w = np.where(gu2 + gv2 > 0, gv2 / np.maximum(gu2 + gv2, 1e-300), 0.5)
+            f_rv, s_rv, _ = oriented(grad_psi[c], gv[c], rad(helix[0] + v[c] * (helix[1] - helix[0])),
+                                     rad(sheet[0] + v[c] * (sheet[1] - sheet[0])))
+            f = _unit(_mix(f, f_rv, w), f)
+            s = _mix(s, s_rv, w)
+            s = _unit(s - np.sum(s * f, axis=1, keepdims=True) * f, _perpendicular(f))
+        out[0][c], out[1][c], out[2][c] = f, s, np.cross(f, s)
+    return out
+
+
 def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HELIX, sheet=SHEET,
-            log=print) -> dict:
+            log=print, dense: bool = True) -> dict:
     """The coordinates and the fibres, sheets and normals on the grid (natural order, (nz, ny, nx[, 3]); NaN / 0
-    outside the tissue). ``helix``, ``sheet``: (endo, epi) in degrees."""
+    outside the tissue). ``helix``, ``sheet``: (endo, epi) in degrees. ``dense=False``: each as a
+    :class:`Scattered` (the tissue nodes' values), for a writer that streams them."""
     import time
     elements, nodes = tissue_nodes(labels)
     if not elements.any():
         raise UserError(f"spacing {h:g} cm: no grid element lies wholly in the tissue (its walls are too thin for "
                         f"that spacing), so there is nothing to make fibres on; choose a finer --spacing")
-    surf = np.where(nodes, surfaces, 0)[nodes].astype(np.int64)
+    t = Tissue(elements, nodes)
+    del elements, nodes
+    surf = surfaces.reshape(-1)[t.idx].astype(np.int64)
     present = {k for k, bit in SURFACES.items() if np.any(surf & bit)}
     need = {"base", "lv_endo", "epi"}
     if not need <= present:
@@ -274,65 +392,61 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
     biv = "rv_endo" in present
     is_ = {k: (surf & bit) > 0 for k, bit in SURFACES.items()}
     start = time.perf_counter()
-    A = laplacian(elements, nodes, h)
-    zz, yy, xx = np.nonzero(nodes)
+    A = laplacian(None, None, h, tissue=t)
+    t.number = None                            # the box's table: only the Laplacian reads it
+    pieces = components(A)
+    zz, yy, xx = np.unravel_index(t.idx, t.shape)
     points = np.asarray(origin, dtype=float) + h * np.stack([xx, yy, zz], axis=1)
+    del zz, yy, xx
     apex, axis, length = long_axis(points, surf)
 
-    def solve(one, zero, what):
-        fixed = np.zeros(len(surf), dtype=bool)
-        for k in one + zero:
-            fixed |= is_[k]
+    def dirichlet(one, zero):
         values = np.zeros(len(surf))
         for k in one:
             values[is_[k]] = 1.0
         for k in zero:      # a node on both (a wall one or two nodes thick): the endocardium, 0, wins
             values[is_[k]] = 0.0
-        return solve_laplace(A, fixed, values, what)
+        return values
 
-    u = solve(["epi", "rv_endo"] if biv else ["epi"], ["lv_endo"], "the LV wall's depth")
+    def solve(one, zero, what):
+        fixed = np.zeros(len(surf), dtype=bool)
+        for k in one + zero:
+            fixed |= is_[k]
+        return solve_laplace(A, fixed, dirichlet(one, zero), what, pieces)
+
+    if biv:     # the two walls' depths: the same fixed nodes (both endocardia and the epicardium), one factor
+        u, v = solve_laplace(A, is_["epi"] | is_["rv_endo"] | is_["lv_endo"],
+                             [dirichlet(["epi", "rv_endo"], ["lv_endo"]), dirichlet(["epi", "lv_endo"], ["rv_endo"])],
+                             "the walls' depths", pieces)
+    else:
+        u, v = solve(["epi"], ["lv_endo"], "the LV wall's depth"), None
     # ψ: 0 at the apex node, 1 at the base (Bayer), for the longitudinal direction only
     apex_node = np.zeros(len(surf), dtype=bool)
     apex_node[np.argmin(np.sum((points - apex) ** 2, axis=1))] = True
     fixed = is_["base"] | apex_node
-    psi = solve_laplace(A, fixed, np.where(is_["base"], 1.0, 0.0), "apex-to-base Laplace solution")
-    grad_psi = gradient(_grid(psi, nodes), elements, nodes, h)
+    psi = solve_laplace(A, fixed, np.where(is_["base"], 1.0, 0.0), "apex-to-base Laplace solution", pieces)
     # where ∇ψ vanishes (at the apex node), the long axis
-    grad_psi = _unit(grad_psi, axis)
-    rad = np.deg2rad
-    gu = gradient(_grid(u, nodes), elements, nodes, h)
-    f, s, _ = oriented(grad_psi, gu, rad(helix[0] + u * (helix[1] - helix[0])),
-                       rad(sheet[0] + u * (sheet[1] - sheet[0])))
+    grad_psi = _unit(gradient(psi, t, h), axis)
+    del psi
     out = {"transmural": u, "apex_base": np.clip((points - apex) @ axis / length, 0.0, 1.0)}
+    del points
+    gu, gv = gradient(u, t, h), None
     if biv:
-        v = solve(["epi", "lv_endo"], ["rv_endo"], "the RV wall's depth")
-        gu2 = np.sum(gu ** 2, axis=1)
-        gv = gradient(_grid(v, nodes), elements, nodes, h)
-        gv2 = np.sum(gv ** 2, axis=1)
-        w = np.where(gu2 + gv2 > 0, gv2 / np.maximum(gu2 + gv2, 1e-300), 0.5)
-        f_rv, s_rv, _ = oriented(grad_psi, gv, rad(helix[0] + v * (helix[1] - helix[0])),
-                                 rad(sheet[0] + v * (sheet[1] - sheet[0])))
-        f = _unit(_mix(f, f_rv, w), f)
-        s = _mix(s, s_rv, w)
-        s = _unit(s - np.sum(s * f, axis=1, keepdims=True) * f, _perpendicular(f))
+        gv = gradient(v, t, h)
         out["lv_rv"] = solve(["rv_endo"], ["lv_endo"], "LV-RV coordinate")
+    A = None                                   # the Laplacian's memory, before the frames'
+    f, s, n = _frames(grad_psi, gu, u, gv, v, helix, sheet)
+    del grad_psi, gu, gv
+    if biv:
         out["transmural"] = np.minimum(u, v)
-    n = np.cross(f, s)
     log(f"rule-based fibres: {len(surf)} tissue nodes, {'both ventricles' if biv else 'one ventricle'}, "
         f"helix {helix[0]:g}° → {helix[1]:g}°, sheet {sheet[0]:g}° → {sheet[1]:g}°, "
         f"{time.perf_counter() - start:.1f} s")
     # the solves' values lie within RTOL of [0, 1]; the file's are in it
-    fields = {k: _grid(np.clip(c, 0.0, 1.0), nodes, np.nan) for k, c in out.items()}
+    fields = {k: Scattered(np.clip(c, 0.0, 1.0), t.idx, t.shape, np.nan) for k, c in out.items()}
     for name, vec in (("fibres", f), ("sheets", s), ("normals", n)):
-        fields[name] = _grid(vec, nodes, 0.0)
-    return fields
-
-
-def _grid(values: np.ndarray, nodes: np.ndarray, outside=0.0) -> np.ndarray:
-    """Per-tissue-node values onto the whole grid."""
-    full = np.full(nodes.shape + values.shape[1:], outside, dtype=float)
-    full[nodes] = values
-    return full
+        fields[name] = Scattered(vec, t.idx, t.shape, 0.0)
+    return {k: v.dense() for k, v in fields.items()} if dense else fields
 
 
 # -- the command -------------------------------------------------------------------------------------------------------
