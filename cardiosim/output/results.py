@@ -51,7 +51,8 @@ class Results:
         if fmt not in FORMATS or "grid" not in f or "fields" not in f:
             f.close()
             what = f"format attribute {fmt!r}" if fmt is not None else "no format attribute"
-            raise UserError(f"{path}: not a cardiosim run file ({what}; expected one of {', '.join(FORMATS)})")
+            raise UserError(f"{path}: not a cardiosim run file ({what}; expected one of {', '.join(FORMATS)}) "
+                            f"nor a file of cardiosim cell")
         g = f["grid"].attrs
         self.dim = int(g["dim"])
         self.shape = tuple(int(n) for n in g["shape"])          # x first
