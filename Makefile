@@ -46,11 +46,12 @@ test-quick: $(STAMP)
 	$(PYTEST) -m "not gpu and not slow"
 
 ## make test-gpu: only the GPU-marked tests, on a GPU node (docs/dev/testing.md). A missing GPU, PyCUDA or mpirun
-##   fails the run, naming what is missing; nothing passes by skipping.
-##   TESTS="tests/a.py tests/b.py" runs those files' GPU tests only (several such runs side by side share a GPU).
+##   fails the run, naming what is missing; nothing passes by skipping. GPU_WORKERS (default 8) test processes share
+##   the GPU (pytest-xdist; 1: one after another). TESTS="tests/a.py tests/b.py": those files' GPU tests only.
+GPU_WORKERS ?= 8
 test-gpu: $(STAMP)
 	$(IN_ROOT) CARDIOSIM_REQUIRE=gpu,mpi$(if $(CARDIOSIM_REQUIRE),$(comma)$(CARDIOSIM_REQUIRE)) $(PY) -m pytest -ra -m gpu \
-	    $(TESTS)
+	    $(if $(filter-out 1,$(GPU_WORKERS)),-n $(GPU_WORKERS)) $(TESTS)
 
 ## make examples: the example PNGs of docs/user/output-format.md: what make run and cardiosim plot (default times) give,
 ##   and the figures of cardiosim cell's files (a TT06 trace, restitution, population and concentration series)

@@ -53,6 +53,20 @@ static int protocol_active(const double *pr, double t)
     return (t - start) - n * period < duration;
 }
 
+/* After a substep: the largest dV/dt so far and its time; whether the cell's states are all finite still (one
+ * sum: a NaN or inf anywhere makes it non-finite). The states are summed in order, as the GPU kernel does. */
+static int substep_ok(const double *ys, double dvdt, double t, double *dmax, double *tmax)
+{
+    double sum = 0.0;
+    for (int s = 0; s < NS; ++s)
+        sum += ys[s];
+    if (dvdt > *dmax) {
+        *dmax = dvdt;
+        *tmax = t;
+    }
+    return isfinite(sum);
+}
+
 /* One right-hand side, for testing the C against the NumPy reference: y, dydt are NS-element arrays. */
 void cs_rhs(const double *y, double *dydt, double i_stim, const double *p)
 {
@@ -96,23 +110,13 @@ int cs_advance(double *y, long n_cells, double t0, double dt, int k, int n_proto
             MODEL_STEP_RL(ys, dt, i_stim, p);
             (void)f;
             const double dvdt = (ys[0] - v_old) / dt;
-            double sum = 0.0;
-            for (int s = 0; s < NS; ++s)
-                sum += ys[s];
 #else
             MODEL_RHS(ys, f, i_stim, p);
             const double dvdt = f[0];
-            double sum = 0.0;
-            for (int s = 0; s < NS; ++s) {
+            for (int s = 0; s < NS; ++s)
                 ys[s] += dt * f[s];
-                sum += ys[s];
-            }
 #endif
-            if (dvdt > dmax) {
-                dmax = dvdt;
-                tmax = t;
-            }
-            if (!isfinite(sum)) {
+            if (!substep_ok(ys, dvdt, t, &dmax, &tmax)) {
                 status = 1;
                 tbad = t0 + (j + 1) * dt;
                 break;
