@@ -215,6 +215,26 @@ def test_concentration_mistakes(tmp_path, args, says):
     assert len(proc.stderr.strip().splitlines()) == 1 and not out.exists() and not list(tmp_path.iterdir())
 
 
+def test_a_series_is_replaced_only_with_overwrite(files, tmp_path):
+    args = ["cell", *TT06, "--beats", "1", "--block", "g_Kr=0.1", "--concentration", "0,1", "--record-every", "0.5",
+            "--output", tmp_path / "s.h5", "--json", tmp_path / "s.json"]
+    run_cli(args, check=True, timeout=60)
+    proc = run_cli(args, timeout=60)
+    assert proc.returncode == 2 and "exists; pass --overwrite" in proc.stderr
+    run_cli([*args, "--overwrite"], check=True, timeout=60)     # recognised as cardiosim cell's, HDF5 and JSON
+
+
+def test_a_trace_that_stopped_early_says_so(files, tmp_path, captured):
+    path = tmp_path / "stopped.h5"
+    path.write_bytes(files["trace"].read_bytes())
+    with h5py.File(path, "r+") as f:
+        f.attrs["error"] = "tt06: cell 0, state V = nan mV is not finite at t = 700 ms"
+    text = inspect(path).stdout
+    assert "stopped early: tt06: cell 0, state V = nan mV is not finite at t = 700 ms" in text
+    assert plot(path, tmp_path) == 0
+    assert captured["stopped_trace.png"].get_suptitle().endswith("stopped early")
+
+
 def test_what_was_never_written_is_refused(files, tmp_path, capsys):
     from cardiosim.cli import main
     out = tmp_path / "figs"

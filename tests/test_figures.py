@@ -229,4 +229,7 @@ def test_maps_say_which_beat_and_outline_the_probe_names(tmp_path, captured):
 def test_microscopic_layout(tmp_path, captured):
     path = run_file(tmp_path / "micro.h5", microscopic=True)
     assert plot(path, tmp_path) == 0
-    check_layout(captured["micro_layout.png"])
+    fig = captured["micro_layout.png"]
+    check_layout(fig)
+    ax = fig.axes[0]
+    assert not ax.get_legend().get_window_extent().overlaps(ax.get_window_extent())     # beside the map

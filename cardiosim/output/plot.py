@@ -581,7 +581,7 @@ def plot_layout(plt, r: Results, path: Path, style: Style = Style()) -> Path:
     if handles:
         # a strip is too thin to hold the legend: it goes below the axis there
         where = dict(loc="upper center", bbox_to_anchor=(0.5, -2.2), ncol=len(handles)) if ny == 1 else \
-            dict(loc="upper right")
+            dict(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)    # beside the map, not on it
         ax.legend(handles=handles, fontsize=7, framealpha=0.8, **where)
     note = " (mid z plane)" if r.dim == 3 else ""
     ax.set_title(f"{r.path.name}: myocyte layout{note}, {int(np.unique(cid[~dead]).size)} myocytes", fontsize=10)
