@@ -1,13 +1,66 @@
-"""The config reference in docs/user/ is generated from the schema; it must not drift."""
+"""The references generated from the code must not drift: the config keys (docs/user/config.md, from the schema)
+and the command line (docs/reference/cli.md, from the parsers)."""
 
+import importlib
+import re
 from pathlib import Path
 
-from cardiosim import config
+import pytest
+
+from cardiosim import cli, config
+from cardiosim.cli import reference
+from cardiosim.cli.bench import BENCHMARKS
+
+CLI_DOC = Path(__file__).resolve().parents[1] / "docs" / "reference" / "cli.md"
 
 
 def test_config_reference_is_current():
     doc = Path(__file__).resolve().parents[1] / "docs" / "user" / "config.md"
     assert doc.read_text() == config.reference_markdown(), "regenerate: cardiosim config --doc > docs/user/config.md"
+
+
+def test_cli_reference_is_current():
+    assert CLI_DOC.read_text() == cli.reference_markdown(), "regenerate: cardiosim --doc > docs/reference/cli.md"
+
+
+def test_cli_reference_does_not_depend_on_the_terminal(monkeypatch):
+    """argparse wraps at the terminal's width (COLUMNS); the page at its own."""
+    pages = []
+    for columns in ("40", "250"):
+        monkeypatch.setenv("COLUMNS", columns)
+        pages.append(cli.reference_markdown())
+    assert pages[0] == pages[1]
+
+
+def _options(text: str) -> set[str]:
+    return set(re.findall(r"(?<![\w-])--[a-z][\w-]*", text)) - {"--help"}
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_cli_reference_has_each_benchmarks_options(name, capsys, monkeypatch):
+    """The page reads a benchmark's parser by stopping its main where it parses: its section holds the options that
+    ``cardiosim bench NAME --help`` prints."""
+    monkeypatch.setenv("COLUMNS", "1000")        # no option name broken at a hyphen
+    with pytest.raises(SystemExit):
+        importlib.import_module(BENCHMARKS[name]).main(["--help"])
+    shown = _options(capsys.readouterr().out)
+    page = cli.reference_markdown()
+    section = re.split(r"\n##+ ", page.split(f"### `cardiosim bench {name}`\n", 1)[1], maxsplit=1)[0]
+    assert shown and _options(section) == shown
+
+
+def test_cli_reference_has_every_verb_and_option(monkeypatch):
+    """Each verb's section holds the options its --help prints (sweep's and bench's parse their own words)."""
+    monkeypatch.setenv("COLUMNS", "1000")        # no option name broken at a hyphen
+    page = cli.reference_markdown()
+    for verb in cli.COMMANDS:
+        section = re.split(r"\n## ", page.split(f"## `cardiosim {verb}`\n", 1)[1], maxsplit=1)[0]
+        module = cli.command(verb)
+        if verb == "bench":
+            assert all(f"### `cardiosim bench {name}`" in section for name in BENCHMARKS)
+            continue
+        parser = module.parser() if verb == "sweep" else reference.subparsers(cli.parser())[verb][0]
+        assert _options(section) == _options(parser.format_help()), verb
 
 
 def test_every_shipped_config_is_valid():

@@ -13,6 +13,7 @@
     cardiosim plot FILE [--times T ...] [--field NAME] [--view z y x] [--format png|svg|pdf] [--vtu] [--out DIR]
                                                figures of a result file (and VTU files)
     cardiosim info                             what this installation can do (PETSc, CUDA, GPUs, MPI, ranks)
+    cardiosim --doc                            the reference of every verb and option (docs/reference/cli.md)
 
 Everything after ``--`` goes to PETSc (``-elliptic_pc_type gamg``, ``-log_view``, ...). Every command has one
 error path (:func:`cardiosim.cli.common.guarded`): a mistake in the input gives one line on stderr and exit status
@@ -39,7 +40,7 @@ import importlib
 import sys
 
 from cardiosim import __version__
-from cardiosim.cli import common
+from cardiosim.cli import common, reference
 from cardiosim.runtime.errors import UserError
 from cardiosim.runtime.threads import one_thread_per_rank
 
@@ -68,10 +69,18 @@ def parser() -> common.Parser:
     """The parser of every verb (the RAW verbs' subparsers only name them: they parse their own words)."""
     p = common.Parser(prog="cardiosim", description="Cardiac electrophysiology: bidomain/monodomain on PETSc.")
     p.add_argument("--version", action="store_true", help="print the version and exit")
+    # dest: not "doc", which is config's own --doc (the verbs' options share the namespace)
+    p.add_argument("--doc", dest="cli_reference", action="store_true",
+                   help="print the reference of every command and option (markdown: docs/reference/cli.md) and exit")
     sub = p.add_subparsers(dest="command", parser_class=common.Parser)
     for verb in COMMANDS:
         command(verb).add_parser(sub)
     return p
+
+
+def reference_markdown() -> str:
+    """The command-line reference (docs/reference/cli.md: ``cardiosim --doc``), from the parsers."""
+    return reference.reference_markdown(parser(), command)
 
 
 def main(argv=None) -> int:
@@ -95,6 +104,10 @@ def _dispatch(ours, petsc_args, comm) -> int:
     if args.version:
         from cardiosim.runtime import log   # lazy: log loads MPI (here it is loaded already)
         log.info(f"cardiosim {__version__}")
+        return 0
+    if args.cli_reference:
+        if comm is None or comm.rank == 0:
+            sys.stdout.write(reference_markdown())
         return 0
     if args.command is None:
         raise UserError("cardiosim: no command given; commands: run, config, cell, model, kernels, inspect, "
