@@ -35,7 +35,7 @@ setup:
 run: $(STAMP)
 	$(IN_ROOT) mpirun -n $(NP) $(VENV)/bin/cardiosim run $(CONFIG) --overwrite
 
-## make test: the whole CPU test suite (about 25-35 minutes on 2 cores; MPI tests under mpirun -n 2). The GPU tests are
+## make test: the whole CPU test suite (MPI tests under mpirun -n 2). The GPU tests are
 ##   deselected here: they are make test-gpu's. CARDIOSIM_REQUIRE=mpi,gcc,root,cvodes turns the skips for those into
 ##   failures.
 test: $(STAMP)
