@@ -54,7 +54,8 @@ test-gpu: $(STAMP)
 	    $(if $(filter-out 1,$(GPU_WORKERS)),-n $(GPU_WORKERS)) $(TESTS)
 
 ## make examples: the example PNGs of docs/user/output-format.md: what make run and cardiosim plot (default times) give,
-##   and the figures of cardiosim cell's files (a TT06 trace, restitution, population and concentration series)
+##   the figures of cardiosim cell's files (a TT06 trace, restitution, population and concentration series), and a
+##   spiral's movie, phase, tips and dominant frequency (run/spiral-s1s2.toml)
 CELL_EXAMPLE = --model tt06 --integrator rush-larsen --dt 0.02 --period 400
 examples: $(STAMP)
 	$(IN_ROOT) mpirun -n $(NP) $(VENV)/bin/cardiosim run run/demo.toml \
@@ -73,6 +74,9 @@ examples: $(STAMP)
 	    --concentration 0,0.03,0.1,0.3,1 --record-every 0.5 --output out/examples/cell_drug.h5 --overwrite --quiet
 	cd $(ROOT) && for f in trace restitution population drug; do \
 	    $(VENV)/bin/cardiosim plot out/examples/cell_$$f.h5 --out docs/examples --overwrite || exit 1; done
+	$(IN_ROOT) $(VENV)/bin/cardiosim run run/spiral-s1s2.toml --output out/examples/spiral.h5 --overwrite --quiet
+	cd $(ROOT) && $(VENV)/bin/cardiosim plot out/examples/spiral.h5 --out docs/examples --overwrite --dpi 80 \
+	    --movie --every 2 --phase --tips --dominant-frequency --times 300 400 500 600 --window 300 700
 
 # The bench targets write their raw results to benchmarks/raw/ (cardiosim bench's own JSON); the current figures are
 # the records in benchmarks/*.json, which make performance turns into docs/performance.md and the README's figures.

@@ -151,7 +151,7 @@ def test_arrhythmia_figures_and_tip_table(files, tmp_path, capsys):
     assert len(rows) == kept.stop - kept.start and {r["track"] for r in rows} == {"0"}
     assert float(rows[0]["t_ms"]) == T[kept.start] and float(rows[-1]["t_ms"]) == T[kept.stop - 1]
     assert max(np.hypot(float(r["x_cm"]) - CENTRE[0], float(r["y_cm"]) - CENTRE[1]) for r in rows) <= H
-    assert {r["charge"] for r in rows} == {"-1"}                 # Hilbert phase grows in time: the turn is clockwise
+    assert {r["charge"] for r in rows} == {"-1"}       # the phase grows in time: counter-clockwise turns are -1
     with Results(files["spiral"]) as r:
         df, resolution, cl, s = rhythm.dominant_frequency(r)
         assert resolution == pytest.approx(2.5) and np.abs(df - 10.0).max() <= resolution

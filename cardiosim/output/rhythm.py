@@ -168,7 +168,7 @@ def plot_phase(plt, r: Results, idx: list[int], path: Path, style: Style = Style
     idx = [i - w.start for i in idx if w.start <= i < w.stop] or [len(s.t) // 2]
     cols = min(len(idx), 4)
     rows = -(-len(idx) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols + 1.2, 3.4 * rows + 0.4), squeeze=False,
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols + 1.2, 3.6 * rows + 0.8), squeeze=False,
                              constrained_layout=True)
     for ax in axes.flat[len(idx):]:
         ax.set_visible(False)
@@ -206,29 +206,49 @@ def write_tips(r: Results, path: Path, field: str = "Vm", views=("z",), window=N
     return path
 
 
-def plot_tips(plt, r: Results, path: Path, style: Style = Style(), field: str = "Vm", window=None) -> Path:
-    """The tip tracks over the plane, coloured by time, on the phase of the last snapshot."""
+def _draw_tracks(plt, ax, s: Series, ph: np.ndarray, lasting, norm) -> None:
     from matplotlib.collections import LineCollection
-    found_tracks, s, _, ph = tracks(r, field, style.views, window=window)
-    fig, ax = plt.subplots(figsize=(7.2, 6.0), constrained_layout=True)
     ax.imshow(ph[-1], origin="lower", extent=s.plane.extent, cmap="twilight", vmin=-np.pi, vmax=np.pi,
               interpolation="nearest", alpha=0.35)
-    norm = plt.Normalize(float(s.t[0]), float(s.t[-1]))
-    lasting = [tr for tr in found_tracks if len(tr.t) > 1]
     for tr in lasting:
         pts = np.column_stack([tr.x, tr.y])
-        segs = np.stack([pts[:-1], pts[1:]], axis=1)
-        lc = LineCollection(segs, cmap="plasma", norm=norm, linewidths=1.8)
+        lc = LineCollection(np.stack([pts[:-1], pts[1:]], axis=1), cmap="plasma", norm=norm, linewidths=1.8)
         lc.set_array(0.5 * (tr.t[:-1] + tr.t[1:]))
         ax.add_collection(lc)
         ax.plot(tr.x[:1], tr.y[:1], "o" if tr.charge > 0 else "^", ms=5, mfc="white", mec="black")
-    ax.set_xlim(*s.plane.extent[:2])
-    ax.set_ylim(*s.plane.extent[2:])
-    fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap="plasma"), ax=ax, shrink=0.8, label="t (ms)")
+
+
+def plot_tips(plt, r: Results, path: Path, style: Style = Style(), field: str = "Vm", window=None) -> Path:
+    """The tip tracks (seen in more than one snapshot) over the plane, coloured by time, on the phase of the last
+    snapshot; beside it the same zoomed on the tracks, the nodes' spacing as a grid."""
+    found_tracks, s, _, ph = tracks(r, field, style.views, window=window)
+    lasting = [tr for tr in found_tracks if len(tr.t) > 1]
+    fig, axes = plt.subplots(1, 2, figsize=(11.5, 5.4), constrained_layout=True)
+    norm = plt.Normalize(float(s.t[0]), float(s.t[-1]))
+    (xs, ys), (x0, x1, y0, y1) = s.plane.coords, s.plane.extent
+    h = float(xs[1] - xs[0])
+    for ax in axes:
+        _draw_tracks(plt, ax, s, ph, lasting, norm)
+    axes[1].set_xticks(xs, minor=True)                 # (setting ticks widens the limits: before the limits)
+    axes[1].set_yticks(ys, minor=True)
+    axes[1].grid(which="minor", color="0.6", lw=0.3)
+    for ax in axes:
+        ax.set_xlim(x0, x1)
+        ax.set_ylim(y0, y1)
+    if lasting:
+        px, py = np.concatenate([tr.x for tr in lasting]), np.concatenate([tr.y for tr in lasting])
+        half = max(px.max() - px.min(), py.max() - py.min(), 10 * h) / 2 + 2 * h
+        cx, cy = (px.max() + px.min()) / 2, (py.max() + py.min()) / 2
+        axes[1].set_xlim(cx - half, cx + half)
+        axes[1].set_ylim(cy - half, cy + half)
+        axes[0].add_patch(plt.Rectangle((cx - half, cy - half), 2 * half, 2 * half, fill=False, ec="black", lw=0.8))
+    fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap="plasma"), ax=axes[1], shrink=0.8, label="t (ms)")
     longest = max((tr.lifetime for tr in found_tracks), default=0.0)
-    _axes(ax, s.plane, f"{name_of(r)}: tips of the phase singularities{s.plane.note}\n{len(found_tracks)} "
-                       f"track(s), {len(lasting)} seen in more than one snapshot, the longest {longest:g} ms "
-                       f"(every {s.t[1] - s.t[0]:g} ms; start: ○ +1, △ -1)")
+    _axes(axes[0], s.plane, f"{len(found_tracks)} track(s), {len(lasting)} seen in more than one snapshot, the "
+                            f"longest {longest:g} ms")
+    _axes(axes[1], s.plane, "zoomed on the tracks; grid: the nodes")
+    fig.suptitle(f"{name_of(r)}: tips of the phase singularities{s.plane.note}, {s.t[0]:g} to {s.t[-1]:g} ms, "
+                 f"every {s.t[1] - s.t[0]:g} ms (start: ○ +1, △ -1)", fontsize=10)
     fig.savefig(path, dpi=style.dpi)
     plt.close(fig)
     return path
