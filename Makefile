@@ -96,11 +96,12 @@ bench-kernels: $(STAMP)
 	$(IN_ROOT) $(VENV)/bin/cardiosim bench kernels --json $(RAW)/kernels.json
 	@echo "raw results in $(RAW)/kernels.json: record the figures in benchmarks/kernel-variants.json, then make performance"
 
-## make bench-cellml: the CellML conformance table over models/ (79 models, a few minutes), to
-##   docs/user/cell-models.md; raw results to benchmarks/raw/cellml.json
+## make bench-cellml: the CellML conformance table over models/ (79 models, 5 beats each; JOBS models at a time,
+##   default the machine's cores), to docs/user/cell-models.md; raw results to benchmarks/raw/cellml.json
+JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 bench-cellml: $(STAMP)
 	mkdir -p $(ROOT)/$(RAW)
-	$(IN_ROOT) $(VENV)/bin/cardiosim bench cellml --write docs/user/cell-models.md --json $(RAW)/cellml.json
+	$(IN_ROOT) $(VENV)/bin/cardiosim bench cellml --jobs $(JOBS) --write docs/user/cell-models.md --json $(RAW)/cellml.json
 
 ## make bench-niederer: the Niederer 2011 slab, nine runs on $(NP) ranks, written to docs/user/niederer.md
 ##   (RUNS="dx0.5_dt0.05 ..." for a subset); raw results to benchmarks/raw/niederer.json

@@ -25,6 +25,8 @@ The derivative column is the largest relative difference over the states, |a −
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import contextlib
 import datetime
 import json
 import sys
@@ -232,10 +234,12 @@ def main(argv=None) -> int:
     p.add_argument("--write", help="markdown page to update (docs/user/cell-models.md)")
     p.add_argument("--json", help="write the rows here too")
     p.add_argument("--beats", type=int, default=BEATS, help=f"paced beats per model (default {BEATS})")
+    p.add_argument("--jobs", type=int, default=1, help="models checked at a time, one process each (default 1)")
     args = p.parse_args(argv)
-    if args.beats < 1:
-        print(f"cardiosim bench cellml: --beats must be at least 1, got {args.beats}", file=sys.stderr)
-        return 2
+    for opt, value in (("--beats", args.beats), ("--jobs", args.jobs)):
+        if value < 1:
+            print(f"cardiosim bench cellml: {opt} must be at least 1, got {value}", file=sys.stderr)
+            return 2
     files = []
     for item in args.models:
         q = Path(item)
@@ -246,10 +250,12 @@ def main(argv=None) -> int:
         print(f"cardiosim bench cellml: no CellML files in {' '.join(args.models)}", file=sys.stderr)
         return 2
     rows = []
-    for f in files:
-        r = conformance(f, args.beats)
-        rows.append(r)
-        print(json.dumps(r), file=sys.stderr, flush=True)
+    with concurrent.futures.ProcessPoolExecutor(args.jobs) if args.jobs > 1 else contextlib.nullcontext() as pool:
+        results = (pool.map(conformance, files, [args.beats] * len(files)) if pool else
+                   (conformance(f, args.beats) for f in files))
+        for r in results:        # in the files' order, each as it is known
+            rows.append(r)
+            print(json.dumps(r), file=sys.stderr, flush=True)
     meta = {"date": datetime.date.today().isoformat(), "machine": machine(), "myokit": myokit.__version__,
             "generator": cellml.GENERATOR_VERSION,
             "command": "cardiosim bench cellml " + " ".join(argv)}
