@@ -48,6 +48,26 @@ def test_snapshots_past_the_last_written_are_refused(tmp_path):
             assert "0 to 2 (t = " in msg and "2 of the 5 planned were never written" in msg, msg
 
 
+def test_maps_probes_and_ecg_never_written_are_refused(tmp_path):
+    """A map, a probe or an ECG trace the run did not write is one UserError naming it, the file and what it has
+    (it was h5py's KeyError); a run still going (or killed) is told to have its maps only at the end."""
+    path, _ = _killed(tmp_path, 3)
+    with Results(path) as r:
+        for call, words in ((lambda: r.map("apd_50"), ["map apd_50: not in", "maps in the file: "]),
+                            (lambda: r.map_attrs("cv"), ["map cv: not in"]),
+                            (lambda: r.probe("nowhere"), ["probe nowhere: not in", "probes in the file: "]),
+                            (lambda: r.ecg_trace("V1"), ["ECG trace V1: not in", "ECG traces in the file: none"])):
+            with pytest.raises(UserError) as e:
+                call()
+            assert all(w in str(e.value) for w in words) and str(path) in str(e.value), str(e.value)
+    with h5py.File(path, "r+") as f:
+        f.attrs["status"] = "running"
+        del f["maps"]
+    with Results(path) as r:
+        with pytest.raises(UserError, match=r"maps in the file: none \(maps are written when the run ends\)"):
+            r.map("activation_time")
+
+
 def _tet(path, tag):
     """One regular tetrahedron in a cube of 1 cm, element tag ``tag`` (its dtype as given)."""
     import meshio

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import h5py
 import numpy as np
 
 from cardiosim.runtime.errors import UserError
@@ -27,7 +28,6 @@ def _text(v):
 def cell_kind(path) -> str | None:
     """Which kind of ``cardiosim cell`` file ``path`` is (TRACE, RESTITUTION, POPULATION, SERIES), or None where it
     is none (a run's file, another HDF5 file, no HDF5 file at all, no file)."""
-    import h5py
     p = Path(path)
     try:
         if not p.is_file() or not h5py.is_hdf5(str(p)):
@@ -45,7 +45,6 @@ class CellFile:
     """A file of ``cardiosim cell``: its settings (``attrs``), kind, and the arrays of that kind."""
 
     def __init__(self, path):
-        import h5py
         self.path = Path(path)
         self.kind = cell_kind(self.path)
         if self.kind is None:

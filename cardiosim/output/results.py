@@ -195,6 +195,7 @@ class Results:
 
     def probe(self, name: str) -> dict:
         """{"position": cm, "node_position": cm, <field>: trace} of one probe (complete samples)."""
+        self._written("probe", name, self.probes)
         g = self.f["probes"][name]
         out = {"position": np.asarray(g.attrs["position"]), "node_position": np.asarray(g.attrs["node_position"])}
         for fld in g:
@@ -203,11 +204,21 @@ class Results:
 
     def ecg_trace(self, name: str) -> np.ndarray:
         """One pseudo-ECG trace (mV, an electrode's or a lead's) at probe_times (complete samples)."""
+        self._written("ECG trace", name, self.ecg)
         return self.f["ecg"][name][: self.n_samples]
 
     def map(self, name: str) -> np.ndarray:
         """/maps/<name> as an array ([nz,] [ny,] nx); NaN where it has no value."""
+        self._written("map", name, self.maps)
         return self.f["maps"][name][:]
+
+    def _written(self, what: str, name: str, names: list[str]) -> None:
+        """A UserError (one line) for a name the run never wrote (h5py's KeyError otherwise): a run still going has
+        no maps yet, a monodomain run no phi_e, a run without [ecg] no traces."""
+        if name not in names:
+            raise UserError(f"{what} {name}: not in {self.path}; {what}s in the file: {', '.join(names) or 'none'}"
+                            + (" (maps are written when the run ends)" if what == "map" and self.status != "finished"
+                               else ""))
 
     # -- analysis (cardiosim/analysis/maps.py) ------------------------------------------------------------------------
     def _levels(self) -> tuple[float, float]:
@@ -247,6 +258,7 @@ class Results:
                         origin)
 
     def map_attrs(self, name: str) -> dict:
+        self._written("map", name, self.maps)
         return dict(self.f["maps"][name].attrs)
 
 
