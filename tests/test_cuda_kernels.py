@@ -1,4 +1,4 @@
-"""The CUDA Forward-Euler kernels (kernels/fused.cu and the seed's variants, cardiosim/ode/cuda_backend.py) against
+"""The CUDA Forward-Euler kernels (kernels/fused.cu and the seed's variants, cardiosim/reaction/ode/cuda_backend.py) against
 the NumPy reference and the native CPU driver.
 
 Skipped where PyCUDA or a GPU is missing. Run on a GPU node with

@@ -73,3 +73,23 @@ def test_every_shipped_config_is_valid():
     for path in paths:
         if path.name not in ("lv-ecg.toml", "biv-ecg.toml"):
             config.load(path)
+
+
+def test_every_file_the_docs_and_code_name_exists():
+    """A newcomer follows the paths README.md, docs/ and the code's comments give (a module, a config, a kernel, a
+    page): each must be there. benchmarks/raw/ is made by the bench targets; VERB, a.py, b.py are placeholders."""
+    import re
+    root = Path(__file__).resolve().parents[1]
+    path = re.compile(r"(?<![\w/.])((?:cardiosim|kernels|tests|tools|run|docs|models|benchmarks)/[\w./-]*?"
+                      r"\.(?:md|py|toml|sh|h|cu|c|cpp|inc|json|cellml|h5))(?![\w.-])")
+    texts = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    texts += [p for d in ("cardiosim", "kernels", "tools") for p in sorted((root / d).rglob("*"))
+              if p.suffix in (".py", ".h", ".cu", ".c", ".cpp", ".inc", ".sh") and "__pycache__" not in p.parts]
+    missing = set()
+    for text in texts:
+        for name in path.findall(text.read_text(errors="replace")):
+            if name.startswith("benchmarks/raw/") or Path(name).stem in ("VERB", "a", "b"):
+                continue
+            if not (root / name).exists():
+                missing.add(f"{text.relative_to(root)}: {name}")
+    assert not missing, "\n".join(sorted(missing))

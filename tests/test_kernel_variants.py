@@ -1,4 +1,4 @@
-"""The seed's CUDA kernel variants (cardiosim/ode/kernel_variants.py), checked on the CPU where they can be: the
+"""The seed's CUDA kernel variants (cardiosim/reaction/ode/kernel_variants.py), checked on the CPU where they can be: the
 generated one-local-per-intermediate right-hand side and the initialised constants are the same arithmetic and the
 same numbers as the headers they come from. The GPU runs of every variant are in tests/test_cuda_kernels.py."""
 

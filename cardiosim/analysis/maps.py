@@ -8,7 +8,7 @@ whole state is a few plain arrays of this rank's nodes: ``state()`` returns them
 (checkpoints), so that a resumed run continues exactly where it stopped.
 
 On the CPU placements the maps are updated on the host every step (the "io" phase; the resident placement does it on
-the device, cardiosim/ode/resident.py): a few NumPy compare passes over the nodes into preallocated bool arrays
+the device, cardiosim/reaction/ode/resident.py): a few NumPy compare passes over the nodes into preallocated bool arrays
 select the nodes that cross something, and only those are computed on. A plain C loop over the nodes (gcc -O2,
 ctypes) was tried and was 3x slower than this on 58,176 nodes (its data-dependent branches do not vectorise).
 """

@@ -1,6 +1,6 @@
 """Cell-kernel benchmark: cell-steps per second of every CUDA kernel variant, beside the ceilings of docs/dev/design.md §8.
 
-For each variant (cardiosim/ode/kernel_variants.py), each number of cells and each number of substeps per PDE step
+For each variant (cardiosim/reaction/ode/kernel_variants.py), each number of cells and each number of substeps per PDE step
 k: Bondarenko apical cells with staggered stimuli, one call of CudaBackend.advance per PDE step (one launch for
 ``fused``, k launches for the seed's variants), timed after a warm-up call. In the same run:
 

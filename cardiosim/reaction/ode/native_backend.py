@@ -1,4 +1,4 @@
-"""The native CPU backend for tissue runs: this rank's cells through the compiled C driver (cardiosim/ode/native.py).
+"""The native CPU backend for tissue runs: this rank's cells through the compiled C driver (cardiosim/reaction/ode/native.py).
 
 Same numbers as the NumPy reference (to ~1e-12 per step), many times faster for the large models (Bondarenko, TT06),
 which NumPy cannot integrate at their stable steps in reasonable time. A bad state on this rank is recorded, not
