@@ -233,3 +233,16 @@ def test_microscopic_layout(tmp_path, captured):
     check_layout(fig)
     ax = fig.axes[0]
     assert not ax.get_legend().get_window_extent().overlaps(ax.get_window_extent())     # beside the map
+
+
+def test_arrhythmia_figures(tmp_path, captured):
+    """--phase, --tips, --dominant-frequency on a rotating spiral (tests/synthetic.py)."""
+    from synthetic import spiral, to_mv, write_result
+    h = 0.05
+    x = y = np.arange(41) * h
+    t = np.arange(0.0, 200.0, 5.0)
+    ph = spiral(x, y, t, lambda s: (np.full_like(s, 1.0), np.full_like(s, 1.0)), 2 * np.pi / 100)
+    path = write_result(tmp_path / "spiral.h5", t, to_mv(ph), h, name="spiral")
+    assert plot(path, tmp_path, "--phase", "--tips", "--dominant-frequency", "--times", "50", "100") == 0
+    for name in ("spiral_phase.png", "spiral_tips.png", "spiral_dominant_frequency.png"):
+        check_layout(captured[name])

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from cardiosim.analysis import arrhythmia
-from cardiosim.output.plot import LABELS, Plane, Style, name_of, planes
+from cardiosim.output.plot import LABELS, Plane, Style, colorbar, name_of, planes
 from cardiosim.output.results import Results
 from cardiosim.runtime.errors import UserError
 from cardiosim.runtime.files import whole
@@ -179,8 +179,10 @@ def plot_phase(plt, r: Results, idx: list[int], path: Path, style: Style = Style
         _tip_marks(ax, det)
         _axes(ax, s.plane, f"t = {s.t[i]:g} ms{s.plane.note}\n{len(det)} phase singularit"
                            + ("y" if len(det) == 1 else "ies"))
-    bar = fig.colorbar(im, ax=axes, shrink=0.8, label="phase (rad)")
-    bar.set_ticks([-np.pi, 0, np.pi], labels=["-π", "0", "π"])
+    for row in axes:                      # one scale: a bar beside the last panel of each row, as tall as it
+        shown = [ax for ax in row if ax.get_visible()]
+        if shown:
+            colorbar(fig, im, shown[-1], "phase (rad)").set_ticks([-np.pi, 0, np.pi], labels=["-π", "0", "π"])
     fig.suptitle(f"{name_of(r)}: phase of {LABELS.get(field, field)} (Hilbert transform of the signal minus its "
                  f"mean, {s.t[0]:g} to {s.t[-1]:g} ms); ○ charge +1, △ -1", fontsize=10)
     fig.savefig(path, dpi=style.dpi)
@@ -242,7 +244,7 @@ def plot_tips(plt, r: Results, path: Path, style: Style = Style(), field: str = 
         axes[1].set_xlim(cx - half, cx + half)
         axes[1].set_ylim(cy - half, cy + half)
         axes[0].add_patch(plt.Rectangle((cx - half, cy - half), 2 * half, 2 * half, fill=False, ec="black", lw=0.8))
-    fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap="plasma"), ax=axes[1], shrink=0.8, label="t (ms)")
+    colorbar(fig, plt.cm.ScalarMappable(norm=norm, cmap="plasma"), axes[1], "t (ms)")
     longest = max((tr.lifetime for tr in found_tracks), default=0.0)
     _axes(axes[0], s.plane, f"{len(found_tracks)} track(s), {len(lasting)} seen in more than one snapshot, the "
                             f"longest {longest:g} ms")
@@ -273,7 +275,7 @@ def plot_dominant_frequency(plt, r: Results, path: Path, style: Style = Style(),
             ax.set_title(what, fontsize=9)
         else:
             im = ax.imshow(a, origin="lower", extent=s.plane.extent, cmap=cmap, interpolation="nearest")
-            fig.colorbar(im, ax=ax, shrink=0.8, label=what)
+            colorbar(fig, im, ax, what)
             _axes(ax, s.plane, f"{what}{s.plane.note}")
     fig.suptitle(f"{name_of(r)}: {LABELS.get(field, field)} from {s.t[0]:g} to {s.t[-1]:g} ms ({len(s.t)} "
                  f"snapshots), median dominant frequency {med:.3g} Hz\n(frequency bins {resolution:.3g} Hz wide, the "
