@@ -242,7 +242,9 @@ def test_what_was_never_written_is_refused(files, tmp_path, capsys):
             (files["trace"], ["--trace", "no_such"], "--trace no_such: not in"),
             (files["restitution"], ["--trace", "Ca_i"], "--trace: for a paced single-cell trace"),
             (files["population"], ["--times", "10"], "--times: for the result files of cardiosim run"),
-            (files["trace"], ["--field", "phi_e"], "--field: for the result files of cardiosim run")):
+            (files["trace"], ["--field", "phi_e"], "--field: for the result files of cardiosim run"),
+            (files["drug"], ["--movie", "--fps", "5"], "--movie: for the result files of cardiosim run"),
+            (files["drug"], ["--fps", "5"], "--fps: for the result files of cardiosim run")):
         assert main(["plot", str(path), "--out", str(out), *extra]) == 2
         err = capsys.readouterr().err
         assert says in err and len(err.strip().splitlines()) == 1, err

@@ -223,7 +223,7 @@ FIGURES = {RESTITUTION: (("restitution", plot_restitution), ("restitution_traces
 # cardiosim plot's options for tissue runs, and their values when not given
 RUN_ONLY = {"times": None, "isochrones": None, "view": None, "range": None, "beats": False, "vtu": False,
             "movie": False, "every": None, "frame_interval": None, "movie_format": None, "phase": False,
-            "tips": False, "dominant_frequency": False, "window": None}
+            "tips": False, "dominant_frequency": False, "window": None, "fps": 10.0}
 
 
 def _check_options(args, c: CellFile) -> None:
