@@ -239,3 +239,27 @@ def test_movie_and_analysis_import_neither_mpi_nor_petsc(files, tmp_path):
             f"bad = [m for m in ('mpi4py', 'petsc4py') if m in sys.modules]; assert not bad, bad")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_sigint_to_the_process_group_stops_an_mp4_cleanly(tmp_path):
+    """Ctrl-C as a terminal sends it: SIGINT to cardiosim and to the ffmpeg it started, mid-movie."""
+    import os
+    import signal
+    import time
+    pytest.importorskip("imageio_ffmpeg")
+    t = np.arange(0.0, 1200.0, 2.0)                                       # 600 frames: many seconds
+    ph = spiral(X, Y, t, lambda s: (np.full_like(s, CENTRE[0]), np.full_like(s, CENTRE[1])), 2 * np.pi / 100)
+    path = write_result(tmp_path / "long.h5", t, to_mv(ph), H, name="long")
+    part = tmp_path / ".long_Vm.mp4.part"
+    proc = subprocess.Popen([sys.executable, "-m", "cardiosim", "plot", str(path), "--out", str(tmp_path), "--dpi",
+                             "40", "--movie"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not part.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert part.exists(), proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert not part.exists() and not (tmp_path / "long_Vm.mp4").exists()
