@@ -49,13 +49,13 @@ def reference_markdown(top: argparse.ArgumentParser, command) -> str:
     for verb, (sub, help_) in verbs.items():
         lines.append(f"| [`{verb}`](#cardiosim-{verb}) | {_cell(help_)} | {STARTS[command(verb).START]} |")
     lines += ["", *_exit_statuses()]
-    for verb, (sub, _) in verbs.items():
+    for verb, (sub, help_) in verbs.items():
         module = command(verb)
         if verb == "bench":
             lines += _bench(module)
         else:
             parser = module.parser() if module.START == common.RAW else sub
-            lines += _section(f"cardiosim {verb}", parser, "##")
+            lines += _section(f"cardiosim {verb}", parser, "##", help_)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -122,8 +122,9 @@ def _benchmarks_without_a_verb(with_verb: set[str]) -> list[str]:
             if f"cardiosim.bench.{p.stem}" not in with_verb and re.search(r"^def main\(", p.read_text(), re.M)]
 
 
-def _section(title: str, parser, level: str) -> list[str]:
-    return [f"{level} `{title}`", "", *_usage(parser), *_paragraph(parser.description, parser.prog),
+def _section(title: str, parser, level: str, summary: str = "") -> list[str]:
+    """A command's heading, usage, description (else its line in ``cardiosim --help``), arguments and epilog."""
+    return [f"{level} `{title}`", "", *_usage(parser), *_paragraph(parser.description or summary, parser.prog),
             *_arguments(parser), *_paragraph(parser.epilog, parser.prog)]
 
 
