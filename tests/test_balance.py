@@ -167,6 +167,7 @@ def only(equations: str, opts: list[str]) -> list[str]:
 @pytest.mark.parametrize("equations,solvers", [("monodomain", "petsc-tissue"), ("monodomain", "stencil"),
                                                ("bidomain", "petsc-tissue"), ("bidomain", "petsc-pcmg"),
                                                ("bidomain", "stencil")])
+@pytest.mark.slow
 def test_balanced_run_equals_the_box_split(tmp_path, n, equations, solvers):
     """The same masked run with grid.balance = "box" and "tissue" (the default) agrees within the solver tolerance:
     Vm (and φe) at every snapshot; the balanced boxes hold tissue on every rank, the box split's do not."""
@@ -201,6 +202,7 @@ def test_balanced_run_equals_the_box_split(tmp_path, n, equations, solvers):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_checkpoint_written_balanced_resumes_on_three_ranks_and_one(tmp_path):
     """A bidomain run balanced on 2 ranks, checkpointed at 0.5 ms, resumed on 3 ranks (balanced their way), on 1 rank,
     and on 2 ranks split evenly (grid.balance may change at a restart): each agrees with the uninterrupted run

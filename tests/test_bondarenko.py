@@ -140,6 +140,7 @@ def test_beat1_apical_matches_cvode(tmp_path):
 
 
 @pytest.mark.parametrize("variant", ["apical", "septal"])
+@pytest.mark.slow
 def test_ten_beats(variant, tmp_path):
     """Ten 1 Hz beats at dt = 1e-4 ms run without a bad state, and every beat is an action potential."""
     t0 = time.perf_counter()
@@ -152,6 +153,7 @@ def test_ten_beats(variant, tmp_path):
         assert 5.0 < r["APD90"] < 60.0 and -84.0 < r["V_rest"] < -80.0
 
 
+@pytest.mark.slow
 def test_numpy_reference_equals_native():
     """5 ms through the upstroke, 3 cells, two pulse trains (the timing rule on both sides): NumPy == C."""
     m = make("bondarenko", "septal")

@@ -174,6 +174,7 @@ def test_output_states_of_several_models(tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_two_models_on_two_ranks(tmp_path):
     """Both populations cut over 2 ranks: equal to 1 rank's run to round-off; the grouped placement (the group's
     owner integrates both ranks' cells of each model) equals the cpu placement's bit for bit; a checkpoint written

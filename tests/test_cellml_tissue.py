@@ -57,6 +57,7 @@ def run(tmp_path, name, **kw):
 
 
 @pytest.mark.parametrize("backend", ["numpy", "native"])
+@pytest.mark.slow
 def test_generated_tt06_equals_hand_tt06_in_tissue(tmp_path, backend):
     """A 0.5 cm cable, monodomain, Forward Euler 2 µs: the wave crosses the cable; every Vm snapshot of the generated
     TT06 equals the hand-written one to round-off.
@@ -81,6 +82,7 @@ def test_generated_tt06_equals_hand_tt06_in_tissue(tmp_path, backend):
     assert d < 1e-9
 
 
+@pytest.mark.slow
 def test_ohara_rudy_conducts_in_a_sheet(tmp_path):
     """O'Hara–Rudy 2011 (endo), generated, Rush–Larsen, in a 0.6 × 0.1 cm monodomain sheet stimulated along
     x = 0: the wave reaches both probes; its conduction velocity is printed (and must be physiological)."""
@@ -96,6 +98,7 @@ def test_ohara_rudy_conducts_in_a_sheet(tmp_path):
     assert 0.2 < 10 * cv < 1.5
 
 
+@pytest.mark.slow
 def test_shannon_grl1_in_a_cable_numpy_equals_native(tmp_path):
     """Shannon 2004 (a model Forward Euler needed 5 µs for) with GRL1 at 0.01 ms in a 0.3 cm cable: the wave crosses
     it, and the NumPy and native backends agree to round-off (the generated NumPy twin and C header)."""

@@ -123,6 +123,7 @@ interval = 0.01
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_tissue_run_on_two_ranks_warns_once(tmp_path):
     cfg = tmp_path / "case.toml"
     cfg.write_text(CONFIG)

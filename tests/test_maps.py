@@ -115,6 +115,7 @@ def test_load_state_rejects_a_wrong_shape():
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_tissue_apd_map_matches_probe_traces(tmp_path):
     """On 2 ranks: the APD75 map at the probe nodes equals APD75 computed afterwards from the probe traces
     (recorded every PDE step) by the batch biomarkers: same samples, same definition."""

@@ -139,6 +139,7 @@ def test_pieces_have_their_own_constant(petsc, tmp_path):
 
 
 @pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=pytest.mark.mpi), pytest.param(3, marks=pytest.mark.mpi)])
+@pytest.mark.slow
 def test_tissue_only_solves_equal_the_masked_box(tmp_path, ranks):
     """tissue.solve_on = "tissue" (the systems on the tissue nodes only: PETSc submatrices, GAMG) gives the masked
     box's run within the solver tolerance, with two pieces of tissue (a null-space constant each) on 1, 2 and 3
@@ -185,6 +186,7 @@ minus = "left"
 
 
 @pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=pytest.mark.mpi)])
+@pytest.mark.slow
 def test_tissue_only_restart_is_bit_identical(tmp_path, ranks):
     """A masked bidomain run on the tissue rows (tissue.solve_on = "tissue": submatrices, GAMG), with two pieces
     (a null space of two vectors) and a pseudo-ECG, stopped at a checkpoint and restarted, writes the uninterrupted
@@ -253,6 +255,7 @@ def test_solve_on_auto_follows_the_tissue_share(petsc, tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_masked_bidomain_on_two_ranks_equals_one_rank(tmp_path):
     """The mask (read whole, cut per rank) gives the same run on two ranks as on one; the grouped placement (the
     group's owner integrates the tissue cells of both ranks) gives the cpu placement's bit for bit."""
@@ -342,6 +345,7 @@ def test_bad_label_region_is_one_line(tmp_path, case, edit, words):
     assert_one_line(proc, case, words)
 
 
+@pytest.mark.slow
 def test_manufactured_solution_on_a_disc(petsc, tmp_path, monkeypatch, capsys):
     """Pathmanathan & Gray's manufactured solution (tests/test_convergence.py) with F(x) = J0(k|x − c|) on a disc
     of radius R = 0.45 cm, k R the first zero of J0' so that F has zero normal derivative on the circle, and

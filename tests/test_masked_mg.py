@@ -104,6 +104,7 @@ def solve(n: int, args: list[str]) -> dict:
 @pytest.mark.parametrize("grid", [RING, SHELL], ids=["2d-ring", "3d-shell"])
 @pytest.mark.parametrize("system,pc", [("elliptic", "mg"), ("parabolic", "mg"), ("parabolic", "jacobi"),
                                        ("elliptic", "petsc-cg-mg")])
+@pytest.mark.slow
 def test_active_solve_equals_the_box_on_one_rank(grid, system, pc):
     r = solve(1, [*grid, "--system", system, "--pc", pc])
     same_as_box(r)
@@ -116,6 +117,7 @@ def test_active_solve_equals_the_box_on_one_rank(grid, system, pc):
 @pytest.mark.parametrize("n,grid,system,layout", [
     (2, SHELL, "elliptic", "ranks"), (3, SHELL, "parabolic", "ranks"), (3, RING, "elliptic", "ranks"),
     (2, RING, "parabolic", "ranks"), (2, SHELL, "elliptic", "root"), (3, RING, "elliptic", "root")])
+@pytest.mark.slow
 def test_active_solve_equals_the_box_on_ranks(n, grid, system, layout):
     """Each rank's box has its own lists (a rank may hold little tissue or none), the top level's serial tail on
     rank 0 its own; with the exact smoother over the ranks (halo per colour) also one rank's solution."""
@@ -126,6 +128,7 @@ def test_active_solve_equals_the_box_on_ranks(n, grid, system, layout):
 
 @pytest.mark.parametrize("n", [1, pytest.param(2, marks=pytest.mark.mpi)])
 @pytest.mark.parametrize("grid", [RING, SHELL], ids=["2d-ring", "3d-shell"])
+@pytest.mark.slow
 def test_active_solve_equals_the_box_under_jacobi(n, grid):
     """Jacobi on every level, level 0 swept twice (the GPU's default on a masked grid): the box's visit solves the
     rows outside the tissue in one sweep (multigrid.jacobi_weights), as SOR does, so it leaves them what the
@@ -136,11 +139,13 @@ def test_active_solve_equals_the_box_under_jacobi(n, grid):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_active_jacobi_cg_on_ranks():
     r = solve(2, [*SHELL, "--system", "parabolic", "--pc", "jacobi"])
     same_as_box(r)
 
 
+@pytest.mark.slow
 def test_outside_residual_is_solved_at_once():
     """A first guess that leaves a residual outside the tissue: the box solve carries it through its iterations,
     the active solve solves those rows (a diagonal each) at the start. Not the same iterates, the same solution to

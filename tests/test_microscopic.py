@@ -247,6 +247,7 @@ def test_bidomain_tends_to_the_monodomain(petsc):
 
 
 # -- reference §5a–c -----------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_homogenisation(petsc, capsys):
     """§5a: myocytes of n_l volumes with the junction that keeps σ_eff: a one-volume myocyte is the homogeneous
     strip exactly; the gap grows monotonically with n_l; CV_hom scales as sqrt(σ)."""
@@ -305,6 +306,7 @@ def test_lower_junction_conductance_slows_then_blocks(petsc):
     assert blocked(t) and np.isfinite(t[:12]).all()
 
 
+@pytest.mark.slow
 def test_block_threshold_by_bisection(petsc, capsys):
     """§5c: G* by bisection to 2 % (about 25 s); CV just above it is far below the default's. (Mitchell–Schaeffer
     blocks only at tiny G_p: its threshold is ~5 mV above rest and its action potential lasts hundreds of ms.) A

@@ -3,6 +3,7 @@ reference, and the large models propagate in tissue."""
 
 import h5py
 import numpy as np
+import pytest
 
 from cardiosim.analysis.maps import activation_time, conduction_velocity
 
@@ -130,6 +131,7 @@ interval = 2.0
 """
 
 
+@pytest.mark.slow
 def test_bondarenko_sheet_propagates_mono_and_bidomain(tmp_path):
     """A 2D sheet of Bondarenko cells (Clerc conductivities, fibres along x, dx = 0.1 mm), planar wave along the
     fibres: both equations conduct, at velocities within 2 % of each other (a planar wave along a principal axis

@@ -73,6 +73,7 @@ if world.rank == 0:
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_simulation_runs_on_the_communicator_it_is_given(tmp_path):
     """Simulation(comm=...) builds its grid, solvers and cells on that communicator, not on the world: two ranks,
     each its own one-rank simulation, give the same answer (an ensemble of runs inside one MPI job)."""

@@ -234,6 +234,7 @@ def test_one_two_four_ranks_agree(sheets):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_native_cells_grouped_equal_cpu(tmp_path):
     """The compiled C integrator on the owner: TT06 on 2 ranks, one group, every state exchanged."""
     cfg = tmp_path / "tt06.toml"
@@ -319,6 +320,7 @@ sys.exit(main())
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("rank,how", [(1, "raise"), (0, "raise"), (1, "kill"), (0, "kill")])
+@pytest.mark.slow
 def test_exception_or_killed_rank_ends_the_job(tmp_path, rank, how):
     """In grouped mode the owner (rank 0) waits in Gatherv for its members and the members wait in Scatterv for the
     owner: an exception or a SIGKILL on either side in the third step must end the whole job, never hang."""

@@ -139,6 +139,7 @@ def test_sigterm_during_set_up_is_a_clean_stop(tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_second_sigterm_during_the_checkpoint_keeps_exit_75(tmp_path):
     """Two SIGTERMs, the second while the first one's checkpoint is being written: still exit 75, one line."""
     out = tmp_path / "out.h5"

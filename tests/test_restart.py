@@ -158,6 +158,7 @@ def _rank_pids(launcher_pid: int) -> list[int]:
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_sigusr1_to_one_rank_stops_all(tmp_path):
     """SLURM's --signal without B: reaches every task, but one rank's flag is enough: the ranks agree in the step's
     collective, write one checkpoint of the same step and all exit with 75."""
@@ -182,6 +183,7 @@ def test_sigusr1_to_one_rank_stops_all(tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_wall_interval_checkpoints(tmp_path):
     """checkpoint.wall_interval: rank 0's clock decides, every rank follows (2 ranks); here every step, so the last
     checkpoint is one step before the end."""
@@ -192,6 +194,7 @@ def test_wall_interval_checkpoints(tmp_path):
         assert int(c.attrs["step"]) == 9 and c.attrs["mpi_ranks"] == 2
 
 
+@pytest.mark.slow
 def test_lengthen_a_finished_run(tmp_path):
     """A checkpoint of a finished run, restarted with a longer duration, gives the longer run (1 rank, bitwise);
     the finished file's maps and iteration counts are written anew."""

@@ -49,6 +49,7 @@ def test_integrators_agree_with_cvodes(tmp_path):
         assert beats[0]["V_peak"] == pytest.approx(ref[0]["V_peak"], abs=1.5), integrator    # RL: 43.1
 
 
+@pytest.mark.slow
 def test_prepace_is_the_same_as_pacing_first(tmp_path):
     """--prepace 2 --beats 1 ends where --beats 3 ends (the same pulse train; round-off)."""
     require_gcc()
@@ -127,6 +128,7 @@ interval = 0.1
 """
 
 
+@pytest.mark.slow
 def test_a_paced_state_starts_a_tissue_run(tmp_path):
     """`cardiosim cell --prepace` writes the paced state; `cell.initial_state` (relative to the config) starts every
     cell of a tissue run from it, `cell.initial` overriding single states; a file of another model is one line."""
