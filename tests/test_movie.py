@@ -184,6 +184,15 @@ def test_analysis_mistakes(files, tmp_path, capsys):
     assert _plot(files["cable"], tmp_path, "--dominant-frequency") == 0   # 1D: curves over x
 
 
+def test_an_analysis_larger_than_the_memory_is_refused(files, tmp_path, capsys, monkeypatch):
+    from cardiosim.runtime import resources
+    monkeypatch.setattr(resources, "available_memory", lambda: 10 ** 6)     # 1 MB: 100 x 961 x 8 B x 6 is 4.6 MB
+    assert _plot(files["spiral"], tmp_path, "--tips") == 2
+    err = capsys.readouterr().err.strip()
+    assert "--tips: 100 snapshots of 961 nodes need about 0.00461 GB of memory, and 0.001 GB are available" in err
+    assert len(err.splitlines()) == 1 and not list(tmp_path.iterdir())
+
+
 def test_existing_files_and_mp4_without_an_encoder(files, tmp_path, capsys, monkeypatch):
     assert _plot(files["ramp"], tmp_path, "--movie", "--movie-format", "gif") == 0
     before = (tmp_path / "ramp_Vm.gif").read_bytes()

@@ -199,15 +199,20 @@ def dominant_frequency(t, v, band=(0.5, 50.0), pad: int = 1) -> tuple[np.ndarray
     if n < 4 or uniform(t) != n:
         raise ValueError("dominant_frequency: needs at least 4 evenly spaced times")
     dt = (t[-1] - t[0]) / (n - 1)                       # ms
-    centred = v - np.mean(v, axis=0, keepdims=True)
-    window = np.hanning(n).reshape(-1, *([1] * (v.ndim - 1)))
-    power = np.abs(np.fft.rfft(np.nan_to_num(centred) * window, n=n * int(pad), axis=0)) ** 2
     freq = np.fft.rfftfreq(n * int(pad), d=dt / 1000.0)            # Hz
     inside = (freq >= band[0]) & (freq <= band[1])
     if not inside.any():
         raise ValueError(f"dominant_frequency: no frequency bin in {band[0]:g} to {band[1]:g} Hz (bins every "
                          f"{freq[1]:g} Hz up to {freq[-1]:g} Hz)")
-    p = power[inside]
-    df = freq[inside][np.argmax(p, axis=0)]
-    df = np.where(np.isfinite(v).all(axis=0) & (p.max(axis=0) > 0), df, np.nan)
-    return df, float(freq[1] * int(pad))
+    flat = v.reshape(n, -1)
+    df = np.full(flat.shape[1], np.nan)
+    window = np.hanning(n)[:, None]
+    # nodes a chunk at a time: the padded spectra of all nodes at once would take pad x 16 B per sample and node
+    chunk = max(1, (1 << 27) // (n * int(pad) * 16))
+    for lo in range(0, flat.shape[1], chunk):
+        part = flat[:, lo: lo + chunk]
+        centred = np.nan_to_num(part - part.mean(axis=0, keepdims=True))
+        power = np.abs(np.fft.rfft(centred * window, n=n * int(pad), axis=0))[inside] ** 2
+        ok = np.isfinite(part).all(axis=0) & (power.max(axis=0) > 0)
+        df[lo: lo + chunk] = np.where(ok, freq[inside][np.argmax(power, axis=0)], np.nan)
+    return df.reshape(v.shape[1:]), float(freq[1] * int(pad))

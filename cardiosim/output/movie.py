@@ -354,9 +354,8 @@ def extras(r: Results, args, out: Path, stem: str, style: Style, idx: list[int])
     asked = [f for f in ("phase", "tips", "dominant_frequency") if getattr(args, f, False)]
     if window is not None and not asked:
         raise UserError("--window: only with --phase, --tips or --dominant-frequency")
-    if asked:
-        r.check_field(field)
-        rhythm.window_of(r, window, "--" + asked[0].replace("_", "-"))
+    for flag in asked:
+        rhythm.check(r, field, style.views, "--" + flag.replace("_", "-"), window)
     if "phase" in asked:
         plan.append((kind, out / f"{stem}_phase.{ext}",
                      lambda plt, p: rhythm.plot_phase(plt, r, idx, p, style, field, window)))

@@ -29,8 +29,11 @@ from cardiosim.output.plot import LABELS, Plane, Style, colorbar, name_of, plane
 from cardiosim.output.results import Results
 from cardiosim.runtime.errors import UserError
 from cardiosim.runtime.files import whole
+from cardiosim.runtime.resources import check_fits
 
 MIN_SNAPSHOTS = 8           # evenly spaced snapshots a phase or a spectrum needs
+WORK = 6                    # arrays of the snapshots' size an analysis holds at once (values, centred, analytic x 2,
+                            # phase, a mask)
 QUIET = 0.1                 # a node varying by less than this share of the field's range has no phase
 TIP_SPEED = 0.05            # cm/ms: the fastest a tip is followed (0.5 m/s, about a plane wave's speed)
 CSV_HEADER = "track,t_ms,x_cm,y_cm,charge"
@@ -65,11 +68,24 @@ def window_of(r: Results, window=None, what: str = "--phase") -> slice:
     return slice(lo, hi)
 
 
+def check(r: Results, field: str, views, what: str, window=None) -> slice:
+    """Every check of an analysis before anything is read or written: the field, the snapshots (window_of), and
+    the memory it will hold (the whole record for the phase: it is taken over all of it). The window's slice."""
+    r.check_field(field)
+    w = window_of(r, window, what)
+    n = arrhythmia.uniform(r.times) if what in ("--phase", "--tips") else w.stop - w.start
+    shape = r.f["fields"][field].shape[1:]
+    drop = {"z": 0, "y": 1, "x": 2}[tuple(views)[0]] if r.dim == 3 else None       # the plane's normal, 3D
+    plane_nodes = int(np.prod([k for d, k in enumerate(shape) if d != drop]))
+    check_fits(WORK * n * plane_nodes * 8.0, f"{what}: {n} snapshots of {plane_nodes} nodes",
+               "analyse fewer snapshots (--window) or a plane of fewer nodes")
+    return w
+
+
 def series(r: Results, field: str = "Vm", views=("z",), what: str = "--phase", window=None) -> Series:
     """The field over the evenly spaced snapshots within ``window`` (start, end ms; None: all): 2D whole, 3D in the
     middle plane of the first of ``views``; 1D as rows of one. ``what``: the option named in a refusal."""
-    r.check_field(field)
-    w = window_of(r, window, what)
+    w = check(r, field, views, what, window)
     ds = r.f["fields"][field]
     if r.dim == 1:
         x = r.axes[0]
