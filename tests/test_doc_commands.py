@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, require_mpirun
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 SHELL_INFOS = {"sh", "sh slow"}
@@ -29,6 +29,8 @@ OTHER_SHELLS = {"bash", "shell", "console", "zsh", "sh-session", "shell-session"
 MARK = "::doc-block::"
 TIMEOUT = 1800                  # s, one document (the slow variant's longest run is the tutorial's)
 STDERR_TAIL = 3000              # characters of the failing block's stderr in the message
+# a block that starts MPI ranks: mpirun itself, or the make targets that call it (make run, make examples)
+STARTS_RANKS = re.compile(r"\b(mpirun|mpiexec)\b|\bmake\b[^\n#]*\b(run|examples)\b")
 # make checks the venv's stamp against these: in the copy they must not look newer than the venv's set-up
 SETUP_INPUTS = ("tools/bootstrap.sh", "setup.cfg", "pyproject.toml")
 
@@ -63,6 +65,16 @@ def commands(path: Path, slow: bool) -> list[Block]:
 
 def _name(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+
+
+def _params(docs: list[Path], slow: bool) -> list:
+    """The pages as test parameters, marked mpi where a block starts ranks."""
+    return [pytest.param(d, id=_name(d), marks=[pytest.mark.mpi] if _starts_ranks(d, slow) else [])
+            for d in docs]
+
+
+def _starts_ranks(doc: Path, slow: bool) -> bool:
+    return any(STARTS_RANKS.search(b.text) for b in commands(doc, slow))
 
 
 QUICK = [d for d in DOCS if commands(d, slow=False)]
@@ -101,6 +113,8 @@ def script(doc_blocks: list[Block]) -> str:
 
 def run_doc(doc: Path, tmp_path: Path, slow: bool) -> None:
     doc_blocks = commands(doc, slow)
+    if _starts_ranks(doc, slow):
+        require_mpirun()
     root = scratch_copy(tmp_path)
     env = {k: v for k, v in os.environ.items() if k not in ("PETSC_OPTIONS", "PYTHONPATH", "VIRTUAL_ENV")}
     env.update(PATH=f"{Path(sys.prefix) / 'bin'}{os.pathsep}{env.get('PATH', '')}", PYTHONUNBUFFERED="1",
@@ -120,13 +134,13 @@ def run_doc(doc: Path, tmp_path: Path, slow: bool) -> None:
                 f"stderr ends:\n{stderr[-STDERR_TAIL:]}\nstdout ends:\n{proc.stdout[-1000:]}", pytrace=False)
 
 
-@pytest.mark.parametrize("doc", QUICK, ids=_name)
+@pytest.mark.parametrize("doc", _params(QUICK, slow=False))
 def test_doc_commands_run_as_written(doc, tmp_path):
     run_doc(doc, tmp_path, slow=False)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("doc", SLOW, ids=_name)
+@pytest.mark.parametrize("doc", _params(SLOW, slow=True))
 def test_doc_commands_run_as_written_slow(doc, tmp_path):
     run_doc(doc, tmp_path, slow=True)
 
