@@ -30,9 +30,11 @@ amplitudes are not a body-surface ECG's and the shapes are an approximation of o
   (-0.5, 1, 0) made perpendicular to the long axis. The anatomy's frame (apex at -z, RV at +x) is turned onto that.
 - The idealised ventricles are small (the LV of Land et al. 2015 is 2.5 cm from base to apex, an adult's about
   8.5), so the torso is scaled by 0.3 about the heart's centre: the electrodes keep their places relative to a
-  heart of that size.
+  heart of that size. The human-size ones (``cardiosim geometry lv|biv --size human``, 9 cm from base to apex:
+  frames human-lv, human-biv) keep the adult torso as it is (scale 1).
 
-The centres (cm, the anatomy's frame): the tissue's centroid, rounded: LV (0, 0, -0.5), BiV (0.35, 0, -0.5).
+The centres (cm, the anatomy's frame): the tissue's centroid, rounded: LV (0, 0, -0.5), BiV (0.35, 0, -0.5);
+human-size LV (0, 0, -2.7), BiV (1.1, 0, -2.6).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import numpy as np
 ELECTRODES = ("RA", "LA", "LL", "C1", "C2", "C3", "C4", "C5", "C6")
 LEADS = ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6")
 TRACES = (*LEADS, "WCT")           # what ecg.twelve_lead adds to the leads
-FRAMES = ("lv", "biv")
+FRAMES = ("lv", "biv", "human-lv", "human-biv")
 
 # body frame, cm, relative to the torso's centre line at the heart's level (see the module's docstring)
 _BODY = {
@@ -59,8 +61,10 @@ _BODY = {
 _HEART = np.array([2.0, 5.0, 0.0])           # the heart's centre in the body frame
 _APEX = np.array([1.0, 0.8, -1.0])           # base -> apex
 _RV = np.array([-0.5, 1.0, 0.0])             # towards the RV (made perpendicular to the long axis)
-SCALE = 0.3                                   # the torso scaled to the idealised ventricles' size
-CENTRE = {"lv": (0.0, 0.0, -0.5), "biv": (0.35, 0.0, -0.5)}
+# the torso scaled to the ventricles' size: the idealised ones' 0.3, the human-size ones' (--size human) 1
+SCALE = {"lv": 0.3, "biv": 0.3, "human-lv": 1.0, "human-biv": 1.0}
+CENTRE = {"lv": (0.0, 0.0, -0.5), "biv": (0.35, 0.0, -0.5), "human-lv": (0.0, 0.0, -2.7),
+          "human-biv": (1.1, 0.0, -2.6)}
 
 
 def _axes() -> np.ndarray:
@@ -72,10 +76,12 @@ def _axes() -> np.ndarray:
 
 
 def positions(frame: str) -> dict[str, list[float]]:
-    """{electrode: position (cm) in the frame of cardiosim geometry ``frame`` (lv or biv)}."""
+    """{electrode: position (cm) in the frame of cardiosim geometry ``frame`` (lv, biv; human-lv, human-biv:
+    cardiosim geometry lv|biv --size human)}."""
     axes = _axes()
     c = np.array(CENTRE[frame])
-    return {n: [round(float(v), 4) for v in c + SCALE * axes @ (np.array(_BODY[n]) - _HEART)] for n in ELECTRODES}
+    return {n: [round(float(v), 4) for v in c + SCALE[frame] * axes @ (np.array(_BODY[n]) - _HEART)]
+            for n in ELECTRODES}
 
 
 def weights() -> dict[str, dict[str, float]]:

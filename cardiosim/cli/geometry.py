@@ -11,7 +11,7 @@ START = common.LOCAL
 def add_parser(sub) -> None:
     g = sub.add_parser("geometry", help="anatomy onto the grid once: labels and fibres (HDF5) for "
                                         "tissue.label_file and tissue.fibre_file",
-                       usage="cardiosim geometry lv|biv|MESH --spacing CM --out GEO.h5 [options]\n"
+                       usage="cardiosim geometry lv|biv|MESH --spacing CM --out GEO.h5 [--size human] [options]\n"
                              "       cardiosim geometry fibres GEO.h5 --out OUT.h5 [--helix-endo DEG ...]",
                        description="Writes GEO.h5 and prints the [grid] and [tissue] lines of a config that reads "
                                    "it (cardiosim/domain/anatomy.py); 'fibres' adds rule-based fibres and ventricular "
@@ -21,6 +21,10 @@ def add_parser(sub) -> None:
                                   "beside it); or 'fibres' followed by a geometry file")
     g.add_argument("file", nargs="?", help="fibres: the geometry file (labels and surfaces) to make fibres for")
     g.add_argument("--spacing", type=float, help="grid spacing, cm (lv, biv, a mesh)")
+    g.add_argument("--size", choices=("idealised", "human"), default=None,
+                   help="lv, biv: the ventricles' dimensions: idealised (default; 2.5 cm from base to apex, walls "
+                        "0.3 cm) or human (an adult's: 9 cm from base to apex, LV wall 1 cm, RV wall 0.4 cm; "
+                        "cardiosim/domain/anatomy.py cites them)")
     for name, default, what in (("helix-endo", 60.0, "fibres' helix angle at the endocardium"),
                                 ("helix-epi", -60.0, "fibres' helix angle at the epicardium"),
                                 ("sheet-endo", 0.0, "sheets' angle at the endocardium"),

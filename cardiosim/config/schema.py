@@ -328,12 +328,13 @@ class Ecg:
     electrodes: list[Electrode] = key(factory=list, doc="[[ecg.electrodes]]: pseudo-ECG potentials, every PDE step")
     leads: list[Lead] = key(factory=list, doc="[[ecg.leads]]: differences of two electrodes (or weighted sums of "
                                                "electrodes), every PDE step")
-    twelve_lead: str = key("", choices=("", "lv", "biv", "electrodes"),
+    twelve_lead: str = key("", choices=("", "lv", "biv", "human-lv", "human-biv", "electrodes"),
                            doc="the standard 12 leads (I, II, III, aVR, aVL, aVF, V1-V6) and Wilson's terminal (WCT) "
                                "added to ecg.leads: lv, biv: with electrodes RA, LA, LL, C1-C6 added at positions "
                                "round the anatomy of cardiosim geometry lv or biv (its frame; an adult torso's, "
-                               "scaled: cardiosim/analysis/twelve_lead.py); electrodes: at the config's own electrodes of "
-                               "those names")
+                               "scaled: cardiosim/analysis/twelve_lead.py); human-lv, human-biv: round that of "
+                               "cardiosim geometry lv or biv --size human (the adult torso unscaled); electrodes: at "
+                               "the config's own electrodes of those names")
 
 
 @dataclass(kw_only=True)
