@@ -2,9 +2,10 @@
 "Commands in the docs").
 
 Each document's blocks run in order in one ``bash -euo pipefail`` (a later block may use what an earlier one made,
-or the venv it activated), from the root of a scratch copy of the repository: the files git tracks, copied to
-tmp_path with their times, ``.venv`` a link to this venv so that ``make`` targets find it, the venv's bin first on
-PATH. Nothing in the real tree is written. ```sh slow blocks run only in the slow variant (with the document's other
+or the venv it activated), from the root of a scratch copy of the repository: the files git tracks (and those it
+would: not ignored, not yet committed; in a clone there are none), copied to tmp_path with their times, ``.venv`` a
+link to this venv so that ``make`` targets find it, the venv's bin first on PATH. Nothing in the real tree is
+written. ```sh slow blocks run only in the slow variant (with the document's other
 blocks, in order); a block that cannot run here (a GPU node, SLURM, ``make test`` itself, long benchmarks) or that
 shows output is ```text.
 """
