@@ -117,7 +117,9 @@ def run_doc(doc: Path, tmp_path: Path, slow: bool) -> None:
     if _starts_ranks(doc, slow):
         require_mpirun()
     root = scratch_copy(tmp_path)
-    env = {k: v for k, v in os.environ.items() if k not in ("PETSC_OPTIONS", "PYTHONPATH", "VIRTUAL_ENV")}
+    # not this suite's own: a page's pytest would log into its CARDIOSIM_TEST_LOG
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PETSC_OPTIONS", "PYTHONPATH", "VIRTUAL_ENV", "CARDIOSIM_TEST_LOG", "PYTEST_CURRENT_TEST")}
     env.update(PATH=f"{Path(sys.prefix) / 'bin'}{os.pathsep}{env.get('PATH', '')}", PYTHONUNBUFFERED="1",
                HOME=env.get("HOME", str(tmp_path)), MPLBACKEND="Agg")
     if "PETSC_OPTIONS" in os.environ:           # the conftest's GPU-aware-MPI option, for a CUDA PETSc
