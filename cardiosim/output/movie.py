@@ -33,13 +33,13 @@ PROGRESS_S = 5.0                     # seconds between progress lines
 class Movie:
     """What the movie shows: the field, which snapshots (every ``every``-th, or one every ``interval`` ms), at
     ``fps`` frames per second, as ``format`` (mp4, gif, or None: mp4 where an encoder is there, else gif); a 3D
-    result seen from elevation and azimuth ``view`` (degrees)."""
+    result seen from each (elevation, azimuth) of ``views`` (degrees; by default from the front and the back)."""
     field: str = "Vm"
     every: int | None = None
     interval: float | None = None
     fps: float = 10.0
     format: str | None = None
-    view: tuple[float, float] = (25.0, -60.0)
+    views: tuple = ((25.0, -60.0), (25.0, 120.0))
 
 
 def mp4_available() -> bool:
@@ -129,7 +129,8 @@ def surface(mask: np.ndarray, spacing, axes, view=(25.0, -60.0)) -> Surface:
     h = np.asarray(spacing, float)                                  # x y z
     origin = np.array([a[0] for a in axes], float)
     padded = np.pad(mask.astype(bool), 1)
-    light = np.array([0.4, -0.5, 0.77])
+    light = towards + 0.6 * up - 0.4 * right                        # from over the viewer's left shoulder
+    light /= np.linalg.norm(light)
     corners, nodes, shades, depth = [], [], [], []
     for axis in range(3):                                           # x, y, z; the array axis is 2 - axis
         normal = np.zeros(3)
@@ -178,8 +179,10 @@ class Frames:
         label = f"{LABELS.get(m.field, m.field)} ({unit})"
         first = self.ds[0]
         self.fig = plt.figure(figsize=self._size(style.dpi), dpi=style.dpi)
-        self.ax = ax = self.fig.add_axes((0.11, 0.1, 0.69, 0.8))
-        cax = self.fig.add_axes((0.85, 0.15, 0.03, 0.7))
+        n = len(m.views) if r.dim == 3 else 1
+        self.axes = [self.fig.add_axes((0.11 + k * 0.74 / n, 0.1, 0.74 / n - 0.05 * (n > 1), 0.8)) for k in range(n)]
+        self.ax = ax = self.axes[0]
+        cax = self.fig.add_axes((0.88, 0.15, 0.025, 0.7))
         ax.set_title(f"{name_of(r)}: {LABELS.get(m.field, m.field)}", fontsize=10)     # 3D: _surface's own
         norm = plt.Normalize(self.lo, self.hi)
         if r.dim == 1:
@@ -208,27 +211,33 @@ class Frames:
             aspect = float(y[-1] - y[0]) / max(float(x[-1] - x[0]), 1e-12)
         else:
             aspect = 0.8
+        if self.r.dim == 3:                              # a panel per view, each about 4.5 inches square
+            return 1.3 + 4.5 * len(self.m.views), 5.0
         w = 7.0
         h = min(max(w * 0.72 * aspect / 0.8, 2.5), 9.0)
         return w, h
 
     def _surface(self, first, norm) -> None:
         from matplotlib.collections import PolyCollection
-        r, ax = self.r, self.ax
-        self.surf = s = surface(tissue_mask(r, first), r.spacing, r.axes, self.m.view)
-        self.norm = norm
-        self.faces = PolyCollection(s.corners, edgecolors="none", antialiaseds=False)
-        ax.add_collection(self.faces)
-        if len(s.corners):
-            lo, hi = s.corners.reshape(-1, 2).min(axis=0), s.corners.reshape(-1, 2).max(axis=0)
-            pad = 0.03 * float(max(hi - lo))
-            ax.set_xlim(lo[0] - pad, hi[0] + pad)
-            ax.set_ylim(lo[1] - pad, hi[1] + pad)
-            _scale_bar(ax, float(hi[0] - lo[0]))
-        ax.set_aspect("equal")
-        ax.set_axis_off()
-        ax.set_title(f"{name_of(r)}: {LABELS.get(self.m.field, self.m.field)} on the tissue's surface\n(elevation "
-                     f"{self.m.view[0]:g}°, azimuth {self.m.view[1]:g}°; {len(s.node)} faces)", fontsize=10)
+        r, mask = self.r, tissue_mask(self.r, first)
+        self.norm, self.surfs, self.faces = norm, [], []
+        for ax, view in zip(self.axes, self.m.views):
+            s = surface(mask, r.spacing, r.axes, view)
+            faces = PolyCollection(s.corners, edgecolors="none", antialiaseds=False)
+            ax.add_collection(faces)
+            if len(s.corners):
+                lo, hi = s.corners.reshape(-1, 2).min(axis=0), s.corners.reshape(-1, 2).max(axis=0)
+                pad = 0.03 * float(max(hi - lo))
+                ax.set_xlim(lo[0] - pad, hi[0] + pad)
+                ax.set_ylim(lo[1] - pad, hi[1] + pad)
+                _scale_bar(ax, float(hi[0] - lo[0]))
+            ax.set_aspect("equal")
+            ax.set_axis_off()
+            ax.set_title(f"elevation {view[0]:g}°, azimuth {view[1]:g}°: {len(s.node)} faces", fontsize=9)
+            self.surfs.append(s)
+            self.faces.append(faces)
+        self.fig.suptitle(f"{name_of(r)}: {LABELS.get(self.m.field, self.m.field)} on the tissue's surface",
+                          fontsize=10)
 
     def rgb(self, i: int) -> np.ndarray:
         r = self.r
@@ -238,9 +247,11 @@ class Frames:
         elif r.dim == 2:
             self.image.set_data(a)
         else:
-            colours = self.cmap(self.norm(np.ma.masked_invalid(a.ravel()[self.surf.node])))
-            colours[:, :3] *= self.surf.shade[:, None]
-            self.faces.set_facecolor(colours)
+            values = a.ravel()
+            for s, faces in zip(self.surfs, self.faces):
+                colours = self.cmap(self.norm(np.ma.masked_invalid(values[s.node])))
+                colours[:, :3] *= s.shade[:, None]
+                faces.set_facecolor(colours)
         self.stamp.set_text(f"t = {r.times[i]:.1f} ms")
         self.fig.canvas.draw()
         img = np.asarray(self.fig.canvas.buffer_rgba())[..., :3]

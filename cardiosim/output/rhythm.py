@@ -63,8 +63,9 @@ def window_of(r: Results, window=None, what: str = "--phase") -> slice:
         hi = int(np.searchsorted(r.times[:n], end + tol, side="right"))
     if hi - lo < MIN_SNAPSHOTS:
         within = f" within --window {window[0]:g} {window[1]:g} ms" if window is not None else ""
+        more = "a longer window or a smaller output.interval" if window is not None else "a smaller output.interval"
         raise UserError(f"{what}: needs at least {MIN_SNAPSHOTS} evenly spaced snapshots{within}; {r.path} has "
-                        f"{max(hi - lo, 0)} (a longer window or a smaller output.interval gives more)")
+                        f"{max(hi - lo, 0)} ({more} gives more)")
     return slice(lo, hi)
 
 
