@@ -186,11 +186,15 @@ def test_analysis_mistakes(files, tmp_path, capsys):
 
 def test_an_analysis_larger_than_the_memory_is_refused(files, tmp_path, capsys, monkeypatch):
     from cardiosim.runtime import resources
-    monkeypatch.setattr(resources, "available_memory", lambda: 10 ** 6)     # 1 MB: 100 x 961 x 8 B x 6 is 4.6 MB
+    monkeypatch.setattr(resources, "available_memory", lambda: 10 ** 5)     # 0.1 MB: 100 x 961 x 8 B x 6 is 4.6 MB
     assert _plot(files["spiral"], tmp_path, "--tips") == 2
     err = capsys.readouterr().err.strip()
-    assert "--tips: 100 snapshots of 961 nodes need about 0.00461 GB of memory, and 0.001 GB are available" in err
+    assert "--tips: 100 snapshots of 961 nodes need about 0.00461 GB of memory, and 0.0001 GB are available" in err
     assert len(err.splitlines()) == 1 and not list(tmp_path.iterdir())
+    # a GIF keeps its frames until the end: 20 frames of 7 x 4.62 inches at 40 dpi, 1 byte a pixel
+    assert _plot(files["ramp"], tmp_path, "--movie", "--movie-format", "gif") == 2
+    err = capsys.readouterr().err.strip()
+    assert "--movie: 20 GIF frames of 280 x 185 pixels need about 0.00103 GB" in err and not list(tmp_path.iterdir())
 
 
 def test_existing_files_and_mp4_without_an_encoder(files, tmp_path, capsys, monkeypatch):

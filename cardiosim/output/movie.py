@@ -6,7 +6,7 @@ of the tissue (the faces between tissue and non-tissue nodes of /maps/tissue, or
 coloured by its tissue node's value and shaded by its direction (docs/decisions/0064-movie-surface-by-faces.md).
 
 MP4 (H.264) goes through the ffmpeg that the PyPI package imageio-ffmpeg carries (``pip install imageio-ffmpeg``,
-in cardiosim's ``plot`` extra); without it, GIF through Pillow (which matplotlib needs anyway). The movie is written
+cardiosim's ``movie`` extra); without it, GIF through Pillow (which matplotlib needs anyway). The movie is written
 to ``.<name>.part`` beside its name and renamed into place when complete: a failed write or Ctrl-C leaves nothing
 there (an earlier movie, with ``--overwrite``, stays as it was).
 """
@@ -23,8 +23,8 @@ import numpy as np
 from cardiosim.output.plot import LABELS, Style, colour_range, name_of
 from cardiosim.output.results import Results
 from cardiosim.runtime.errors import SimulationError, UserError, io_reason
+from cardiosim.runtime.resources import check_fits
 
-FORMATS = ("mp4", "gif")
 MARK = "cardiosim plot --movie"      # in the movie's metadata: how --overwrite recognises one of ours
 PROGRESS_S = 5.0                     # seconds between progress lines
 
@@ -44,7 +44,7 @@ class Movie:
 
 def mp4_available() -> bool:
     try:
-        import imageio_ffmpeg
+        import imageio_ffmpeg          # optional (the movie extra): without it, GIFs
         imageio_ffmpeg.get_ffmpeg_exe()
     except (ImportError, RuntimeError):
         return False
@@ -94,9 +94,10 @@ def nice_length(span_mm: float) -> float:
     return float(min((m * k for m in (1, 2, 5, 10)), key=lambda s: abs(np.log(s / raw))))
 
 
-def _scale_bar(ax, span_cm: float, size_cm: float | None = None):
+def _scale_bar(ax, span_cm: float):
+    # matplotlib is imported where a figure is drawn (cardiosim.output.plot._pyplot chooses its backend first)
     from mpl_toolkits.axes_grid1.anchored_artists import AnchoredSizeBar
-    mm = nice_length(10 * span_cm) if size_cm is None else 10 * size_cm
+    mm = nice_length(10 * span_cm)
     bar = AnchoredSizeBar(ax.transData, mm / 10, f"{mm:g} mm", "lower right", pad=0.4, sep=3, frameon=True,
                           size_vertical=0, color="black", fontproperties={"size": 8})
     bar.patch.set_alpha(0.75)
@@ -165,6 +166,18 @@ def tissue_mask(r: Results, first: np.ndarray) -> np.ndarray:
 
 
 # -- frames ----------------------------------------------------------------------------------------------------
+def figure_size(r: Results, m: Movie) -> tuple[float, float]:
+    """A frame's size (inches): 7 wide, as tall as a 2D sheet's aspect needs (2.5 to 9); 3D a panel per view, each
+    about 4.5 inches square."""
+    if r.dim == 3:
+        return 1.3 + 4.5 * len(m.views), 5.0
+    aspect = 0.8
+    if r.dim == 2:
+        x, y = r.axes
+        aspect = float(y[-1] - y[0]) / max(float(x[-1] - x[0]), 1e-12)
+    return 7.0, min(max(7.0 * 0.72 * aspect / 0.8, 2.5), 9.0)
+
+
 class Frames:
     """A figure drawn once and updated for each snapshot; :meth:`rgb` gives the picture as an (h, w, 3) array
     whose sides are multiples of 16 (H.264's macroblocks)."""
@@ -178,7 +191,7 @@ class Frames:
         self.cmap = plt.get_cmap(cmap).with_extremes(bad="0.85")
         label = f"{LABELS.get(m.field, m.field)} ({unit})"
         first = self.ds[0]
-        self.fig = plt.figure(figsize=self._size(style.dpi), dpi=style.dpi)
+        self.fig = plt.figure(figsize=self._size(), dpi=style.dpi)
         n = len(m.views) if r.dim == 3 else 1
         self.axes = [self.fig.add_axes((0.11 + k * 0.74 / n, 0.1, 0.74 / n - 0.05 * (n > 1), 0.8)) for k in range(n)]
         self.ax = ax = self.axes[0]
@@ -204,21 +217,16 @@ class Frames:
         self.fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=self.cmap), cax=cax, label=label)
         self.stamp = ax.text(0.02, 0.97, "", transform=ax.transAxes, va="top", fontsize=10,
                              bbox=dict(boxstyle="round", fc="white", ec="0.5", alpha=0.8))
+        # as many decimals as the snapshots' spacing needs (at least one): a stamp of fixed width does not jitter
+        gaps = np.diff(r.times)
+        finest = float(gaps[gaps > 0].min()) if (gaps > 0).any() else 1.0
+        self.decimals = next((d for d in range(1, 6) if abs(round(finest, d) - finest) < 1e-9), 6)
 
-    def _size(self, dpi: int) -> tuple[float, float]:
-        if self.r.dim == 2:
-            x, y = self.r.axes
-            aspect = float(y[-1] - y[0]) / max(float(x[-1] - x[0]), 1e-12)
-        else:
-            aspect = 0.8
-        if self.r.dim == 3:                              # a panel per view, each about 4.5 inches square
-            return 1.3 + 4.5 * len(self.m.views), 5.0
-        w = 7.0
-        h = min(max(w * 0.72 * aspect / 0.8, 2.5), 9.0)
-        return w, h
+    def _size(self) -> tuple[float, float]:
+        return figure_size(self.r, self.m)
 
     def _surface(self, first, norm) -> None:
-        from matplotlib.collections import PolyCollection
+        from matplotlib.collections import PolyCollection   # matplotlib: where a figure is drawn (see _scale_bar)
         r, mask = self.r, tissue_mask(self.r, first)
         self.norm, self.surfs, self.faces = norm, [], []
         for ax, view in zip(self.axes, self.m.views):
@@ -252,7 +260,7 @@ class Frames:
                 colours = self.cmap(self.norm(np.ma.masked_invalid(values[s.node])))
                 colours[:, :3] *= s.shade[:, None]
                 faces.set_facecolor(colours)
-        self.stamp.set_text(f"t = {r.times[i]:.1f} ms")
+        self.stamp.set_text(f"t = {r.times[i]:.{self.decimals}f} ms")
         self.fig.canvas.draw()
         img = np.asarray(self.fig.canvas.buffer_rgba())[..., :3]
         h, w = img.shape[:2]
@@ -267,7 +275,7 @@ class Frames:
 # -- writing ---------------------------------------------------------------------------------------------------
 class _Mp4:
     def __init__(self, tmp: Path, size, fps: float):
-        import imageio_ffmpeg
+        import imageio_ffmpeg          # optional (the movie extra): chosen_format has checked that it is there
         # "-f mp4": the temporary name's suffix (.part) does not say the container; faststart puts the index (and
         # the comment that marks the file as ours) at the start
         self.gen = imageio_ffmpeg.write_frames(str(tmp), size, fps=fps, codec="libx264", quality=7,
@@ -294,7 +302,7 @@ class _Gif:
         self.tmp, self.fps, self.frames = tmp, fps, []
 
     def add(self, rgb: np.ndarray) -> None:
-        from PIL import Image
+        from PIL import Image          # Pillow, which matplotlib needs: loaded where a GIF is made
         self.frames.append(Image.fromarray(rgb).quantize(colors=256))    # a palette image: 1 byte a pixel kept
 
     def finish(self) -> None:
@@ -353,6 +361,10 @@ def extras(r: Results, args, out: Path, stem: str, style: Style, idx: list[int])
         m = Movie(field=field, every=args.every, interval=args.frame_interval, fps=args.fps,
                   format=args.movie_format)
         frames, fmt = check(r, m), chosen_format(m)
+        if fmt == "gif":                # its frames are kept until the end, one byte a pixel
+            w, h = figure_size(r, m)
+            check_fits(len(frames) * w * h * style.dpi ** 2, f"--movie: {len(frames)} GIF frames of "
+                       f"{w * style.dpi:.0f} x {h * style.dpi:.0f} pixels", "use --every, a lower --dpi or MP4")
         if fmt == "gif" and m.format is None:
             print("movie: no MP4 encoder here (pip install imageio-ffmpeg): writing a GIF", file=sys.stderr)
         plan.append((fmt, out / f"{stem}_{field}.{fmt}",
