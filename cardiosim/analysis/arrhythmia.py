@@ -9,8 +9,9 @@ end, may come sooner).
 * **Phase** (:func:`phase`): the argument of the analytic signal of V minus its mean over time at each node
   (Hilbert transform, Bray & Wikswo 2002), or the angle in the delay plane (V(t - τ) against V(t), both minus the
   mean: Gray et al. 1998). Both increase by 2π per cycle: a node whose V is cos(ωt) has phase ωt (wrapped to
-  [-π, π)). The Hilbert phase is less accurate in the first and last cycle (the transform treats the record as
-  periodic); the delay phase has no value (NaN) for the first τ.
+  [-π, π)). The Hilbert transform treats the record as periodic: its phase is off by up to about 1 rad at the
+  record's ends, and trusted a quarter of a period in (:func:`trusted`); the delay phase has no value (NaN) for the
+  first τ.
 * **Phase singularities** (:func:`charges`): the topological charge of each 2 × 2 plaquette of nodes, the sum of
   the wrapped phase differences around it (counter-clockwise: x, then y) over 2π, +1 or -1 where a spiral's tip
   is inside the plaquette, 0 elsewhere (and where a corner has no phase). The tip is placed at the plaquette's
@@ -19,7 +20,8 @@ end, may come sooner).
   the nearest one of the same charge in the previous frames (an optimal assignment, SciPy's
   ``linear_sum_assignment``) within a distance.
 * **Dominant frequency** (:func:`dominant_frequency`): the frequency of the largest peak of each node's power
-  spectrum (Hann window, V minus its mean) within a band; its resolution is one frequency bin, 1/(n Δt).
+  spectrum (Hann window, V minus its mean, optionally zero-padded) within a band; its resolution is one frequency
+  bin, 1/(n Δt).
 * **Activations** (:func:`activations`) and **cycle length** (:func:`cycle_length`): every upward crossing of a
   threshold per node (interpolated), and the median interval between them.
 """
