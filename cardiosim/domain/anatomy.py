@@ -33,6 +33,13 @@ Sources:
   and cut at the same base (docs/decisions/0036-biventricular-anatomy-and-rule-based-fibres.md says why not a mesh of
   cardiac-geometries-core). Fibres from the
   rule.
+* ``lv``, ``biv`` with ``--size human``: the same shapes at an adult's dimensions (:data:`HUMAN`: 9 cm from the base
+  plane to the apex, the LV wall 1 cm, the RV wall 0.4 cm; the normal values of Lang et al. 2015, cited there).
+
+The built-in anatomies are made a slab of z-planes at a time (SLAB_NODES grid nodes), their coordinates and fibres
+on the tissue nodes only (cardiosim.domain.fibres.Tissue) and written a slab at a time (fibres.Scattered), so that
+no float array of the whole box is made: memory grows with the box as about GRID_BYTES and with the tissue as
+about fibres.TISSUE_BYTES per node.
 * a tetrahedral mesh: VTU, VTK or Gmsh through meshio (element tags from cell data ``gmsh:physical``, ``tag``,
   ``region`` or ``elemTag``; fibres from cell or point data ``fibres``/``fibers``/``fiber``/``fibre``), or openCARP
   text files (``NAME.elem`` with ``NAME.pts`` beside it and ``NAME.lon`` where present; coordinates in µm).
@@ -84,13 +91,13 @@ FIBRE_NAMES = ("fibres", "fibers", "fiber", "fibre")
 # docs/decisions/0003-elliptic-cg-multigrid-pseudo-inverse.md).
 CELL_MULTIPLE = 8
 MAX_NODES = 2e8
-# Peak bytes while the anatomy is made, measured with tracemalloc (spacing 0.05 and 0.03 cm): the idealised LV and
-# BiV with their rule-based fibres 254-389 per grid node (the Laplacian, the coordinates, the frames), to which
-# PETSc's matrix and ICC factor add about 650 per tissue node (27 entries of 12 bytes, twice; not traced), about
-# 180 per grid node at a quarter of the box in tissue; a mesh 28 per grid node (labels, fibres) and about 190 per
-# candidate node of a chunk of elements (the nodes in the elements' bounding boxes).
-LV_BYTES_PER_NODE = 600
-BIV_BYTES_PER_NODE = 600
+# Peak bytes while a built-in anatomy is made: per grid node, its labels, surfaces and their masks (GRID_BYTES; the
+# rule adds fibres.TISSUE_BYTES per tissue node, checked once the tissue is known); reading a geometry file for
+# ``geometry fibres``, its datasets (FILE_BYTES: labels, surfaces and, where it has them, coordinates and fibres).
+# A mesh 28 per grid node (labels, fibres) and about 190 per candidate node of a chunk of elements (the nodes in the
+# elements' bounding boxes), measured with tracemalloc.
+GRID_BYTES = 32
+FILE_BYTES = 110
 MESH_BYTES_PER_NODE = 28
 MESH_BYTES_PER_CANDIDATE = 200
 
@@ -224,7 +231,7 @@ def built_in_box(size: Ventricles, h: float, margin: int = 1, biv: bool = True) 
 def _built_in_shape(size: Ventricles, h: float, margin: int, biv: bool) -> tuple[Box, dict]:
     """Labels and surfaces of the built-in ventricles, made a slab of z-planes at a time."""
     box = built_in_box(size, h, margin, biv)
-    box.check_memory((BIV_BYTES_PER_NODE if biv else LV_BYTES_PER_NODE) * box.n_nodes)
+    box.check_memory(GRID_BYTES * box.n_nodes)
     shape = tuple(int(v) for v in reversed(box.n))
     labels = np.empty(shape, dtype=np.int32)
     outside = np.empty(shape, dtype=np.int8)
@@ -696,7 +703,7 @@ def main_fibres(args: argparse.Namespace) -> int:
     except OSError as e:
         raise UserError(f"{src}: cannot be read as HDF5 ({e})") from None
     if shape:                        # before the arrays are read: what the rule needs, against what is free
-        check_fits(BIV_BYTES_PER_NODE * float(np.prod(shape)), f"{src}: {np.prod(shape):.4g} grid nodes",
+        check_fits((FILE_BYTES + GRID_BYTES) * float(np.prod(shape)), f"{src}: {np.prod(shape):.4g} grid nodes",
                    "make it on a host with more memory")
     check_writes([Target("--out", out, "geometry")], {"the geometry file": src}, args.overwrite)
     try:

@@ -38,7 +38,8 @@ this departs from Bayer's algorithm, and why:
 The Laplace problems are assembled here, on the tissue nodes only (the Q1 stiffness of the grid's elements whose
 eight corners are all tissue: the surface rule of cardiosim.domain.mask, so the same staircase is no-flux), and solved
 with PETSc on one process: CG + ICC(0), which took 37 iterations (φ_epi) and 206 (ψ) on the BiV at 0.25 mm
-(464,000 tissue nodes), and less time than CG + GAMG (10-12 iterations, but a set-up of several seconds). A small
+(464,000 tissue nodes), and less time there than CG + GAMG (10-14 iterations, but a set-up of several seconds);
+ψ and lv_rv above GAMG_ROWS free nodes by CG + GAMG, whose iterations do not grow with the grid. A small
 assembly of its own because the run's operators (cardiosim.tissue.operators) are built on the whole box of a DMDA across
 MPI ranks, which an anatomy made once on a login node has no need of; cardiosim's tissue-only stencil
 solvers (cardiosim.solvers.multigrid) may replace it.
@@ -54,6 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from cardiosim.runtime.errors import SimulationError, UserError
+from cardiosim.runtime.resources import check_fits
 
 # The bits of a geometry file's ``surfaces`` dataset: a node may lie on several surfaces (the base's rim is on the
 # base and on an endocardium or the epicardium, as a mesh's vertex there is on both surfaces' facets); 0: on none.
@@ -147,7 +149,12 @@ def _q1_stiffness(h: float) -> np.ndarray:
 def _coupling(t: Tissue, K: np.ndarray, off, has: list) -> np.ndarray:
     """At each tissue node n, the Laplacian's entry (n, n + off): the sum over the elements holding both (those
     whose corner a is n, a + off a corner too), in the order of the corners a."""
-    v = np.zeros(t.n)
+    return _coupling_of(K, off, has, t.n)
+
+
+def _coupling_of(K: np.ndarray, off, has: list, n: int) -> np.ndarray:
+    """:func:`_coupling` at n nodes, ``has[i]`` whether each is corner i of an element."""
+    v = np.zeros(n)
     for i, a in enumerate(CORNERS):
         b = tuple(x + o for x, o in zip(a, off))
         if all(c in (0, 1) for c in b) and K[i, CORNERS.index(b)] != 0.0:
@@ -199,13 +206,70 @@ def _free_block(A, free: np.ndarray):
     return sp.csr_matrix((A.data[keep], rank[A.indices[keep]], indptr), shape=(n, n))
 
 
-def solve_laplace(A, fixed: np.ndarray, values, what: str, pieces=None, long_range: bool = False):
+# Free rows per chunk while a free block goes into PETSc's matrix: the chunk's entries are its temporaries.
+ROW_CHUNK = 1 << 19
+
+
+def _free_block_into(t: Tissue, h: float, free: np.ndarray, us: list):
+    """The free block of the Laplacian on the tissue nodes (t: :class:`Tissue`, its ``number`` table present)
+    straight into a PETSc matrix, ROW_CHUNK rows at a time (preallocated exactly, so its entries are stored once),
+    and the right-hand sides −A[free][:, fixed] u[fixed] for each u of ``us`` (0 at the free nodes), each summed in
+    the order of the row's columns as A @ u sums them: the matrix and vectors that :func:`laplacian` and
+    :func:`_free_block` gave, without a copy of the whole Laplacian."""
+    from petsc4py import PETSc
+    K = _q1_stiffness(h)
+    rows = np.flatnonzero(free)
+    rank = np.full(t.n, -1, dtype=t.number.dtype)
+    rank[rows] = np.arange(len(rows), dtype=t.number.dtype)
+
+    def entries(r):
+        """(offset's shift, nz positions in r, columns' tissue numbers, values) of rows r, offset by offset."""
+        has = [t.node_element[c, r] >= 0 for c in range(8)]
+        for off in OFFSETS:
+            v = _coupling_of(K, off, has, len(r))
+            nz = np.flatnonzero(v)
+            yield nz, t.number[t.idx[r[nz]] + t.shift(off)], v[nz]
+
+    counts = np.zeros(len(rows), dtype=PETSc.IntType)
+    for i in range(0, len(rows), ROW_CHUNK):
+        r = rows[i:i + ROW_CHUNK]
+        for nz, col, _ in entries(r):
+            counts[i + nz] += free[col]
+    M = PETSc.Mat().createAIJ(size=(len(rows), len(rows)), nnz=counts, comm=PETSc.COMM_SELF)
+    bs = [np.zeros(len(rows)) for _ in us]
+    for i in range(0, len(rows), ROW_CHUNK):
+        r = rows[i:i + ROW_CHUNK]
+        indptr = np.zeros(len(r) + 1, dtype=PETSc.IntType)
+        np.cumsum(counts[i:i + len(r)], out=indptr[1:])
+        cols = np.empty(int(indptr[-1]), dtype=PETSc.IntType)
+        vals = np.empty(int(indptr[-1]))
+        cursor = indptr[:-1].copy()
+        acc = [np.zeros(len(r)) for _ in us]
+        for nz, col, v in entries(r):
+            for a, u in zip(acc, us):
+                a[nz] += v * u[col]
+            keep = free[col]
+            at = cursor[nz[keep]]
+            cols[at] = rank[col[keep]]
+            vals[at] = v[keep]
+            cursor[nz[keep]] += 1
+        M.setValuesIJV(indptr, cols, vals, rowmap=np.arange(i, i + len(r), dtype=PETSc.IntType))
+        for b, a in zip(bs, acc):
+            b[i:i + len(r)] = -a
+    M.assemble()
+    return M, bs
+
+
+def solve_laplace(A, fixed: np.ndarray, values, what: str, pieces=None, long_range: bool = False, tissue=None,
+                  h: float | None = None):
     """u on the tissue nodes with A u = 0 at the free nodes and u = ``values`` at the ``fixed`` ones (bool, per
     row of A): the free block solved with PETSc's CG (the Dirichlet nodes eliminated, so it is SPD) and ICC(0),
     or, for a ``long_range`` problem (one whose solution varies along the whole anatomy: ψ, lv_rv) of more than
     GAMG_ROWS free nodes, algebraic multigrid (GAMG_OPTIONS). ``values`` may be a list of such vectors (one
     problem each, the same fixed nodes): a list of solutions, the block and its preconditioner made once.
-    ``pieces``: A's connected components (:func:`components`), where the caller has them already."""
+    ``pieces``: the tissue's connected components (count, piece of each node), where the caller has them already.
+    With ``tissue`` (a :class:`Tissue`) and ``h`` instead of A (None), the free block is assembled from them
+    straight into PETSc's matrix (:func:`_free_block_into`): the same matrix and right-hand sides, bit for bit."""
     many = isinstance(values, (list, tuple))
     free = ~fixed
     us = [np.where(fixed, v, 0.0) for v in (values if many else [values])]
@@ -218,13 +282,17 @@ def solve_laplace(A, fixed: np.ndarray, values, what: str, pieces=None, long_ran
         sizes = np.bincount(piece, minlength=n_pieces)[~touched]
         raise UserError(f"{what}: {len(sizes)} piece(s) of tissue ({int(sizes.sum())} nodes) touch none of the "
                         f"surfaces it is fixed on; label their surfaces or leave such pieces out of the anatomy")
-    Aff = _free_block(A, free)
     from petsc4py import PETSc
-    M = PETSc.Mat().createAIJ(size=Aff.shape, csr=(Aff.indptr.astype(PETSc.IntType, copy=False),
-                                                   Aff.indices.astype(PETSc.IntType, copy=False), Aff.data),
-                              comm=PETSc.COMM_SELF)
-    M.assemble()
-    del Aff                     # PETSc holds its own copy
+    if A is None:
+        M, rhs_values = _free_block_into(tissue, h, free, us)
+    else:
+        Aff = _free_block(A, free)
+        M = PETSc.Mat().createAIJ(size=Aff.shape, csr=(Aff.indptr.astype(PETSc.IntType, copy=False),
+                                                       Aff.indices.astype(PETSc.IntType, copy=False), Aff.data),
+                                  comm=PETSc.COMM_SELF)
+        M.assemble()
+        del Aff                     # PETSc holds its own copy
+        rhs_values = [-(A @ u)[free] for u in us]     # A[free][:, fixed] @ u[fixed]: u is 0 at the free nodes
     ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
     ksp.setOperators(M)
     ksp.setType("cg")
@@ -234,8 +302,8 @@ def solve_laplace(A, fixed: np.ndarray, values, what: str, pieces=None, long_ran
         ksp.getPC().setType("icc")
     ksp.setTolerances(rtol=RTOL, atol=0.0, max_it=2000)
     x, rhs = M.createVecs()
-    for u in us:
-        rhs.getArray()[:] = -(A @ u)[free]          # A[free][:, fixed] @ u[fixed]: u is 0 at the free nodes
+    for u, b in zip(us, rhs_values):
+        rhs.getArray()[:] = b
         ksp.solve(rhs, x)
         if ksp.getConvergedReason() <= 0:
             raise SimulationError(f"{what}: the Laplace solve did not converge ({ksp.getIterationNumber()} CG "
@@ -267,6 +335,24 @@ def _gamg(ksp) -> None:
     ksp.setFromOptions()
     for k in GAMG_OPTIONS:
         opts.delValue(GAMG_PREFIX + k)
+
+
+def element_pieces(elements: np.ndarray, t: Tissue) -> tuple[int, np.ndarray]:
+    """(count, piece of each tissue node) of the tissue's graph (the Laplacian's): within an element its entries
+    join every corner to every other, directly or through a third, so its connected pieces are those of the
+    elements that share a corner (26-neighbours); found on the element image, without the Laplacian."""
+    from scipy import ndimage
+    labelled, count = ndimage.label(elements, structure=np.ones((3, 3, 3), dtype=bool))
+    padded = np.zeros(t.shape, dtype=labelled.dtype)
+    padded[:-1, :-1, :-1] = labelled
+    del labelled
+    of_element = padded.reshape(-1)[t.elements] - 1
+    del padded
+    piece = np.empty(t.n, dtype=of_element.dtype)
+    for c in range(8):
+        on = t.node_element[c] >= 0
+        piece[on] = of_element[t.node_element[c, on]]
+    return count, piece
 
 
 def components(A):
@@ -348,6 +434,12 @@ def long_axis(points: np.ndarray, surfaces: np.ndarray) -> tuple[np.ndarray, np.
     return apex, normal, length
 
 
+# Peak bytes per tissue node (about one per tissue element) while the rule runs, over the labels and surfaces:
+# PETSc's matrix (21 entries a row, 12 bytes each) and its ICC(0) factor or GAMG hierarchy (GAMG's set-up peaks at
+# about five times the matrix), the tables of Tissue, the coordinates, gradients and frames. Measured (maximum
+# resident set less 0.15 GB and the grid's GRID_BYTES): 1530 (idealised BiV at 0.125 mm, 3.70 million tissue nodes)
+# and 1410 (human BiV at 0.5 mm, 1.50 million) with GAMG, 520 with ICC(0) alone (idealised BiV at 0.25 mm).
+TISSUE_BYTES = 1600
 # Tissue nodes per chunk of the frames' arithmetic (row by row, so chunks give the same numbers): its temporaries
 # (a dozen (n, 3) arrays) are a chunk's, not the tissue's.
 FRAME_CHUNK = 1 << 18
@@ -407,7 +499,10 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
     if not elements.any():
         raise UserError(f"spacing {h:g} cm: no grid element lies wholly in the tissue (its walls are too thin for "
                         f"that spacing), so there is nothing to make fibres on; choose a finer --spacing")
+    check_fits(TISSUE_BYTES * float(elements.sum()), f"the rule-based fibres on about {elements.sum():.4g} tissue "
+               f"elements (spacing {h:g} cm)", "choose a coarser spacing or a host with more memory")
     t = Tissue(elements, nodes)
+    pieces = element_pieces(elements, t)
     del elements, nodes
     surf = surfaces.reshape(-1)[t.idx].astype(np.int64)
     present = {k for k, bit in SURFACES.items() if np.any(surf & bit)}
@@ -419,9 +514,6 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
     biv = "rv_endo" in present
     is_ = {k: (surf & bit) > 0 for k, bit in SURFACES.items()}
     start = time.perf_counter()
-    A = laplacian(None, None, h, tissue=t)
-    t.number = None                            # the box's table: only the Laplacian reads it
-    pieces = components(A)
     zz, yy, xx = np.unravel_index(t.idx, t.shape)
     points = np.asarray(origin, dtype=float) + h * np.stack([xx, yy, zz], axis=1)
     del zz, yy, xx
@@ -439,20 +531,20 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
         fixed = np.zeros(len(surf), dtype=bool)
         for k in one + zero:
             fixed |= is_[k]
-        return solve_laplace(A, fixed, dirichlet(one, zero), what, pieces, long_range)
+        return solve_laplace(None, fixed, dirichlet(one, zero), what, pieces, long_range, t, h)
 
     if biv:     # the two walls' depths: the same fixed nodes (both endocardia and the epicardium), one factor
-        u, v = solve_laplace(A, is_["epi"] | is_["rv_endo"] | is_["lv_endo"],
+        u, v = solve_laplace(None, is_["epi"] | is_["rv_endo"] | is_["lv_endo"],
                              [dirichlet(["epi", "rv_endo"], ["lv_endo"]), dirichlet(["epi", "lv_endo"], ["rv_endo"])],
-                             "the walls' depths", pieces)
+                             "the walls' depths", pieces, False, t, h)
     else:
         u, v = solve(["epi"], ["lv_endo"], "the LV wall's depth"), None
     # ψ: 0 at the apex node, 1 at the base (Bayer), for the longitudinal direction only
     apex_node = np.zeros(len(surf), dtype=bool)
     apex_node[np.argmin(np.sum((points - apex) ** 2, axis=1))] = True
     fixed = is_["base"] | apex_node
-    psi = solve_laplace(A, fixed, np.where(is_["base"], 1.0, 0.0), "apex-to-base Laplace solution", pieces,
-                        long_range=True)
+    psi = solve_laplace(None, fixed, np.where(is_["base"], 1.0, 0.0), "apex-to-base Laplace solution", pieces,
+                        True, t, h)
     # where ∇ψ vanishes (at the apex node), the long axis
     grad_psi = _unit(gradient(psi, t, h), axis)
     del psi
@@ -462,7 +554,7 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
     if biv:
         gv = gradient(v, t, h)
         out["lv_rv"] = solve(["rv_endo"], ["lv_endo"], "LV-RV coordinate", long_range=True)
-    A = None                                   # the Laplacian's memory, before the frames'
+    t.number = None                            # the box's table: only the Laplace problems read it
     f, s, n = _frames(grad_psi, gu, u, gv, v, helix, sheet)
     del grad_psi, gu, gv
     if biv:
