@@ -14,9 +14,15 @@ define variants (e.g. Bondarenko's apical and septal cells) that are named param
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 from cardiosim.runtime.errors import UserError
 
@@ -41,6 +47,22 @@ class State:
     # Physically admissible range; leaving it stops the run with the state named (gates in [0, 1], ...).
     lower: float = -np.inf
     upper: float = np.inf
+
+
+TABLES = Path(__file__).resolve().parent / "tables"
+
+
+def read_table(name: str) -> tuple[tuple[State, ...], dict[str, Parameter]]:
+    """A hand-written model's states and parameters, in its kernel's order, from ``cells/tables/<name>.toml``: each
+    state with its unit and admissible range, or a kind (``[kinds.<kind>]``) that gives them; each parameter as
+    value, unit and doc. Data, not code: the tables are read once, at import."""
+    data = tomllib.loads((TABLES / f"{name}.toml").read_text(encoding="utf-8"))
+    kinds = data.get("kinds", {})
+    states = tuple(State(s["name"], s["initial"], doc=s["doc"],
+                         **{k: kinds[s["kind"]][k] if "kind" in s else s[k] for k in ("unit", "lower", "upper")})
+                   for s in data["states"])
+    parameters = {n: Parameter(p["value"], p["unit"], p["doc"]) for n, p in data["parameters"].items()}
+    return states, parameters
 
 
 class CellModel:

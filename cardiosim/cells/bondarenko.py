@@ -34,146 +34,12 @@ import math
 
 import numpy as np
 
-from cardiosim.cells.base import CellModel, Parameter, State
+from cardiosim.cells.base import CellModel, read_table
 
-# Probabilities and gates: Forward Euler with dt = 1e-4 ms keeps them inside [0, 1] up to round-off; the slack
-# below only has to absorb round-off, anything larger means the step is too large.
-_P_LO, _P_HI = -1e-6, 1.0 + 1e-6
-# Concentrations are positive; a small negative tolerance is not needed (none of them comes close to zero).
-_C_LO = 0.0
-
-
-def _p(name, initial, doc):
-    """A Markov-chain probability or a gate (dimensionless)."""
-    return State(name, initial, "1", doc, _P_LO, _P_HI)
-
-
-def _c(name, initial, doc):
-    """A concentration in µM."""
-    return State(name, initial, "uM", doc, _C_LO, np.inf)
-
-
-# Order = spec.md §2 = the CellML-to-C (MonoAlg3D sv[]) order. kernels/bondarenko.h relies on it.
-STATES = (
-    State("V", -82.4202, "mV", "membrane potential", -200.0, 200.0),
-    _c("Cai", 0.115001, "bulk myoplasmic free Ca2+"),
-    _c("Cass", 0.115001, "subspace (dyadic) free Ca2+"),
-    _c("CaJSR", 1299.5, "junctional SR Ca2+"),
-    _c("CaNSR", 1299.5, "network SR Ca2+"),
-    # P_RyR is driven by -I_CaL (≥ 0 below E_CaL = 63 mV) and decays at 0.04/ms: it is positive and of order 0.1
-    # during an AP; it only goes negative (slightly) when V > E_CaL. Loose bounds: they only catch blow-up.
-    State("P_RyR", 0.0, "1", "RyR modulation factor (I_CaL-driven)", -1.0, 10.0),
-    State("LTRPN_Ca", 11.2684, "uM", "Ca2+ bound to low-affinity troponin sites", _C_LO, np.inf),
-    State("HTRPN_Ca", 125.29, "uM", "Ca2+ bound to high-affinity troponin sites", _C_LO, np.inf),
-    _p("P_O1", 1.49102e-5, "RyR open state 1"),
-    _p("P_O2", 9.51726e-11, "RyR open state 2"),
-    _p("P_C2", 1.6774e-4, "RyR closed state 2"),
-    _p("O", 9.30308e-19, "L-type channel open"),
-    _p("C2", 1.24216e-4, "L-type closed 2"),
-    _p("C3", 5.78679e-9, "L-type closed 3"),
-    _p("C4", 1.19816e-13, "L-type closed 4"),
-    _p("I1", 4.97923e-19, "L-type inactivated 1"),
-    _p("I2", 3.45847e-14, "L-type inactivated 2"),
-    _p("I3", 1.85106e-14, "L-type inactivated 3"),
-    _c("Nai", 14237.1, "myoplasmic Na+"),
-    _p("C_Na2", 0.020752, "Na channel closed 2"),
-    _p("C_Na1", 2.79132e-4, "Na channel closed 1"),
-    _p("O_Na", 7.13483e-7, "Na channel open"),
-    _p("IF_Na", 1.53176e-4, "Na channel fast-inactivated"),
-    _p("I1_Na", 6.73345e-7, "Na channel intermediate-inactivated 1"),
-    _p("I2_Na", 1.55787e-9, "Na channel intermediate-inactivated 2"),
-    _p("IC_Na2", 0.0113879, "Na channel closed-inactivated 2"),
-    _p("IC_Na3", 0.34278, "Na channel closed-inactivated 3"),
-    _c("Ki", 143720.0, "myoplasmic K+"),
-    _p("ato_f", 2.65563e-3, "I_Kto,f activation gate"),
-    _p("ito_f", 0.999977, "I_Kto,f inactivation gate"),
-    _p("ato_s", 4.17069e-4, "I_Kto,s activation gate"),
-    _p("ito_s", 0.998543, "I_Kto,s inactivation gate"),
-    _p("nKs", 2.62753e-4, "I_Ks activation gate"),
-    _p("aur", 4.17069e-4, "I_Kur activation gate"),
-    _p("iur", 0.998543, "I_Kur inactivation gate"),
-    _p("aKss", 4.17069e-4, "I_Kss activation gate"),
-    _p("iKss", 1.0, "I_Kss inactivation gate (dX/dt = 0: a constant)"),
-    _p("C_K2", 6.41229e-4, "mERG (I_Kr) closed 2"),
-    _p("C_K1", 9.92513e-4, "mERG closed 1"),
-    _p("O_K", 1.75298e-4, "mERG open"),
-    _p("I_K", 3.19129e-5, "mERG inactivated"),
-)
-
-# name: (value, unit, doc). Names are the CellML variable names. Order = spec.md §3 = the kernel's BP_* enum.
-_PARAMS = (
-    ("Acap", 1.534e-4, "cm2", "capacitive membrane area"),
-    ("Cm", 1.0, "uF/cm2", "specific membrane capacitance (only in the current-to-flux factors; dV/dt has no 1/Cm)"),
-    ("Vmyo", 25.84e-6, "uL", "myoplasm volume"),
-    ("VJSR", 0.12e-6, "uL", "junctional SR volume"),
-    ("VNSR", 2.098e-6, "uL", "network SR volume"),
-    ("Vss", 1.485e-9, "uL", "subspace volume"),
-    ("R", 8.314, "J/(mol*K)", "gas constant"),
-    ("T", 298.0, "K", "temperature"),
-    ("F", 96.5, "C/mmol", "Faraday constant"),
-    ("Ko", 5400.0, "uM", "extracellular K+"),
-    ("Nao", 140000.0, "uM", "extracellular Na+"),
-    ("Cao", 1800.0, "uM", "extracellular Ca2+"),
-    ("CMDN_tot", 50.0, "uM", "total calmodulin"),
-    ("Km_CMDN", 0.238, "uM", "calmodulin Ca2+ half-saturation"),
-    ("CSQN_tot", 15000.0, "uM", "total calsequestrin"),
-    ("Km_CSQN", 800.0, "uM", "calsequestrin Ca2+ half-saturation"),
-    ("LTRPN_tot", 70.0, "uM", "total low-affinity troponin sites"),
-    ("HTRPN_tot", 140.0, "uM", "total high-affinity troponin sites"),
-    ("k_plus_ltrpn", 0.0327, "1/(uM*ms)", "Ca2+ on-rate, low-affinity troponin"),
-    ("k_minus_ltrpn", 0.0196, "1/ms", "Ca2+ off-rate, low-affinity troponin"),
-    ("k_plus_htrpn", 0.00237, "1/(uM*ms)", "Ca2+ on-rate, high-affinity troponin"),
-    ("k_minus_htrpn", 3.2e-5, "1/ms", "Ca2+ off-rate, high-affinity troponin"),
-    ("v1", 4.5, "1/ms", "RyR release rate"),
-    ("v2", 1.74e-5, "1/ms", "SR leak rate"),
-    ("v3", 0.45, "uM/ms", "SERCA maximum uptake"),
-    ("Km_up", 0.5, "uM", "SERCA half-saturation"),
-    ("tau_tr", 20.0, "ms", "NSR -> JSR transfer time constant"),
-    ("tau_xfer", 8.0, "ms", "subspace -> myoplasm transfer time constant"),
-    ("k_plus_a", 0.006075, "1/(uM^4*ms)", "RyR P_C1 -> P_O1 rate (times Cass^n)"),
-    ("k_minus_a", 0.07125, "1/ms", "RyR P_O1 -> P_C1 rate"),
-    ("k_plus_b", 0.00405, "1/(uM^3*ms)", "RyR P_O1 -> P_O2 rate (times Cass^m)"),
-    ("k_minus_b", 0.965, "1/ms", "RyR P_O2 -> P_O1 rate"),
-    ("k_plus_c", 0.009, "1/ms", "RyR P_O1 -> P_C2 rate"),
-    ("k_minus_c", 0.0008, "1/ms", "RyR P_C2 -> P_O1 rate"),
-    ("n", 4.0, "1", "RyR Ca2+ cooperativity, P_C1 -> P_O1 (4 and 3 are evaluated as products, others with pow)"),
-    ("m", 3.0, "1", "RyR Ca2+ cooperativity, P_O1 -> P_O2"),
-    ("g_CaL", 0.1729, "mS/uF", "L-type Ca2+ conductance"),
-    ("E_CaL", 63.0, "mV", "L-type Ca2+ reversal potential"),
-    ("Kpc_max", 0.23324, "1/ms", "maximum Ca2+-dependent inactivation rate"),
-    ("Kpc_half", 20.0, "uM", "half-saturation of Ca2+-dependent inactivation"),
-    ("Kpcb", 0.0005, "1/ms", "voltage-insensitive recovery rate from inactivation"),
-    ("i_CaL_max", 7.0, "pA/pF", "normalisation of I_CaL in dP_RyR/dt"),
-    ("i_pCa_max", 1.0, "pA/pF", "maximum sarcolemmal Ca2+ pump current"),
-    ("Km_pCa", 0.5, "uM", "Ca2+ pump half-saturation"),
-    ("k_NaCa", 292.8, "pA/pF", "Na+/Ca2+ exchanger scaling"),
-    ("K_mNa", 87500.0, "uM", "exchanger Na+ half-saturation"),
-    ("K_mCa", 1380.0, "uM", "exchanger Ca2+ half-saturation"),
-    ("k_sat", 0.1, "1", "exchanger saturation at negative potentials"),
-    ("eta", 0.35, "1", "exchanger voltage dependence"),
-    ("g_Cab", 0.000367, "mS/uF", "background Ca2+ conductance"),
-    ("g_Na", 13.0, "mS/uF", "fast Na+ conductance"),
-    ("g_Nab", 0.0026, "mS/uF", "background Na+ conductance"),
-    ("i_NaK_max", 0.88, "pA/pF", "maximum Na+/K+ pump current"),
-    ("Km_Nai", 21000.0, "uM", "pump Nai half-saturation"),
-    ("Km_Ko", 1500.0, "uM", "pump Ko half-saturation"),
-    ("g_Kto_f", 0.4067, "mS/uF", "I_Kto,f conductance (variant)"),
-    ("g_Kto_s", 0.0, "mS/uF", "I_Kto,s conductance (variant)"),
-    ("g_Kur", 0.16, "mS/uF", "I_Kur conductance (variant)"),
-    ("g_Kss", 0.05, "mS/uF", "I_Kss conductance (variant)"),
-    ("g_Ks", 0.00575, "mS/uF", "I_Ks conductance"),
-    ("g_Kr", 0.078, "mS/uF", "I_Kr conductance"),
-    ("kf", 0.023761, "1/ms", "mERG C_K1 -> C_K2 rate"),
-    ("kb", 0.036778, "1/ms", "mERG C_K2 -> C_K1 rate"),
-    ("g_K1", 0.2938, "mS/uF", "I_K1 conductance"),
-    ("g_ClCa", 10.0, "mS/uF", "Ca2+-activated Cl- conductance"),
-    ("Km_Cl", 10.0, "uM", "I_ClCa Cai half-activation"),
-    ("E_Cl", -40.0, "mV", "Cl- reversal potential"),
-    ("conc_clamp", 1.0, "1", "scales dNai/dt and dKi/dt (0 clamps them; Chaste helper, neutral at 1)"),
-    ("shift_INa_inact", 0.0, "mV", "shift of the Na+ alpha_Na2 inactivation rate (Chaste helper, neutral at 0)"),
-)
-
-PARAMETER_ORDER: tuple[str, ...] = tuple(p[0] for p in _PARAMS)
+# The states (their order is kernels/bondarenko.h's) and the parameters (names: the CellML's; order: the kernel's
+# BP_* enum), with their units, admissible ranges and docs: data, in cells/tables/bondarenko.toml.
+STATES, _PARAMETERS = read_table("bondarenko")
+PARAMETER_ORDER: tuple[str, ...] = tuple(_PARAMETERS)
 
 # Parameter-only constants the kernel reads instead of recomputing them every step (names become BP_<name>).
 DERIVED_ORDER: tuple[str, ...] = (
@@ -262,7 +128,7 @@ class Bondarenko(CellModel):
     name = "bondarenko"
     kernel_name = "bondarenko"     # kernels/bondarenko.h, bondarenko_rhs, BONDARENKO_N_STATES/N_PARAMS
     states = STATES
-    parameters = {n: Parameter(v, u, d) for n, v, u, d in _PARAMS}
+    parameters = dict(_PARAMETERS)
     variants = {
         "apical": {"g_Kto_f": 0.4067, "g_Kto_s": 0.0, "g_Kur": 0.16, "g_Kss": 0.05},
         "septal": {"g_Kto_f": 0.0798, "g_Kto_s": 0.0629, "g_Kur": 0.0975, "g_Kss": 0.0324},

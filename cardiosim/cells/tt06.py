@@ -27,19 +27,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from cardiosim.cells.base import CellModel, Parameter, State
+from cardiosim.cells.base import CellModel, read_table
 
-# Admissible ranges, checked by CellModel.find_bad_state.
-#   Gates and R' are fractions in [0, 1]. A tiny tolerance absorbs round-off (an exact update can land a few ulp
-#   outside) but any real overshoot, e.g. Forward Euler with dt > 2·τ_m, is caught within a few steps, because the
-#   overshoot grows geometrically.
-#   Concentrations must be strictly positive: Ca_i and Ca_SR appear in logarithms and denominators. The lower bound is
-#   the smallest positive double, so that a concentration of exactly 0 is reported as well (the check is `y < lower`).
-#   V: anything beyond ±300 mV is a blow-up, not physiology (not tighter: Rush–Larsen at dt = 1 ms overshoots to
-#   233 mV in the upstroke and still gives a usable beat).
-_GATE_TOL = 1e-9
-_G_LO, _G_HI = -_GATE_TOL, 1.0 + _GATE_TOL
-_C_LO = float(np.nextafter(0.0, 1.0))
+# The states (spec.md §1's order, kernels/tt06.h's TS_*) and the parameters (the TP_* enum's order), with their
+# units, admissible ranges (CellModel.find_bad_state) and docs: data, in cells/tables/tt06.toml.
+_STATES, _PARAMETERS = read_table("tt06")
 
 
 # Constants derived from the parameters, appended to the parameter vector of kernels/tt06.h (enum TP_<name> after
@@ -107,14 +99,6 @@ def derived_constants(p) -> dict[str, float]:
     }
 
 
-def _gate(name, initial, doc):
-    return State(name, initial, "1", doc, _G_LO, _G_HI)
-
-
-def _conc(name, initial, doc):
-    return State(name, initial, "mM", doc, _C_LO, np.inf)
-
-
 class TenTusscher2006Epi(CellModel):
     """ten Tusscher–Panfilov 2006: epicardial (default), endocardial and M cells (``variants``: G_to, G_Ks and the
     s gate, spec.md §4). Initial state = CellML = Niederer 2011 benchmark (the same for every cell type, as in the
@@ -130,102 +114,14 @@ class TenTusscher2006Epi(CellModel):
 
     name = "tt06"
 
-    # Order = spec.md §1 = order of the CellML's initial values; kernels/tt06.h's enum TS_* mirrors it (tested).
-    states = (
-        State("V", -85.23, "mV", "membrane potential", -300.0, 300.0),
-        _gate("Xr1", 0.00621, "I_Kr activation gate"),
-        _gate("Xr2", 0.4712, "I_Kr inactivation gate"),
-        _gate("Xs", 0.0095, "I_Ks activation gate"),
-        _gate("m", 0.00172, "I_Na activation gate"),
-        _gate("h", 0.7444, "I_Na fast inactivation gate"),
-        _gate("j", 0.7045, "I_Na slow inactivation gate"),
-        _gate("d", 3.373e-5, "I_CaL activation gate"),
-        _gate("f", 0.7888, "I_CaL slow voltage-dependent inactivation gate"),
-        _gate("f2", 0.9755, "I_CaL fast voltage-dependent inactivation gate"),
-        _gate("fCass", 0.9953, "I_CaL subspace-Ca-dependent inactivation gate"),
-        _gate("s", 0.999998, "I_to inactivation gate"),
-        _gate("r", 2.42e-8, "I_to activation gate"),
-        _conc("Ca_i", 1.26e-4, "free cytosolic Ca2+"),
-        _gate("R_prime", 0.9073, "fraction of RyR channels not inactivated (closed, available)"),
-        _conc("Ca_SR", 3.64, "free SR Ca2+"),
-        _conc("Ca_ss", 3.6e-4, "free subspace (dyadic) Ca2+"),
-        _conc("Na_i", 8.604, "intracellular Na+"),
-        _conc("K_i", 136.89, "intracellular K+"),
-    )
+    states = _STATES      # cells/tables/tt06.toml; kernels/tt06.h's enum TS_* mirrors the order (tested)
 
     # Gating variables updated by the exact exponential formula in rush_larsen(): Xr1 Xr2 Xs m h j d f f2 fCass s r.
     # R' (index 14) is deliberately not among them, see rush_larsen().
     gates = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
     _not_gates = (0, 13, 14, 15, 16, 17, 18)  # V, Ca_i, R', Ca_SR, Ca_ss, Na_i, K_i: Forward Euler in rush_larsen()
 
-    # Names follow the CellML variable names, so that a parameter can be traced back to the file. Units are the
-    # physical ones; where the CellML's unit label is misleading (Cm, volumes), the doc string says so (spec.md §6).
-    parameters = {
-        # physical constants and cell geometry
-        "R": Parameter(8314.472, "mJ/(mol·K)", "gas constant (J/(kmol·K)), so that R·T/F is in mV"),
-        "T": Parameter(310.0, "K", "temperature"),
-        "F": Parameter(96485.3415, "C/mol", "Faraday constant"),
-        "Cm": Parameter(0.185, "nF", "cell capacitance (CellML label µF; 185 pF). Enters only through the "
-                                     "current-to-flux factors Cm/(V·F); not the tissue Cm in µF/cm²"),
-        "V_c": Parameter(0.016404, "nL", "cytosolic volume (CellML label µm³; 16404 µm³)"),
-        "V_sr": Parameter(0.001094, "nL", "SR volume (CellML label µm³; 1094 µm³)"),
-        "V_ss": Parameter(5.468e-5, "nL", "subspace volume (CellML label µm³; 54.68 µm³)"),
-        # extracellular concentrations
-        "K_o": Parameter(5.4, "mM", "extracellular K+"),
-        "Na_o": Parameter(140.0, "mM", "extracellular Na+"),
-        "Ca_o": Parameter(2.0, "mM", "extracellular Ca2+"),
-        # membrane currents
-        "g_Na": Parameter(14.838, "nS/pF", "I_Na maximal conductance"),
-        "g_K1": Parameter(5.405, "nS/pF", "I_K1 maximal conductance (scaled by sqrt(K_o/5.4))"),
-        "g_to": Parameter(0.294, "nS/pF", "I_to maximal conductance (epicardial)"),
-        "g_Kr": Parameter(0.153, "nS/pF", "I_Kr maximal conductance (scaled by sqrt(K_o/5.4))"),
-        "g_Ks": Parameter(0.392, "nS/pF", "I_Ks maximal conductance (epicardial)"),
-        "P_kna": Parameter(0.03, "1", "relative Na+ permeability of I_Ks"),
-        "g_CaL": Parameter(3.98e-5, "L/(F·s)", "I_CaL maximal permeability-like constant (paper: cm³/(µF·s))"),
-        "g_bna": Parameter(2.9e-4, "nS/pF", "background Na+ conductance"),
-        "g_bca": Parameter(5.92e-4, "nS/pF", "background Ca2+ conductance"),
-        "g_pCa": Parameter(0.1238, "pA/pF", "sarcolemmal Ca2+ pump maximal current"),
-        "K_pCa": Parameter(5e-4, "mM", "sarcolemmal Ca2+ pump half-saturation"),
-        "g_pK": Parameter(0.0146, "nS/pF", "plateau K+ current conductance"),
-        "P_NaK": Parameter(2.724, "pA/pF", "Na+/K+ pump maximal current"),
-        "K_mk": Parameter(1.0, "mM", "Na+/K+ pump K_o half-saturation"),
-        "K_mNa": Parameter(40.0, "mM", "Na+/K+ pump Na_i half-saturation"),
-        "K_NaCa": Parameter(1000.0, "pA/pF", "Na+/Ca2+ exchanger maximal current"),
-        "K_sat": Parameter(0.1, "1", "Na+/Ca2+ exchanger saturation factor"),
-        "alpha": Parameter(2.5, "1", "Na+/Ca2+ exchanger enhancement factor of the outward mode"),
-        "gamma": Parameter(0.35, "1", "Na+/Ca2+ exchanger voltage-dependence parameter"),
-        "Km_Ca": Parameter(1.38, "mM", "Na+/Ca2+ exchanger Ca half-saturation"),
-        "Km_Nai": Parameter(87.5, "mM", "Na+/Ca2+ exchanger Na half-saturation"),
-        # SR release (RyR four-state model reduced to R' and O)
-        "k1_prime": Parameter(0.15, "1/(mM²·ms)", "RyR rate constant"),
-        "k2_prime": Parameter(0.045, "1/(mM·ms)", "RyR rate constant"),
-        "k3": Parameter(0.06, "1/ms", "RyR rate constant"),
-        "k4": Parameter(0.005, "1/ms", "RyR rate constant"),
-        "EC": Parameter(1.5, "mM", "Ca_SR half-saturation of k_casr"),
-        "max_sr": Parameter(2.5, "1", "maximum of k_casr"),
-        "min_sr": Parameter(1.0, "1", "minimum of k_casr"),
-        "V_rel": Parameter(0.102, "1/ms", "maximal SR release rate"),
-        "V_xfer": Parameter(0.0038, "1/ms", "subspace-to-cytosol diffusion rate"),
-        "K_up": Parameter(2.5e-4, "mM", "SERCA half-saturation"),
-        "V_leak": Parameter(3.6e-4, "1/ms", "maximal SR leak rate"),
-        "Vmax_up": Parameter(0.006375, "mM/ms", "maximal SERCA uptake rate"),
-        # buffers
-        "Buf_c": Parameter(0.2, "mM", "total cytosolic Ca buffer"),
-        "K_buf_c": Parameter(0.001, "mM", "cytosolic buffer half-saturation"),
-        "Buf_sr": Parameter(10.0, "mM", "total SR Ca buffer"),
-        "K_buf_sr": Parameter(0.3, "mM", "SR buffer half-saturation"),
-        "Buf_ss": Parameter(0.4, "mM", "total subspace Ca buffer"),
-        "K_buf_ss": Parameter(2.5e-4, "mM", "subspace buffer half-saturation"),
-        # Chaste extensions (not in the paper; the defaults reproduce it)
-        "shift_INa_inact": Parameter(0.0, "mV", "shift of V in the h and j gates (Chaste extension)"),
-        "perc_reduced_inact_for_IpNa": Parameter(0.0, "%", "non-inactivating fraction of h_inf and j_inf, in "
-                                                           "percent (Chaste extension)"),
-        "conc_clamp": Parameter(1.0, "1", "multiplier on dNa_i/dt and dK_i/dt: 1 = concentrations free (the "
-                                          "default), 0 = clamped. The CellML's name suggests the opposite"),
-        # the cell type's s gate (the variants set it)
-        "s_endo": Parameter(0.0, "1", "1: the endocardial I_to s gate (s_inf = 1/(1 + e^((V+28)/5)), tau_s = "
-                                      "1000 e^(-(V+67)^2/1000) + 8); 0: the epicardial and M-cell one"),
-    }
+    parameters = dict(_PARAMETERS)       # cells/tables/tt06.toml (names: the CellML's)
 
     # ten Tusscher & Panfilov 2006 (Table 1 and the I_to equations of its appendix): the three cell types differ in
     # G_to, G_Ks and the s gate; epi is the default (as the CellML files ten_tusscher_model_2006_{epi,endo,M}).
