@@ -105,10 +105,10 @@ def scratch_copy(dest: Path) -> Path:
 
 
 def script(doc_blocks: list[Block]) -> str:
-    """One bash script of the blocks, each announced on stderr so that a failure names its block."""
+    """One bash script of the blocks, each announced on stdout and stderr so that a failure names its block."""
     parts = ["set -euo pipefail"]
     for b in doc_blocks:
-        parts += [f"echo '{MARK} {b.line}' >&2", b.text]
+        parts += [f"echo '{MARK} {b.line}'; echo '{MARK} {b.line}' >&2", b.text]
     return "\n".join(parts) + "\n"
 
 
@@ -131,10 +131,17 @@ def run_doc(doc: Path, tmp_path: Path, slow: bool) -> None:
         pytest.fail(f"{_name(doc)}: its commands ran longer than {TIMEOUT} s", pytrace=False)
     if proc.returncode == 0:
         return
-    _, mark, tail = proc.stderr.rpartition(MARK)
-    line, _, stderr = tail.lstrip(" ").partition("\n") if mark else ("?", "", proc.stderr)
+    line, stderr = _last_block(proc.stderr)
+    _, stdout = _last_block(proc.stdout)
     pytest.fail(f"{_name(doc)}: the ```sh block at line {line} failed (exit status {proc.returncode}); its "
-                f"stderr ends:\n{stderr[-STDERR_TAIL:]}\nstdout ends:\n{proc.stdout[-1000:]}", pytrace=False)
+                f"stderr ends:\n{stderr[-STDERR_TAIL:]}\nits stdout ends:\n{stdout[-1000:]}", pytrace=False)
+
+
+def _last_block(output: str) -> tuple[str, str]:
+    """(the line of the last block announced in ``output``, what that block wrote)."""
+    _, mark, tail = output.rpartition(MARK)
+    line, _, text = tail.lstrip(" ").partition("\n") if mark else ("?", "", output)
+    return line, text
 
 
 @pytest.mark.parametrize("doc", _params(QUICK, slow=False))
@@ -167,11 +174,12 @@ def test_block_parser(tmp_path):
 
 def test_a_failing_block_is_named_with_its_stderr(tmp_path):
     doc = tmp_path / "doc.md"
-    doc.write_text("# A page\n\n```sh\ntouch made-here\n```\n\n```sh\ntest -e made-here\n"
+    doc.write_text("# A page\n\n```sh\ntouch made-here; echo first\n```\n\n```sh\ntest -e made-here\n"
                    "echo 'the second block' >&2; false\necho never\n```\n")
     with pytest.raises(pytest.fail.Exception) as failed:
         run_doc(doc, tmp_path / "scratch", slow=False)
     message = str(failed.value)
     assert "doc.md: the ```sh block at line 7 failed (exit status 1)" in message, message
     assert "the second block" in message and "never" not in message, message
+    assert "first" not in message, message                    # the first block's output is not the second's
     assert not (ROOT / "made-here").exists()
