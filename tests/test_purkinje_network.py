@@ -62,6 +62,24 @@ def test_a_grown_network_is_a_tree_on_the_endocardium(biv, tree):
     assert tree.points[his][:, 2].max() - tree.points[his][:, 2].min() == pytest.approx(FAST.his_length)
 
 
+@pytest.mark.parametrize("cut, gone, side", [("lbb", ("lbb", "lv_fascicle", "lv_tree"), "rv"),
+                                             ("rbb", ("rbb", "rv_fascicle", "rv_tree"), "lv")])
+def test_a_blocked_bundle_branch_is_cut_with_all_it_feeds(biv, tree, cut, gone, side):
+    """block = ["lbb"]: the network without the left bundle, its fascicles and tree; the His bundle and the right
+    side node for node the unblocked network's (the same random numbers)."""
+    blocked = grow.conduction_system(*biv, grow.GrowParameters(segment=0.04, spacing=0.15, seed=3, block=(cut,)))
+    assert blocked.is_tree() and np.allclose(blocked.points[blocked.root], tree.points[tree.root])
+    part, full = blocked.data["part"], tree.data["part"]
+    assert not np.isin(part, [grow.PARTS[g] for g in gone]).any()
+    kept = [grow.PARTS[k] for k in ("his", f"{side[0]}bb", f"{side}_fascicle", f"{side}_tree")]
+    assert np.array_equal(blocked.points, tree.points[np.isin(full, kept)])
+    assert blocked.n_nodes == np.isin(full, kept).sum() and len(blocked.terminals) > 0
+    with pytest.raises(NetworkError, match="allowed: lbb, rbb"):
+        grow.GrowParameters(block=("lafb",)).check()
+    with pytest.raises(NetworkError, match="block one of"):
+        grow.GrowParameters(block=("lbb", "rbb")).check()
+
+
 def test_a_geometry_files_endocardia_are_in_the_runs_coordinates(tmp_path, biv):
     # what purkinje.grow reads: the surfaces of a cardiosim geometry file, placed by its origin and spacing
     from cardiosim.domain import anatomy

@@ -122,6 +122,18 @@ def test_section_mistakes_are_one_line(fibre, change, says):
         api.config(data)
 
 
+@pytest.mark.parametrize("block, says", [
+    (["lafb"], r"purkinje.tree.block\[0\]: 'lafb' is not allowed; allowed: lbb, rbb"),
+    (["lbb", "rbb"], "purkinje.tree.block: both bundle branches cut"),
+    (["lbb"], "purkinje.tree.block: cuts a grown network's"),       # config() reads a network file
+])
+def test_a_block_names_one_bundle_branch_of_a_grown_network(fibre, block, says):
+    data = config(fibre)
+    data["purkinje"]["tree"] = {"block": block}
+    with pytest.raises(UserError, match=says):
+        api.config(data)
+
+
 def test_grow_needs_a_geometry_file(fibre):
     data = config(fibre)
     data["purkinje"] = {"grow": True}

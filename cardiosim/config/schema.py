@@ -410,6 +410,10 @@ class PurkinjeTree:
     apex_direction: list[float] = key(factory=lambda: list(grow.GrowParameters.apex_direction), length=(3, 3),
                                       doc="from the base towards the apex, in the geometry's frame")
     seed: int = key(grow.GrowParameters.seed, ge=0, doc="the random numbers' seed: one seed, one network")
+    block: list[str] = key(factory=list, choices=grow.BLOCKS,
+                           doc="bundle branches cut where they leave the His bundle, left out with all they feed "
+                               "(a bundle-branch block: \"lbb\" left, \"rbb\" right; not both); the rest of the "
+                               "network is the unblocked one's, node for node")
 
 
 @dataclass(kw_only=True)

@@ -18,6 +18,7 @@ from cardiosim.cells import paced_state
 from cardiosim.cells.stimulus import ode_step
 from cardiosim.config.schema import (COORDINATES, H5_DATASETS, Config, ConfigError, Electrode, Lead, Region,
                                      describe_type, format_value, is_section, keys_of)
+from cardiosim.purkinje import grow
 from cardiosim.reaction.ode import kernel_variants
 from cardiosim.runtime import files
 
@@ -584,6 +585,12 @@ def _check_purkinje(cfg) -> None:
         raise ConfigError("purkinje.grow: give purkinje.network or purkinje.grow = true, not both")
     if p.root and len(p.root) != 3:
         raise ConfigError(f"purkinje.root: a point (x, y, z) in cm; got {len(p.root)} numbers")
+    if set(p.tree.block) >= set(grow.BLOCKS):
+        raise ConfigError("purkinje.tree.block: both bundle branches cut leave the His bundle reaching no ventricle; "
+                          "block one of " + ", ".join(grow.BLOCKS))
+    if p.tree.block and not p.grow:
+        raise ConfigError("purkinje.tree.block: cuts a grown network's bundle branch; this run reads "
+                          "purkinje.network (give purkinje.grow = true, or cut the branch in the file)")
     if p.network:
         files.check_input("purkinje.network", p.network, "network file", hint=_relative_hint(cfg, "purkinje.network"))
     elif not cfg.tissue.label_file.endswith((".h5", ".hdf5")):

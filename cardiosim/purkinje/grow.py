@@ -6,6 +6,10 @@ towards the apex, inside the septum; the left and right bundle branches, each a 
 the nearest point of its ventricle's endocardium, then ``bundle_length`` down the septal surface towards the apex;
 fascicles from each bundle's end (``lv_fascicles``, ``rv_fascicles``: their angles from the bundle's direction, e.g.
 the left anterior and posterior fascicles), ``fascicle_length`` each; and from each fascicle's end a fractal tree.
+``block`` (``"lbb"``, ``"rbb"``) cuts a bundle branch where it leaves the His bundle: it and all it feeds are left
+out (a bundle-branch block; that ventricle is activated through the myocardium from the other side). Its part is
+grown all the same and then dropped, so that the rest of the network is node for node the unblocked network's. The
+distal network of the blocked side is left out, not kept and activated backwards from the myocardium.
 
 A branch grows in steps of ``segment`` (cm) along the surface: each step goes along the current direction, is
 projected onto the surface's tangent plane at the nearest point of the cloud (normals by local principal components)
@@ -36,6 +40,7 @@ from cardiosim.purkinje.network import Network, NetworkError
 
 # The "part" of each node (Network.data["part"])
 PARTS = {"his": 1, "lbb": 2, "rbb": 3, "lv_fascicle": 4, "rv_fascicle": 5, "lv_tree": 6, "rv_tree": 7}
+BLOCKS = ("lbb", "rbb")      # the bundle branches GrowParameters.block can cut
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class GrowParameters:
     repulsion: float = 0.2
     apex_direction: tuple = (0.0, 0.0, -1.0)
     seed: int = 0
+    block: tuple = ()                  # bundle branches left out with all they feed: "lbb", "rbb"
 
     def check(self) -> None:
         for name in ("segment", "his_length", "bundle_length", "fascicle_length", "branch_length", "spacing"):
@@ -70,6 +76,13 @@ class GrowParameters:
             raise NetworkError("purkinje growth: generations must be >= 0")
         if not np.linalg.norm(self.apex_direction) > 0:
             raise NetworkError("purkinje growth: apex_direction must not be zero")
+        unknown = [b for b in self.block if b not in BLOCKS]
+        if unknown:
+            raise NetworkError(f"purkinje growth: block {', '.join(map(str, unknown))} is no bundle branch; "
+                               f"allowed: {', '.join(BLOCKS)}")
+        if set(self.block) >= set(BLOCKS):
+            raise NetworkError("purkinje growth: block both bundle branches and the His bundle reaches no "
+                               "ventricle; block one of lbb, rbb")
 
 
 class Surface:
@@ -247,10 +260,23 @@ class _Grower:
     def _length(self) -> float:
         return self.p.branch_length * (1.0 + self.p.length_jitter * self.rng.uniform(-1.0, 1.0))
 
-    def network(self, root: int, name: str) -> Network:
+    def network(self, root: int, name: str, cut=()) -> Network:
+        """The nodes grown, without those beyond the edges ``cut`` ((parent, child) pairs): a cut branch and
+        everything grown from it."""
         t = self.tree
-        return Network(t.points[:t.n].copy(), np.array(t.edges, dtype=np.int64).reshape(-1, 2), root, name=name,
-                       data={"part": t.part[:t.n].copy()})
+        edges = np.array(t.edges, dtype=np.int64).reshape(-1, 2)
+        points, part = t.points[:t.n].copy(), t.part[:t.n].copy()
+        if cut:
+            from scipy.sparse import coo_matrix, csgraph
+            keep_edge = ~np.isin(edges[:, 1], [c for _, c in cut])
+            e = edges[keep_edge]
+            g = coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(t.n, t.n))
+            _, label = csgraph.connected_components(g, directed=False)
+            keep = label == label[root]
+            new = np.cumsum(keep) - 1
+            edges = new[e[keep[e[:, 0]] & keep[e[:, 1]]]]
+            points, part, root = points[keep], part[keep], int(new[root])
+        return Network(points, edges, root, name=name, data={"part": part})
 
 
 def fractal_tree(points, start, direction, params: GrowParameters | None = None) -> Network:
@@ -274,10 +300,13 @@ def conduction_system(lv_points, rv_points, root, params: GrowParameters | None 
     surfaces = {"lv": Surface(lv_points), "rv": Surface(rv_points)}
     r = g.tree.add(np.asarray(root, dtype=float), None, g.new_branch(), PARTS["his"])
     his_end = g.straight(r, np.asarray(root, float) + params.his_length * apex, PARTS["his"])
+    cut = []
     for side, bundle, fasc, tree, angles in (("lv", "lbb", "lv_fascicle", "lv_tree", params.lv_fascicles),
                                              ("rv", "rbb", "rv_fascicle", "rv_tree", params.rv_fascicles)):
         s = surfaces[side]
         landing = s.project(s.nearest(g.tree.points[his_end]))[0]
+        if bundle in params.block:       # grown all the same, so that the other side is the unblocked one's
+            cut.append((his_end, g.tree.n))
         start = g.straight(his_end, landing, PARTS[bundle])
         end, d, _ = g.branch(s, start, apex, params.bundle_length, PARTS[bundle])
         _, n, _ = s.project(g.tree.points[end])
@@ -285,7 +314,7 @@ def conduction_system(lv_points, rv_points, root, params: GrowParameters | None 
             f_end, f_d, _ = g.branch(s, end, _rotate(d, n, angle), params.fascicle_length, PARTS[fasc])
             if f_end != end:
                 g.fractal(s, f_end, f_d, PARTS[tree])
-    return g.network(r, "conduction system").check()
+    return g.network(r, "conduction system", cut).check()
 
 
 def endocardia(points, surfaces, apex_direction=(0.0, 0.0, -1.0), base_margin: float = 0.1):
@@ -359,5 +388,5 @@ def grow_biv(h: float = 0.05, params: GrowParameters | None = None) -> Network:
     return conduction_system(lv, rv, root, params)
 
 
-__all__ = ["GrowParameters", "Surface", "PARTS", "fractal_tree", "conduction_system", "endocardia", "septal_root",
-           "biv_surfaces", "geometry_surfaces", "grow_biv"]
+__all__ = ["GrowParameters", "Surface", "PARTS", "BLOCKS", "fractal_tree", "conduction_system", "endocardia",
+           "septal_root", "biv_surfaces", "geometry_surfaces", "grow_biv"]

@@ -39,7 +39,8 @@ def grow_parameters(tree) -> grow.GrowParameters:
                                branch_angle=tree.branch_angle, length_jitter=tree.length_jitter,
                                angle_jitter=tree.angle_jitter, generations=tree.generations,
                                spacing=tree.spacing, repulsion=tree.repulsion,
-                               apex_direction=tuple(tree.apex_direction), seed=tree.seed)
+                               apex_direction=tuple(tree.apex_direction), seed=tree.seed,
+                               block=tuple(tree.block))
 
 
 def build_network(p, label_file: str = "") -> networks.Network:
