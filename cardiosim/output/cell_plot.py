@@ -32,6 +32,15 @@ def _title(c: CellFile, what: str) -> str:
     return f"{c.model}: {what}"
 
 
+def _finish(plt, fig, c: CellFile, what: str, path: Path, style: Style, over=None) -> Path:
+    """The figure titled with the model and ``what`` (over the whole figure, or over its one axes ``over``), saved
+    and closed."""
+    (over.set_title if over is not None else fig.suptitle)(_title(c, what), fontsize=10)
+    _save(fig, path, style)
+    plt.close(fig)
+    return path
+
+
 def plot_trace(plt, c: CellFile, names: list[str], path: Path, style: Style) -> Path:
     """V against time, then each of ``names`` below it (shared time axis)."""
     shown = [c.names()[0], *names]
@@ -46,10 +55,7 @@ def plot_trace(plt, c: CellFile, names: list[str], path: Path, style: Style) -> 
     a = c.attrs
     what = (f"{a.get('beats', '?')} beat(s) every {a['period']:g} ms, {a.get('integrator', '?')} at dt {a['dt']:g} ms"
             + (", stopped early" if a.get("error") else ""))
-    fig.suptitle(_title(c, what), fontsize=10)
-    _save(fig, path, style)
-    plt.close(fig)
-    return path
+    return _finish(plt, fig, c, what, path, style)
 
 
 def _family(plt, fig, ax, t, rows, values, what: str, unit: str) -> None:
@@ -85,11 +91,9 @@ def plot_restitution(plt, c: CellFile, path: Path, style: Style) -> Path:
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("APD90 (ms)")
     legend_outside(axes[0, 1])
-    fig.suptitle(_title(c, f"S1-S2 restitution, S1 every {c.attrs['period']:g} ms after {c.attrs['prepace']} S1 "
-                           f"beats; {int(ok.sum())} of {len(rows)} S2 captured"), fontsize=10)
-    _save(fig, path, style)
-    plt.close(fig)
-    return path
+    what = (f"S1-S2 restitution, S1 every {c.attrs['period']:g} ms after {c.attrs['prepace']} S1 beats; "
+            f"{int(ok.sum())} of {len(rows)} S2 captured")
+    return _finish(plt, fig, c, what, path, style)
 
 
 def plot_family(plt, c: CellFile, path: Path, style: Style) -> Path:
@@ -107,10 +111,7 @@ def plot_family(plt, c: CellFile, path: Path, style: Style) -> Path:
         what = "the last beat at each concentration"
     ax.set_ylabel("V (mV)")
     ax.grid(alpha=0.3)
-    ax.set_title(_title(c, what), fontsize=10)
-    _save(fig, path, style)
-    plt.close(fig)
-    return path
+    return _finish(plt, fig, c, what, path, style, over=ax)
 
 
 BIOMARKERS = ("APD90", "APD50", "V_rest", "V_peak", "dVdt_max", "Cai_peak")
@@ -156,11 +157,9 @@ def plot_population(plt, c: CellFile, path: Path, style: Style) -> Path:
             named.setdefault(label, h)
     legend_outside(axes[min(2, len(axes) - 1)], handles=list(named.values()), labels=list(named))
     rule = ", ".join(f"{k} {lo:g}-{hi:g}" for k, (lo, hi) in keep.items()) or "no filter"
-    fig.suptitle(_title(c, f"{len(rows)} cells: {int(kept.sum())} kept, {int(rejected.sum())} rejected ({rule}), "
-                           f"{int(failed.sum())} failed; the last beat"), fontsize=10)
-    _save(fig, path, style)
-    plt.close(fig)
-    return path
+    what = (f"{len(rows)} cells: {int(kept.sum())} kept, {int(rejected.sum())} rejected ({rule}), "
+            f"{int(failed.sum())} failed; the last beat")
+    return _finish(plt, fig, c, what, path, style)
 
 
 def plot_population_traces(plt, c: CellFile, path: Path, style: Style) -> Path:
@@ -180,11 +179,8 @@ def plot_population_traces(plt, c: CellFile, path: Path, style: Style) -> Path:
     ax.set_ylabel("V (mV)")
     ax.grid(alpha=0.3)
     legend_outside(ax, handles=handles)
-    ax.set_title(_title(c, f"the last beat of every cell; {int((rows['failed'] > 0).sum())} failed (not drawn)"),
-                 fontsize=10)
-    _save(fig, path, style)
-    plt.close(fig)
-    return path
+    what = f"the last beat of every cell; {int((rows['failed'] > 0).sum())} failed (not drawn)"
+    return _finish(plt, fig, c, what, path, style, over=ax)
 
 
 def _concentration_axis(ax, x: np.ndarray) -> None:
@@ -210,10 +206,7 @@ def plot_series(plt, c: CellFile, path: Path, style: Style) -> Path:
         ax.set_ylabel(f"{col} ({units.get(col, '')})")
         ax.grid(alpha=0.3)
     blocks = ", ".join(f"{k} (IC50 {ic:g}, Hill {h:g})" for k, (ic, h) in c.blocks().items())
-    fig.suptitle(_title(c, f"the last beat against the drug concentration; block of {blocks}"), fontsize=10)
-    _save(fig, path, style)
-    plt.close(fig)
-    return path
+    return _finish(plt, fig, c, f"the last beat against the drug concentration; block of {blocks}", path, style)
 
 
 # The figures of each kind: (name in the file's name, draw(plt, c, path, style)).
