@@ -36,6 +36,7 @@ from cardiosim.runtime.errors import SimulationError, UserError
 from cardiosim.simulation import sweep as _sweep
 from cardiosim.output.results import Results
 from cardiosim.runtime import info, petsc as po
+from cardiosim.runtime.files import Target, check_existing
 
 
 def override(key: str, value) -> str:
@@ -178,19 +179,30 @@ def run(cfg, output: str | Path | None = None, overwrite: bool = False, restart:
 
 
 def sweep(config, vary: dict, out, collect=_sweep.DEFAULT_COLLECT, zipped: bool = False, overrides=(),
-          overwrite: bool = False, table_path=None) -> list[dict]:
+          overwrite: bool = False, table_path=None, link: dict | None = None, plot=(),
+          against: str | None = None) -> _sweep.Table:
     """``cardiosim sweep`` from Python, in this process (under mpirun: every rank calls it, each run on every rank):
-    ``vary``: {key: [values]} (Python values); ``overrides``: --set strings for every run. Runs one after the other
-    through :func:`run`, writes OUT/run-NNN.h5 and the table (``table_path``, default OUT/sweep.csv; rank 0) and
-    returns its rows: the same table as ``cardiosim sweep`` (cardiosim.simulation.sweep)."""
+    ``vary``: {key: [values]} (Python values); ``link``: {key: expression} (``--link``: numbers, + - * /,
+    parentheses and varied keys); ``overrides``: --set strings for every run. Runs one after the other through
+    :func:`run`, writes OUT/run-NNN.h5 and the table (``table_path``, default OUT/sweep.csv; rank 0) and returns
+    its rows: the same table as ``cardiosim sweep`` (cardiosim.simulation.sweep), the varied values as the types
+    they were given (130 an int, 130.0 a float). ``plot``, ``against``: as ``--plot Q ... --against KEY``, drawn
+    beside the table; the result's :meth:`~cardiosim.simulation.sweep.Table.plot` draws more. Every mistake
+    (a key, a quantity, an expression, a file in the way) is a UserError before the first run."""
     # lazy: cardiosim.config imports mpi4py (through cardiosim.reaction), which this module does not
     from cardiosim.config.tomlwrite import _value
     pairs = [(k, [_value(v) for v in vals]) for k, vals in vary.items()]
-    runs = _sweep.runs_of(pairs, zipped)
+    links = _sweep.parse_links([f"{k}={e}" for k, e in (link or {}).items()], pairs, overrides)
+    runs = _sweep.linked(_sweep.runs_of(pairs, zipped), links)
     _sweep.check_collect(collect)
     out = Path(out)
     table_path = Path(table_path) if table_path else out / "sweep.csv"
+    plots = _sweep.plot_targets(list(plot), against, pairs, links, list(collect), table_path, runs)
     cfgs = [_config(config, [*overrides, *sets]) for sets in runs]     # every mistake before the first run
+    columns = [k for k, _ in pairs] + [lk.key for lk in links]
+    units = {k: _sweep.key_unit(cfgs[0], k) for k in columns} if cfgs else {}
+    name = cfgs[0].source_name if cfgs else "sweep"
+    check_existing([Target("--plot", p, "png") for _, p in plots], overwrite)
     statuses = {}
     for i, cfg in enumerate(cfgs):
         try:
@@ -198,9 +210,12 @@ def sweep(config, vary: dict, out, collect=_sweep.DEFAULT_COLLECT, zipped: bool 
         except SimulationError as e:
             statuses[i] = f"failed: {e}"
     from mpi4py import MPI
-    rows = _sweep.table(out, runs, pairs, list(collect), statuses)
+    rows = _sweep.Table(_sweep.table(out, runs, columns, list(collect), statuses), table_path, pairs, links,
+                        list(collect), units, name)
     if MPI.COMM_WORLD.rank == 0:
         _sweep.write_table(table_path, rows)
+        if plots:
+            _sweep.draw_plots(plots, rows, units, name, quiet=True)
     return rows
 
 

@@ -319,3 +319,24 @@ def cv_along(activation: np.ndarray, spacing, start, end, origin=None, samples: 
         return float("nan")
     slope = np.polyfit(s[ok] * length, ts[ok], 1)[0]     # ms/cm
     return float(10.0 / slope) if slope > 0 else float("nan")
+
+
+def cv_beats(first: np.ndarray, second: np.ndarray, distance: float) -> np.ndarray:
+    """Conduction velocity (m/s) of each beat between two points ``distance`` cm apart, from their beats'
+    activation times (ms; ``first``: the point the wave reaches first). Beat k of ``first`` is paired with the
+    first activation of ``second`` after it and before beat k + 1 of ``first``: a beat blocked between the points,
+    or one that reaches ``second`` only after the next one started, is NaN, and it does not shift the beats after
+    it. The speed is ``distance`` over the time between the pair, the mean along the straight line between them
+    (a curved path is longer)."""
+    a = np.asarray(first, dtype=float)
+    b = np.asarray(second, dtype=float)
+    b = b[np.isfinite(b)]
+    cv = np.full(a.shape, np.nan)
+    for k, t in enumerate(a):
+        if not np.isfinite(t):
+            continue
+        nxt = a[k + 1] if k + 1 < len(a) and np.isfinite(a[k + 1]) else np.inf
+        after = b[(b > t) & (b < nxt)]
+        if after.size and distance > 0:
+            cv[k] = 10.0 * distance / (after[0] - t)       # cm/ms -> m/s
+    return cv

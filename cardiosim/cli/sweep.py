@@ -31,11 +31,22 @@ def parser() -> argparse.ArgumentParser:
                         "comma-separated TOML, or a:b:step (inclusive); repeatable")
     p.add_argument("--zip", action="store_true", help="the i-th values of every --vary together (a list of runs), "
                                                       "instead of their product")
+    p.add_argument("--link", action="append", default=[], metavar="KEY=EXPRESSION",
+                   help="a key computed in every run from the varied ones: numbers, + - * /, parentheses and "
+                        "--vary keys (simulation.duration=10*stimulus.S1.period); repeatable, each may use the "
+                        "links before it; a column of the table")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a fixed override for every run")
     p.add_argument("--out", required=True, help="folder of the runs' outputs (run-NNN.h5) and the table")
     p.add_argument("--collect", nargs="+", default=list(DEFAULT_COLLECT), metavar="QUANTITY",
                    help=f"what the table holds (default: {' '.join(DEFAULT_COLLECT)})")
     p.add_argument("--table", help="the table: .csv or .h5 (default OUT/sweep.csv)")
+    p.add_argument("--plot", nargs="+", default=[], metavar="QUANTITY",
+                   help="draw each of these collected quantities against --against, a PNG beside the table "
+                        "(TABLE-STEM_QUANTITY_vs_KEY.png); replaced where the table is")
+    p.add_argument("--against", metavar="KEY",
+                   help="the x axis of --plot: a varied (or linked) key, the other varied keys a line each; or a "
+                        "collected quantity (probe.NAME.di.2: a restitution curve), the first --vary tracing each "
+                        "curve")
     p.add_argument("--jobs", type=int, default=1, help="runs at a time (default 1)")
     p.add_argument("--max-runs", type=int, default=MAX_RUNS, metavar="N",
                    help=f"refuse a plan of more runs than N, before anything runs (default {MAX_RUNS}: a plan of "

@@ -15,7 +15,7 @@ import numpy as np
 
 from cardiosim.runtime.errors import UserError
 from cardiosim.analysis.checks import DEFAULTS, Limits, from_results
-from cardiosim.analysis.maps import activation_time, beats, cv_along, cv_map, ecg_features
+from cardiosim.analysis.maps import activation_time, beats, cv_along, cv_beats, cv_map, ecg_features
 from cardiosim.runtime.timing import table
 from cardiosim.output.cell_results import CellFile, cell_kind, describe_cell
 
@@ -256,6 +256,14 @@ class Results:
         origin = [a[0] for a in self.axes]
         return cv_along(self.map("activation_time") if activation is None else activation, self.spacing, start, end,
                         origin)
+
+    def cv_beats(self, first: str, second: str) -> np.ndarray:
+        """Conduction velocity (m/s) of every beat at probe ``first`` on its way to probe ``second`` (the one the
+        wave reaches later): the distance between their nodes over the time between the beat's activations there,
+        every PDE step (cardiosim.analysis.maps.cv_beats); NaN for a beat that does not reach ``second``."""
+        a, b = self.beats(first), self.beats(second)
+        distance = float(np.linalg.norm(self.probe(second)["node_position"] - self.probe(first)["node_position"]))
+        return cv_beats(np.atleast_1d(a["activation"]), np.atleast_1d(b["activation"]), distance)
 
     def map_attrs(self, name: str) -> dict:
         self._written("map", name, self.maps)

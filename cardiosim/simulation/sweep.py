@@ -28,6 +28,7 @@ said in a line; ``--overwrite`` runs every run afresh.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 import json
 import math
@@ -42,6 +43,11 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 import h5py
 import numpy as np
@@ -72,10 +78,40 @@ QUANTITIES = {
     "probe.NAME.di.K": "diastolic interval before beat K at probe NAME: its activation minus the previous beat's "
                        "repolarisation (ms)",
     "probe.NAME.vpeak.K": "peak Vm of beat K at probe NAME (mV)",
+    "cv.FROM.TO.K": "conduction velocity of beat K from probe FROM to probe TO, the one the wave reaches later: the "
+                    "distance between their nodes over the time between the beat's activations there (m/s; NaN "
+                    "where the beat does not reach TO)",
 }
 DEFAULT_COLLECT = ("activated", "total_activation", "apd_mean", "warnings")
 _PROBE = re.compile(r"probe\.(?P<name>[A-Za-z0-9_.-]+?)\.(?:(?P<beats>beats)|(?P<what>activation|apd|di|vpeak)\."
                     r"(?P<k>\d+|last))$")
+_CV = re.compile(r"cv\.(?P<pair>[A-Za-z0-9_.-]+\.[A-Za-z0-9_.-]+)\.(?P<k>\d+|last)$")
+UNITS = {"activated": "1", "activation_first": "ms", "total_activation": "ms", "apd_mean": "ms", "qt": "ms",
+         "cv": "m/s", "warnings": "1", "simulated_ms": "ms", "wall_s": "s", "beats": "1", "activation": "ms",
+         "apd": "ms", "di": "ms", "vpeak": "mV"}
+
+
+def quantity_unit(name: str) -> str:
+    """The unit of a --collect quantity ("1": a share or a count)."""
+    m = _PROBE.match(name)
+    if m:
+        return UNITS["beats" if m["beats"] else m["what"]]
+    return "m/s" if _CV.match(name) else UNITS[name]
+
+
+def probe_pair(name: str, pair: str, probes) -> tuple[str, str]:
+    """(FROM, TO) of ``cv.FROM.TO.K``'s ``pair`` among ``probes`` (a probe's name may hold dots: every split is
+    tried); one line naming the quantity where no split, or more than one, names two probes."""
+    parts = pair.split(".")
+    found = [(".".join(parts[:i]), ".".join(parts[i:])) for i in range(1, len(parts))]
+    found = [(a, b) for a, b in found if a in probes and b in probes]
+    if len(found) != 1:
+        have = ", ".join(probes) or "none"
+        why = "names no two probes" if not found else "names two probes in more than one way"
+        raise UserError(f"--collect {name}: {pair} {why} (FROM.TO; probes: {have})")
+    if found[0][0] == found[0][1]:
+        raise UserError(f"--collect {name}: FROM and TO are the same probe; give two probes")
+    return found[0]
 
 
 # -- the plan ----------------------------------------------------------------------------------------------------
@@ -171,9 +207,160 @@ def runs_of(vary: list[tuple[str, list[str]]], zipped: bool = False) -> list[lis
     return [[f"{k}={v}" for k, v in zip(keys, combo)] for combo in combos]
 
 
+# -- linked keys: a key computed from the varied ones ----------------------------------------------------------
+_TOKEN = re.compile(r"\s*(?:(?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)|(?P<name>[A-Za-z_][A-Za-z0-9_]*"
+                    r"(?:\.[A-Za-z0-9_]+)*)|(?P<op>[-+*/()]))")
+
+
+class Link:
+    """``KEY=EXPRESSION`` of ``--link``: numbers, + - * /, parentheses and the names of varied keys (or of keys
+    linked before), read by a small parser of its own (nothing is handed to Python's eval). :meth:`value` gives
+    the key's value in a run: an int where every name's value and every number is one and nothing divides, else a
+    float (12 significant digits: 10*0.1 is 1.0)."""
+
+    def __init__(self, item: str, known: list[str]):
+        key, sep, text = item.partition("=")
+        self.key, self.text, self.item = key.strip(), text.strip(), item
+        if not sep or not self.key or not self.text:
+            raise UserError(f"--link {item}: expected KEY=EXPRESSION (numbers, + - * /, parentheses and varied "
+                            f"keys), e.g. simulation.duration=10*stimulus.S1.period")
+        self.tokens, self.pos = self._tokens(), 0
+        self.tree = self._sum()
+        if self.pos < len(self.tokens):
+            raise self._error(f"unexpected {self.tokens[self.pos][1]!r}")
+        for name in self.names(self.tree):
+            if name not in known:
+                raise UserError(f"--link {item}: {name} is not a varied key (varied: {', '.join(known)}); a link "
+                                f"is computed from the --vary keys and the links before it")
+
+    def _error(self, what: str) -> UserError:
+        return UserError(f"--link {self.item}: {what} in {self.text!r}; an expression holds numbers, + - * /, "
+                         f"parentheses and varied keys")
+
+    def _tokens(self) -> list[tuple[str, str]]:
+        out, i = [], 0
+        while i < len(self.text):
+            m = _TOKEN.match(self.text, i)
+            if not m or m.end() == i:
+                if self.text[i:].strip() == "":
+                    break
+                raise UserError(f"--link {self.item}: {self.text[i:].strip()[0]!r} in {self.text!r} is not a "
+                                f"number, + - * /, a parenthesis or a key name")
+            kind = m.lastgroup
+            out.append((kind, m[kind]))
+            i = m.end()
+        return out
+
+    def _peek(self) -> str | None:
+        return self.tokens[self.pos][1] if self.pos < len(self.tokens) else None
+
+    def _sum(self):
+        tree = self._product()
+        while self._peek() in ("+", "-"):
+            op = self.tokens[self.pos][1]
+            self.pos += 1
+            tree = (op, tree, self._product())
+        return tree
+
+    def _product(self):
+        tree = self._factor()
+        while self._peek() in ("*", "/"):
+            op = self.tokens[self.pos][1]
+            self.pos += 1
+            tree = (op, tree, self._factor())
+        return tree
+
+    def _factor(self):
+        if self.pos >= len(self.tokens):
+            raise self._error("a number, a key or '(' missing at the end")
+        kind, text = self.tokens[self.pos]
+        self.pos += 1
+        if text in ("-", "+"):
+            return ("neg" if text == "-" else "pos", self._factor())
+        if text == "(":
+            tree = self._sum()
+            if self._peek() != ")":
+                raise self._error("')' missing")
+            self.pos += 1
+            return tree
+        if kind == "num":
+            v = float(text)
+            return ("num", int(text) if re.fullmatch(r"\d+", text) else v)
+        if kind == "name":
+            return ("name", text)
+        raise self._error(f"unexpected {text!r}")
+
+    @staticmethod
+    def names(tree) -> list[str]:
+        if tree[0] == "name":
+            return [tree[1]]
+        if tree[0] == "num":
+            return []
+        return [n for sub in tree[1:] for n in Link.names(sub)]
+
+    def value(self, values: dict, run: int):
+        """The key's value in run ``run``, whose varied (and linked) values are ``values`` {key: value}."""
+        v = self._eval(self.tree, values, run)
+        if not math.isfinite(v):
+            raise UserError(f"--link {self.item}: gives {v} in run {run}; it must be a finite number")
+        return v if isinstance(v, int) else float(f"{v:.12g}")
+
+    def _eval(self, tree, values: dict, run: int):
+        op = tree[0]
+        if op == "num":
+            return tree[1]
+        if op == "name":
+            v = values[tree[1]]
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise UserError(f"--link {self.item}: {tree[1]} is {_cell(v)!r} in run {run}, not a number")
+            return v
+        if op in ("neg", "pos"):
+            v = self._eval(tree[1], values, run)
+            return -v if op == "neg" else v
+        a, b = self._eval(tree[1], values, run), self._eval(tree[2], values, run)
+        if op == "/":
+            if b == 0:
+                raise UserError(f"--link {self.item}: divides by zero in run {run} ({_cell(values)})")
+            return a / b
+        return a + b if op == "+" else a - b if op == "-" else a * b
+
+
+def parse_links(items, vary, fixed=()) -> list[Link]:
+    """The ``--link KEY=EXPRESSION`` options, in order; a linked key that is varied, given with --set, or linked
+    twice is one line."""
+    known, links = [k for k, _ in vary], []
+    fixed_keys = {s.partition("=")[0].strip() for s in fixed}
+    for item in items:
+        link = Link(item, known)
+        if link.key in known:
+            raise UserError(f"--link {item}: {link.key} is "
+                            + ("varied (--vary)" if link.key in (k for k, _ in vary) else "linked already")
+                            + "; a key is either varied or linked, once")
+        if link.key in fixed_keys:
+            raise UserError(f"--link {item}: {link.key} is given with --set too; give it one way")
+        known.append(link.key)
+        links.append(link)
+    return links
+
+
+def linked(runs: list[list[str]], links: list[Link]) -> list[list[str]]:
+    """Every run's --set options with its linked keys' after the varied ones'."""
+    if not links:
+        return runs
+    out = []
+    for i, sets in enumerate(runs):
+        values = {s.split("=", 1)[0]: toml_value(s.split("=", 1)[1]) for s in sets}
+        extra = []
+        for link in links:
+            values[link.key] = link.value(values, i)
+            extra.append(f"{link.key}={values[link.key]!r}")
+        out.append([*sets, *extra])
+    return out
+
+
 def check_collect(names) -> None:
     for n in names:
-        if n not in QUANTITIES and not _PROBE.match(n):
+        if n not in QUANTITIES and not _PROBE.match(n) and not _CV.match(n):
             raise UserError(f"--collect {n}: unknown; allowed: {', '.join(QUANTITIES)}")
 
 
@@ -188,10 +375,16 @@ def collect(path: Path, names) -> dict:
     with Results(path) as r:
         act = r.map("activation_time") if "activation_time" in r.maps else None
         inside = r.map("tissue") > 0 if "tissue" in r.maps else None
-        beats = {}
+        beats, cvs = {}, {}
         for n in names:
-            m = _PROBE.match(n)
-            if m:
+            m, c = _PROBE.match(n), _CV.match(n)
+            if c:
+                pair = probe_pair(n, c["pair"], list(r.probes))
+                cv = cvs[pair] if pair in cvs else cvs.setdefault(pair, r.cv_beats(*pair))
+                k = len(cv) if c["k"] == "last" else int(c["k"])
+                if 1 <= k <= len(cv):
+                    row[n] = float(cv[k - 1])
+            elif m:
                 p = m["name"]
                 if p not in r.probes:
                     raise UserError(f"--collect {n}: {path} has no probe {p}; probes: {', '.join(r.probes) or 'none'}")
@@ -241,12 +434,22 @@ def collect(path: Path, names) -> dict:
     return row
 
 
-def table(out: Path, runs: list[list[str]], vary, names, statuses: dict) -> list[dict]:
-    """A row per run: run, the varied values (as given), status, the quantities. ``statuses``: of the runs this
-    sweep ran that did not finish; another run's status is its file's (:func:`file_status`)."""
+def toml_value(text: str):
+    """A --set value's TOML text as the value it is (130 an int, 130.0 a float, true a bool, [1, 2] a list); a
+    text that is not TOML is a string, as ``--set`` takes it (cardiosim.config.load.parse_override)."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text.strip()
+
+
+def table(out: Path, runs: list[list[str]], columns, names, statuses: dict) -> list[dict]:
+    """A row per run: run, the values of ``columns`` (the varied keys, then the linked ones; each run's --set
+    options in that order, their values of the types the TOML gives), status, the quantities. ``statuses``: of the
+    runs this sweep ran that did not finish; another run's status is its file's (:func:`file_status`)."""
     rows = []
     for i, sets in enumerate(runs):
-        row = {"run": i, **{k: s.split("=", 1)[1] for (k, _), s in zip(vary, sets)}}
+        row = {"run": i, **{k: toml_value(s.split("=", 1)[1]) for k, s in zip(columns, sets)}}
         path = run_path(out, i)
         status = statuses.get(i) or file_status(path)
         values = {n: float("nan") for n in names}
@@ -259,6 +462,29 @@ def table(out: Path, runs: list[list[str]], vary, names, statuses: dict) -> list
                 status = f"unreadable ({e})"
         rows.append({**row, "status": status, **values})
     return rows
+
+
+class Table(list):
+    """The rows of a sweep's table (a list of dicts, as :func:`table` makes them), and what drew them: the table's
+    path, the varied keys and the links, the quantities collected, the keys' units and the config's name."""
+
+    def __init__(self, rows, path: Path, vary, links, collect, units: dict, name: str):
+        super().__init__(rows)
+        self.path, self.vary, self.links, self.collect = Path(path), vary, links, list(collect)
+        self.units, self.name = units, name
+
+    def plot(self, quantity: str, against: str, path=None, overwrite: bool = False) -> Path | None:
+        """Draw ``quantity`` against ``against`` as ``cardiosim sweep --plot quantity --against against`` does,
+        into ``path`` (default beside the table, ``<table stem>_Q_vs_KEY.png``); an existing file is replaced
+        with ``overwrite`` only, and only a PNG cardiosim drew. The path, or None where no run has a value."""
+        runs = [[f"{k}={_cell(r[k])}" for k in [k for k, _ in self.vary] + [lk.key for lk in self.links]]
+                for r in self]
+        plots = plot_targets([quantity], against, self.vary, self.links, self.collect, self.path, runs)
+        if path is not None:
+            plots.figures = [(quantity, Path(path))]
+        check_writes([Target("--plot", p, "png") for _, p in plots], {"the table": self.path}, overwrite)
+        drawn = draw_plots(plots, self, self.units, self.name, quiet=True)
+        return drawn[0] if drawn else None
 
 
 def file_status(path: Path) -> str:
@@ -284,16 +510,35 @@ def write_table(path: Path, rows: list[dict]) -> None:
             f.attrs["format"] = "cardiosim-sweep-1"
             for col in rows[0]:
                 vals = [r[col] for r in rows]
-                if all(isinstance(v, (int, float)) for v in vals):
+                if all(isinstance(v, bool) for v in vals):
+                    f[col] = np.array(vals, dtype=bool)
+                elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
                     f[col] = np.array(vals, dtype=float if any(isinstance(v, float) for v in vals) else int)
                 else:
-                    f[col] = np.array([str(v) for v in vals], dtype=h5py.string_dtype())
+                    f[col] = np.array([_cell(v) for v in vals], dtype=h5py.string_dtype())
     else:
         with whole(path, "--table") as tmp, open(tmp, "w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(rows[0]))
             w.writeheader()
             for r in rows:
-                w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
+                w.writerow({k: _cell(v) for k, v in r.items()})
+
+
+def _cell(v) -> str:
+    """A table cell: a number, bool or list as TOML writes it (130, 130.0, true, [1, 2]), so that the varied
+    values read back as the types they were given; a string as it is."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_cell(x) if not isinstance(x, str) else json.dumps(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_cell(x) if not isinstance(x, str) else json.dumps(x)}"
+                               for k, x in v.items()) + "}"
+    return str(v)
 
 
 # -- checking and running ----------------------------------------------------------------------------------------
@@ -329,11 +574,17 @@ def check_child(config: str) -> int:
             return 2
         probes = [p.name for p in cfg.probe]
         for n in plan["collect"]:
-            m = _PROBE.match(n)
+            m, c = _PROBE.match(n), _CV.match(n)
             if m and m["name"] not in probes:
                 print(f"cardiosim sweep: --collect {n}: run {i} has no probe {m['name']} (its probes: "
                       f"{', '.join(probes) or 'none'}); nothing run")
                 return 2
+            if c:
+                try:
+                    probe_pair(n, c["pair"], probes)
+                except UserError as e:
+                    print(f"cardiosim sweep: run {i}: {e}; nothing run")
+                    return 2
         path = run_path(out, i)
         ckpt = checkpoint.resolve_path(cfg, path)
         nodes, steps = n_nodes(cfg), cfg.simulation.n_steps
@@ -344,9 +595,37 @@ def check_child(config: str) -> int:
         size = 8 * (writer.planned_snapshots(steps, writer.snapshot_every(cfg)) * (1 + nodes * fields)
                     + (steps + 1) * (1 + len(probes) * at_probes + len(ecg_traces(cfg)))) + (64 << 10)
         info.append({"files": [[t.what, str(t.path), t.kind] for t in writer.run_targets(path, ckpt)],
-                     "checkpoint": str(ckpt), "nodes": nodes, "ms": cfg.simulation.duration, "bytes": size})
+                     "checkpoint": str(ckpt), "nodes": nodes, "ms": cfg.simulation.duration, "bytes": size,
+                     "units": {s.split("=", 1)[0]: key_unit(cfg, s.split("=", 1)[0]) for s in sets}})
     print(json.dumps(info))
     return 0
+
+
+def key_unit(cfg, key: str) -> str:
+    """The unit of a config key (a --set key: ``stimulus.S1.period``, ``grid.spacing``), as its declaration gives it
+    (cardiosim.config.schema.key): "1" for a number declared without one, "" where it is not known (a model
+    parameter, in the model's own units; a key that is no number)."""
+    node, parts = cfg, key.split(".")
+    for i, part in enumerate(parts):
+        if isinstance(node, list):
+            found = [e for j, e in enumerate(node) if (part.isdigit() and j == int(part))
+                     or getattr(e, "name", None) == part]
+            if not found:
+                return ""
+            node = found[0]
+            continue
+        if not dataclasses.is_dataclass(node):
+            return ""
+        fields = {f.name: f for f in dataclasses.fields(node)}
+        if part not in fields:
+            return ""
+        if i == len(parts) - 1:
+            f = fields[part]
+            unit = f.metadata.get("unit", "")
+            numeric = str(f.type).replace("list[", "").rstrip("]") in ("float", "int")
+            return unit or ("1" if numeric else "")
+        node = getattr(node, part)
+    return ""
 
 
 def _child_env() -> dict:
@@ -464,7 +743,8 @@ def run_local(config: str, runs, out: Path, jobs: int, ranks: int, todo: dict, q
             if not quiet:
                 errs = [ln for ln in stderr.splitlines() if ln.startswith("cardiosim: error")]
                 print(f"run {i} ({' '.join(runs[i])}): {statuses.get(i, 'finished')}{detail}"
-                      + (f" - {errs[-1]}" if errs else "") + f" [{time.perf_counter() - started:.1f} s{eta}]",
+                      + (f" - {errs[-1]}" if errs else "")
+                      + f" [{time.perf_counter() - started:.1f} s since the sweep began{eta}]",
                       flush=True)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -533,8 +813,9 @@ def count_runs(vary, zipped: bool) -> int:
 
 
 def plan_of(args):
-    """(vary, the runs' --set options, OUT, the table's path) of ``cardiosim sweep``'s options; a plan of more runs
-    than --max-runs (default :data:`MAX_RUNS`) is one line, before any run's options are made."""
+    """(vary, the runs' --set options, OUT, the table's path, the table's key columns, the figures) of ``cardiosim
+    sweep``'s options; a plan of more runs than --max-runs (default :data:`MAX_RUNS`) is one line, before any run's
+    options are made."""
     vary = parse_vary(args.vary)
     if args.max_runs < 1:
         raise UserError(f"--max-runs {args.max_runs}: must be >= 1")
@@ -544,22 +825,100 @@ def plan_of(args):
                                                                             for k, v in vary)
                         + f"), more than --max-runs {args.max_runs}; nothing run. Give --max-runs {n} to make them "
                           f"all, or vary fewer values")
-    runs = [[*args.set, *sets] for sets in runs_of(vary, args.zip)]
+    links = parse_links(args.link, vary, args.set)
+    runs = [[*args.set, *sets] for sets in linked(runs_of(vary, args.zip), links)]
     check_collect(args.collect)
+    columns = [k for k, _ in vary] + [link.key for link in links]
     if args.jobs < 1 or args.np < 1:
         raise UserError("--jobs and --np: must be >= 1")
     out = Path(args.out)
     table_path = Path(args.table) if args.table else out / "sweep.csv"
     if table_path.suffix not in (".csv", ".h5"):
         raise UserError(f"--table {table_path}: must end in .csv or .h5")
-    return vary, runs, out, table_path
+    plots = plot_targets(args.plot, args.against, vary, links, args.collect, table_path,
+                         [r[len(args.set):] for r in runs])
+    return vary, runs, out, table_path, columns, plots
+
+
+@dataclasses.dataclass
+class Plots:
+    """The figures a sweep draws: [(Q, its path)], the key or quantity they are drawn against, and the varied keys
+    whose values make the lines."""
+    figures: list
+    against: str | None = None
+    lines: list = dataclasses.field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.figures)
+
+    def __iter__(self):
+        return iter(self.figures)
+
+
+def plot_targets(quantities, against, vary, links, collect, table_path: Path, runs) -> Plots:
+    """The figures of ``--plot Q ... --against KEY``, beside the table (``<table stem>_Q_vs_KEY.png``), checked
+    before anything runs: Q collected, KEY a varied (or linked) key whose values are numbers or words, or a
+    collected quantity. The lines: the varied keys other than KEY (and than those a linked KEY is computed
+    from); against a collected quantity, the first --vary traces each curve and the others make the lines."""
+    quantities = list(dict.fromkeys(quantities or ()))
+    varied = [k for k, _ in vary]
+    columns = varied + [link.key for link in links]
+    if not quantities:
+        if against:
+            raise UserError(f"--against {against}: draws --plot Q against it; give --plot Q as well")
+        return Plots([])
+    keys = ", ".join(k for k, _ in vary)
+    if not against:
+        raise UserError(f"--plot {quantities[0]}: give --against KEY, a varied key ({keys}) or a collected quantity")
+    for q in quantities:
+        if q not in collect:
+            raise UserError(f"--plot {q}: not collected (--collect {' '.join(collect)}); add it to --collect")
+    if against in columns:
+        i = columns.index(against)
+        bad = [r[i].split("=", 1)[1] for r in runs if isinstance(toml_value(r[i].split("=", 1)[1]), (list, dict))]
+        if bad:
+            raise UserError(f"--against {against}: its values are lists or tables ({bad[0]}, ...); a figure's axis "
+                            f"takes numbers or words")
+    elif against not in collect:
+        raise UserError(f"--against {against}: neither a varied key ({keys}) nor a collected quantity "
+                        f"(--collect {' '.join(collect)})")
+    if against in varied:
+        lines = [k for k in varied if k != against]
+    elif against in columns:
+        used = {against}
+        for link in reversed(links):         # the keys a linked key is computed from, through links before it
+            if link.key in used:
+                used |= set(Link.names(link.tree))
+        lines = [k for k in varied if k not in used]
+    else:
+        lines = varied[1:]
+    return Plots([(q, table_path.with_name(f"{table_path.stem}_{q}_vs_{against}.png")) for q in quantities],
+                 against, lines)
+
+
+def draw_plots(plots: Plots, rows, units: dict, title: str, quiet: bool = False) -> list[Path]:
+    """The figures of ``plots`` from the table's ``rows`` (``units``: the keys'), each said in a line (or why it
+    has none) unless ``quiet``; the paths written."""
+    # lazy: matplotlib only for a sweep that draws
+    from cardiosim.output.sweep_plot import plot_sweep
+    against, written = plots.against, []
+    units = {**units, **{q: quantity_unit(q) for q, _ in plots}}
+    if against not in units:
+        units[against] = quantity_unit(against)
+    for q, path in plots:
+        drawn = plot_sweep(rows, q, against, path, units, plots.lines, title)
+        if not quiet:
+            print(f"wrote {path}" if drawn else f"no figure of {q} against {against}: no run has a value of both")
+        if drawn:
+            written.append(path)
+    return written
 
 
 def command(args, argv) -> int:
     """``cardiosim sweep``: ``args`` its options (parsed by cardiosim.cli.sweep), ``argv`` its words (written into
     the SLURM script). The stop signals are caught already (cardiosim.cli)."""
     started = time.perf_counter()
-    vary, runs, out, table_path = plan_of(args)
+    vary, runs, out, table_path, columns, plots = plan_of(args)
     fixed = len(args.set)
     if args.collect_only and not out.is_dir():
         raise UserError(f"--out {out}: no such folder; --collect-only collects the runs of an earlier sweep there")
@@ -570,7 +929,10 @@ def command(args, argv) -> int:
     ran = False
     try:
         if args.collect_only:
-            check_writes([Target("--table", table_path, "sweep-table")], {}, True)
+            check_writes([Target("--table", table_path, "sweep-table")] + [Target("--plot", p, "png")
+                                                                          for _, p in plots], {}, True)
+            # the keys' units, from the first run's config
+            info = check_configs(args.config, runs[:1], out) if plots else [{"units": {}}]
             statuses = {}
         else:
             info = check_configs(args.config, runs, out, args.collect)
@@ -583,7 +945,7 @@ def command(args, argv) -> int:
                 print(f"wrote {script} ({len(runs)} runs); sbatch {script}, then: {collect_cmd}")
                 ran = True
                 return 0
-            todo = plan_runs(args, runs, out, table_path, info)
+            todo = plan_runs(args, runs, out, table_path, info, plots)
             if signals.received:          # during the checks: nothing has started
                 print(f"cardiosim sweep: {signals.name(signals.received[0])}: stopped before the first run; "
                       f"nothing run", flush=True)
@@ -592,12 +954,14 @@ def command(args, argv) -> int:
             nodes = {i: (d["nodes"], d["ms"]) for i, d in enumerate(info)}
             statuses = run_local(args.config, runs, out, args.jobs, args.np, todo, args.quiet,
                                  rate=_rate(out, todo, runs, nodes), nodes=nodes) if todo else {}
-        rows = table(out, [r[fixed:] for r in runs], vary, args.collect, statuses)
+        rows = table(out, [r[fixed:] for r in runs], columns, args.collect, statuses)
         write_table(table_path, rows)
         ran = True
         finished = sum(r["status"] == "finished" for r in rows)
         print(f"wrote {table_path} ({len(rows)} runs, {finished} finished; {time.perf_counter() - started:.1f} s "
               f"wall)")
+        if plots:
+            draw_plots(plots, rows, info[0]["units"], Path(args.config).stem)
         count = {s: sum(r["status"] == s for r in rows) for s in ("stopped", "not started")}
         if signals.received and any(count.values()):
             print(f"cardiosim sweep: stopped by {signals.name(signals.received[0])}: {count['stopped']} run(s) "
@@ -610,7 +974,7 @@ def command(args, argv) -> int:
         lock.release(refused=not ran)
 
 
-def plan_runs(args, runs, out: Path, table_path: Path, info: list[dict]) -> dict:
+def plan_runs(args, runs, out: Path, table_path: Path, info: list[dict], plots=()) -> dict:
     """What each run does, from what an earlier sweep into OUT left (:func:`earlier`), and every file checked
     before anything runs: {run: the extra options of its ``cardiosim run``} of the runs to do. Without --overwrite
     a finished run is skipped, a stopped one restarts from its checkpoint (or runs again from the start where it
@@ -642,8 +1006,9 @@ def plan_runs(args, runs, out: Path, table_path: Path, info: list[dict]) -> dict
         todo[i] = ["--overwrite"] if args.overwrite or state == "rerun" else []
         targets += [(t, bool(todo[i])) for t in mine]
     table_target = Target("--table", table_path, "sweep-table")
-    check_places([table_target, *(t for t, _ in targets)], {"the config": Path(args.config)})
-    check_existing([table_target], args.overwrite, allow=["--table"] if resumed else ())
+    figures = [Target("--plot", p, "png") for _, p in plots]      # replaced where the table is
+    check_places([table_target, *figures, *(t for t, _ in targets)], {"the config": Path(args.config)})
+    check_existing([table_target, *figures], args.overwrite, allow=["--table", "--plot"] if resumed else ())
     for t, replace in targets:
         check_existing([t], replace)
     if not args.quiet:
