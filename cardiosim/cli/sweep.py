@@ -41,8 +41,8 @@ def parser() -> argparse.ArgumentParser:
                    help=f"what the table holds (default: {' '.join(DEFAULT_COLLECT)})")
     p.add_argument("--table", help="the table: .csv or .h5 (default OUT/sweep.csv)")
     p.add_argument("--plot", nargs="+", default=[], metavar="QUANTITY",
-                   help="draw each of these collected quantities against --against, a PNG beside the table "
-                        "(TABLE-STEM_QUANTITY_vs_KEY.png); replaced where the table is")
+                   help="draw each of these collected quantities against --against, a PNG beside the table named "
+                        "after it (OUT/sweep_QUANTITY_vs_KEY.png by default); replaced where the table is")
     p.add_argument("--against", metavar="KEY",
                    help="the x axis of --plot: a varied (or linked) key, the other varied keys a line each; or a "
                         "collected quantity (probe.NAME.di.2: a restitution curve), the first --vary tracing each "
