@@ -223,3 +223,31 @@ def test_table_keeps_the_types_as_written(tmp_path):
     write_table(tmp_path / "t.h5", rows)
     with h5py.File(tmp_path / "t.h5") as f:
         assert f["a"].dtype.kind == "i" and f["b"].dtype.kind == "f" and f["c"].dtype == bool
+
+
+def test_which_keys_make_the_lines():
+    """Against a varied key: the other varied keys; against a linked key: the varied keys it is not computed from;
+    against a collected quantity: every varied key but the first, which traces each curve."""
+    from pathlib import Path
+    from cardiosim.simulation.sweep import parse_links, plot_targets
+    vary = [("stimulus.S1.period", ["150", "200"]), ("tissue.sigma_il", ["1", "2"])]
+    links = parse_links(["simulation.duration=2*stimulus.S1.period"], vary)
+    runs = [["stimulus.S1.period=150", "tissue.sigma_il=1", "simulation.duration=300"]]
+    lines = {k: plot_targets(["cv"], k, vary, links, ["cv", "probe.p.di.2"], Path("t/sweep.csv"), runs).lines
+             for k in ("tissue.sigma_il", "simulation.duration", "probe.p.di.2")}
+    assert lines == {"tissue.sigma_il": ["stimulus.S1.period"], "simulation.duration": ["tissue.sigma_il"],
+                     "probe.p.di.2": ["tissue.sigma_il"]}
+    plots = plot_targets(["cv"], "tissue.sigma_il", vary, links, ["cv"], Path("t/sweep.h5"), runs)
+    assert plots.figures == [("cv", Path("t/sweep_cv_vs_tissue.sigma_il.png"))]
+
+
+def test_words_along_x_are_categories(tmp_path, captured):  # noqa: F811
+    """A varied key of words (cell.model): a tick per word, in the table's order."""
+    from cardiosim.output.sweep_plot import plot_sweep
+    rows = [{"run": i, "cell.model": m, "cv": v} for i, (m, v) in enumerate((("tt06", 0.6), ("mitchell-schaeffer",
+                                                                                         0.4)))]
+    plot_sweep(rows, "cv", "cell.model", tmp_path / "w.png", {"cv": "m/s"}, [], "sheet")
+    ax = captured[".w.png.part"].axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["tt06", "mitchell-schaeffer"]
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), [0.6, 0.4])
+    assert ax.get_legend() is None

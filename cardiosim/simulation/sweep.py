@@ -7,11 +7,14 @@ run locally in parallel or as a SLURM job array, and one table of chosen outputs
 Each run is ``cardiosim run CONFIG --set KEY=VALUE ... --output OUT/run-NNN.h5`` (under mpirun with ``--np``), so
 it is the same run as the command line gives, with its overrides stored in its output; the table has a row per run:
 its number, the varied values, how it ended (finished, stopped, failed: exit status N, not started, or missing) and
-the collected quantities (:data:`QUANTITIES`), NaN where a run has none. The same sweep from Python:
-cardiosim.api.sweep (runs in this process), which gives the same table.
+the collected quantities (:data:`QUANTITIES`), NaN where a run has none. The varied values keep the types their TOML
+gives (130 an int, 130.0 a float, true a bool). ``--link KEY=EXPRESSION`` computes a key of every run from the
+varied ones (:class:`Link`: numbers, + - * /, parentheses, key names; no eval), a column of the table too.
+``--plot Q --against KEY`` draws Q against KEY beside the table (cardiosim.output.sweep_plot). The same sweep from
+Python: cardiosim.api.sweep (runs in this process), which gives the same table (:class:`Table`, which draws too).
 
-Everything is checked before the first run starts (every run's config, every --collect quantity, every file it
-would write, the table): a mistake is one line naming the run and the key, exit status 2, nothing run or written.
+Everything is checked before the first run starts (every run's config, every --collect quantity, every --link
+and --plot, every file it would write, the table and its figures): a mistake is one line naming the run and the key, exit status 2, nothing run or written.
 Then one line gives the plan: the number of runs, the disk their outputs need (from the output settings) and the
 time (from the pace of a run finished in OUT before, or unknown). A run that fails (exit status 3) does not stop
 the others; the sweep's exit status is then 3. The sweep's own process imports neither MPI nor PETSc (a nested
