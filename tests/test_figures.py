@@ -25,11 +25,13 @@ upper = [0.1, 1.0, 1.0]
 """
 
 
-def run_file(path, dim: int = 2, ecg: str = "electrodes", tissue: bool = False, microscopic: bool = False):
+def run_file(path, dim: int = 2, ecg: str = "electrodes", tissue: bool = False, microscopic: bool = False,
+             purkinje: bool = False):
     """A finished run's file of ``dim`` dimensions: a plane wave along x (activation 10 ms/cm from x = 0, APD
     100 ms), Vm and phi_e snapshots every 5 ms, two probes, maps; ``ecg``: "electrodes" (two electrodes),
     "leads" (and a lead), "twelve" (the standard 12 leads too) or None; ``tissue``: a /maps/tissue label map (a
-    disc of tissue); ``microscopic``: a /tissue myocyte layout."""
+    disc of tissue); ``microscopic``: a /tissue myocyte layout; ``purkinje``: a /purkinje network (a branched line
+    along x activating at 5 ms/cm from 2 ms, one branch not activated)."""
     h = 0.05
     shape = {1: (41,), 2: (21, 41), 3: (9, 11, 21)}[dim]          # [z, y,] x
     axes = [np.arange(n) * h for n in reversed(shape)]              # x first
@@ -75,6 +77,16 @@ def run_file(path, dim: int = 2, ecg: str = "electrodes", tissue: bool = False, 
             centre = [a[len(a) // 2] for a in axes]
             r2 = sum((gr - c) ** 2 for gr, c in zip(reversed(grids), centre))
             m.create_dataset("tissue", data=(r2 <= 0.6 ** 2).astype(np.int8)).attrs["units"] = "1"
+        if purkinje:
+            p = f.create_group("purkinje")
+            xs = np.linspace(0.0, 1.5, 16)
+            pts = np.stack([xs, np.full(16, 0.2), np.full(16, 0.2)], axis=1)
+            pts = np.concatenate([pts, [[0.8, 0.6, 0.3], [0.9, 0.8, 0.3]]])           # a branch off node 8
+            edges = np.concatenate([np.stack([np.arange(15), np.arange(1, 16)], axis=1), [[8, 16], [16, 17]]])
+            act = np.concatenate([2.0 + 5.0 * xs, [6.5, np.nan]])
+            p.create_dataset("points", data=pts).attrs["units"] = "cm"
+            p.create_dataset("edges", data=edges)
+            p.create_dataset("activation_time", data=act).attrs["units"] = "ms"
         if microscopic:
             t = f.create_group("tissue")
             cid = (x // 0.3).astype(np.int64) + 100 * (grids[-2] // 0.2 if dim > 1 else 0).astype(np.int64)
@@ -196,6 +208,34 @@ def test_twelve_leads(tmp_path, captured):
     check_layout(captured["t_ecg12.png"])
     check_layout(captured["t_ecg.png"])          # the electrodes, without the 12 leads
     assert sorted(ln.get_label() for ln in captured["t_ecg.png"].axes[0].lines) == sorted(ELECTRODES)
+
+
+@pytest.mark.parametrize("dim", [1, 2, 3])
+def test_purkinje_network_over_the_tissue(tmp_path, captured, dim):
+    """A run with /purkinje: <stem>_purkinje.png, the network's edges and the tissue's activation on one colour
+    scale (ms) from the earliest of either to the latest; the edge that did not activate is grey."""
+    from matplotlib.collections import LineCollection
+    path = run_file(tmp_path / f"p{dim}.h5", dim=dim, tissue=dim > 1, purkinje=True)
+    assert plot(path, tmp_path) == 0
+    fig = captured[f"p{dim}_purkinje.png"]
+    check_layout(fig)
+    assert "1 of 17 network edges not activated" in fig.axes[0].get_title()
+    if dim == 1:
+        assert [ln.get_label() for ln in fig.axes[0].lines] == ["tissue", "network nodes"]
+        return
+    assert len(_panels(fig)) == (2 if dim == 3 else 1)              # the default views z and y
+    with h5py.File(path) as f:
+        tissue = np.where(f["maps/tissue"][...] > 0, f["maps/activation_time"][...], np.nan)
+    lo, hi = min(2.0, float(np.nanmin(tissue))), float(np.nanmax(tissue))   # the network's first, the tissue's last
+    for ax in _panels(fig):
+        assert ax.images[0].get_clim() == pytest.approx((lo, hi))
+        lines = [c for c in ax.collections if isinstance(c, LineCollection)]
+        coloured = [c for c in lines if c.get_array() is not None]
+        assert len(coloured) == 1 and coloured[0].get_clim() == pytest.approx((lo, hi))
+        assert len(coloured[0].get_segments()) == 16 and len(lines) == 2      # and the grey one
+    assert _colorbars(fig)[0].get_ylabel() == "activation time (ms)"
+    path = run_file(tmp_path / f"none{dim}.h5", dim=dim)
+    assert plot(path, tmp_path) == 0 and f"none{dim}_purkinje.png" not in captured
 
 
 def test_label_maps_are_discrete(tmp_path, captured):

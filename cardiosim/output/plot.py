@@ -16,6 +16,9 @@ its 99th percentile, maps over their values:
 * ``<stem>_activation.png``: the activation-time map with isochrones (contour lines every N ms); 3D: a panel per
   view; 1D: activation time against x.
 * ``<stem>_apd.png``: the APD map, where some node repolarised (otherwise a line says why there is none).
+* ``<stem>_purkinje.png``: where the run has a Purkinje network (/purkinje), its edges coloured by their activation
+  time over the tissue's activation map, one colour scale (ms); 3D: a panel per view, the tissue's earliest
+  activation along each line of sight; grey: edges not activated.
 * ``<stem>_beats.png`` (``--beats``): activation and APD of every beat (up to four), from the snapshots.
 * ``<stem>_NNNN.vtu`` (``--vtu``): snapshot NNNN at each chosen time as a VTK unstructured grid (meshio), its fields
   and the maps as point data, for pipelines that read VTU rather than the XDMF sidecar.
@@ -28,6 +31,7 @@ checked before the first file is written.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -461,6 +465,85 @@ def plot_map(plt, r: Results, name: str, path: Path, isochrones: float | None = 
     return path
 
 
+def projection(r: Results, a: np.ndarray, view: str) -> Plane:
+    """A 3D node array seen along the axis ``view`` names (VIEWS): at each line of sight its least value (of an
+    activation map, the earliest along it: what a network on the endocardium is drawn over)."""
+    x, y, z = r.axes[0], r.axes[1], r.axes[2]
+    axis, (u, v), (cu, cv) = {"z": (0, "xy", (x, y)), "y": (1, "xz", (x, z)), "x": (2, "yz", (y, z))}[view]
+    with warnings.catch_warnings():               # an all-NaN line of sight is blank, not a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        values = np.nanmin(a, axis=axis)
+    return Plane(values, (cu[0], cu[-1], cv[0], cv[-1]), (u, v), (cu, cv), f" (projection along {view})",
+                 2 - axis)
+
+
+def purkinje_network(r: Results) -> dict | None:
+    """The network of a run with [purkinje] (/purkinje: points (n, 3) cm, edges, activation_time ms); None
+    without one."""
+    g = r.f.get("purkinje")
+    if g is None or not all(k in g for k in ("points", "edges", "activation_time")):
+        return None
+    return {k: g[k][...] for k in ("points", "edges", "activation_time")}
+
+
+def plot_purkinje(plt, r: Results, path: Path, style: Style = Style()) -> Path:
+    """The network's edges coloured by their activation time over the tissue's activation map, one colour scale
+    (ms): 3D a panel per view, the tissue's earliest activation along each line of sight (the network lies on the
+    endocardium, inside the wall: a slice would cut it); 2D the map; 1D activation time against x, both."""
+    from matplotlib.collections import LineCollection     # matplotlib where a figure is drawn (_pyplot)
+    import matplotlib.patheffects as pe
+    net = purkinje_network(r)
+    pts, edges, act = net["points"], net["edges"], net["activation_time"]
+    tissue = r.map("activation_time") if "activation_time" in r.maps else None
+    if tissue is not None and "tissue" in r.maps:
+        tissue = np.where(r.map("tissue") > 0, tissue, np.nan)
+    both = np.concatenate([act[np.isfinite(act)], [] if tissue is None else tissue[np.isfinite(tissue)]])
+    lo, hi = (float(both.min()), float(both.max())) if both.size else (0.0, 1.0)
+    hi = hi if hi > lo else lo + 1.0
+    edge_t = act[edges].mean(axis=1)                   # NaN where either end did not activate
+    late = np.isnan(edge_t)
+    cmap = plt.get_cmap("plasma")
+    title = "Purkinje network and tissue: activation time, one scale"
+    if late.any():
+        title += f"\n{int(late.sum())} of {len(edges)} network edges not activated (grey)"
+    if r.dim == 1:
+        fig, ax = plt.subplots(figsize=(8, 4), constrained_layout=True)
+        if tissue is not None:
+            ax.plot(r.axes[0], tissue, "-", color="0.3", label="tissue")
+        ax.plot(pts[:, 0], act, ".", color=cmap(0.6), ms=3, label="network nodes")
+        ax.set_xlabel("x (cm)")
+        ax.set_ylabel("activation time (ms)")
+        ax.grid(alpha=0.3)
+        legend_outside(ax)
+        ax.set_title(f"{name_of(r)}: {title}", fontsize=10)
+        _save(fig, path, style)
+        plt.close(fig)
+        return path
+    views = style.views if r.dim == 3 else (None,)
+    fig, axes = plt.subplots(1, len(views), figsize=(6.4 * len(views), 5.6), squeeze=False, constrained_layout=True)
+    for ax, view in zip(axes[0], views):
+        if r.dim == 3:
+            p = projection(r, tissue if tissue is not None else np.full(r.shape[::-1], np.nan), view)
+            cols = [i for i in range(3) if i != p.normal]
+        else:
+            p = planes(r, tissue if tissue is not None else np.full(r.shape[::-1], np.nan))[0]
+            cols = [0, 1]
+        im = ax.imshow(p.values, origin="lower", extent=p.extent, cmap=cmap, vmin=lo, vmax=hi, alpha=0.55,
+                       interpolation="nearest")
+        seg = pts[edges][:, :, cols]
+        done = LineCollection(seg[~late], array=edge_t[~late], cmap=cmap, linewidths=1.6,
+                              path_effects=[pe.Stroke(linewidth=2.6, foreground="black"), pe.Normal()])
+        done.set_clim(lo, hi)
+        ax.add_collection(done)
+        if late.any():
+            ax.add_collection(LineCollection(seg[late], colors="0.6", linewidths=1.0))
+        _map_axes(ax, p, f"{name_of(r)}{p.note}\n{title}")
+    colorbar(fig, im, axes[0, -1], "activation time (ms)")
+    _save(fig, path, style)
+    plt.close(fig)
+    return path
+
+
 def plot_beats(plt, r: Results, path: Path, style: Style = Style(), most: int = 4) -> Path | None:
     """Activation (top row) and APD (bottom row) of every beat, from the snapshots (Results.beat_maps: as fine as
     output.interval), a column per beat (the first ``most``); 3D: the first view. None where no node beat."""
@@ -649,6 +732,8 @@ def plot_main(args, extras=None) -> int:
                 plan.append(("ecg12", None, out / f"{stem}_ecg12.{ext}"))
         if "tissue" in r.f:
             plan.append(("layout", None, out / f"{stem}_layout.{ext}"))
+        if purkinje_network(r) is not None:
+            plan.append(("purkinje", None, out / f"{stem}_purkinje.{ext}"))
         if args.beats:
             plan.append(("beats", None, out / f"{stem}_beats.{ext}"))
         if args.vtu:
@@ -683,6 +768,8 @@ def plot_main(args, extras=None) -> int:
                     written.append(write_vtu(r, name, p))
                 elif kind == "beats":
                     written.append(plot_beats(plt, r, p, style))
+                elif kind == "purkinje":
+                    written.append(plot_purkinje(plt, r, p, style))
                 else:
                     written.append(plot_map(plt, r, name, p, args.isochrones, style))
             for _, p, draw in more:
