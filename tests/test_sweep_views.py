@@ -145,14 +145,14 @@ def test_api_sweep_keeps_types_links_and_plots(tmp_path, petsc):
     """api.sweep's rows hold the varied values as given (an int, a float, a str, a bool), the linked key's value
     computed from them, and the result draws its figures (Table.plot) with the schema's units."""
     from cardiosim import api
-    rows = api.sweep(CABLE, {"tissue.sigma_il": [3, 1.5], "cell.backend": ["numpy"],
+    rows = api.sweep(CABLE, {"tissue.sigma_il": [3, 1.55], "cell.backend": ["numpy"],
                              "checkpoint.on_signal": [True]}, tmp_path / "s",
                      collect=["cv", "simulated_ms"], overrides=["simulation.dt=0.1"],
                      link={"simulation.duration": "10*tissue.sigma_il"}, plot=["cv"], against="tissue.sigma_il")
     assert [type(r["tissue.sigma_il"]) for r in rows] == [int, float]
     assert rows[0]["cell.backend"] == "numpy" and rows[0]["checkpoint.on_signal"] is True
-    assert [r["simulation.duration"] for r in rows] == [30, 15.0] and type(rows[0]["simulation.duration"]) is int
-    assert [r["simulated_ms"] for r in rows] == pytest.approx([30.0, 15.0])
+    assert [r["simulation.duration"] for r in rows] == [30, 15.5] and type(rows[0]["simulation.duration"]) is int
+    assert [r["simulated_ms"] for r in rows] == pytest.approx([30.0, 15.5])
     assert rows.units["tissue.sigma_il"] == "mS/cm" and rows.units["simulation.duration"] == "ms"
     assert (tmp_path / "s" / "sweep_cv_vs_tissue.sigma_il.png").exists()
     from cardiosim.runtime.errors import UserError
@@ -163,6 +163,17 @@ def test_api_sweep_keeps_types_links_and_plots(tmp_path, petsc):
         rows.plot("qt", "tissue.sigma_il")
     with h5py.File(tmp_path / "s" / "run-000.h5") as f:
         assert f.attrs["overrides"].count("simulation.duration=30") == 1
+
+
+def test_link_values():
+    """Integer arithmetic stays integer; a whole-number result of a division is an int (an integer key takes it);
+    12 significant digits (10*0.1 is 1, not 1.0000000000000002); precedence, parentheses, unary minus."""
+    from cardiosim.simulation.sweep import Link
+    assert Link("simulation.ode_substeps=0.4/simulation.dt", ["simulation.dt"]).value({"simulation.dt": 0.1}, 0) == 4
+    assert type(Link("k=0.4/a", ["a"]).value({"a": 0.1}, 0)) is int
+    assert Link("k=10*a", ["a"]).value({"a": 0.1}, 0) == 1 and Link("k=a/3", ["a"]).value({"a": 1}, 0) == 0.333333333333
+    assert Link("k=-(a + 1) * 2 - 6 / 4", ["a"]).value({"a": 2}, 0) == -7.5
+    assert Link("k=2*stimulus.0.start+1e1", ["stimulus.0.start"]).value({"stimulus.0.start": 5}, 0) == 20
 
 
 # -- mistakes up front: one line, exit 2, nothing run or written ----------------------------------------------------

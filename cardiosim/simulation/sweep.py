@@ -218,8 +218,9 @@ _TOKEN = re.compile(r"\s*(?:(?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)|(?P<na
 class Link:
     """``KEY=EXPRESSION`` of ``--link``: numbers, + - * /, parentheses and the names of varied keys (or of keys
     linked before), read by a small parser of its own (nothing is handed to Python's eval). :meth:`value` gives
-    the key's value in a run: an int where every name's value and every number is one and nothing divides, else a
-    float (12 significant digits: 10*0.1 is 1.0)."""
+    the key's value in a run, to 12 significant digits (10*0.1 is 1): a whole number is an int (0.4/simulation.dt
+    with dt 0.1 is 4, which an integer key such as simulation.ode_substeps takes; a number key takes it too), any
+    other a float."""
 
     def __init__(self, item: str, known: list[str]):
         key, sep, text = item.partition("=")
@@ -306,7 +307,10 @@ class Link:
         v = self._eval(self.tree, values, run)
         if not math.isfinite(v):
             raise UserError(f"--link {self.item}: gives {v} in run {run}; it must be a finite number")
-        return v if isinstance(v, int) else float(f"{v:.12g}")
+        if isinstance(v, int):
+            return v
+        v = float(f"{v:.12g}")
+        return int(v) if v.is_integer() else v
 
     def _eval(self, tree, values: dict, run: int):
         op = tree[0]
