@@ -14,8 +14,8 @@ varied ones (:class:`Link`: numbers, + - * /, parentheses, key names; no eval), 
 Python: cardiosim.api.sweep (runs in this process), which gives the same table (:class:`Table`, which draws too).
 
 Everything is checked before the first run starts (every run's config, every --collect quantity, every --link
-and --plot, every file it would write, the table and its figures): a mistake is one line naming the run and the key, exit status 2, nothing run or written.
-Then one line gives the plan: the number of runs, the disk their outputs need (from the output settings) and the
+and --plot, every file it would write, the table and its figures): a mistake is one line naming the run and the
+key, exit status 2, nothing run or written. Then one line gives the plan: the number of runs, the disk their outputs need (from the output settings) and the
 time (from the pace of a run finished in OUT before, or unknown). A run that fails (exit status 3) does not stop
 the others; the sweep's exit status is then 3. The sweep's own process imports neither MPI nor PETSc (a nested
 mpirun fails inside an MPI singleton's environment); the configs are checked in a child. One sweep at a time
