@@ -116,3 +116,19 @@ def test_human_biv_short_run_activates_the_endocardia(tmp_path):
           f"{np.nanmin(act):.2f}-{np.nanmax(act[layer]):.2f} ms; {np.isfinite(act).sum()} nodes activated")
     assert layer.sum() > 1000 and np.all(np.isfinite(act[layer])) and np.nanmax(act[layer]) < 1.5
     assert all(np.all(np.isfinite(v)) and len(v) > 1 for v in leads.values())
+
+
+@pytest.mark.parametrize("case,args,words", [
+    ("a mesh", ["geometry", "{d}/heart.vtu", "--size", "human", "--spacing", "0.1", "--out", "{d}/o.h5"],
+     ["--size", "lv and biv"]),
+    ("geometry fibres", ["geometry", "fibres", "{d}/g.h5", "--size", "human", "--out", "{d}/o.h5"],
+     ["--size", "not used by cardiosim geometry fibres"]),
+    ("not a size", ["geometry", "biv", "--size", "giant", "--spacing", "0.1", "--out", "{d}/o.h5"],
+     ["--size", "invalid choice", "human"]),
+])
+def test_bad_size_is_one_line(tmp_path, case, args, words):
+    """--size is for the built-in ventricles only, and one of idealised, human: one line, exit 2, nothing written."""
+    from test_bad_input import assert_one_line
+    proc = run_cli([a.replace("{d}", str(tmp_path)) for a in args])
+    assert_one_line(proc, case, words)
+    assert not (tmp_path / "o.h5").exists()

@@ -722,7 +722,7 @@ def main_fibres(args: argparse.Namespace) -> int:
     labels, surfaces = data["labels"], data["surfaces"]
     if labels.ndim != 3 or surfaces.shape != labels.shape:
         raise UserError(f"{src}: labels {labels.shape} and surfaces {surfaces.shape} must be one 3D grid")
-    fields = fibres.compute(labels, surfaces, float(attrs["spacing"]), attrs["origin"], helix, sheet)
+    fields = fibres.compute(labels, surfaces, float(attrs["spacing"]), attrs["origin"], helix, sheet, dense=False)
     data.update(fields)
     box = Box.of(attrs)
     make_folder(out)
