@@ -56,7 +56,7 @@ test-gpu: $(STAMP)
 
 ## make examples: the example PNGs of docs/user/output-format.md: what make run and cardiosim plot (default times) give,
 ##   the figures of cardiosim cell's files (a TT06 trace, restitution, population and concentration series), and a
-##   spiral's movie, phase, tips and dominant frequency (run/spiral-s1s2.toml)
+##   spiral's movie, phase, tips and dominant frequency (run/spiral-s1s2.toml), and a sweep's CV restitution curve
 CELL_EXAMPLE = --model tt06 --integrator rush-larsen --dt 0.02 --period 400
 examples: $(STAMP)
 	$(IN_ROOT) mpirun -n $(NP) $(VENV)/bin/cardiosim run run/demo.toml \
@@ -78,6 +78,11 @@ examples: $(STAMP)
 	$(IN_ROOT) $(VENV)/bin/cardiosim run run/spiral-s1s2.toml --output out/examples/spiral.h5 --overwrite --quiet
 	cd $(ROOT) && $(VENV)/bin/cardiosim plot out/examples/spiral.h5 --out docs/examples --overwrite --dpi 80 \
 	    --movie --every 2 --phase --tips --dominant-frequency --times 300 400 500 600 --window 300 700
+	$(IN_ROOT) $(VENV)/bin/cardiosim sweep run/s1s2-restitution.toml --vary stimulus.S2.start=130:250:40 \
+	    --set 'probe=[{name = "near", position = [0.3, 0.1]}, {name = "far", position = [0.7, 0.1]}]' \
+	    --collect probe.far.di.2 cv.near.far.1 cv.near.far.2 --plot cv.near.far.2 --against probe.far.di.2 \
+	    --out out/examples/cv-restitution --jobs 2 --overwrite --quiet
+	cd $(ROOT) && cp out/examples/cv-restitution/sweep_cv.near.far.2_vs_probe.far.di.2.png docs/examples/sweep_cv_restitution.png
 
 # The bench targets write their raw results to benchmarks/raw/ (cardiosim bench's own JSON); the current figures are
 # the records in benchmarks/*.json, which make performance turns into docs/performance.md and the README's figures.
