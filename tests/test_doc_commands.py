@@ -85,10 +85,8 @@ SLOW = [d for d in DOCS if any(b.info == "sh slow" for b in blocks(d))]
 def scratch_copy(dest: Path) -> Path:
     """The files git tracks (as they are in the working tree) and those it would (not ignored: a new module not yet
     committed, which ``python -m cardiosim`` in the copy imports), with their times, and .venv linked to this venv."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True).stdout
     root = dest / "repo"
-    for rel in listed.decode().split("\0"):
+    for rel in _repository_files():
         src = ROOT / rel
         if rel and src.is_file():                  # a file deleted in the working tree is not copied
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -102,6 +100,19 @@ def scratch_copy(dest: Path) -> Path:
             if (root / rel).exists():
                 os.utime(root / rel, (old, old))
     return root
+
+
+def _repository_files() -> list[str]:
+    """Paths relative to ROOT: git's list; in a tree without git (an unpacked archive), every file but what
+    .gitignore leaves out (the venv, out/, build/, caches)."""
+    if (ROOT / ".git").exists():
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                                capture_output=True, check=True).stdout
+        return listed.decode().split("\0")
+    skip = {".venv", "out", "build", ".pytest_cache", "__pycache__", ".git"}
+    return [str(p.relative_to(ROOT)) for p in ROOT.rglob("*")
+            if p.is_file() and not skip & set(p.relative_to(ROOT).parts)
+            and not any(part.endswith(".egg-info") for part in p.relative_to(ROOT).parts)]
 
 
 def script(doc_blocks: list[Block]) -> str:
