@@ -74,8 +74,9 @@ def test_laplacian_equals_the_previous_assembly():
 
 
 def test_multigrid_path_equals_the_factor_path_within_tolerance(monkeypatch):
-    """ψ and lv_rv by CG + GAMG (what a grid of more than fibres.GAMG_ROWS free nodes takes; forced here with
-    GAMG_ROWS = 0) against CG + ICC(0) on the BiV at 0.05 cm: both to the solves' tolerance of the same problem,
+    """ψ and lv_rv by CG + GAMG (on the 7-point Laplacian, fibres._face_laplacian: what a grid of more than
+    fibres.GAMG_ROWS free nodes takes; forced here with GAMG_ROWS = 0) against CG + ICC(0) on the BiV at 0.05 cm:
+    both to the solves' tolerance of the same problem,
     so the coordinates agree within 1e-8 and the fibres, sheets and normals within 1e-3 degrees (measured: 5.4e-10
     and 5e-5 degrees)."""
     _, icc = anatomy.built_in("biv", 0.05, log=lambda line: None)
