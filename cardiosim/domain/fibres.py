@@ -483,11 +483,11 @@ def long_axis(points: np.ndarray, surfaces: np.ndarray) -> tuple[np.ndarray, np.
 
 
 # Peak bytes per tissue node (about one per tissue element) while the rule runs, over the labels and surfaces:
-# PETSc's matrix (21 entries a row, 12 bytes each) and its ICC(0) factor or GAMG hierarchy (GAMG's set-up peaks at
-# about five times the matrix), the tables of Tissue, the coordinates, gradients and frames. Measured (maximum
-# resident set less 0.15 GB and the grid's GRID_BYTES): 1530 (idealised BiV at 0.125 mm, 3.70 million tissue nodes)
-# and 1410 (human BiV at 0.5 mm, 1.50 million) with GAMG, 520 with ICC(0) alone (idealised BiV at 0.25 mm).
-TISSUE_BYTES = 1600
+# PETSc's matrix (21 entries a row, 12 bytes each) and its ICC(0) factor or GAMG hierarchy (on the 7-point
+# Laplacian), the tables of Tissue, the coordinates, gradients and frames. Measured (maximum resident set less 0.15
+# GB and the grid's GRID_BYTES): 810 (idealised BiV at 0.125 mm, 3.70 million tissue nodes) and 720 (human BiV at
+# 0.5 mm, 1.50 million) with GAMG, 520 with ICC(0) alone (idealised BiV at 0.25 mm).
+TISSUE_BYTES = 900
 # Tissue nodes per chunk of the frames' arithmetic (row by row, so chunks give the same numbers): its temporaries
 # (a dozen (n, 3) arrays) are a chunk's, not the tissue's.
 FRAME_CHUNK = 1 << 18
