@@ -18,7 +18,7 @@ PYTEST  = $(IN_ROOT) $(PY) -m pytest -ra
 
 comma := ,
 .PHONY: run test test-all test-gpu bench bench-kernels bench-niederer bench-table41 bench-cellml performance examples \
-        setup clean
+        examples-purkinje setup clean
 
 $(STAMP): $(ROOT)/tools/bootstrap.sh $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash $(ROOT)/tools/bootstrap.sh
@@ -83,6 +83,18 @@ examples: $(STAMP)
 	    --collect probe.far.di.2 cv.near.far.1 cv.near.far.2 --plot cv.near.far.2 --against probe.far.di.2 \
 	    --out out/examples/cv-restitution --jobs 2 --overwrite --quiet
 	cd $(ROOT) && cp out/examples/cv-restitution/sweep_cv.near.far.2_vs_probe.far.di.2.png docs/examples/sweep_cv_restitution.png
+
+## make examples-purkinje: the BiV with its grown conduction system, normal and with the left bundle branch cut
+##   (run/biv-purkinje.toml, run/biv-lbbb.toml; about 10 min on one rank): their network-over-tissue figures and
+##   their 12-lead ECGs side by side (docs/examples/biv_purkinje_lbbb_ecg.png, docs/user/ventricles.md section 8)
+examples-purkinje: $(STAMP)
+	$(IN_ROOT) $(VENV)/bin/cardiosim geometry biv --spacing 0.1 --out out/biv-1mm.h5 --overwrite
+	cd $(ROOT) && for f in purkinje lbbb; do $(VENV)/bin/cardiosim run run/biv-$$f.toml \
+	    --output out/examples/biv-$$f.h5 --overwrite --quiet || exit 1; done
+	cd $(ROOT) && for f in purkinje lbbb; do $(VENV)/bin/cardiosim plot out/examples/biv-$$f.h5 \
+	    --out out/examples --overwrite --dpi 90 > /dev/null || exit 1; cp out/examples/biv-$${f}_purkinje.png docs/examples/; done
+	$(IN_ROOT) $(VENV)/bin/python tools/ecg_pair.py out/examples/biv-purkinje.h5 out/examples/biv-lbbb.h5 \
+	    --labels "normal (run/biv-purkinje.toml)" "LBBB (run/biv-lbbb.toml)" --out docs/examples/biv_purkinje_lbbb_ecg.png
 
 # The bench targets write their raw results to benchmarks/raw/ (cardiosim bench's own JSON); the current figures are
 # the records in benchmarks/*.json, which make performance turns into docs/performance.md and the README's figures.

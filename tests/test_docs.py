@@ -70,9 +70,10 @@ def test_every_shipped_config_is_valid():
     assert len([p for p in paths if p.parent.name == "niederer"]) == 9
     # run/lv-ecg.toml reads files the tutorial makes first (cardiosim geometry lv ...): tests/test_tutorial.py makes
     # them and runs it; run/biv-ecg.toml reads out/biv.h5 (cardiosim geometry biv ...): tests/test_fibres.py makes it;
-    # run/human-biv.toml reads out/human-biv.h5 (10^7 tissue nodes): tests/test_human_biv.py runs it on a coarse one
+    # run/human-biv.toml reads out/human-biv.h5 (10^7 tissue nodes): tests/test_human_biv.py runs it on a coarse one;
+    # run/biv-purkinje.toml and run/biv-lbbb.toml read out/biv-1mm.h5: tests/test_purkinje_biv.py makes one and runs them
     for path in paths:
-        if path.name not in ("lv-ecg.toml", "biv-ecg.toml", "human-biv.toml"):
+        if path.name not in ("lv-ecg.toml", "biv-ecg.toml", "human-biv.toml", "biv-purkinje.toml", "biv-lbbb.toml"):
             config.load(path)
 
 

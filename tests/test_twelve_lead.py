@@ -173,3 +173,25 @@ def test_bad_twelve_lead_is_one_line(text, words):
     assert "\n" not in msg
     for w in words:
         assert w in msg, (w, msg)
+
+
+def test_qrs_of_a_known_complex():
+    """A Gaussian complex of width s in every lead (different signs and sizes): the RMS is the same Gaussian, above
+    10 % of its peak for |t - t0| < s·sqrt(2 ln 10); V1's area over the window is its amplitude times that part of
+    the Gaussian's integral (erf)."""
+    from math import erf, log, pi, sqrt
+    t = np.arange(0.0, 100.0, 0.01)
+    t0, s = 40.0, 5.0
+    g = np.exp(-(t - t0) ** 2 / (2 * s ** 2))
+    amp = {n: (-1.0) ** k * (0.5 + 0.1 * k) for k, n in enumerate(twelve_lead.LEADS)}
+    leads = {n: a * g for n, a in amp.items()}
+    q = twelve_lead.qrs(t, {**leads, "WCT": np.ones_like(t)})
+    half = s * sqrt(2 * log(10))
+    assert q["onset"] == pytest.approx(t0 - half, abs=0.011) and q["offset"] == pytest.approx(t0 + half, abs=0.011)
+    assert q["duration"] == pytest.approx(2 * half, abs=0.022)
+    assert q["peak"] == pytest.approx(np.sqrt(np.mean([a ** 2 for a in amp.values()])), rel=1e-9)
+    area = twelve_lead.lead_area(t, leads["V1"], q["onset"], q["offset"])
+    assert area == pytest.approx(amp["V1"] * s * sqrt(2 * pi) * erf(half / (s * sqrt(2))), rel=1e-3)
+    assert twelve_lead.qrs(t, leads, before=t0)["offset"] < t0          # the window cut before the peak's end
+    with pytest.raises(ValueError, match="missing V6"):
+        twelve_lead.qrs(t, {n: v for n, v in leads.items() if n != "V6"})

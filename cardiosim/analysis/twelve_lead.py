@@ -35,6 +35,11 @@ amplitudes are not a body-surface ECG's and the shapes are an approximation of o
 
 The centres (cm, the anatomy's frame): the tissue's centroid, rounded: LV (0, 0, -0.5), BiV (0.35, 0, -0.5);
 human-size LV (0, 0, -2.7), BiV (1.1, 0, -2.6).
+
+:func:`qrs` measures a QRS on the twelve leads together: where their root mean square exceeds a fraction (10 %) of
+its peak, from the first such sample to the last (a global measure, as the QRS of a spatial magnitude; it does
+not depend on one lead's axis). :func:`lead_area` integrates one lead over that window (mV·ms): V1's is negative
+where its S wave dominates, as in a left bundle-branch block.
 """
 
 from __future__ import annotations
@@ -99,3 +104,30 @@ def weights() -> dict[str, dict[str, float]]:
 
 # The standard printed layout: rows of four columns (I aVR V1 V4 / II aVL V2 V5 / III aVF V3 V6)
 LAYOUT = (("I", "aVR", "V1", "V4"), ("II", "aVL", "V2", "V5"), ("III", "aVF", "V3", "V6"))
+
+
+def qrs(time, leads: dict, fraction: float = 0.1, before: float | None = None) -> dict:
+    """The QRS of the twelve leads ({name: trace (mV)} over ``time`` (ms); LEADS, others ignored): the root mean
+    square over them, and the first and last sample where it exceeds ``fraction`` of its peak. ``before`` (ms): look
+    only at earlier samples (the T wave's start: a trace that holds repolarisation). {"onset", "offset", "duration"
+    (ms), "peak" (mV)}."""
+    t = np.asarray(time, dtype=float)
+    missing = [n for n in LEADS if n not in leads]
+    if missing:
+        raise ValueError(f"qrs: needs the twelve leads; missing {', '.join(missing)}")
+    rms = np.sqrt(np.mean([np.asarray(leads[n], dtype=float) ** 2 for n in LEADS], axis=0))
+    if before is not None:
+        rms = np.where(t < before, rms, 0.0)
+    peak = float(rms.max())
+    if not peak > 0:
+        raise ValueError("qrs: the leads are zero: no QRS")
+    above = np.flatnonzero(rms > fraction * peak)
+    onset, offset = float(t[above[0]]), float(t[above[-1]])
+    return {"onset": onset, "offset": offset, "duration": offset - onset, "peak": peak}
+
+
+def lead_area(time, trace, onset: float, offset: float) -> float:
+    """The integral of one lead (mV) from ``onset`` to ``offset`` (ms), by the trapezoidal rule: mV·ms."""
+    t, v = np.asarray(time, dtype=float), np.asarray(trace, dtype=float)
+    w = (t >= onset) & (t <= offset)
+    return float(np.trapezoid(v[w], t[w]))
