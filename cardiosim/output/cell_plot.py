@@ -32,6 +32,14 @@ def _title(c: CellFile, what: str) -> str:
     return f"{c.model}: {what}"
 
 
+def _beats_figure(plt, c: CellFile):
+    """The file's table (rows, units), its recorded beats (t, v) and one wide axes to draw them on (fig, ax)."""
+    rows, units = c.table()
+    t, v = c.traces()
+    fig, ax = plt.subplots(figsize=(8.5, 4.2), constrained_layout=True)
+    return rows, units, t, v, fig, ax
+
+
 def _finish(plt, fig, c: CellFile, what: str, path: Path, style: Style, over=None) -> Path:
     """The figure titled with the model and ``what`` (over the whole figure, or over its one axes ``over``), saved
     and closed."""
@@ -98,9 +106,7 @@ def plot_restitution(plt, c: CellFile, path: Path, style: Style) -> Path:
 
 def plot_family(plt, c: CellFile, path: Path, style: Style) -> Path:
     """V of each coupling interval (restitution) or concentration (series), coloured by it."""
-    rows, units = c.table()
-    t, v = c.traces()
-    fig, ax = plt.subplots(figsize=(8.5, 4.2), constrained_layout=True)
+    rows, units, t, v, fig, ax = _beats_figure(plt, c)
     if c.kind == RESTITUTION:
         _family(plt, fig, ax, t, v, rows["CI"], "CI", "ms")
         ax.set_xlabel("t (ms, from the last S1 onset)")
@@ -164,10 +170,8 @@ def plot_population(plt, c: CellFile, path: Path, style: Style) -> Path:
 
 def plot_population_traces(plt, c: CellFile, path: Path, style: Style) -> Path:
     """The recorded beat of every cell (at most MOST_TRACES of each kind): kept in colour, rejected grey."""
-    rows, _ = c.table()
-    t, v = c.traces()
+    rows, _, t, v, fig, ax = _beats_figure(plt, c)
     kept, rejected = rows["kept"] > 0, (rows["kept"] == 0) & (rows["failed"] == 0)
-    fig, ax = plt.subplots(figsize=(8.5, 4.2), constrained_layout=True)
     handles = []
     for which, colour, name in ((rejected, "0.65", "rejected"), (kept, "tab:blue", "kept")):
         cells = np.flatnonzero(which)[:MOST_TRACES]

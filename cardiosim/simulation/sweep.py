@@ -56,7 +56,7 @@ import h5py
 import numpy as np
 
 from cardiosim.runtime import signals
-from cardiosim.runtime.errors import UserError, io_reason
+from cardiosim.runtime.errors import UserError
 from cardiosim.runtime.signals import STOPPED
 from cardiosim.analysis.maps import cv_map, ecg_features
 from cardiosim.analysis.probes import ecg_traces
@@ -258,21 +258,20 @@ class Link:
     def _peek(self) -> str | None:
         return self.tokens[self.pos][1] if self.pos < len(self.tokens) else None
 
-    def _sum(self):
-        tree = self._product()
-        while self._peek() in ("+", "-"):
+    def _left(self, operators: tuple[str, str], operand):
+        """``operand (op operand)*`` for the two operators of one precedence, left-associative."""
+        tree = operand()
+        while self._peek() in operators:
             op = self.tokens[self.pos][1]
             self.pos += 1
-            tree = (op, tree, self._product())
+            tree = (op, tree, operand())
         return tree
 
+    def _sum(self):
+        return self._left(("+", "-"), self._product)
+
     def _product(self):
-        tree = self._factor()
-        while self._peek() in ("*", "/"):
-            op = self.tokens[self.pos][1]
-            self.pos += 1
-            tree = (op, tree, self._factor())
-        return tree
+        return self._left(("*", "/"), self._factor)
 
     def _factor(self):
         if self.pos >= len(self.tokens):
