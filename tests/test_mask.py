@@ -509,6 +509,7 @@ def assert_anatomy_agrees(a: dict, b: dict, tol: float, label: str = "") -> None
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_anatomy_pieces_on_two_ranks_and_grouped(tmp_path):
     """Cells in pieces (the mask, a cell region) on two ranks, one with no tissue: the cpu and grouped placements
     (a CPU owner integrating both ranks' cells, piece by piece) give one rank's run; the M-like cells of label 2

@@ -365,6 +365,7 @@ def test_three_dimensional_sheet(petsc):
     assert np.isfinite(sim.activation.time).sum() > 0.5 * sim.grid.n_nodes
 
 
+@pytest.mark.slow
 def test_brick_wall_plane_wave_is_faster_than_one_row(petsc, capsys):
     """§5a/§5c on the 2D default layout (brick wall, p/i/c junctions), a plane wave along x: CV falls with G_p, and
     is at least the one-row strip's (with a brick offset the per-row value is a lower bound on σ_eff,l: lateral

@@ -193,6 +193,7 @@ def sheets(tmp_path_factory):
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("np_", [1, 2, 4])
+@pytest.mark.slow
 def test_cpu_grouped_and_full_exchange_give_the_same_numbers(sheets, np_):
     """The same cells integrated by their own rank or by the group's owner, Vm or every state exchanged: the same
     arithmetic per cell, so the same bits. Asserted as equality on 1 and 2 ranks. On 4 ranks PETSc itself is not

@@ -82,6 +82,7 @@ def agree(a: dict, b: dict, rel: float) -> None:
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("equations", ["monodomain", "bidomain"])
+@pytest.mark.slow
 def test_two_ranks_equal_one(tmp_path, fibre, equations):
     """The PMJ's eleven tissue nodes on both ranks: the same run to the solvers' tolerance."""
     cfg = write_config(tmp_path / "run.toml", config(fibre, simulation={

@@ -522,6 +522,7 @@ def test_forward_euler_beat_matches_cvode(model, native, dt, capsys):
 
 
 @pytest.mark.parametrize("dt", [0.01, 0.05])
+@pytest.mark.slow
 def test_rush_larsen_beat_numpy(model, shim, dt, capsys):
     """NumPy Rush–Larsen, beat 1: stable (every state finite and in range at every step) and APD90 within 1 % of
     CVODE (README: RL keeps APD90 within 1 % up to dt ~ 0.2 ms, the upstroke degrades early: V_peak +1 mV at 0.01,
