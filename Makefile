@@ -85,7 +85,7 @@ examples: $(STAMP)
 	cd $(ROOT) && cp out/examples/cv-restitution/sweep_cv.near.far.2_vs_probe.far.di.2.png docs/examples/sweep_cv_restitution.png
 
 ## make examples-purkinje: the BiV with its grown conduction system, normal and with the left bundle branch cut
-##   (run/biv-purkinje.toml, run/biv-lbbb.toml; about 10 min on one rank): their network-over-tissue figures and
+##   (run/biv-purkinje.toml, run/biv-lbbb.toml; about 4 min on one rank): their network-over-tissue figures and
 ##   their 12-lead ECGs side by side (docs/examples/biv_purkinje_lbbb_ecg.png, docs/user/ventricles.md section 8)
 examples-purkinje: $(STAMP)
 	$(IN_ROOT) $(VENV)/bin/cardiosim geometry biv --spacing 0.1 --out out/biv-1mm.h5 --overwrite

@@ -1,6 +1,6 @@
 """The conduction system on the built-in BiV (run/biv-purkinje.toml, and run/biv-lbbb.toml with the left bundle
 branch cut), each against the same tissue activated otherwise, measured on the runs (cardiosim geometry biv at
-0.1 cm, 120 ms of TT06; about 12 min on one core):
+0.1 cm, 120 ms of TT06; 5 to 12 min on one core):
 
 - with the grown network every tissue node activates, with the left bundle cut too;
 - the QRS (twelve_lead.qrs: where the RMS of the twelve leads exceeds 10 % of its peak) and the total activation
