@@ -222,7 +222,30 @@ def markdown(rows: list[dict], meta: dict) -> str:
                      f"{r['c_vs_numpy']:.1e} | {r['numpy_vs_myokit']:.1e} | {vr} | {apd} | "
                      f"{_f(r.get('fe_max_dt'), 'g')} | {_f(r.get('rl_max_dt'), 'g')} | "
                      f"{_f(r.get('grl1_max_dt'), 'g')} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + ["", summary(rows)]) + "\n"
+
+
+def summary(rows: list[dict]) -> str:
+    """The table in numbers: what generates and compiles, the derivatives, the beats against CVODES, the steps."""
+    built = [r for r in rows if r["generates"] == "yes" and r.get("compiles", "yes") == "yes"]
+    exact = sum(r["numpy_vs_myokit"] == 0.0 for r in built)
+    finite = [r["numpy_vs_myokit"] for r in built if 0.0 < r["numpy_vs_myokit"] < np.inf]
+    beat = [r for r in built if r.get("v_rms") is not None and r.get("apd90_cvodes") is not None]
+    no_cvodes = [r["model"] for r in built if r.get("cvodes")]
+    steps = {k: [r[k] for r in beat if r.get(k) is not None] for k in ("fe_max_dt", "rl_max_dt", "grl1_max_dt")}
+    both = [r for r in beat if None not in (r.get("fe_max_dt"), r.get("rl_max_dt"), r.get("grl1_max_dt"))]
+    larger = sum(r["grl1_max_dt"] > max(r["fe_max_dt"], r["rl_max_dt"]) for r in both)
+    same = sum(r["grl1_max_dt"] == max(r["fe_max_dt"], r["rl_max_dt"]) for r in both)
+    med = {k: f"{float(np.median(v)):g} ms" if v else "—" for k, v in steps.items()}
+    apd = max((abs(r["apd90"] - r["apd90_cvodes"]) for r in beat if r.get("apd90") is not None), default=np.nan)
+    return (f"In numbers: {len(built)} of {len(rows)} files generate and compile; NumPy's derivatives equal "
+            f"Myokit's bit for bit in {exact}" + (f", to {max(finite):.1g} in {len(finite)}" if finite else "")
+            + f"; C's equal NumPy's to {max(r['c_vs_numpy'] for r in built):.1g} at most. {len(beat)} beats run "
+            f"against CVODES (it fails on {', '.join(no_cvodes) or 'none'}): V RMS at most "
+            f"{max(r['v_rms'] for r in beat):.2g} mV, the last APD90 within {apd:.2g} ms. Largest stable step, "
+            f"median over them: Forward Euler {med['fe_max_dt']}, Rush–Larsen {med['rl_max_dt']}, GRL1 "
+            f"{med['grl1_max_dt']}; GRL1's is larger than both others' for {larger} of {len(both)} models and "
+            f"equal to the larger for {same}.")
 
 
 def main(argv=None) -> int:
