@@ -547,8 +547,8 @@ def compute(labels: np.ndarray, surfaces: np.ndarray, h: float, origin, helix=HE
     if not elements.any():
         raise UserError(f"spacing {h:g} cm: no grid element lies wholly in the tissue (its walls are too thin for "
                         f"that spacing), so there is nothing to make fibres on; choose a finer --spacing")
-    check_fits(TISSUE_BYTES * float(elements.sum()), f"the rule-based fibres on about {elements.sum():.4g} tissue "
-               f"elements (spacing {h:g} cm)", "choose a coarser spacing or a host with more memory")
+    check_fits(TISSUE_BYTES * float(elements.sum()), f"--spacing {h:g}: the rule-based fibres on about "
+               f"{elements.sum():.4g} tissue elements", "choose a coarser spacing or a host with more memory")
     t = Tissue(elements, nodes)
     pieces = element_pieces(elements, t)
     del elements, nodes
