@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
+from test_purkinje_run import grown_biv_config
 from cardiosim.config import tomlwrite
 from cardiosim.purkinje import cable, coupling, network
 
@@ -286,19 +287,7 @@ def test_a_grown_network_on_the_biv_on_two_ranks_equals_one(tmp_path):
     """The built-in BiV at 0.1 cm (a masked 3D grid, balanced by tissue on two ranks), a network grown on its
     endocardia (2977 nodes, 92 PMJs over 758 tissue nodes), 30 ms: two ranks equal one to the parabolic solver's
     tolerance (measured: Vm 5e-8 mV of 89, activation times 1e-9 ms, the network's 4e-11 ms)."""
-    geo = tmp_path / "biv.h5"
-    run_cli(["geometry", "biv", "--spacing", "0.1", "--out", geo], check=True)
-    with h5py.File(geo) as f:
-        size = [float(x) for x in f.attrs["size"]]
-        origin = [float(x) for x in f.attrs["origin"]]
-    data = {"simulation": {"equations": "monodomain", "duration": 30.0, "dt": 0.02, "progress_interval": 0},
-            "grid": {"size": size, "spacing": 0.1, "origin": origin},
-            "tissue": {"label_file": str(geo), "fibre_file": str(geo)},
-            "cell": {"model": "mitchell-schaeffer"},
-            "purkinje": {"grow": True, "spacing": 0.02, "fibres": 1000.0, "pmj_resistance": 1.0, "pmj_radius": 0.15,
-                         "tree": {"segment": 0.04, "spacing": 0.15}},
-            "checks": {"min_activated": 0.0},
-            "output": {"interval": 30.0}}
+    data = grown_biv_config(tmp_path)
     cfg = write_config(tmp_path / "biv.toml", data)
     one = run(cfg, tmp_path / "one.h5", *TIGHT)
     two = run(cfg, tmp_path / "two.h5", *TIGHT, np=2)

@@ -141,11 +141,9 @@ def test_grow_needs_a_geometry_file(fibre):
         api.config(data)
 
 
-@pytest.mark.slow
-def test_a_grown_network_activates_the_biv(petsc, tmp_path):
-    """The built-in BiV (cardiosim geometry biv at 0.1 cm), a network grown on its endocardia (bundles of 1000
-    fibres: a terminal's current must excite nodes of 1 mm³), 30 ms: the network activates from the His bundle to its
-    terminals, and the PMJs start the ventricles' activation."""
+def grown_biv_config(tmp_path) -> dict:
+    """The built-in BiV at 0.1 cm (made in ``tmp_path``) with a network grown on its endocardia (bundles of 1000
+    fibres, PMJs of 1 kOhm within 0.15 cm), Mitchell-Schaeffer cells, 30 ms: a config's data."""
     geo = tmp_path / "biv.h5"
     run_cli(["geometry", "biv", "--spacing", "0.1", "--out", geo], check=True)
     with h5py.File(geo) as f:
@@ -159,6 +157,15 @@ def test_a_grown_network_activates_the_biv(petsc, tmp_path):
                          "tree": {"segment": 0.04, "spacing": 0.15}},
             "checks": {"min_activated": 0.0},
             "output": {"interval": 30.0}}
+    return data
+
+
+@pytest.mark.slow
+def test_a_grown_network_activates_the_biv(petsc, tmp_path):
+    """The built-in BiV (cardiosim geometry biv at 0.1 cm), a network grown on its endocardia (bundles of 1000
+    fibres: a terminal's current must excite nodes of 1 mm³), 30 ms: the network activates from the His bundle to its
+    terminals, and the PMJs start the ventricles' activation."""
+    data = grown_biv_config(tmp_path)
     done = api.run(api.config(data, name="biv-purkinje"), output=tmp_path / "biv-run.h5")
     with h5py.File(done.output) as f:
         act = f["purkinje/activation_time"][...]
