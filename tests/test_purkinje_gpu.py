@@ -1,10 +1,12 @@
-"""[purkinje] with the tissue's cells on the GPU: the grouped and per-rank placements (the network and its cells stay
-on rank 0's CPU; the PMJs read the tissue Vm from each rank's host array, where both placements leave it every
-step) against the cpu placement with the native kernel, on 1 and 2 ranks. Run on a GPU node:
+"""[purkinje] with the tissue's cells on the GPU: the grouped, per-rank and resident placements (the network and its
+cells stay on rank 0's CPU; the PMJs read the tissue Vm from each rank's host array, where grouped and per-rank
+leave it every step, or gather it on the GPU, resident) against the cpu placement with the native kernel, on 1 and
+2 ranks (2 resident ranks share one GPU where there is one). Run on a GPU node:
 
     python3 -m pytest -q -s -m gpu tests/test_purkinje_gpu.py
 
-The strand and cable of tests/test_purkinje_paths.py, with TT06 (Rush-Larsen) as the tissue's cell model."""
+The forked network over the 2D sheet of tests/test_purkinje_paths.py (its two PMJs, the central one over both
+ranks' nodes on two ranks), with TT06 (Rush-Larsen) as the tissue's cell model."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import numpy as np
 import pytest
 
 from conftest import require_gpu
-from test_purkinje_paths import MS, TIGHT, agree, config, fibre, run, write_config  # noqa: F401 (fibre: fixture)
+from test_purkinje_paths import (TIGHT, agree, forked, restarted_equals_full, run,  # noqa: F401 (forked)
+                                 sheet_config, write_config)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.mpi]
 
@@ -22,16 +25,29 @@ def tt06(**extra) -> dict:
 
 
 @pytest.mark.parametrize("np_", [1, 2])
-def test_gpu_placements_with_a_network_equal_cpu(tmp_path, fibre, np_):
-    require_gpu()
+def test_gpu_placements_with_a_network_equal_cpu(tmp_path, forked, np_):
+    n_gpus = require_gpu()
     runs = {}
+    share = {"share_gpu": True} if np_ > n_gpus else {}
     for name, cell in (("cpu", tt06(backend="native", placement="cpu")),
                        ("grouped", tt06(backend="cuda", placement="grouped")),
-                       ("per-rank", tt06(backend="cuda", placement="per-rank"))):
-        cfg = write_config(tmp_path / f"{name}.toml", config(fibre, cell=cell))
+                       ("per-rank", tt06(backend="cuda", placement="per-rank")),
+                       ("resident", tt06(backend="cuda", placement="resident", **share))):
+        cfg = write_config(tmp_path / f"{name}.toml", sheet_config(forked, cell=cell))
         runs[name] = run(cfg, tmp_path / f"{name}.h5", *TIGHT, np=np_)
     assert np.isfinite(runs["cpu"]["purkinje/activation_time"]).any()
-    for name in ("grouped", "per-rank"):
-        # FMA and 1-ulp exp/log differences of the GPU's TT06 through the upstroke (tests/test_placement_gpu.py)
+    assert np.isfinite(runs["resident"]["purkinje/pmj_tissue_activation_time"]).all()
+    for name in ("grouped", "per-rank", "resident"):
+        # FMA and 1-ulp exp/log differences of the GPU's TT06 through the upstroke (tests/test_placement_gpu.py);
+        # resident: PETSc's CUDA solves besides
         agree(runs["cpu"], runs[name], 1e-6)
     agree(runs["grouped"], runs["per-rank"], 0.0)
+
+
+def test_resident_restart_with_a_network_is_bit_identical(tmp_path, forked):
+    """The resident placement's checkpoint at 7.5 ms restarted to the end: the same bits as the uninterrupted run
+    (the network's arrays included)."""
+    require_gpu()
+    full, _ = restarted_equals_full(tmp_path, sheet_config(forked, cell=tt06(backend="cuda", placement="resident")),
+                                    1)
+    assert np.isfinite(full["purkinje/activation_time"]).all()

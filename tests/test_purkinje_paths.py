@@ -116,22 +116,30 @@ def test_restart_is_bit_identical(tmp_path, fibre, ranks):
     """A checkpoint at 7.5 ms, while the wave crosses the PMJ (the terminal activates at about 7.4 ms, the tissue
     next to it at 7.7), restarted to the end: every dataset equals the uninterrupted run's bit for bit, the
     network's included."""
-    cfg = write_config(tmp_path / "run.toml", config(fibre))
+    full, ckpt = restarted_equals_full(tmp_path, config(fibre), ranks)
+    with h5py.File(ckpt) as c:
+        assert c["purkinje/states"].shape == (2, 51)
+        # between the terminal's activation and its tissue side's: the restart carries the junction across
+        assert np.isfinite(c["purkinje/activation"][...]).all()
+        assert np.isnan(c["purkinje/pmj_tissue_activation"][...]).all()
+    assert np.isfinite(full["purkinje/pmj_anterograde_delay"]).all()
+
+
+def restarted_equals_full(tmp_path, data: dict, ranks: int) -> tuple[dict, Path]:
+    """The run of ``data`` uninterrupted, and again with a checkpoint at 7.5 ms restarted to the end: every dataset
+    of the two equal bit for bit; returns the full run's datasets and the checkpoint's path."""
+    cfg = write_config(tmp_path / "run.toml", data)
     full = run(cfg, tmp_path / "full.h5", *TIGHT, np=ranks)
     part = tmp_path / "part.h5"
     run(cfg, part, "--set", "simulation.duration=12.0", "--set", "checkpoint.interval=7.5", *TIGHT, np=ranks)
     ckpt = tmp_path / "part.ckpt.h5"
     with h5py.File(ckpt) as c:
         assert float(c.attrs["t"]) == 7.5
-        assert c["purkinje/states"].shape == (2, 51)
-        # between the terminal's activation and its tissue side's: the restart carries the junction across
-        assert np.isfinite(c["purkinje/activation"][...]).all()
-        assert np.isnan(c["purkinje/pmj_tissue_activation"][...]).all()
     restarted = run(cfg, part, "--restart", ckpt, *TIGHT, np=ranks)
     assert sorted(full) == sorted(restarted)
     for name in full:
         assert np.array_equal(full[name], restarted[name], equal_nan=True), name
-    assert np.isfinite(full["purkinje/pmj_anterograde_delay"]).all()
+    return full, ckpt
 
 
 def test_a_checkpoint_without_the_network_is_refused(tmp_path, fibre):
@@ -220,6 +228,20 @@ def forked(tmp_path_factory):
     return network.write(net, tmp_path_factory.mktemp("purkinje-fork") / "fork.vtp")
 
 
+def sheet_config(forked: Path, equations: str = "monodomain", **sections) -> dict:
+    """The network ``forked`` over a 0.6 x 0.3 cm sheet (31 x 16 nodes), 20 ms, a stimulus at the sheet's edge
+    besides the His bundle's; ``sections`` on top."""
+    data = config(forked, simulation={"equations": equations, "duration": 20.0, "dt": 0.01, "progress_interval": 0,
+                                      "time_scheme": "backward-euler"},
+                  grid={"size": [0.6, 0.3], "spacing": 0.02, "origin": [0.0, 0.0]},
+                  purkinje={**config(forked)["purkinje"], "pmj_radius": 0.05, "spacing": 0.02, "fibres": 20.0},
+                  **sections)
+    data["stimulus"] = [{"shape": "box", "lower": [0.0, 0.0], "upper": [0.04, 0.3], "duration": 1.0,
+                         "current_density": -50.0}]
+    data["probe"] = [{"name": "centre", "position": [0.3, 0.15]}]
+    return data
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("equations", ["monodomain", "bidomain"])
 def test_a_sheet_on_two_ranks_equals_one(tmp_path, forked, equations):
@@ -227,14 +249,7 @@ def test_a_sheet_on_two_ranks_equals_one(tmp_path, forked, equations):
     nodes, a stimulus at the sheet's edge besides the His bundle's: on two ranks the PMJs' nodes arrive at rank 0
     out of natural order (each rank's block of columns in turn; the junctions take them in natural order), and the
     run equals the one-rank run to the solvers' tolerance."""
-    data = config(forked, simulation={"equations": equations, "duration": 20.0, "dt": 0.01, "progress_interval": 0,
-                                      "time_scheme": "backward-euler"},
-                  grid={"size": [0.6, 0.3], "spacing": 0.02, "origin": [0.0, 0.0]},
-                  purkinje={**config(forked)["purkinje"], "pmj_radius": 0.05, "spacing": 0.02, "fibres": 20.0})
-    data["stimulus"] = [{"shape": "box", "lower": [0.0, 0.0], "upper": [0.04, 0.3], "duration": 1.0,
-                         "current_density": -50.0}]
-    data["probe"] = [{"name": "centre", "position": [0.3, 0.15]}]
-    cfg = write_config(tmp_path / "sheet.toml", data)
+    cfg = write_config(tmp_path / "sheet.toml", sheet_config(forked, equations))
     one = run(cfg, tmp_path / "one.h5", *tight(equations))
     two = run(cfg, tmp_path / "two.h5", *tight(equations), np=2)
     with h5py.File(tmp_path / "two.h5") as f:

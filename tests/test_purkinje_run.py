@@ -107,7 +107,6 @@ def test_without_the_section_a_run_has_no_network(petsc, tmp_path):
     ({"purkinje": {"sigma": 5.0}}, "give purkinje.network"),
     ({"purkinje": {"grow": True}}, "both"),
     ({"purkinje": {"root": [0.0, 0.0]}}, "a point"),
-    ({"cell": {"placement": "resident"}}, "purkinje: needs a cell.placement whose tissue Vm is on the host"),
     ({"purkinje": {"model": "no-such-model"}}, "purkinje.model"),
     ({"purkinje": {"network": "missing.vtp"}}, "purkinje.network: missing.vtp"),
 ])

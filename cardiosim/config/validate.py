@@ -573,8 +573,8 @@ def _check_states_of_models(cfg, classes: dict) -> None:
 
 def _check_purkinje(cfg) -> None:
     """[purkinje]: a network file or grow (not both, and one of them where the section says anything); what the
-    conduction system is wired for: the homogeneous tissue model, no resident placement; the grown network's
-    geometry file; root a point."""
+    conduction system is wired for: the homogeneous tissue model; the grown network's geometry file; root a
+    point."""
     p = cfg.purkinje
     if not p.enabled:
         if p != type(p)():
@@ -599,9 +599,6 @@ def _check_purkinje(cfg) -> None:
                                                               else "none"))
     if cfg.tissue.model != "homogeneous":
         raise ConfigError("purkinje: needs tissue.model = \"homogeneous\"")
-    if cfg.cell.placement == "resident":      # its Vm stays on the GPU inside a step; the PMJs read it on the host
-        raise ConfigError("purkinje: needs a cell.placement whose tissue Vm is on the host every step ('cpu', "
-                          "'grouped', 'per-rank' or 'auto'), not 'resident'")
     if p.model:
         try:
             cells.model_class(p.model)

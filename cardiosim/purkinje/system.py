@@ -15,6 +15,12 @@ On several ranks the network, its cells, cable and the junctions' system are ran
 nodes). Every rank keeps the list of its nodes within ``pmj_radius`` of a terminal; each step their Vm go to rank 0
 (one Gatherv), the junctions' step runs there over the nodes in natural order (the same system, bit for bit,
 whatever the decomposition) and the new Vm come back (one Scatterv).
+
+Where the tissue's Vm lives on a GPU (cell.placement = "resident") only those nodes' Vm cross to the host and back,
+gathered and scattered on the device (cardiosim.reaction.ode.resident.DeviceEntries); elsewhere they are read from
+the Vec's host array (:class:`HostEntries`). The network's cells stay on rank 0's CPU in every placement: a network
+of 1e4 nodes is too small to pay for a kernel launch per step, and its cable's tridiagonal-like solve is a host
+sparse solve.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from cardiosim.purkinje.cable import Cable, Stimulus, make_model
 from cardiosim.purkinje.coupling import Junctions, tissue_capacitance
 from cardiosim.runtime.errors import SimulationError, UserError
 from cardiosim.runtime.mpi import gather_to_root, root_then_all, scatter_from_root
+from cardiosim.reaction.ode.resident import DeviceEntries
 
 # What a checkpoint holds of the network (rank 0's arrays): see System.state
 STATE = ("states", "activation", "previous", "charge", "current", "pmj_tissue_activation", "pmj_tissue_previous")
@@ -63,13 +70,27 @@ def near_terminals(points: np.ndarray, terminal_points: np.ndarray, radius: floa
     return np.flatnonzero(np.isfinite(d))
 
 
+class HostEntries:
+    """The entries ``at`` (local indices) of a Vec whose current values are in its host array."""
+
+    def __init__(self, at: np.ndarray):
+        self.at = at
+
+    def read(self, V) -> np.ndarray:
+        return V.getArray(readonly=True)[self.at]
+
+    def write(self, V, values: np.ndarray) -> None:
+        V.getArray()[self.at] = values
+
+
 class System:
     """``cfg``: the run's config (its purkinje, simulation, tissue and output sections); ``comm`` the run's mpi4py
     communicator; ``coords`` (n, dim) cm, ``natural`` (n,) natural indices, ``mass`` (n,) cm^d and ``outside``
-    ((n,) bool or None): this rank's tissue nodes. The network's attributes (net, cable, junctions) are rank 0's,
-    None elsewhere."""
+    ((n,) bool or None): this rank's tissue nodes; ``device``: the GPU whose memory holds the tissue Vec's current
+    values (the resident placement), None where its host array does. The network's attributes (net, cable,
+    junctions) are rank 0's, None elsewhere."""
 
-    def __init__(self, cfg, comm, coords, natural, mass, outside=None):
+    def __init__(self, cfg, comm, coords, natural, mass, outside=None, device: int | None = None):
         p, sim = cfg.purkinje, cfg.simulation
         self.comm, self.root = comm, comm.rank == 0
         self.dt = sim.dt
@@ -87,6 +108,7 @@ class System:
         points = np.pad(coords, ((0, 0), (0, 3 - dim)))
         index = np.flatnonzero(ok)
         self.mine = index[near_terminals(points[index], terminal_points, p.pmj_radius)]   # this rank's, local
+        self.entries = HostEntries(self.mine) if device is None else DeviceEntries(self.mine, device)
         self.counts = comm.gather(len(self.mine), root=0)
         found = comm.gather((np.asarray(natural)[self.mine], points[self.mine], volume[self.mine]), root=0)
         root_then_all(comm, lambda: self._junctions(cfg, found))
@@ -128,25 +150,27 @@ class System:
         self.pmj_tissue_activation = np.full(self.junctions.n, np.nan)
         self.pmj_tissue_previous = np.full(self.junctions.n, np.nan)
 
-    def step(self, t: float, vm: np.ndarray) -> None:
-        """One PDE step from t (collective): the junctions (``vm``, this rank's tissue Vm, changed in place), then
-        the network's cells and diffusion (rank 0). A cell of the network that goes bad is :attr:`failure`."""
-        gathered = gather_to_root(self.comm, vm[self.mine], self.counts)
+    def step(self, t: float, V) -> None:
+        """One PDE step from t (collective): the junctions (``V``, the tissue's Vm Vec, changed at the junctions'
+        nodes), then the network's cells and diffusion (rank 0). A cell of the network that goes bad is
+        :attr:`failure`."""
+        gathered = gather_to_root(self.comm, self.entries.read(V), self.counts)
         if self.root:
             v = gathered[self.order]
             self._tissue_activation(t, v)
             self.charge += self.dt * self.junctions.step(self.cable.V, v)
             gathered[self.order] = v
-        vm[self.mine] = scatter_from_root(self.comm, gathered, self.counts, len(self.mine))
+        self.entries.write(V, scatter_from_root(self.comm, gathered, self.counts, len(self.mine)))
         if self.root and self.failure is None:
             try:
                 self.cable.step(t)
             except SimulationError as e:
                 self.failure = str(e)
 
-    def finish(self, t: float, vm: np.ndarray) -> None:
-        """At the end of the run (collective): the junctions' tissue side at t, the last step's end."""
-        gathered = gather_to_root(self.comm, vm[self.mine], self.counts)
+    def finish(self, t: float, V) -> None:
+        """At the end of the run (collective): the junctions' tissue side at t, the last step's end (``V``: the
+        tissue's Vm Vec)."""
+        gathered = gather_to_root(self.comm, self.entries.read(V), self.counts)
         if self.root:
             self._tissue_activation(t, gathered[self.order])
 
@@ -252,4 +276,4 @@ class System:
         self.failure = None
 
 
-__all__ = ["System", "build_network", "grow_parameters", "near_terminals", "STATE"]
+__all__ = ["HostEntries", "System", "build_network", "grow_parameters", "near_terminals", "STATE"]

@@ -1,8 +1,10 @@
-"""Wall-clock accounting by category (reaction, exchange, parabolic, elliptic, I/O, other) and the final table.
+"""Wall-clock accounting by category (reaction, exchange, purkinje, parabolic, elliptic, I/O, other) and the final
+table.
 
 Phases nest: a phase opened inside another (the exchange of cell data inside the reaction step) pauses the outer
 one, so every second is counted once, in the innermost phase. PDE = parabolic + elliptic; ODE = reaction;
-exchange = moving cell data between a group's ranks and its owner (grouped placement; zero otherwise).
+exchange = moving cell data between a group's ranks and its owner (grouped placement; zero otherwise); purkinje =
+the conduction system's step (its junctions, cells and cable; a row of the table only in runs with a network).
 
 With ``petsc_events`` every phase is also a PETSc log event ("cardiosim:reaction", ...; inclusive, as PETSc's
 events are), and :class:`PetscEvents` puts the stepping loop in a stage of its own, so that ``-log_view`` shows
@@ -14,7 +16,8 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 
-CATEGORIES = ("reaction", "exchange", "parabolic", "elliptic", "io")
+CATEGORIES = ("reaction", "exchange", "purkinje", "parabolic", "elliptic", "io")
+OPTIONAL = ("purkinje",)    # rows of the table only where they took time
 
 
 class PetscEvents:
@@ -99,5 +102,7 @@ def table(summary: dict) -> str:
     lines = [f"{'phase':<11}{'mean (s)':>11}{'max (s)':>11}{'share':>8}"]
     for k in (*CATEGORIES, "other", "total"):
         v = summary[k]
+        if k in OPTIONAL and not v["max"]:
+            continue
         lines.append(f"{k:<11}{v['mean']:>11.3f}{v['max']:>11.3f}{100 * v['max'] / total:>7.1f}%")
     return "\n".join(lines)

@@ -165,14 +165,16 @@ class Simulation:
 
     def _conduction_system(self):
         """[purkinje]: the Purkinje network and its PMJs (cardiosim/purkinje/system.py), the network on rank 0 with
-        its cells on that rank's CPU, the tissue's Vm at the PMJs from the host Vec of every rank (the placements
-        but resident, which the config refuses); None without the section."""
+        its cells on that rank's CPU, the tissue's Vm at the PMJs from every rank's Vec (on its GPU in the resident
+        placement); None without the section."""
         cfg = self.cfg
         if not cfg.purkinje.enabled:
             return None
         outside = self.grid.mask.outside() if self.grid.mask is not None else None
         system = ConductionSystem(cfg, self.comm, self.grid.coords(), self.grid.natural_index(),
-                                  self.tissue.M.getArray(readonly=True), outside)
+                                  self.tissue.M.getArray(readonly=True), outside,
+                                  self.reaction.placement.device if MODE[self.reaction.placement.mode].on_device
+                                  else None)
         log.info(system.describe())
         return system
 
@@ -206,9 +208,9 @@ class Simulation:
         chunked = self.schedule is not None and k > REACTION_CHUNK
         start = self._state_copy() if chunked else None
         try:
-            if self.purkinje is not None:      # the PMJs, then the network's cells and cable (in "reaction")
-                with self.timers("reaction"):
-                    self.purkinje.step(t, self.V.getArray())
+            if self.purkinje is not None:      # the PMJs, then the network's cells and cable
+                with self.timers("purkinje"):
+                    self.purkinje.step(t, self.V)
             with self.timers("reaction"):
                 if strang:
                     half_k = math.ceil(k / 2)
@@ -463,7 +465,7 @@ class Simulation:
             f"{k} {v['mean']:.1f} (max {v['max']})" for k, v in summary["iterations"].items()))
         summary["warnings"] = self._check_plausible()
         if self.purkinje is not None:
-            self.purkinje.finish(self.t, self.V.getArray(readonly=True))
+            self.purkinje.finish(self.t, self.V)
             summary["purkinje"] = self.purkinje.summary()
         if self.output:
             self.output.write_map("activation_time", self.activation.time, "ms",

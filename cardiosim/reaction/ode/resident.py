@@ -8,6 +8,8 @@ stepping loop except the cell kernel's 16-byte error flag (the per-step health c
   numbers are those of the grouped and per-rank placements).
 - the activation and APD maps, the probes and the pseudo-ECG on the device: cardiosim.analysis.device, whose
   kernels are in kernels/resident.cu too (:func:`module`).
+- :class:`DeviceEntries`: a few entries of the Vec read to, and written from, the host (the Purkinje network's
+  junctions, cardiosim.purkinje.system), by the same gather and scatter kernels.
 
 Everything runs in the device's primary context, the one PETSc's CUDA objects use (gpu-node/README.md), on the
 legacy default stream, which PETSc's default device context uses too: kernels and PETSc's operations are ordered.
@@ -112,3 +114,46 @@ class ResidentBackend:
     def upload(self) -> None:
         if self.n:
             self.gpu.to_device(self.y)
+
+
+class DeviceEntries:
+    """The entries ``at`` (local indices) of a GPU Vec to and from the host: gathered on the device into a buffer of
+    len(at) doubles and copied, and the other way round, so that those entries cross and not the vector (whose
+    host copy PETSc would otherwise bring up to date, and send back, whole)."""
+
+    def __init__(self, at: np.ndarray, device: int):
+        self.m = len(at)
+        self.ctx = PrimaryContext(device)
+        with self.ctx as cuda:
+            mod = module(self.ctx)
+            self.gather, self.scatter = mod.get_function("cs_probe_gather"), mod.get_function("cs_scatter_at")
+            self.gather.prepare("PPiP")
+            self.scatter.prepare("PPiP")
+            self.at = cuda.to_device(np.ascontiguousarray(at if self.m else [0], dtype=np.int64))
+            self.buf = cuda.mem_alloc(max(self.m, 1) * 8)
+
+    def read(self, V) -> np.ndarray:
+        out = np.empty(self.m)
+        if not self.m:
+            return out
+        ptr = V.getCUDAHandle("r")
+        try:
+            grid, block = launch_dims(self.m)
+            with self.ctx as cuda:
+                self.gather.prepared_call(grid, block, np.intp(int(ptr)), self.at, np.int32(self.m), self.buf)
+                cuda.memcpy_dtoh(out, self.buf)          # ordered after the gather: the legacy default stream
+        finally:
+            V.restoreCUDAHandle(ptr, "r")
+        return out
+
+    def write(self, V, values: np.ndarray) -> None:
+        if not self.m:
+            return
+        ptr = V.getCUDAHandle("rw")
+        try:
+            grid, block = launch_dims(self.m)
+            with self.ctx as cuda:
+                cuda.memcpy_htod(self.buf, np.ascontiguousarray(values, dtype=np.float64))
+                self.scatter.prepared_call(grid, block, self.buf, self.at, np.int32(self.m), np.intp(int(ptr)))
+        finally:
+            V.restoreCUDAHandle(ptr, "rw")
