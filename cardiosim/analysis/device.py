@@ -15,6 +15,8 @@ import numpy as np
 
 from cardiosim.analysis.probes import Probes
 from cardiosim.reaction.ode.resident import launch_dims, module
+
+ECG_BLOCK = 256        # threads per block of cs_ecg_partial and cs_ecg_finish (ECG_BLOCK in kernels/resident.cu)
 from cardiosim.runtime.gpu import PrimaryContext
 
 
@@ -89,18 +91,25 @@ class DeviceAccumulator:
 
 class DeviceEcg:
     """The pseudo-ECG (cardiosim.analysis.ecg.PseudoEcg ``ecg``) on the device: K_i·Vm by PETSc on the GPU, then this rank's
-    share of each electrode's sum (cs_ecg_partial) straight into a row of the probes' device sample buffer. The
-    shares are added over the ranks and the leads formed when the samples are flushed (:meth:`totals`): a sum is
-    linear, so nothing needs to cross between ranks, or to the host, per step."""
+    share of each electrode's sum (cs_ecg_partial, then cs_ecg_finish) straight into a row of the probes' device
+    sample buffer. The shares are added over the ranks and the leads formed when the samples are flushed
+    (:meth:`totals`): a sum is linear, so nothing needs to cross between ranks, or to the host, per step."""
+
+    NODES_PER_THREAD = 8       # the first stage's blocks per electrode: enough to fill the GPU, at most MAX_BLOCKS
+    MAX_BLOCKS = 1024
 
     def __init__(self, ecg, device: int):
         self.ecg = ecg
         self.ctx = PrimaryContext(device)
         w = np.stack([x.getArray(readonly=True) for x in ecg.weights])      # (electrodes, local nodes)
         self.n_e, self.n = w.shape
+        self.blocks = int(min(max(-(-self.n // (ECG_BLOCK * self.NODES_PER_THREAD)), 1), self.MAX_BLOCKS))
         with self.ctx as cuda:
-            self.func = module(self.ctx).get_function("cs_ecg_partial")
-            self.func.prepare("PPiP")
+            mod = module(self.ctx)
+            self.partial, self.finish = mod.get_function("cs_ecg_partial"), mod.get_function("cs_ecg_finish")
+            self.partial.prepare("PPiP")
+            self.finish.prepare("PiP")
+            self.parts = cuda.mem_alloc(max(self.n_e * self.blocks, 1) * 8)
             self.w = cuda.mem_alloc(max(w.nbytes, 8))
             if w.size:
                 cuda.memcpy_htod(self.w, np.ascontiguousarray(w))
@@ -112,8 +121,10 @@ class DeviceEcg:
         ptr = self.ecg.work.getCUDAHandle("r")
         try:
             with self.ctx:
-                self.func.prepared_call((self.n_e, 1), (256, 1, 1), np.intp(int(ptr)), self.w, np.int32(self.n),
-                                        np.intp(out))
+                self.partial.prepared_call((self.blocks, self.n_e), (ECG_BLOCK, 1, 1), np.intp(int(ptr)), self.w,
+                                           np.int32(self.n), self.parts)
+                self.finish.prepared_call((self.n_e, 1), (ECG_BLOCK, 1, 1), self.parts, np.int32(self.blocks),
+                                          np.intp(out))
         finally:
             self.ecg.work.restoreCUDAHandle(ptr, "r")
 
