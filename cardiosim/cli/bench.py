@@ -14,7 +14,7 @@ BENCHMARKS = {"kernels": "cardiosim.bench.kernels", "niederer": "cardiosim.bench
               "cellml": "cardiosim.bench.cellml", "microscopic": "cardiosim.bench.microscopic",
               "mask": "cardiosim.bench.mask", "scaling": "cardiosim.bench.scaling",
               "halo": "cardiosim.bench.halo", "cell-steps": "cardiosim.bench.cell_steps",
-              "pacing": "cardiosim.bench.pacing"}
+              "pacing": "cardiosim.bench.pacing", "heart": "cardiosim.bench.heart"}
 
 
 def add_parser(sub) -> None:

@@ -1,0 +1,167 @@
+"""Whole hearts, end to end: the preparation (``cardiosim geometry biv``: anatomy, labels, rule-based fibres), the
+run's set-up and its steps, for the built-in BiV and the human-size BiV, each case one geometry command and one
+``cardiosim run`` in their own processes, timed by their own clocks (the geometry's wall time and peak memory, the
+run's JSON summary).
+
+Every case runs run/human-biv.toml's model: O'Hara-Rudy 2011 (CellML, Rush-Larsen) endo-, mid- and epicardial cells
+by the transmural coordinate, both endocardia stimulated at t = 0 (``--purkinje``: a grown Purkinje network
+stimulated at its His bundle instead), the 12-lead pseudo-ECG, dt 0.025 ms with 2 ODE substeps; the built-in BiV
+with its own 12 electrodes (ecg.twelve_lead = "biv") and no probes. ``--duration`` ms are simulated (the default
+10 ms is a cost measurement, not a beat); the one-beat figure is then preparation + set-up + the steps of
+``--beat`` ms at the measured ms per step, and says so ("estimate") unless ``--duration`` reached ``--beat``.
+
+    cardiosim bench heart [--cases biv-0.25 biv-0.125 human-0.25] [--duration 10] [--equations monodomain]
+        [--purkinje] [--placement resident] [--ranks 1] [--spacing CM] [--json FILE] [-- PETSC OPTIONS]
+
+``--spacing`` replaces every case's spacing (a CPU try of the command at a coarse grid: ``--cases biv-0.25
+--spacing 0.2 --placement cpu``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+from cardiosim.bench.launch import machine
+from cardiosim.runtime.mpi import mpirun_command
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "run" / "human-biv.toml"
+# name: (cardiosim geometry biv --size, spacing cm)
+CASES = {"biv-0.25": ("idealised", 0.025), "biv-0.125": ("idealised", 0.0125), "human-0.25": ("human", 0.025)}
+PHASES = ("reaction", "exchange", "purkinje", "parabolic", "elliptic", "io")
+# ``python -c PEAK cardiosim ...``: the command, then its peak resident memory (KiB, its own and its children's) as
+# the last line of stderr
+PEAK = ("import atexit, resource, runpy, sys\n"
+        "atexit.register(lambda: print('PEAK', max(resource.getrusage(w).ru_maxrss for w in "
+        "(resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)), file=sys.stderr))\n"
+        "sys.argv = sys.argv[1:]\nrunpy.run_module('cardiosim', run_name='__main__')")
+
+
+def purkinje_sets(spacing: float) -> list[str]:
+    """A grown network instead of the endocardial stimulus: run/biv-purkinje.toml's network, its junctions reaching
+    the tissue nodes within 2 grid spacings."""
+    return ["stimulus=[]", "purkinje.grow=true", "purkinje.spacing=0.02", "purkinje.fibres=1000.0",
+            "purkinje.pmj_resistance=1.0", f"purkinje.pmj_radius={2 * spacing:g}",
+            "purkinje.tree={segment = 0.04, spacing = 0.12, branch_length = 0.2}"]
+
+
+def prepare(size: str, spacing: float, out: Path) -> tuple[dict, list[str]]:
+    """The geometry of a case: (its figures, the --set overrides that point a run at it)."""
+    cmd = ["cardiosim", "geometry", "biv", "--size", size, "--spacing", f"{spacing:g}", "--out", str(out),
+           "--overwrite"]
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", PEAK, *cmd], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    lines = proc.stdout[proc.stdout.index("[grid]"):]
+    data = tomllib.loads(lines)
+    g, t = data["grid"], data["tissue"]
+    sets = [f"grid.size={g['size']!r}", f"grid.spacing={g['spacing']!r}", f"grid.origin={g['origin']!r}",
+            f'tissue.label_file="{t["label_file"]}"', f'tissue.fibre_file="{t["fibre_file"]}"']
+    peak = int(proc.stderr.rsplit("PEAK", 1)[1]) / 2**20
+    return {"preparation_s": wall, "preparation_peak_gib": peak, "preparation": " ".join(cmd)}, sets
+
+
+def run_case(sets: list[str], ranks: int, placement: str, petsc: list[str], out: Path) -> dict:
+    cmd = (mpirun_command(ranks)
+           + [sys.executable, "-m", "cardiosim", "run", str(CONFIG), "--quiet", "--overwrite", "--output", str(out),
+              "--set", f'cell.placement="{placement}"', "--set", "output.interval=1e9"]
+           + (["--set", 'cell.backend="cuda"'] if placement == "resident" else [])
+           + [a for s in sets for a in ("--set", s)] + (["--", *petsc] if petsc else []))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    s = json.loads(out.with_suffix(".json").read_text())
+    t, steps = s["timing_s"], s["steps"]
+    loop = t["total"]["max"] - s["setup_s"]
+    tissue = s["layout"].get("tissue_per_rank")
+    return {"grid_nodes": s["nodes"], "tissue_nodes": sum(tissue) if tissue else s["nodes"], "steps": steps,
+            "simulated_ms": s["simulated_ms"], "dt_ms": s["dt_ms"], "ode_substeps": s["ode_substeps"],
+            "equations": s["equations"], "setup_s": s["setup_s"], "setup_phases_s": s["setup_phases_s"],
+            "ms_per_step": 1e3 * loop / steps, "loop_s": loop,
+            "phases_ms_per_step": {k: 1e3 * t[k]["max"] / steps for k in PHASES if k in t},
+            "iterations": {k: v["mean"] for k, v in s["iterations"].items()}, "purkinje": s.get("purkinje")}
+
+
+def beat(r: dict, beat_ms: float) -> dict:
+    """The one-beat figure: measured where the run simulated a whole beat, else preparation + set-up + the beat's
+    steps at the measured ms per step."""
+    measured = r["simulated_ms"] >= beat_ms - 1e-9
+    steps = round(beat_ms / r["dt_ms"])
+    stepping = r["loop_s"] if measured else steps * r["ms_per_step"] / 1e3
+    return {"beat_ms": beat_ms, "beat_s": r["preparation_s"] + r["setup_s"] + stepping,
+            "beat_is": "measured" if measured else f"estimate from {r['simulated_ms']:g} ms"}
+
+
+def markdown(results: list[dict], meta: dict) -> str:
+    lines = ["### Whole hearts", "",
+             f"{meta['date']} · {meta['machine']['cpu']} · GPU: {meta['machine']['gpu']} · `{meta['command']}`", "",
+             "| case | tissue nodes | preparation (s) | peak (GiB) | set-up (s) | ms/step | reaction | purkinje | "
+             "parabolic | elliptic | io | one beat (s) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        ph = r["phases_ms_per_step"]
+        lines.append(f"| {r['case']} | {r['tissue_nodes']:,} | {r['preparation_s']:.1f} | "
+                     f"{r['preparation_peak_gib']:.2f} | {r['setup_s']:.1f} | {r['ms_per_step']:.2f} | "
+                     + " | ".join(f"{ph.get(k, 0.0):.2f}" for k in ("reaction", "purkinje", "parabolic", "elliptic",
+                                                                     "io"))
+                     + f" | {r['beat_s']:.0f} ({r['beat_is']}) |")
+    return "\n".join(lines + [""])
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    petsc = argv[argv.index("--") + 1:] if "--" in argv else []
+    ours = argv[:argv.index("--")] if "--" in argv else argv
+    p = argparse.ArgumentParser(prog="cardiosim bench heart", description=__doc__.split("\n")[0])
+    p.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    p.add_argument("--duration", type=float, default=10.0, help="ms simulated per case (default 10)")
+    p.add_argument("--beat", type=float, default=1000.0, help="ms of the one-beat figure (default 1000)")
+    p.add_argument("--equations", choices=("monodomain", "bidomain"), default="monodomain")
+    p.add_argument("--purkinje", action="store_true", help="a grown Purkinje network instead of the endocardial "
+                                                           "stimulus")
+    p.add_argument("--placement", default="resident", help="cell.placement (default resident; cpu to try it on a "
+                                                           "CPU)")
+    p.add_argument("--ranks", type=int, default=1)
+    p.add_argument("--spacing", type=float, help="every case's grid spacing instead of its own, cm")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="more overrides")
+    p.add_argument("--json", help="write the results here too")
+    args = p.parse_args(ours)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="cardiosim-heart-") as tmp:
+        for name in args.cases:
+            size, spacing = CASES[name]
+            spacing = args.spacing or spacing
+            geo, sets = prepare(size, spacing, Path(tmp) / f"{name}.h5")
+            sets += [f"simulation.duration={args.duration:g}", f'simulation.equations="{args.equations}"']
+            if size != "human":
+                sets += ['ecg.twelve_lead="biv"', "probe=[]"]
+            if args.purkinje:
+                sets += purkinje_sets(spacing)
+            r = {"case": name + " purkinje" * args.purkinje, "spacing_cm": spacing, **geo,
+                 **run_case(sets + args.set, args.ranks, args.placement, petsc, Path(tmp) / f"{name}-run.h5")}
+            r.update(beat(r, args.beat))
+            (Path(tmp) / f"{name}.h5").unlink(missing_ok=True)
+            results.append(r)
+            print(json.dumps(r), flush=True)
+    meta = {"date": datetime.date.today().isoformat(), "machine": machine(),
+            "command": "cardiosim bench heart " + " ".join(shlex.quote(a) for a in argv)}
+    text = markdown(results, meta)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""cardiosim bench heart on the CPU at coarse grids: the whole command (geometry, run, the figures it reports) on
+the cpu placement, which CI can run; on a GPU node the same command with its default grids and placement gives
+benchmarks/heart.json's figures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.mpi
+
+
+def bench(tmp_path, *args) -> list[dict]:
+    out = tmp_path / "heart.json"
+    run_cli(["bench", "heart", "--placement", "cpu", "--duration", "0.1", "--json", out, *args], check=True)
+    return json.loads(out.read_text())["results"]
+
+
+def test_human_heart_case_reports_preparation_setup_and_steps(tmp_path):
+    (r,) = bench(tmp_path, "--cases", "human-0.25", "--spacing", "0.15")
+    assert r["case"] == "human-0.25" and r["spacing_cm"] == 0.15
+    assert r["steps"] == 4 and r["dt_ms"] == 0.025 and r["ode_substeps"] == 2      # run/human-biv.toml's step
+    assert 0 < r["tissue_nodes"] < r["grid_nodes"]
+    assert r["preparation_s"] > 0 and 0.05 < r["preparation_peak_gib"] < 20
+    assert r["setup_s"] > 0 and r["ms_per_step"] > 0
+    ph = r["phases_ms_per_step"]
+    assert ph["reaction"] > 0 and ph["parabolic"] > 0 and ph["purkinje"] == 0
+    assert sum(ph.values()) <= r["ms_per_step"] * 1.0001
+    # the beat from preparation + set-up + 40,000 steps at the measured cost, said to be an estimate
+    assert r["beat_is"] == "estimate from 0.1 ms"
+    assert r["beat_s"] == pytest.approx(r["preparation_s"] + r["setup_s"] + 40000 * r["ms_per_step"] / 1e3)
+
+
+@pytest.mark.slow
+def test_builtin_biv_with_a_network_reports_its_share(tmp_path):
+    (r,) = bench(tmp_path, "--cases", "biv-0.25", "--spacing", "0.1", "--purkinje")
+    assert r["case"] == "biv-0.25 purkinje"
+    assert r["phases_ms_per_step"]["purkinje"] > 0
+    assert r["purkinje"]["pmjs"] > 10
