@@ -176,12 +176,15 @@ class Assembler:
 
     def as_stencil(self, values: np.ndarray, scale: float = 1.0, diagonal: np.ndarray | None = None):
         """The rows of scale·K + diag(``diagonal``) (K's rows ``values``, from :meth:`values`) as the multigrid's
-        stencil (cardiosim.solvers.galerkin.Stencil: the 27 codes of 3D, a 2D grid's 9 being its middle z layer),
+        stencil (cardiosim.solvers.galerkin.Stencil: the 27 codes of 3D, a 2D grid's 9 being its middle z layer and
+        a 1D grid's 3 that layer's middle row),
         with the codes that have a non-zero entry here: what the solvers would otherwise read back from the
         assembled matrix (galerkin.attach). The same arithmetic as PETSc's scale and diagonal add, so equal to it."""
         dim, n = self.grid.dim, values.shape[1]
         centre = (3 ** dim) // 2
-        shift = 0 if dim == 3 else 9                                       # a 2D code's place among the 27
+        # a 1D or 2D code's place among the 27: its neighbours lie in the middle z layer (+9), a 1D grid's in the
+        # middle y row of it too (+3)
+        shift = {1: 12, 2: 9, 3: 0}[dim]
         if dim == 3 and scale == 1.0 and diagonal is None:
             S = values
         else:
