@@ -44,10 +44,30 @@ def test_gpu_placements_with_a_network_equal_cpu(tmp_path, forked, np_):
     agree(runs["grouped"], runs["per-rank"], 0.0)
 
 
-def test_resident_restart_with_a_network_is_bit_identical(tmp_path, forked):
+def gpu_network(data: dict) -> dict:
+    """``data`` with TT06 cells (a model with a kernel) in the network too: on the GPU in the resident placement."""
+    data["purkinje"].update(model="tt06", parameters={}, integrator="rush-larsen")
+    return data
+
+
+@pytest.mark.parametrize("network", ["numpy", "gpu"])
+def test_resident_restart_with_a_network_is_bit_identical(tmp_path, forked, network):
     """The resident placement's checkpoint at 7.5 ms restarted to the end: the same bits as the uninterrupted run
-    (the network's arrays included)."""
+    (the network's arrays included), its cells on the host (NumPy) or on the GPU (TT06)."""
     require_gpu()
-    full, _ = restarted_equals_full(tmp_path, sheet_config(forked, cell=tt06(backend="cuda", placement="resident")),
-                                    1)
+    data = sheet_config(forked, cell=tt06(backend="cuda", placement="resident"))
+    full, _ = restarted_equals_full(tmp_path, gpu_network(data) if network == "gpu" else data, 1)
     assert np.isfinite(full["purkinje/activation_time"]).all()
+
+
+def test_network_cells_on_the_gpu_equal_native(tmp_path, forked):
+    """The network's TT06 cells by the fused CUDA kernel (resident) against the native kernel (cpu placement): the
+    network's activation and the tissue's within the GPU's round-off."""
+    require_gpu()
+    runs = {}
+    for name, cell in (("cpu", tt06(backend="native", placement="cpu")),
+                       ("resident", tt06(backend="cuda", placement="resident"))):
+        cfg = write_config(tmp_path / f"{name}.toml", gpu_network(sheet_config(forked, cell=cell)))
+        runs[name] = run(cfg, tmp_path / f"{name}.h5", *TIGHT)
+    assert np.isfinite(runs["cpu"]["purkinje/activation_time"]).all()
+    agree(runs["cpu"], runs["resident"], 1e-6)

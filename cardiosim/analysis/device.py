@@ -90,8 +90,8 @@ class DeviceAccumulator:
 
 
 class DeviceEcg:
-    """The pseudo-ECG (cardiosim.analysis.ecg.PseudoEcg ``ecg``) on the device: K_i·Vm by PETSc on the GPU, then this rank's
-    share of each electrode's sum (cs_ecg_partial, then cs_ecg_finish) straight into a row of the probes' device
+    """The pseudo-ECG (cardiosim.analysis.ecg.PseudoEcg ``ecg``) on the device: this rank's share of each
+    electrode's sum (K_iᵀ w_e)·Vm (cs_ecg_partial, then cs_ecg_finish) straight into a row of the probes' device
     sample buffer. The shares are added over the ranks and the leads formed when the samples are flushed
     (:meth:`totals`): a sum is linear, so nothing needs to cross between ranks, or to the host, per step."""
 
@@ -115,10 +115,9 @@ class DeviceEcg:
                 cuda.memcpy_htod(self.w, np.ascontiguousarray(w))
 
     def record(self, V, out: int) -> None:
-        """This rank's share of each electrode for Vm ``V`` into the device doubles at ``out`` (collective: the
-        matrix–vector product exchanges halos)."""
-        self.ecg.Ki.mult(V, self.ecg.work)
-        ptr = self.ecg.work.getCUDAHandle("r")
+        """This rank's share of each electrode for Vm ``V`` into the device doubles at ``out`` (the weights are
+        K_iᵀ w_e: cardiosim.analysis.ecg)."""
+        ptr = V.getCUDAHandle("r")
         try:
             with self.ctx:
                 self.partial.prepared_call((self.blocks, self.n_e), (ECG_BLOCK, 1, 1), np.intp(int(ptr)), self.w,
@@ -126,7 +125,7 @@ class DeviceEcg:
                 self.finish.prepared_call((self.n_e, 1), (ECG_BLOCK, 1, 1), self.parts, np.int32(self.blocks),
                                           np.intp(out))
         finally:
-            self.ecg.work.restoreCUDAHandle(ptr, "r")
+            V.restoreCUDAHandle(ptr, "r")
 
     def totals(self, shares: np.ndarray, comm) -> np.ndarray | None:
         """Every trace (electrodes, then leads) per sample on rank 0, from the ranks' ``shares`` (samples,
@@ -186,7 +185,7 @@ class DeviceProbes(Probes):
                                                     np.intp(row + f * self.m * 8))
                         finally:
                             v.restoreCUDAHandle(ptr, "r")
-            if self.device_ecg is not None:     # collective: every rank has electrodes, hence a row
+            if self.device_ecg is not None:     # every rank has the electrodes, hence a row
                 self.device_ecg.record(vecs["Vm"], row + self.n_probe * 8)
         self.times.append(t)
 

@@ -11,7 +11,10 @@ not (35–52 % off in a trial). So, per electrode e,
     φ_e = −1/(4π σ_b) Σ_j (K_i Vm)_j · t / |x_e − x_j|
 
 with t the sheet's thickness in 2D (the cable's cross-section t² in 1D; 1 in 3D): the 2D and 1D equations are
-per unit thickness. One matrix–vector product and one multi-dot product (one reduction) per PDE step.
+per unit thickness. As w_e·(K_i Vm) = (K_iᵀ w_e)·Vm, with w_e the electrode's weights −t/(4π σ_b |x_e − x_j|), the
+weights K_iᵀ w_e are formed once at set-up and a PDE step costs one multi-dot product with Vm (one reduction), not
+a matrix–vector product over the grid besides (on a GPU heart that product was most of the per-step output's
+cost). The sums are the same to round-off.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ def sheet_thickness(cfg, grid) -> float:
 
 
 class PseudoEcg:
-    """Electrode potentials and leads (mV) of Vm through the intracellular stiffness ``Ki``."""
+    """Electrode potentials and leads (mV) of Vm through the intracellular stiffness ``Ki`` (read at set-up only)."""
 
     def __init__(self, cfg, grid, Ki):
         e = cfg.ecg
@@ -45,9 +48,7 @@ class PseudoEcg:
         tissue = np.ones(grid.n_local, dtype=bool) if grid.mask is None else ~grid.mask.outside()
         comm = grid.da.comm.tompi4py()
         from mpi4py import MPI
-        self.Ki = Ki
-        self.work = grid.vec()
-        self.weights = []
+        self.weights = []                     # K_iᵀ w_e of each electrode e
         for i, x in enumerate(e.electrodes):
             pos = np.zeros(3)
             pos[:len(x.position)] = x.position
@@ -57,16 +58,17 @@ class PseudoEcg:
                 raise UserError(f"ecg.electrodes[{i}].position: '{x.name}' at {list(x.position)} cm is inside the "
                                 f"tissue ({nearest:.4g} cm from a tissue node); an electrode must be at least one "
                                 f"grid spacing ({float(grid.h.min()):g} cm) from every tissue node")
-            w = grid.vec()
+            w, z = grid.vec(), grid.vec()
             w.getArray()[:] = np.where(tissue, -scale / np.maximum(r, 1e-300), 0.0)
-            self.weights.append(w)
+            Ki.multTranspose(w, z)
+            w.destroy()
+            self.weights.append(z)
 
     def __call__(self, V) -> list[float]:
         """Every trace's value (mV) for the transmembrane potential ``V`` (collective)."""
         if not self.weights:
             return []
-        self.Ki.mult(V, self.work)
-        return self.traces(np.array(self.work.mDot(self.weights))).tolist()
+        return self.traces(np.array(V.mDot(self.weights))).tolist()
 
     def traces(self, phi: np.ndarray) -> np.ndarray:
         """The electrodes' potentials ``phi`` (..., electrodes) followed by the leads (..., electrodes + leads)."""

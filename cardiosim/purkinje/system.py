@@ -18,9 +18,10 @@ whatever the decomposition) and the new Vm come back (one Scatterv).
 
 Where the tissue's Vm lives on a GPU (cell.placement = "resident") only those nodes' Vm cross to the host and back,
 gathered and scattered on the device (cardiosim.reaction.ode.resident.DeviceEntries); elsewhere they are read from
-the Vec's host array (:class:`HostEntries`). The network's cells stay on rank 0's CPU in every placement: a network
-of 1e4 nodes is too small to pay for a kernel launch per step, and its cable's tridiagonal-like solve is a host
-sparse solve.
+the Vec's host array (:class:`HostEntries`). The network's cells are rank 0's: on its GPU in the
+resident placement (cardiosim.purkinje.cable.DeviceCells; on the CPU they cost the BiV at 0.25 mm three times its
+tissue's step), on its CPU otherwise; the cable's diffusion (a sparse solve factorised once) and the junctions stay
+on the host.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class System:
         self.threshold = cfg.output.activation_threshold
         self.net = self.cable = self.junctions = None
         self.failure: str | None = None      # the network's cells went bad (rank 0): raised by the step's check
-        terminal_points = root_then_all(comm, lambda: self._network(cfg))
+        terminal_points = root_then_all(comm, lambda: self._network(cfg, device))
         coords = np.asarray(coords, dtype=float)
         dim = coords.shape[1]
         depth = p.pmj_depth or float(min(cfg.grid.spacing))
@@ -113,7 +114,7 @@ class System:
         found = comm.gather((np.asarray(natural)[self.mine], points[self.mine], volume[self.mine]), root=0)
         root_then_all(comm, lambda: self._junctions(cfg, found))
 
-    def _network(self, cfg) -> np.ndarray:
+    def _network(self, cfg, device: int | None) -> np.ndarray:
         """Rank 0: the network and its cable; returns the terminals' points (cm)."""
         p, sim = cfg.purkinje, cfg.simulation
         self.net = build_network(p, cfg.tissue.label_file).check().refine(p.spacing)
@@ -123,7 +124,7 @@ class System:
                            chi=p.chi or None, Cm=p.Cm, ode_substeps=sim.ode_substeps, integrator=p.integrator,
                            splitting=sim.splitting, time_scheme="backward-euler",
                            stimulus=Stimulus(s.current_density, s.start, s.duration, s.period, s.count, s.radius),
-                           threshold=self.threshold, fibres=p.fibres)
+                           threshold=self.threshold, fibres=p.fibres, device=device)
         self.model_name = model.name or str(p.model)
         return self.net.points[self.net.terminals]
 
@@ -253,6 +254,7 @@ class System:
         if not self.root:
             return {}
         c = self.cable
+        c.backend.download()
         arrays = (c.y, c.activation, c._previous, self.charge, self.junctions.current, self.pmj_tissue_activation,
                   self.pmj_tissue_previous)
         return {name: np.array(a, copy=True) for name, a in zip(STATE, arrays)}
@@ -272,6 +274,7 @@ class System:
                                 f"this run's network needs {target.shape}; the file is damaged or for another "
                                 f"network")
             target[...] = value
+        c.backend.upload()
         c.t = t
         self.failure = None
 
