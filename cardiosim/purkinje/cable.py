@@ -52,7 +52,7 @@ RADIUS = 0.003
 class DeviceCells:
     """The network's cells on a GPU by the CUDA backend's fused kernel: Vm (state 0) crosses to the device before
     the substeps and back after (the cable's diffusion and the junctions are on the host), the other states stay
-    there; :meth:`download` / :meth:`upload` bring ``y`` whole up to date / to the device (checkpoints)."""
+    there; :meth:`download` / :meth:`upload` bring ``y`` up to date / to the device (checkpoints)."""
 
     name = "cuda"
 
@@ -74,7 +74,8 @@ class DeviceCells:
         self.gpu.get_row(0, self.y[0])
 
     def download(self) -> None:
-        self.y[:] = self.gpu.from_device()
+        """The states but Vm from the device (Vm: the host's, which the diffusion has moved on since)."""
+        self.y[1:] = self.gpu.from_device()[1:]
 
     def upload(self) -> None:
         self.gpu.to_device(self.y)
