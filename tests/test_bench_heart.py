@@ -21,7 +21,7 @@ def bench(tmp_path, *args) -> list[dict]:
 
 def test_human_heart_case_reports_preparation_setup_and_steps(tmp_path):
     (r,) = bench(tmp_path, "--cases", "human-0.25", "--spacing", "0.15")
-    assert r["case"] == "human-0.25" and r["spacing_cm"] == 0.15
+    assert r["case"] == "human-1.5" and r["spacing_cm"] == 0.15          # named for the spacing it ran, in mm
     assert r["steps"] == 4 and r["dt_ms"] == 0.025 and r["ode_substeps"] == 2      # run/human-biv.toml's step
     assert 0 < r["tissue_nodes"] < r["grid_nodes"]
     assert r["preparation_s"] > 0 and 0.05 < r["preparation_peak_gib"] < 20
@@ -37,6 +37,6 @@ def test_human_heart_case_reports_preparation_setup_and_steps(tmp_path):
 @pytest.mark.slow
 def test_builtin_biv_with_a_network_reports_its_share(tmp_path):
     (r,) = bench(tmp_path, "--cases", "biv-0.25", "--spacing", "0.1", "--purkinje")
-    assert r["case"] == "biv-0.25 purkinje"
+    assert r["case"] == "biv-1 purkinje"
     assert r["phases_ms_per_step"]["purkinje"] > 0
     assert r["purkinje"]["pmjs"] > 10

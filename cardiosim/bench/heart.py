@@ -13,8 +13,9 @@ with its own 12 electrodes (ecg.twelve_lead = "biv") and no probes. ``--duration
     cardiosim bench heart [--cases biv-0.25 biv-0.125 human-0.25] [--duration 10] [--equations monodomain]
         [--purkinje] [--placement resident] [--ranks 1] [--spacing CM] [--json FILE] [-- PETSC OPTIONS]
 
-``--spacing`` replaces every case's spacing (a CPU try of the command at a coarse grid: ``--cases biv-0.25
---spacing 0.2 --placement cpu``).
+``--spacing`` replaces every case's spacing, the case then named for it in mm (``--cases human-0.25 --spacing
+0.05`` is human-0.5; a CPU try of the command at a coarse grid: ``--cases biv-0.25 --spacing 0.2 --placement
+cpu``).
 """
 
 from __future__ import annotations
@@ -148,7 +149,8 @@ def main(argv=None) -> int:
                 sets += ['ecg.twelve_lead="biv"', "probe=[]"]
             if args.purkinje:
                 sets += purkinje_sets(spacing)
-            r = {"case": name + " purkinje" * args.purkinje, "spacing_cm": spacing, **geo,
+            label = name if spacing == CASES[name][1] else f"{name.split('-')[0]}-{10 * spacing:g}"   # mm
+            r = {"case": label + " purkinje" * args.purkinje, "spacing_cm": spacing, **geo,
                  **run_case(sets + args.set, args.ranks, args.placement, petsc, Path(tmp) / f"{name}-run.h5")}
             r.update(beat(r, args.beat))
             (Path(tmp) / f"{name}.h5").unlink(missing_ok=True)
