@@ -164,17 +164,17 @@ class Simulation:
         self.energy_marks.append(self.energy.read())
 
     def _conduction_system(self):
-        """[purkinje]: the Purkinje network and its PMJs (cardiosim/purkinje/system.py), the network on rank 0 with
-        its cells on that rank's CPU, the tissue's Vm at the PMJs from every rank's Vec (on its GPU in the resident
-        placement); None without the section."""
+        """[purkinje]: the Purkinje network and its PMJs (cardiosim/purkinje/system.py), the network on rank 0 (its
+        cells on that rank's GPU in the resident placement, on its CPU otherwise), the tissue's Vm at the PMJs from
+        every rank's Vec; None without the section."""
         cfg = self.cfg
         if not cfg.purkinje.enabled:
             return None
         outside = self.grid.mask.outside() if self.grid.mask is not None else None
+        on_device = MODE[self.reaction.placement.mode].on_device
         system = ConductionSystem(cfg, self.comm, self.grid.coords(), self.grid.natural_index(),
                                   self.tissue.M.getArray(readonly=True), outside,
-                                  self.reaction.placement.device if MODE[self.reaction.placement.mode].on_device
-                                  else None)
+                                  self.reaction.placement.device if on_device else None)
         log.info(system.describe())
         return system
 
