@@ -101,8 +101,8 @@ def table(summary: dict) -> str:
     total = summary["total"]["max"] or 1.0
     lines = [f"{'phase':<11}{'mean (s)':>11}{'max (s)':>11}{'share':>8}"]
     for k in (*CATEGORIES, "other", "total"):
-        v = summary[k]
-        if k in OPTIONAL and not v["max"]:
+        v = summary.get(k) if k in OPTIONAL else summary[k]     # an older run's summary has no optional rows
+        if k in OPTIONAL and not (v and v["max"]):
             continue
         lines.append(f"{k:<11}{v['mean']:>11.3f}{v['max']:>11.3f}{100 * v['max'] / total:>7.1f}%")
     return "\n".join(lines)
