@@ -17,8 +17,8 @@ IN_ROOT = cd $(ROOT) && PATH=$(VENV)/bin:$$PATH
 PYTEST  = $(IN_ROOT) $(PY) -m pytest -ra
 
 comma := ,
-.PHONY: run test test-all test-gpu bench bench-kernels bench-niederer bench-table41 bench-cellml performance examples \
-        examples-purkinje setup clean
+.PHONY: run test test-all test-gpu bench bench-kernels bench-niederer bench-table41 bench-cellml bench-heart performance \
+        examples examples-purkinje setup clean
 
 $(STAMP): $(ROOT)/tools/bootstrap.sh $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash $(ROOT)/tools/bootstrap.sh
@@ -136,6 +136,14 @@ bench-table41: $(STAMP)
 	$(IN_ROOT) $(VENV)/bin/cardiosim bench table41 --ranks $(NP) \
 	    $(if $(VARIANTS),--variants $(VARIANTS)) --json $(RAW)/table41.json
 	@echo "raw results in $(RAW)/table41.json: record the figures in benchmarks/table41.json, then make performance"
+
+## make bench-heart: whole hearts on one GPU (cardiosim bench heart: the built-in BiV at 0.25 and 0.125 mm and the
+##   human-size BiV at 0.25 mm, preparation, set-up and 10 ms of steps each; CASES="biv-0.25 ..." for a subset),
+##   raw results to benchmarks/raw/heart.json
+bench-heart: $(STAMP)
+	mkdir -p $(ROOT)/$(RAW)
+	$(IN_ROOT) $(VENV)/bin/cardiosim bench heart $(if $(CASES),--cases $(CASES)) --json $(RAW)/heart.json
+	@echo "raw results in $(RAW)/heart.json: record the figures in benchmarks/heart.json, then make performance"
 
 ## make performance: regenerate docs/performance.md and the README's figures from benchmarks/*.json (python3 only,
 ##   no venv needed)
