@@ -158,6 +158,7 @@ class Simulation:
                 self.grid.to_device(v)
         lap("solvers' warm-up")
         self.schedule = None
+        self.snapshots = [0, 0.0]        # snapshots written by this run, and their wall time (s; inside "io")
         self.requests = 0
         self.stopped = False
         self.setup_time = self.timers.elapsed()
@@ -360,7 +361,7 @@ class Simulation:
             with self.timers("io"):
                 if out:
                     out.probes.record(0.0, self.vecs())
-                    out.snapshot(0.0, self.vecs())
+                    self._snapshot(0.0)
         progress = Progress(self.n_steps, self.dt, cfg.simulation.progress_interval, self.comm, self.step_index)
         if out:
             self.schedule = checkpoint.Schedule(cfg, self.dt, self.comm)
@@ -383,7 +384,7 @@ class Simulation:
                 with self.timers("io"):
                     if out:
                         if self.step_index % interval == 0 or self.step_index == self.n_steps:
-                            out.snapshot(self.t, self.vecs())
+                            self._snapshot(self.t)
                 progress.update(self.step_index, self.tissue.iterations())
                 if out and self.step_index < self.n_steps and self.schedule.due(self.step_index, self.requests):
                     with self.timers("io"):
@@ -404,6 +405,13 @@ class Simulation:
         if self.stopped:
             return {"stopped": True, "simulated_ms": self.t, "checkpoint": str(self.checkpoint_path)}
         return self._finish()
+
+    def _snapshot(self, t: float) -> None:
+        """The fields at t into the output (collective), its wall time counted (the summary's snapshots)."""
+        t0 = time.perf_counter()
+        self.output.snapshot(t, self.vecs())
+        self.snapshots[0] += 1
+        self.snapshots[1] += time.perf_counter() - t0
 
     def release_output(self) -> None:
         """Give up the claim on the output path (the run is over, or was refused)."""
@@ -448,6 +456,7 @@ class Simulation:
             "simulated_ms_per_wall_s": simulated / loop if loop > 0 else None,
             "restarted_at_ms": self.start_step * self.dt if self.start_step else None,
             "layout": self.layout, "timing_s": timing,
+            "snapshots": {"count": self.snapshots[0], "wall_s": self.snapshots[1]},
             "iterations": {k: {"mean": sum(v) / len(v) if v else 0, "max": max(v) if v else 0,
                                "total": sum(v)} for k, v in its.items()},
             "output": str(self.path) if self.output else None,
