@@ -75,12 +75,12 @@ def events(gpu, fn, n: int) -> float:
         gpu._pop()
 
 
-def piece_figures(b, t: float, dt: float, k: int, n: int) -> dict:
-    """The kernel of ResidentBackend ``b`` alone, its Vm traffic alone, and a fresh backend of its model."""
+def piece_figures(b, V, t: float, dt: float, k: int, n: int) -> dict:
+    """The kernel of ResidentBackend ``b`` alone, its Vm traffic (to and from the run's Vec ``V``) alone, and a
+    fresh backend of its model."""
     gpu = b.gpu
     row = {"cells": b.n, **gpu.registers()}
     row["kernel"] = events(gpu, lambda: gpu.advance(t, dt / k, k, b.stimulus, check=False), n)
-    V = b._profile_vec
     ptr = V.getCUDAHandle("rw")
     try:
         row["gather_scatter"] = events(gpu, lambda: (b._vm_row(int(ptr), True), b._vm_row(int(ptr), False)), n)
@@ -124,9 +124,7 @@ def main(argv=None) -> int:
     try:
         out["step"] = wall(cuda, sim.step, n)
         out["reaction"] = wall(cuda, lambda: sim.reaction.advance(sim.V, sim.t, dt, k), n)
-        for b in pieces:
-            b._profile_vec = sim.V
-        out["per_piece"] = [piece_figures(b, sim.t, dt, k, n) for b in pieces]
+        out["per_piece"] = [piece_figures(b, sim.V, sim.t, dt, k, n) for b in pieces]
     finally:
         gpu._pop()
     for key in ("step", "reaction"):
