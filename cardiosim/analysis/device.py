@@ -15,9 +15,9 @@ import numpy as np
 
 from cardiosim.analysis.probes import Probes
 from cardiosim.reaction.ode.resident import launch_dims, module
+from cardiosim.runtime.gpu import PrimaryContext
 
 ECG_BLOCK = 256        # threads per block of cs_ecg_partial and cs_ecg_finish (ECG_BLOCK in kernels/resident.cu)
-from cardiosim.runtime.gpu import PrimaryContext
 
 
 class DeviceMaps:

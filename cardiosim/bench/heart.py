@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -32,8 +31,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from cardiosim.bench.launch import machine
-from cardiosim.runtime.mpi import mpirun_command
+from cardiosim.bench.launch import machine, run_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "run" / "human-biv.toml"
@@ -75,15 +73,7 @@ def prepare(size: str, spacing: float, out: Path) -> tuple[dict, list[str]]:
 
 
 def run_case(sets: list[str], ranks: int, placement: str, petsc: list[str], out: Path) -> dict:
-    cmd = (mpirun_command(ranks)
-           + [sys.executable, "-m", "cardiosim", "run", str(CONFIG), "--quiet", "--overwrite", "--output", str(out),
-              "--set", f'cell.placement="{placement}"', "--set", "output.interval=1e9"]
-           + (["--set", 'cell.backend="cuda"'] if placement == "resident" else [])
-           + [a for s in sets for a in ("--set", s)] + (["--", *petsc] if petsc else []))
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    s = json.loads(out.with_suffix(".json").read_text())
+    s, _ = run_config(CONFIG, out, ranks, placement, sets, petsc)
     t, steps = s["timing_s"], s["steps"]
     # the run's two snapshots (t = 0 and the end; output.interval = 1e9) are a fixed cost, not a step's: apart
     snap = s["snapshots"]["wall_s"]

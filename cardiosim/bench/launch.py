@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from cardiosim.runtime.gpu import query_gpus
+from cardiosim.runtime.mpi import mpirun_command
 
 
 def machine() -> dict:
@@ -77,6 +78,24 @@ def report(sim, result: dict) -> dict:
     if sim.comm.rank == 0:
         print("RESULT " + json.dumps(result), flush=True)
     return result
+
+
+def run_config(cfg: Path, out: Path, ranks: int, placement: str, sets: list[str], petsc: list[str],
+               timeout: float | None = None) -> tuple[dict, str]:
+    """``cardiosim run CFG`` in its own mpirun of ``ranks``, writing ``out``: cell.placement = ``placement`` (the
+    CUDA cells with resident), no snapshot between t = 0 and the end, the ``--set`` overrides ``sets`` and the
+    PETSc options ``petsc``. Returns the run's JSON summary and its stdout; RuntimeError with both outputs' tails
+    where it fails."""
+    cmd = (mpirun_command(ranks)
+           + [sys.executable, "-m", "cardiosim", "run", str(cfg), "--quiet", "--overwrite", "--output", str(out),
+              "--set", f'cell.placement="{placement}"', "--set", "output.interval=1e9"]
+           + (["--set", 'cell.backend="cuda"'] if placement == "resident" else [])
+           + [a for s in sets for a in ("--set", s)] + (["--", *petsc] if petsc else []))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return json.loads(Path(out).with_suffix(".json").read_text()), proc.stdout
 
 
 def run_single(cmd: list[str]) -> dict:

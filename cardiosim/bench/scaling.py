@@ -15,33 +15,21 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import shlex
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from cardiosim.bench.launch import machine, publish
-from cardiosim.runtime.mpi import mpirun_command
+from cardiosim.bench.launch import machine, publish, run_config
 
 
 def run_once(cfg: Path, ranks: int, sets: list[str], petsc: list[str], workdir: Path, placement: str) -> dict:
     out = workdir / f"r{ranks}_{abs(hash((tuple(sets), tuple(petsc)))) % 10**8}.h5"
-    cmd = (mpirun_command(ranks)
-           + [sys.executable, "-m", "cardiosim", "run", str(cfg), "--quiet", "--overwrite", "--output", str(out),
-              "--set", f'cell.placement="{placement}"', "--set", "output.interval=1e9"]
-           + (["--set", 'cell.backend="cuda"'] if placement == "resident" else [])
-           + [a for s in sets for a in ("--set", s)] + (["--", *petsc] if petsc else []))
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600,
-                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    summary = json.loads(out.with_suffix(".json").read_text())
+    summary, stdout = run_config(cfg, out, ranks, placement, sets, petsc, timeout=3600)
     t = summary["timing_s"]
     steps = summary["steps"]
     loop = t["total"]["max"] - summary["setup_s"]
-    header = next((ln for ln in proc.stdout.splitlines() if ln.startswith("cardiosim:")), "")
+    header = next((ln for ln in stdout.splitlines() if ln.startswith("cardiosim:")), "")
     return {"ranks": ranks, "nodes": summary["nodes"], "grid": summary["grid"], "steps": steps,
             "ms_per_step": 1e3 * loop / steps, "setup_s": summary["setup_s"],
             "setup_phases_s": summary.get("setup_phases_s", {}),
