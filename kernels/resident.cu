@@ -104,3 +104,73 @@ extern "C" __global__ void cs_ecg_finish(const double *__restrict__ partial, int
     if (threadIdx.x == 0)
         out[blockIdx.x] = acc;
 }
+
+/* The Purkinje-myocardial junctions' backward-Euler step on the device (cardiosim/purkinje/device.py; the same
+ * step as cardiosim/purkinje/coupling.py's on the host): per junction j, with its tissue nodes k (CSR rows of W and
+ * G1, column indices into the tissue Vec) and its terminal term[j] in the network's Vm row vp,
+ *   cs_pmj_rhs:     vbar[j] = sum_k W[j,k] vm[k];  rhs[j] = cp[j] vp[term[j]] + sum_k G1[j,k] vm[k]
+ *   cs_pmj_solve:   vp'[term[j]] = newp[j] = sum_i Sinv[j,i] rhs[i]        (the Schur complement's inverse, dense)
+ *   cs_pmj_tissue:  vm'[k] = a[k] vm[k] + sum_j G2[k,j] newp[j]           (one thread per tissue node)
+ *   cs_pmj_current: current[j] = (newp[j] - sum_k W[j,k] vm'[k]) / R[j]
+ * launched one after another on one stream. */
+extern "C" __global__ void cs_pmj_rhs(int p, const int *__restrict__ ptr, const long long *__restrict__ col,
+                                      const double *__restrict__ w, const double *__restrict__ g1,
+                                      const double *__restrict__ cp, const long long *__restrict__ term,
+                                      const double *__restrict__ vp, const double *__restrict__ vm,
+                                      double *__restrict__ rhs, double *__restrict__ vbar)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= p)
+        return;
+    double sw = 0.0, sg = 0.0;
+    for (int e = ptr[j]; e < ptr[j + 1]; ++e) {
+        const double v = vm[col[e]];
+        sw += w[e] * v;
+        sg += g1[e] * v;
+    }
+    vbar[j] = sw;
+    rhs[j] = cp[j] * vp[term[j]] + sg;
+}
+
+extern "C" __global__ void cs_pmj_solve(int p, const double *__restrict__ sinv, const double *__restrict__ rhs,
+                                        double *__restrict__ newp, const long long *__restrict__ term,
+                                        double *__restrict__ vp)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= p)
+        return;
+    const double *row = sinv + (size_t)j * p;
+    double s = 0.0;
+    for (int i = 0; i < p; ++i)
+        s += row[i] * rhs[i];
+    newp[j] = s;
+    vp[term[j]] = s;
+}
+
+extern "C" __global__ void cs_pmj_tissue(int q, const int *__restrict__ ptr, const int *__restrict__ col,
+                                         const double *__restrict__ g2, const double *__restrict__ a,
+                                         const long long *__restrict__ node, const double *__restrict__ newp,
+                                         double *__restrict__ vm)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= q)
+        return;
+    double s = 0.0;
+    for (int e = ptr[k]; e < ptr[k + 1]; ++e)
+        s += g2[e] * newp[col[e]];
+    vm[node[k]] = a[k] * vm[node[k]] + s;
+}
+
+extern "C" __global__ void cs_pmj_current(int p, const int *__restrict__ ptr, const long long *__restrict__ col,
+                                          const double *__restrict__ w, const double *__restrict__ r,
+                                          const double *__restrict__ newp, const double *__restrict__ vm,
+                                          double *__restrict__ current)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= p)
+        return;
+    double s = 0.0;
+    for (int e = ptr[j]; e < ptr[j + 1]; ++e)
+        s += w[e] * vm[col[e]];
+    current[j] = (newp[j] - s) / r[j];
+}

@@ -42,3 +42,13 @@ def test_builtin_biv_with_a_network_reports_its_share(tmp_path):
     assert r["case"] == "biv-1 purkinje"
     assert r["phases_ms_per_step"]["purkinje"] > 0
     assert r["purkinje"]["pmjs"] > 10
+
+
+@pytest.mark.slow
+def test_the_networks_share_is_the_difference_of_runs_without_and_with_it(tmp_path):
+    (r,) = bench(tmp_path, "--cases", "biv-0.25", "--spacing", "0.1", "--network-share", "1")
+    n = r["network_share"]
+    assert r["case"] == "biv-1 purkinje" and r["purkinje"]["pmjs"] > 0 and n["pairs"] == 1
+    assert n["with_ms_per_step"] == [r["ms_per_step"]]
+    assert n["added_ms_per_step"] == pytest.approx(n["with_ms_per_step"][0] - n["without_ms_per_step"][0])
+    assert n["share"] == pytest.approx(n["added_ms_per_step"] / r["ms_per_step"])

@@ -137,3 +137,26 @@ def test_purkinje_cell_cable_converges_and_matches_the_tissue(petsc, tmp_path):
     diffs = np.abs(np.diff(cv))
     assert diffs[1] < 0.5 * diffs[0], cv
     assert 0.15 < cv[-1] < 0.25, cv
+
+
+def test_the_tree_solve_is_the_sparse_direct_solve():
+    """Hines's O(n) elimination (cable.TreeSolve, kernels/tree_solve.c) on a random tree numbered in no particular
+    order gives what SuperLU gives for the same matrix; a network with a loop is solved by SuperLU."""
+    from scipy import sparse
+    from scipy.sparse.linalg import spsolve
+    rng = np.random.default_rng(7)
+    n = 3000
+    parent = np.array([0] + [rng.integers(max(0, i - 40), i) for i in range(1, n)])
+    scramble = rng.permutation(n)
+    edges = scramble[np.stack([parent[1:], np.arange(1, n)], axis=1)]
+    net = Network(rng.random((n, 3)), edges, int(scramble[0]))
+    g, c = rng.random(n - 1) + 0.5, rng.random(n) + 0.1
+    L = net.adjacency(g)
+    A = (sparse.diags(c + np.asarray(L.sum(axis=1)).ravel()) - L).tocsc()
+    b = rng.random(n)
+    x = cable.TreeSolve(net, A.diagonal(), -g).solve(b)
+    assert np.allclose(x, spsolve(A, b), rtol=1e-12, atol=0)
+    ring = Network(np.array([[0, 0, 0], [0.01, 0, 0], [0, 0.01, 0]], float), np.array([[0, 1], [1, 2], [2, 0]]), 0)
+    assert not isinstance(cable.Cable(ring, cable.make_model("mitchell-schaeffer"))._lhs, cable.TreeSolve)
+    tree = cable.straight(0.05, 0.01)
+    assert isinstance(cable.Cable(tree, cable.make_model("mitchell-schaeffer"))._lhs, cable.TreeSolve)

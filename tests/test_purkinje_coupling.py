@@ -168,3 +168,49 @@ def test_a_cable_end_drives_a_tissue_through_several_nodes_and_back(ms):
     assert pa.min() > ta[0] + 5.0                                      # a long retrograde delay
     pa, ta = run(1000.0, "myocyte", 40.0)
     assert ta[0] < pa[-1] < pa[0]                                      # terminal first, then back to the root
+
+
+def test_the_schur_complement_step_is_the_whole_systems_backward_euler():
+    """Junctions whose tissue nodes overlap (several terminals share nodes): the step, solved on the terminals by
+    the Schur complement, equals (C/Δt + L_J) V' = (C/Δt) V solved whole, and conserves charge."""
+    from scipy import sparse
+    from scipy.sparse.linalg import spsolve
+    rng = np.random.default_rng(3)
+    tissue = rng.random((400, 3))
+    terminals = np.arange(12)
+    tpoints = rng.random((12, 3))
+    vol = rng.random(400) + 0.5
+    Ct = coupling.tissue_capacitance(vol, 1.0, 1400.0)
+    j = coupling.Junctions(terminals, tpoints, tissue, 0.25, rng.random(12) + 0.5, rng.random(12) + 0.1, Ct, vol, 0.02)
+    assert j.n == 12 and (j.W != 0).sum(axis=0).max() > 1          # some tissue nodes belong to several junctions
+    vp, vm = rng.random(12) * 100 - 80, rng.random(400) * 100 - 80
+    whole = spsolve((sparse.diags(j.C / j.dt) + j.L).tocsc(), j.C / j.dt * np.r_[vp, vm[j.tissue_nodes]])
+    charge = j.C @ np.r_[vp, vm[j.tissue_nodes]]
+    j.step(vp, vm)
+    assert np.allclose(np.r_[vp, vm[j.tissue_nodes]], whole, rtol=0, atol=1e-10)
+    assert j.C @ np.r_[vp, vm[j.tissue_nodes]] == pytest.approx(charge, rel=1e-12)
+
+
+def test_the_device_kernels_arrays_give_the_same_step():
+    """Junctions.device_arrays, applied as kernels/resident.cu's cs_pmj_* kernels apply them (here in NumPy, row by
+    row), give the host's step: the new potentials, the tissue side's V̄_m before the step and the currents."""
+    rng = np.random.default_rng(5)
+    tissue = rng.random((300, 3))
+    vol = rng.random(300) + 0.5
+    j = coupling.Junctions(np.arange(10), rng.random((10, 3)), tissue, 0.25, rng.random(10) + 0.5,
+                           rng.random(10) + 0.1, coupling.tissue_capacitance(vol, 1.0, 1400.0), vol, 0.02)
+    a = j.device_arrays()
+    vp, vm = rng.random(10) * 100 - 80, rng.random(300) * 100 - 80
+    vt = vm[j.tissue_nodes].copy()
+    rows = [slice(a["ptr"][i], a["ptr"][i + 1]) for i in range(j.n)]
+    vbar = np.array([a["w"][r] @ vt[a["col"][r]] for r in rows])
+    rhs = a["cp"] * vp[j.terminals] + np.array([a["g1"][r] @ vt[a["col"][r]] for r in rows])
+    newp = a["sinv"] @ rhs
+    per_node = [slice(a["ptr2"][k], a["ptr2"][k + 1]) for k in range(len(vt))]
+    newt = np.array([a["a"][k] * vt[k] + a["g2"][r] @ newp[a["col2"][r]] for k, r in enumerate(per_node)])
+    current = np.array([(newp[i] - a["w"][r] @ newt[a["col"][r]]) / a["resistance"][i] for i, r in enumerate(rows)])
+    assert np.allclose(vbar, j.tissue_potential(vm), rtol=0, atol=1e-12)
+    host = j.step(vp, vm)
+    assert np.allclose(newp, vp[j.terminals], rtol=0, atol=1e-10)
+    assert np.allclose(newt, vm[j.tissue_nodes], rtol=0, atol=1e-10)
+    assert np.allclose(current, host, rtol=1e-9, atol=1e-15)

@@ -5,13 +5,15 @@ run's JSON summary).
 
 Every case runs run/human-biv.toml's model: O'Hara-Rudy 2011 (CellML, Rush-Larsen) endo-, mid- and epicardial cells
 by the transmural coordinate, both endocardia stimulated at t = 0 (``--purkinje``: a grown Purkinje network
-stimulated at its His bundle instead), the 12-lead pseudo-ECG, dt 0.025 ms with 2 ODE substeps; the built-in BiV
-with its own 12 electrodes (ecg.twelve_lead = "biv") and no probes. ``--duration`` ms are simulated (the default
+stimulated at its His bundle instead; ``--network-share PAIRS``: PAIRS runs without and with it, alternately, and
+the difference per step, the network's share), the 12-lead pseudo-ECG, dt 0.025 ms with 2 ODE substeps; the
+built-in BiV with its own 12 electrodes (ecg.twelve_lead = "biv") and no probes. ``--duration`` ms are simulated (the default
 10 ms is a cost measurement, not a beat); the one-beat figure is then preparation + set-up + the steps of
 ``--beat`` ms at the measured ms per step, and says so ("estimate") unless ``--duration`` reached ``--beat``.
 
     cardiosim bench heart [--cases biv-0.25 biv-0.125 human-0.25] [--duration 10] [--equations monodomain]
-        [--purkinje] [--placement resident] [--ranks 1] [--spacing CM] [--json FILE] [-- PETSC OPTIONS]
+        [--purkinje | --network-share PAIRS] [--placement resident] [--ranks 1] [--spacing CM] [--json FILE]
+        [-- PETSC OPTIONS]
 
 ``--spacing`` replaces every case's spacing, the case then named for it in mm (``--cases human-0.25 --spacing
 0.05`` is human-0.5; a CPU try of the command at a coarse grid: ``--cases biv-0.25 --spacing 0.2 --placement
@@ -88,6 +90,20 @@ def run_case(sets: list[str], ranks: int, placement: str, petsc: list[str], out:
             "iterations": {k: v["mean"] for k, v in s["iterations"].items()}, "purkinje": s.get("purkinje")}
 
 
+def network_share(run, network: list[str], pairs: int) -> dict:
+    """What the Purkinje network adds to a step: ``pairs`` runs without and with it (``run(extra_sets)``), one after
+    the other, on the same tissue (stimulated at its endocardia without, from the network with: the tissue's cost
+    per step does not depend on where it is activated); the last run with it is ``last``."""
+    without, with_ = [], []
+    for _ in range(pairs):
+        without.append(run([])["ms_per_step"])
+        last = run(network)
+        with_.append(last["ms_per_step"])
+    a, b = sum(without) / pairs, sum(with_) / pairs
+    return {"pairs": pairs, "without_ms_per_step": without, "with_ms_per_step": with_, "added_ms_per_step": b - a,
+            "share": (b - a) / b, "last": last}
+
+
 def beat(r: dict, beat_ms: float) -> dict:
     """The one-beat figure: measured where the run simulated a whole beat, else preparation + set-up + the beat's
     steps at the measured ms per step + the two snapshots."""
@@ -110,6 +126,12 @@ def markdown(results: list[dict], meta: dict) -> str:
                      + " | ".join(f"{ph.get(k, 0.0):.2f}" for k in ("reaction", "purkinje", "parabolic", "elliptic",
                                                                      "io"))
                      + f" | {r['beat_s']:.0f} ({r['beat_is']}) |")
+    for r in results:
+        if "network_share" in r:
+            n = r["network_share"]
+            lines += ["", f"{r['case']}: the network adds {n['added_ms_per_step']:.3f} ms to a step of "
+                          f"{sum(n['with_ms_per_step']) / n['pairs']:.3f} ({100 * n['share']:.1f} %; mean of "
+                          f"{n['pairs']} runs without and with it, alternately)"]
     return "\n".join(lines + [""])
 
 
@@ -124,6 +146,8 @@ def main(argv=None) -> int:
     p.add_argument("--equations", choices=("monodomain", "bidomain"), default="monodomain")
     p.add_argument("--purkinje", action="store_true", help="a grown Purkinje network instead of the endocardial "
                                                            "stimulus")
+    p.add_argument("--network-share", type=int, default=0, metavar="PAIRS",
+                   help="what the grown network adds to a step: PAIRS runs without and with it, alternately")
     p.add_argument("--placement", default="resident", help="cell.placement (default resident; cpu to try it on a "
                                                            "CPU)")
     p.add_argument("--ranks", type=int, default=1)
@@ -140,11 +164,18 @@ def main(argv=None) -> int:
             sets += [f"simulation.duration={args.duration:g}", f'simulation.equations="{args.equations}"']
             if size != "human":
                 sets += ['ecg.twelve_lead="biv"', "probe=[]"]
-            if args.purkinje:
-                sets += purkinje_sets(spacing)
+            network = purkinje_sets(spacing) if args.purkinje or args.network_share else []
             label = name if spacing == CASES[name][1] else f"{name.split('-')[0]}-{10 * spacing:g}"   # mm
-            r = {"case": label + " purkinje" * args.purkinje, "spacing_cm": spacing, **geo,
-                 **run_case(sets + args.set, args.ranks, args.placement, petsc, Path(tmp) / f"{name}-run.h5")}
+            out = Path(tmp) / f"{name}-run.h5"
+            share = None
+            if args.network_share:
+                share = network_share(lambda extra: run_case(sets + extra + args.set, args.ranks, args.placement,
+                                                             petsc, out), network, args.network_share)
+            r = {"case": label + " purkinje" * bool(network), "spacing_cm": spacing, **geo,
+                 **(share.pop("last") if share else run_case(sets + network + args.set, args.ranks, args.placement,
+                                                              petsc, out))}
+            if share:
+                r["network_share"] = share
             r.update(beat(r, args.beat))
             (Path(tmp) / f"{name}.h5").unlink(missing_ok=True)
             results.append(r)

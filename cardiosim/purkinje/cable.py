@@ -12,8 +12,10 @@ branch points included (Kirchhoff), is the graph Laplacian L (mS) of the g_e:
 
     C dV/dt = −L V − a·I_ion − I_source        (I_ion in µA/cm², I_source in µA)
 
-Diffusion by backward Euler, (C/Δt + L) V' = (C/Δt) V, or Crank–Nicolson; the matrix is factorised once (scipy's
-SuperLU). Units: cm, ms, mV, mS/cm, µF/cm², µA (currents between nodes and sources), µA/cm² (membrane current
+Diffusion by backward Euler, (C/Δt + L) V' = (C/Δt) V, or Crank–Nicolson; the matrix is factorised once: on a tree
+(every grown network, most read ones) by Hines's elimination in O(n) with no fill (:class:`TreeSolve`,
+kernels/tree_solve.c: SuperLU takes 20–30 times as long on a network of 7,700 nodes), on a network with loops by
+scipy's SuperLU. Units: cm, ms, mV, mS/cm, µF/cm², µA (currents between nodes and sources), µA/cm² (membrane current
 densities), µA/µF (the cell models' stimulus, negative depolarising).
 
 Reaction: any model cardiosim.cells.make gives, the CellML files included; by default Aslanidi et al. 2009's
@@ -29,6 +31,7 @@ of the root.
 
 from __future__ import annotations
 
+import ctypes
 import math
 from dataclasses import dataclass
 
@@ -39,6 +42,7 @@ from cardiosim.cells.cellml import MODELS
 from cardiosim.cells.stimulus import Protocol, TissueStimuli
 from cardiosim.reaction.ode.native_backend import NativeBackend
 from cardiosim.reaction.ode.numpy_backend import NumpyBackend
+from cardiosim.runtime.compile import c_library
 from cardiosim.runtime.errors import SimulationError, UserError
 from cardiosim.purkinje.network import Network
 
@@ -52,7 +56,11 @@ RADIUS = 0.003
 class DeviceCells:
     """The network's cells on a GPU by the CUDA backend's fused kernel: Vm (state 0) crosses to the device before
     the substeps and back after (the cable's diffusion and the junctions are on the host), the other states stay
-    there; :meth:`download` / :meth:`upload` bring ``y`` up to date / to the device (checkpoints)."""
+    there; :meth:`download` / :meth:`upload` bring ``y`` up to date / to the device (checkpoints).
+
+    :meth:`launch` queues Vm's copy, the substeps and Vm's copy back on a stream of their own, :meth:`receive`
+    waits for that copy and :meth:`check` reads the error flag: the network's kernel runs beside the tissue's,
+    and the cable's diffusion on the host between the last two (cardiosim.purkinje.system)."""
 
     name = "cuda"
 
@@ -61,24 +69,102 @@ class DeviceCells:
         self.y = states
         self.gpu = CudaBackend(model, states, device=device, integrator=integrator)
         self.stimulus = self.gpu.stimulus(stimuli.protocols, stimuli.amplitudes)
+        self.gpu.use_own_stream()
+        with self.gpu.ctx as cuda:
+            self.vm_in = cuda.pagelocked_empty(states.shape[1], np.float64)
+            self.vm = cuda.pagelocked_empty(states.shape[1], np.float64)
         self.failure: str | None = None
+        self._launched = self._copied = None
 
     def advance(self, t0: float, dt: float, k: int, stimuli) -> None:
+        self.launch(t0, dt, k)
+        self.receive()
+        self.check()
+
+    def launch(self, t0: float, dt: float, k: int, after=None) -> None:
+        """``after``: the event after which the device's Vm row is current (the junctions' step on the device,
+        cardiosim.purkinje.device); without one, Vm goes from ``y[0]``."""
         if self.failure:
             return
-        self.gpu.set_row(0, self.y[0])
+        if after is None:
+            self.vm_in[:] = self.y[0]
+            self.gpu.set_row_queued(0, self.vm_in)
+        else:
+            self.gpu.stream.wait_for_event(after)
+        self.gpu.advance(t0, dt, k, self.stimulus, check_range=True, check=False)
+        self._copied = self.gpu.get_row_queued(0, self.vm)
+        self._launched = (t0, dt)
+
+    def receive(self) -> None:
+        """Vm of the launch in ``y[0]``."""
+        if self._copied is not None:
+            self._copied.synchronize()
+            self.y[0] = self.vm
+            self._copied = None
+
+    def check(self) -> None:
+        """The launch's error flag (a synchronisation with everything queued since): a bad cell is :attr:`failure`."""
+        if self._launched is None:
+            return
         try:
-            self.gpu.advance(t0, dt, k, self.stimulus, check_range=True)
+            self.gpu.check(*self._launched)
         except SimulationError as e:
             self.failure = str(e)
-        self.gpu.get_row(0, self.y[0])
+        self._launched = None
 
     def download(self) -> None:
         """The states but Vm from the device (Vm: the host's, which the diffusion has moved on since)."""
+        self.gpu.synchronize()
         self.y[1:] = self.gpu.from_device()[1:]
 
     def upload(self) -> None:
+        self.gpu.synchronize()
         self.gpu.to_device(self.y)
+        self.gpu.synchronize()           # by the default stream: done before the next launch on ours
+
+
+class TreeSolve:
+    """(diag(d) − θ·A_g) x = b for the Laplacian-type matrix of a tree ``network``: ``d`` (n,) its diagonal, ``a``
+    (m,) its off-diagonal entry per edge (−θ g_e). The nodes are renumbered breadth-first from the root, so that
+    each node's parent comes first (kernels/tree_solve.c), and the pivots are computed once."""
+
+    _lib: list = []
+
+    def __init__(self, network: Network, d: np.ndarray, a: np.ndarray):
+        from scipy.sparse import csgraph
+        order, pred = csgraph.breadth_first_order(network.adjacency(), network.root, directed=False)
+        self.order = order.astype(np.int64)
+        pos = np.empty_like(self.order)
+        pos[self.order] = np.arange(len(order))
+        i, j = network.edges[:, 0], network.edges[:, 1]
+        child = np.where(pred[j] == i, j, i)          # each edge's node further from the root
+        self.parent = np.full(len(order), -1, np.int64)
+        self.parent[pos[child]] = pos[pred[child]]
+        self.a = np.zeros(len(order))
+        self.a[pos[child]] = a
+        self.d = np.ascontiguousarray(np.asarray(d, float)[self.order])
+        self.work = np.empty(len(order))
+        self.lib = self.library()
+        self.lib.cs_tree_factor(len(order), self.parent.ctypes.data, self.a.ctypes.data, self.d.ctypes.data)
+
+    @classmethod
+    def library(cls):
+        if not cls._lib:
+            lib = c_library("tree_solve.c", "purkinje cable")
+            p, n = ctypes.c_void_p, ctypes.c_long
+            lib.cs_tree_factor.argtypes, lib.cs_tree_factor.restype = [n, p, p, p], None
+            lib.cs_tree_solve.argtypes, lib.cs_tree_solve.restype = [n, p, p, p, p], None
+            cls._lib.append(lib)
+        return cls._lib[0]
+
+    def solve(self, b: np.ndarray) -> np.ndarray:
+        w = self.work
+        np.take(b, self.order, out=w)
+        self.lib.cs_tree_solve(len(w), self.parent.ctypes.data, self.a.ctypes.data, self.d.ctypes.data,
+                               w.ctypes.data)
+        x = np.empty_like(w)
+        x[self.order] = w
+        return x
 
 
 @dataclass(frozen=True)
@@ -137,7 +223,11 @@ class Cable:
         g = self.sigma * section / length                                                                # mS
         adj = sparse.coo_matrix((np.r_[g, g], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
         self.L = (sparse.diags(np.asarray(adj.sum(axis=1)).ravel()) - adj).tocsr()
-        self._lhs = splu((sparse.diags(self.C / self.dt) + self.theta * self.L).tocsc())
+        diag = self.C / self.dt + self.theta * self.L.diagonal()
+        if network.is_tree():
+            self._lhs = TreeSolve(network, diag, -self.theta * g)
+        else:
+            self._lhs = splu((sparse.diags(self.C / self.dt) + self.theta * self.L).tocsc(), permc_spec="MMD_AT_PLUS_A")
         # the cells
         self.y = model.initial_state(n, network.points)
         for name, value in (initial or {}).items():
@@ -159,6 +249,7 @@ class Cable:
         else:
             self.backend = DeviceCells(model, self.y, self.stimuli, integrator, device)
         self.t = 0.0
+        self._t0 = 0.0                        # the time of the step start() began
         self.threshold = float(threshold)
         self.activation = np.where(self.V >= threshold, 0.0, np.nan)
         self._previous = self.V.copy()        # V at the last step's end
@@ -176,6 +267,9 @@ class Cable:
     def react(self, t: float, dt: float, k: int) -> None:
         """k substeps of dt / k of every cell from t (stimulus included)."""
         self.backend.advance(t, dt / k, k, self.stimuli)
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
         if self.backend.failure:
             raise SimulationError(f"purkinje network: {self.backend.failure}")
 
@@ -194,17 +288,38 @@ class Cable:
     def step(self, t: float | None = None) -> None:
         """One step of dt from t (default: the cable's own time): reaction then diffusion (Godunov), or half the
         reaction, diffusion, half the reaction (Strang); then the activation times."""
+        self.start(t)
+        self.finish()
+
+    def start(self, t: float | None = None, after=None) -> None:
+        """The step's first reaction: on a GPU (:class:`DeviceCells`) only queued (once ``after``, an event, has
+        happened), :meth:`finish` does the rest."""
         t = self.t if t is None else t
-        if self.splitting == "strang":
-            half = math.ceil(self.k / 2)
-            self.react(t, self.dt / 2, half)
-            self.diffuse()
-            self.react(t + self.dt / 2, self.dt / 2, half)
+        self._t0 = t
+        dt, k = (self.dt / 2, math.ceil(self.k / 2)) if self.splitting == "strang" else (self.dt, self.k)
+        if isinstance(self.backend, DeviceCells):
+            self.backend.launch(t, dt / k, k, after)
         else:
-            self.react(t, self.dt, self.k)
-            self.diffuse()
+            self.react(t, dt, k)
+
+    def finish(self) -> None:
+        """The rest of the step :meth:`start` began: its diffusion (and Strang's second half of the reaction), the
+        activation times, and the cells' error check."""
+        t = self._t0
+        cells = self.backend if isinstance(self.backend, DeviceCells) else None
+        if cells is not None:
+            cells.receive()
+            if self.splitting == "strang":         # the second half's flag must not hide the first's
+                cells.check()
+                self._raise_failure()
+        self.diffuse()
+        if self.splitting == "strang":
+            self.react(t + self.dt / 2, self.dt / 2, math.ceil(self.k / 2))
         self.t = t + self.dt
         self._activation(t)
+        if cells is not None:
+            cells.check()
+            self._raise_failure()
 
     def _activation(self, t0: float) -> None:
         """The first upward crossing of the threshold since the last step's end (what came in between, the PMJs'

@@ -12,8 +12,10 @@ charge is conserved. A step of the junctions over Δt is backward Euler on their
 
     (C/Δt + L_J) V' = (C/Δt) V     over the terminals and the tissue nodes coupled to them (L_J: the w_k/R)
 
-one small sparse system, factorised once: stable for any R and Δt (a terminal's own time constant R·C_p is often far
-below Δt), the currents of the step being I = L_J V'. It is a split step of its own, beside the cable's and the
+one small sparse system: stable for any R and Δt (a terminal's own time constant R·C_p is often far below Δt), the
+currents of the step being I = L_J V'. Its tissue block is diagonal, so it is solved on the terminals alone, by the
+Schur complement S = D_p − G D_t⁻¹ Gᵀ (p × p, factorised once; G: the w_k/R, D: the diagonal blocks), the tissue
+nodes then one division each. It is a split step of its own, beside the cable's and the
 tissue's. A terminal with no tissue node within the radius is not coupled (:attr:`Junctions.uncoupled`).
 """
 
@@ -86,7 +88,17 @@ class Junctions:
         if not np.all(self.C > 0):
             raise UserError("purkinje PMJ: every coupled node needs a capacitance > 0")
         self.L = L
-        self._lhs = splu((sparse.diags(self.C / self.dt) + L).tocsc()) if p else None
+        # The step's terms, all but the Schur solve formed here: rhs_p = (C_p/Δt) V_p + G₁ V_t and, after the solve,
+        # V_t' = a V_t + G₂ V_p' (G₁ = G D_t⁻¹ C_t/Δt, G₂ = D_t⁻¹ Gᵀ, a = (C_t/Δt) / D_t)
+        d_t = Ct / self.dt + gt
+        self._cp = Cp / self.dt
+        self._a = Ct / self.dt / d_t
+        self._g1 = (g @ sparse.diags(Ct / self.dt / d_t)).tocsr()
+        self._g2 = (sparse.diags(1.0 / d_t) @ g.T).tocsr()
+        self._d_t = d_t
+        self._schur_matrix = sparse.diags(Cp / self.dt + gp) - g @ sparse.diags(1.0 / d_t) @ g.T
+        self._schur = splu(self._schur_matrix.tocsc()) if p else None
+        self._new = (np.zeros(p), np.zeros(q))     # the last exchange's V_p', V_t'
         self.current = np.zeros(p)               # µA of the last step, Purkinje -> tissue, per junction
 
     @property
@@ -100,14 +112,46 @@ class Junctions:
     def step(self, vp: np.ndarray, vm: np.ndarray) -> np.ndarray:
         """One backward-Euler step of dt of the junctions alone: ``vp`` (the cable's V) and ``vm`` (the tissue's)
         changed in place at the coupled nodes. Returns the junctions' currents (µA, Purkinje -> tissue)."""
+        self.exchange(vp, vm)
+        return self.currents()
+
+    def exchange(self, vp: np.ndarray, vm: np.ndarray) -> None:
+        """:meth:`step` without its currents (:meth:`currents` gives them after): what the tissue waits for."""
         if not self.n:
-            return self.current
-        p = self.n
-        v = np.concatenate([vp[self.terminals], vm[self.tissue_nodes]])
-        new = self._lhs.solve(self.C / self.dt * v)
-        vp[self.terminals] = new[:p]
-        vm[self.tissue_nodes] = new[p:]
-        self.current = (new[:p] - self.W @ new[p:]) / self.resistance
+            return
+        vt = vm[self.tissue_nodes]
+        new_p = self._schur.solve(self._cp * vp[self.terminals] + self._g1 @ vt)
+        new_t = self._a * vt + self._g2 @ new_p
+        vp[self.terminals] = new_p
+        vm[self.tissue_nodes] = new_t
+        self._new = (new_p, new_t)
+
+    def device_arrays(self) -> dict:
+        """The exchange as kernels/resident.cu's cs_pmj_* kernels take it (cardiosim.purkinje.device): W's CSR rows
+        (``ptr``, ``col``: indices into the tissue nodes, ``w``) with G₁'s values on the same pattern (``g1``), the
+        Schur complement's inverse (``sinv``, p × p, dense), Gᵀ's CSR rows per tissue node (``ptr2``, ``col2``:
+        junctions, ``g2``) and ``cp``, ``a``, ``resistance``."""
+        W = self.W.tocsr()
+        W.sort_indices()
+        rows = np.repeat(np.arange(self.n), np.diff(W.indptr))
+        g1 = W.data / self.resistance[rows] * (self._cp_tissue() / self._d_t)[W.indices]
+        T = W.T.tocsr()
+        T.sort_indices()
+        cols = np.repeat(np.arange(T.shape[0]), np.diff(T.indptr))
+        g2 = T.data / self.resistance[T.indices] / self._d_t[cols]
+        return {"ptr": W.indptr.astype(np.int32), "col": W.indices.astype(np.int64), "w": W.data.copy(), "g1": g1,
+                "sinv": np.linalg.inv(self._schur_matrix.toarray()), "ptr2": T.indptr.astype(np.int32),
+                "col2": T.indices.astype(np.int32), "g2": g2, "cp": self._cp.copy(), "a": self._a.copy(),
+                "resistance": self.resistance.copy()}
+
+    def _cp_tissue(self) -> np.ndarray:
+        return self.C[self.n:] / self.dt
+
+    def currents(self) -> np.ndarray:
+        """The last exchange's currents (µA, Purkinje -> tissue, per junction), into :attr:`current`."""
+        if self.n:
+            new_p, new_t = self._new
+            self.current[:] = (new_p - self.W @ new_t) / self.resistance
         return self.current
 
 

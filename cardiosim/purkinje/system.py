@@ -1,9 +1,8 @@
 """The conduction system in a run (``[purkinje]``): the network (a file, or grown on the endocardia of the run's
 geometry file), refined to the cable's spacing, its cells and cable (cardiosim.purkinje.cable) and the PMJs to the
-tissue (cardiosim.purkinje.coupling). The time loop (cardiosim.simulation.loop) calls :meth:`System.step` at the
-start of every PDE step, before the tissue's reaction: the junctions' step, then the cable's reaction and diffusion,
-with the run's dt, ODE substeps and splitting (the cable's diffusion by backward Euler whatever
-simulation.time_scheme). The PMJ current is a source on the tissue nodes' transmembrane equation (their Vm, as a
+tissue (cardiosim.purkinje.coupling). Each PDE step starts with the network's, before the tissue's reaction: the
+junctions' step, then the cable's reaction and diffusion, with the run's dt, ODE substeps and splitting (the
+cable's diffusion by backward Euler whatever simulation.time_scheme). The PMJ current is a source on the tissue nodes' transmembrane equation (their Vm, as a
 stimulus is), so it enters the monodomain and the bidomain equations alike.
 
 The tissue side is each process's nodes: their coordinates (cm), natural indices, the lumped mass (cm^d per node,
@@ -16,20 +15,26 @@ nodes). Every rank keeps the list of its nodes within ``pmj_radius`` of a termin
 (one Gatherv), the junctions' step runs there over the nodes in natural order (the same system, bit for bit,
 whatever the decomposition) and the new Vm come back (one Scatterv).
 
-Where the tissue's Vm lives on a GPU (cell.placement = "resident") only those nodes' Vm cross to the host and back,
-gathered and scattered on the device (cardiosim.reaction.ode.resident.DeviceEntries); elsewhere they are read from
-the Vec's host array (:class:`HostEntries`). The network's cells are rank 0's: on its GPU in the
-resident placement (cardiosim.purkinje.cable.DeviceCells; on the CPU they cost the BiV at 0.25 mm three times its
-tissue's step), on its CPU otherwise; the cable's diffusion (a sparse solve factorised once) and the junctions stay
-on the host.
+Where the tissue's Vm lives on a GPU (cell.placement = "resident") the network's cells are rank 0's on its GPU
+(cardiosim.purkinje.cable.DeviceCells, on a stream of their own beside the tissue's kernels); on one rank the
+junctions' step is there too (cardiosim.purkinje.device), so that nothing the tissue waits for crosses to the host;
+on several, only the junctions' nodes' Vm cross to the host and back, gathered and scattered on the device
+(cardiosim.reaction.ode.resident.DeviceEntries). Elsewhere they are read from the Vec's host array
+(:class:`HostEntries`) and the network's cells are rank 0's on its CPU. The cable's diffusion (an O(n) tree solve,
+cardiosim.purkinje.cable.TreeSolve) is always on the host.
+
+A step (:meth:`System.step`) is :meth:`System.couple`, what the tissue's reaction needs (the junctions, and the
+network's cells started), then :meth:`System.advance`, the rest, which the time loop (cardiosim.simulation.loop)
+runs while the tissue's reaction kernels run on the device. docs/performance.md gives the network's share of a
+step.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from cardiosim.purkinje import grow, network as networks
-from cardiosim.purkinje.cable import Cable, Stimulus, make_model
+from cardiosim.purkinje import device as device_junctions, grow, network as networks
+from cardiosim.purkinje.cable import Cable, DeviceCells, Stimulus, make_model
 from cardiosim.purkinje.coupling import Junctions, tissue_capacitance
 from cardiosim.runtime.errors import SimulationError, UserError
 from cardiosim.runtime.mpi import gather_to_root, root_then_all, scatter_from_root
@@ -98,6 +103,7 @@ class System:
         self.threshold = cfg.output.activation_threshold
         self.net = self.cable = self.junctions = None
         self.failure: str | None = None      # the network's cells went bad (rank 0): raised by the step's check
+        self._before = None                   # (t, the junctions' tissue Vm) at the start of couple()'s step
         terminal_points = root_then_all(comm, lambda: self._network(cfg, device))
         coords = np.asarray(coords, dtype=float)
         dim = coords.shape[1]
@@ -113,6 +119,12 @@ class System:
         self.counts = comm.gather(len(self.mine), root=0)
         found = comm.gather((np.asarray(natural)[self.mine], points[self.mine], volume[self.mine]), root=0)
         root_then_all(comm, lambda: self._junctions(cfg, found))
+        self.device_junctions = None           # the junctions' step on the GPU (cardiosim.purkinje.device)
+        if (device is not None and comm.size == 1 and isinstance(self.cable.backend, DeviceCells)
+                and self.junctions.n <= device_junctions.LIMIT):
+            vec_index = self.mine[self.order][self.junctions.tissue_nodes]
+            self.device_junctions = device_junctions.DeviceJunctions(self.junctions, vec_index, self.cable.backend,
+                                                                     device)
 
     def _network(self, cfg, device: int | None) -> np.ndarray:
         """Rank 0: the network and its cable; returns the terminals' points (cm)."""
@@ -155,31 +167,63 @@ class System:
         """One PDE step from t (collective): the junctions (``V``, the tissue's Vm Vec, changed at the junctions'
         nodes), then the network's cells and diffusion (rank 0). A cell of the network that goes bad is
         :attr:`failure`."""
+        self.couple(t, V)
+        self.advance()
+
+    def couple(self, t: float, V) -> None:
+        """The step's part that the tissue's reaction waits for (collective): the junctions' step, ``V`` changed
+        at their nodes; then the network's first reaction started (on a GPU only queued). :meth:`advance` is
+        the rest, which touches neither V nor the tissue's cells: the time loop does it while the tissue's
+        reaction runs on the device (cardiosim.reaction.Reaction.advance's ``meanwhile``)."""
+        if self.device_junctions is not None:
+            written = self.device_junctions.exchange(V)
+            self._before = (t, None)
+            if self.failure is None:
+                self._guard(self.cable.start, t, written)
+            return
         gathered = gather_to_root(self.comm, self.entries.read(V), self.counts)
         if self.root:
             v = gathered[self.order]
-            self._tissue_activation(t, v)
-            self.charge += self.dt * self.junctions.step(self.cable.V, v)
+            self._before = (t, v.copy())
+            self.junctions.exchange(self.cable.V, v)
             gathered[self.order] = v
         self.entries.write(V, scatter_from_root(self.comm, gathered, self.counts, len(self.mine)))
         if self.root and self.failure is None:
-            try:
-                self.cable.step(t)
-            except SimulationError as e:
-                self.failure = str(e)
+            self._guard(self.cable.start, t)
+
+    def advance(self) -> None:
+        """The rest of the step :meth:`couple` began (rank 0; nothing elsewhere): the network's diffusion and
+        activation times, and the junctions' tissue side at the step's start."""
+        if not self.root:
+            return
+        t, v = self._before
+        if self.device_junctions is not None:
+            vbar, self.junctions.current[:] = self.device_junctions.results()
+        else:
+            vbar = self.junctions.tissue_potential(v)
+            self.junctions.currents()
+        self._tissue_activation(t, vbar)
+        self.charge += self.dt * self.junctions.current
+        if self.failure is None:
+            self._guard(self.cable.finish)
+
+    def _guard(self, call, *args) -> None:
+        try:
+            call(*args)
+        except SimulationError as e:
+            self.failure = str(e)
 
     def finish(self, t: float, V) -> None:
         """At the end of the run (collective): the junctions' tissue side at t, the last step's end (``V``: the
         tissue's Vm Vec)."""
         gathered = gather_to_root(self.comm, self.entries.read(V), self.counts)
         if self.root:
-            self._tissue_activation(t, gathered[self.order])
+            self._tissue_activation(t, self.junctions.tissue_potential(gathered[self.order]))
 
-    def _tissue_activation(self, t: float, v: np.ndarray) -> None:
-        """V̄_m of each junction at t (``v``: the junctions' tissue nodes' Vm, natural order, before the junctions'
-        step: the last step's end), its first upward crossing of the threshold since t − dt interpolated linearly
-        (as the tissue's activation map)."""
-        vbar, v0, thr = self.junctions.tissue_potential(v), self.pmj_tissue_previous, self.threshold
+    def _tissue_activation(self, t: float, vbar: np.ndarray) -> None:
+        """V̄_m of each junction at t (``vbar``: before the junctions' step, the last step's end), its first upward
+        crossing of the threshold since t − dt interpolated linearly (as the tissue's activation map)."""
+        v0, thr = self.pmj_tissue_previous, self.threshold
         first = np.isnan(v0)                         # the run's first step: activated already where above
         self.pmj_tissue_activation[first & (vbar >= thr)] = t
         new = ~first & np.isnan(self.pmj_tissue_activation) & (vbar >= thr) & (v0 < thr)

@@ -19,7 +19,7 @@ from cardiosim.cells import paced_state, stability
 from cardiosim.runtime import log
 from cardiosim.runtime.errors import SimulationError
 from cardiosim.reaction.ode.numpy_backend import NumpyBackend
-from cardiosim.reaction.ode.protocol import Pieces
+from cardiosim.reaction.ode.protocol import Pieces, launch
 from cardiosim.reaction.placement import MODE, place
 from cardiosim.reaction.multimodel import ModelCells, MultiModelBackend
 from cardiosim.cells.stimulus import TissueStimuli, ode_step
@@ -148,9 +148,14 @@ class Reaction:
             v[mc.owns] = mc.states[0][mc.owns]
         return v
 
-    def advance(self, V, t: float, dt: float, k: int) -> None:
-        """Integrate all cells from t to t + dt (ms) in k substeps; V (a PETSc Vec) in and out."""
-        self.backend.advance_vec(V, t, dt / k, k)
+    def advance(self, V, t: float, dt: float, k: int, meanwhile=None) -> None:
+        """Integrate all cells from t to t + dt (ms) in k substeps; V (a PETSc Vec) in and out. ``meanwhile()``: host
+        work that does not touch V or the cells, done while the resident placement's kernels run (after the
+        substeps elsewhere)."""
+        end = launch(self.backend, V, t, dt / k, k)
+        if meanwhile is not None:
+            meanwhile()
+        end()
 
     def host_states(self) -> list[np.ndarray]:
         """Every cell state of this rank, current on the host: one array (n_states, n_local) per model

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cardiosim.reaction.ode.protocol import launch
+
 
 @dataclass
 class ModelCells:
@@ -51,6 +53,7 @@ class MultiModelBackend:
     def __init__(self, model_cells: list[ModelCells]):
         self.model_cells = model_cells
         self.name = " + ".join(mc.backend.name for mc in model_cells)
+        self._ends: list = []
 
     @property
     def y(self) -> np.ndarray:          # the first model's (cell.model's) states, as a one-model run's
@@ -65,8 +68,16 @@ class MultiModelBackend:
         return getattr(self.model_cells[0].backend, "device", None)
 
     def advance_vec(self, V, t0: float, dt: float, k: int) -> None:
-        for mc in self.model_cells:
-            mc.backend.advance_vec(V, t0, dt, k)
+        self.launch_vec(V, t0, dt, k)
+        self.finish_vec()
+
+    def launch_vec(self, V, t0: float, dt: float, k: int) -> None:
+        self._ends = [launch(mc.backend, V, t0, dt, k) for mc in self.model_cells]
+
+    def finish_vec(self) -> None:
+        for end in self._ends:
+            end()
+        self._ends = []
 
     def download(self) -> None:
         for mc in self.model_cells:

@@ -15,6 +15,7 @@ This module must not import mpi4py, petsc4py or PyCUDA at import time: it runs i
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -146,6 +147,17 @@ def library_path(stem: str, key: Sequence[str]) -> Path:
     """Where the shared library ``stem`` made from ``key`` (:func:`key_digest`) goes in the cache:
     ``cache_dir("native")/<stem>_<20 hex digits of the key's digest>.so``; build it there with :func:`compile_once`."""
     return cache_dir("native") / f"{stem}_{key_digest(key)[:20]}.so"
+
+
+def c_library(source: str, what: str, flags: Sequence[str] = ("-O3", "-std=c99", "-shared", "-fPIC")) -> ctypes.CDLL:
+    """kernels/``source`` (a self-contained C file) compiled by ``$CC`` (default cc) into the cache once per machine
+    and loaded; ``what`` names its user in an error ("multigrid"). The caller declares the functions' types."""
+    cc = os.environ.get("CC", "cc")
+    src = kernel_dir() / source
+    version = compiler_version([cc, "--version"], f"{what}: the C compiler '{cc}'", "; set CC")
+    out = library_path(Path(source).stem, [src.read_text(), cc, *flags, version])
+    return ctypes.CDLL(str(compile_once(out, lambda tmp: [cc, *flags, str(src), "-o", tmp],
+                                        f"{what}: compiling {source}")))
 
 
 def compile_once(out: Path, command, what: str) -> Path:

@@ -209,15 +209,17 @@ class Simulation:
         chunked = self.schedule is not None and k > REACTION_CHUNK
         start = self._state_copy() if chunked else None
         try:
-            if self.purkinje is not None:      # the PMJs, then the network's cells and cable
+            network = None
+            if self.purkinje is not None:      # the PMJs; the network's cells and cable while the tissue's react
                 with self.timers("purkinje"):
-                    self.purkinje.step(t, self.V)
+                    self.purkinje.couple(t, self.V)
+                network = self._network_rest
             with self.timers("reaction"):
                 if strang:
                     half_k = math.ceil(k / 2)
-                    self._react(t, dt / 2, half_k, chunked)
+                    self._react(t, dt / 2, half_k, chunked, network)
                 else:
-                    self._react(t, dt, k, chunked)
+                    self._react(t, dt, k, chunked, network)
             try:
                 with self.timers("parabolic"):
                     self.tissue.diffuse(self.V, self.phi, t + dt)
@@ -240,12 +242,15 @@ class Simulation:
         self._step_end(t, dt)
         return True
 
-    def _react(self, t: float, dt: float, k: int, chunked: bool) -> None:
-        """k substeps over dt. Many substeps go in chunks, between which the ranks agree on a stop request: a
-        signal must not wait for a PDE step of unbounded length (ode_substeps huge)."""
+    def _react(self, t: float, dt: float, k: int, chunked: bool, meanwhile=None) -> None:
+        """k substeps over dt; ``meanwhile()`` done while they run (cardiosim.reaction.Reaction.advance), or after
+        them. Many substeps go in chunks, between which the ranks agree on a stop request: a signal must not wait
+        for a PDE step of unbounded length (ode_substeps huge)."""
         if not chunked:
-            self.reaction.advance(self.V, t, dt, k)
+            self.reaction.advance(self.V, t, dt, k, meanwhile)
             return
+        if meanwhile is not None:
+            meanwhile()
         from mpi4py import MPI
         dto, done = dt / k, 0
         while done < k:
@@ -254,6 +259,11 @@ class Simulation:
             done += n
             if done < k and self.comm.allreduce(int(self.schedule.signalled), op=MPI.BOR):
                 raise _StopMidStep
+
+    def _network_rest(self) -> None:
+        """The Purkinje network's step after its junctions' (cardiosim.purkinje.system.System.advance)."""
+        with self.timers("purkinje"):
+            self.purkinje.advance()
 
     def _state_copy(self):
         """What a step changes, so that an interrupted one can be undone (only with chunked reactions)."""

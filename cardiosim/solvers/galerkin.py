@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-import os
 
 import numpy as np
 from petsc4py import PETSc
 
-from cardiosim.runtime.compile import compile_once, compiler_version, kernel_dir, library_path
+from cardiosim.runtime.compile import c_library
 from cardiosim.solvers.comm import Boxes
 
 SOURCE = "stencil_setup.c"
@@ -37,13 +36,7 @@ def library() -> ctypes.CDLL:
     """kernels/stencil_setup.c, compiled once per machine into the cache (the stiffness rows of
     cardiosim.tissue.operators come from it too)."""
     if not _lib:
-        cc = os.environ.get("CC", "cc")
-        src = kernel_dir() / SOURCE
-        version = compiler_version([cc, "--version"], f"multigrid: the C compiler '{cc}'", "; set CC")
-        flags = ["-O3", "-std=c99", "-shared", "-fPIC"]
-        out = library_path("stencil_setup", [src.read_text(), cc, *flags, version])
-        lib = ctypes.CDLL(str(compile_once(out, lambda tmp: [cc, *flags, str(src), "-o", tmp],
-                                           f"multigrid: compiling {SOURCE}")))
+        lib = c_library(SOURCE, "multigrid")
         p, i, l = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
         lib.sst_from_csr.argtypes, lib.sst_from_csr.restype = [l, p, p, i, p, i, p, p, p, i, p, p], i
         lib.sst_coarsen.argtypes, lib.sst_coarsen.restype = [i, p, p, i, p, p, l, l, l, p, p, p, p, p, p, p, i, p,

@@ -259,6 +259,7 @@ class CudaBackend:
                 assert aux_pitch == pitch_bytes
             self.bad = cuda.mem_alloc(4 * 4)
             cuda.memset_d32(self.bad, 0, 4)
+            self.stream = None           # None: the legacy default stream; else :meth:`use_own_stream`'s
             self._dvdt = None
             self._to_device(states)
         finally:
@@ -373,6 +374,42 @@ class CudaBackend:
         finally:
             self._pop()
 
+    def use_own_stream(self) -> None:
+        """Launch, copy rows (:meth:`set_row_queued`, :meth:`get_row_queued`) and read the error flag on a stream of
+        this backend's own that does not wait for the legacy default stream: its kernels run beside the others
+        (a small network's cells beside the tissue's). The whole-state copies (:meth:`to_device`,
+        :meth:`from_device`) stay on the default stream: :meth:`synchronize` first."""
+        self._push()
+        try:
+            self.cuda.Context.synchronize()               # what the default stream has queued (the states) first
+            self.stream = self.cuda.Stream(flags=1)       # CU_STREAM_NON_BLOCKING
+            self._flag = self.cuda.pagelocked_empty(4, np.int32)
+        finally:
+            self._pop()
+
+    def set_row_queued(self, s: int, values: np.ndarray) -> None:
+        """Queue the copy of ``values`` (page-locked, float64, n_cells) into state row ``s``, before what is
+        launched next on this backend's stream; ``values`` must not change until that has run."""
+        self._push()
+        try:
+            if self.n_cells:
+                self.cuda.memcpy_htod_async(int(self.y) + s * self.pitch * 8, values, self.stream)
+        finally:
+            self._pop()
+
+    def get_row_queued(self, s: int, out: np.ndarray):
+        """Queue the copy of state row ``s`` into ``out`` (page-locked, float64, n_cells) behind the kernels already
+        launched on this backend's stream; returns the event to synchronise on before reading ``out``."""
+        self._push()
+        try:
+            if self.n_cells:
+                self.cuda.memcpy_dtoh_async(out, int(self.y) + s * self.pitch * 8, self.stream)
+            done = self.cuda.Event()
+            done.record(self.stream)
+        finally:
+            self._pop()
+        return done
+
     # -- stimulus ------------------------------------------------------------------------------------------------
     def stimulus(self, protocols: Sequence = (), amps=None) -> CudaStimulus:
         """Pulse trains (``start, duration, period, count``: :class:`cardiosim.cells.stimulus.Protocol`) and their currents
@@ -413,6 +450,8 @@ class CudaBackend:
                                      or not np.array_equal(self._proto_on_device, stim.proto)):
                 self._upload("c_proto", stim.proto)
                 self._proto_on_device = stim.proto.copy()
+                if self.stream is not None:       # the copy went by the default stream, which ours does not wait for
+                    self.cuda.Context.synchronize()
             d1 = d2 = np.intp(0)
             if track_dvdt:
                 if not self.variant.fused:
@@ -430,10 +469,13 @@ class CudaBackend:
             self._last_k = k
             for n, (t, kk) in enumerate(launches if self.n_cells else ()):
                 last = n == len(launches) - 1
-                self.func.prepared_call(grid, (self.block, 1, 1), self.y, np.int64(self.pitch),
-                                        np.int32(self.n_cells), float(t), float(dt), np.int32(kk),
-                                        np.int32(stim.n_protocols), amp, np.int32(bool(check_range) and last),
-                                        self.bad, d1, d2, aux, *extra)
+                args = (self.y, np.int64(self.pitch), np.int32(self.n_cells), float(t), float(dt), np.int32(kk),
+                        np.int32(stim.n_protocols), amp, np.int32(bool(check_range) and last), self.bad, d1, d2,
+                        aux, *extra)
+                if self.stream is None:
+                    self.func.prepared_call(grid, (self.block, 1, 1), *args)
+                else:
+                    self.func.prepared_async_call(grid, (self.block, 1, 1), self.stream, *args)
             out = None
             if track_dvdt:
                 out = (self.cuda.from_device(self._dvdt[0], (self.n_cells,), np.float64),
@@ -457,7 +499,12 @@ class CudaBackend:
         flag = np.zeros(4, dtype=np.int32)
         self._push()
         try:
-            self.cuda.memcpy_dtoh(flag, self.bad)
+            if self.stream is None:
+                self.cuda.memcpy_dtoh(flag, self.bad)
+            else:
+                self.cuda.memcpy_dtoh_async(self._flag, self.bad, self.stream)
+                self.stream.synchronize()
+                flag[:] = self._flag
             if flag[0]:
                 self.cuda.memset_d32(self.bad, 0, 4)
         finally:

@@ -31,6 +31,22 @@ class CellBackend(Protocol):
         """Replace the states wherever they live by ``y`` (a restart; collective in grouped placement)."""
 
 
+def launch(backend, V, t0: float, dt: float, k: int):
+    """Start ``backend``'s k substeps of dt ms from t0 ms; returns the call that ends them. A backend whose kernels
+    run on after the launch returns (``launch_vec`` and ``finish_vec``: the resident placement's) leaves the host
+    free until then, and the end reads its error flag; any other has finished when launch returns."""
+    start = getattr(backend, "launch_vec", None)
+    if start is None:
+        backend.advance_vec(V, t0, dt, k)
+        return _finished
+    start(V, t0, dt, k)
+    return backend.finish_vec
+
+
+def _finished() -> None:
+    pass
+
+
 class Wrapper:
     """A backend around another (``inner``): its name, failure and device are the inner one's."""
 
@@ -89,6 +105,7 @@ class Pieces:
         self.pieces = pieces
         self.name = pieces[0][0].name
         self.y = states                                   # every node's states; piece columns current after download
+        self._ends: list = []                             # launch_vec's pieces still to finish
         self.seq = [None if getattr(b, "gathers", False) else PETSc.Vec().createSeq(len(at), comm=PETSc.COMM_SELF)
                     for b, at in pieces]
 
@@ -101,14 +118,26 @@ class Pieces:
         return getattr(self.pieces[0][0], "device", None)
 
     def advance_vec(self, V, t0: float, dt: float, k: int) -> None:
+        self.launch_vec(V, t0, dt, k)
+        self.finish_vec()
+
+    def launch_vec(self, V, t0: float, dt: float, k: int) -> None:
+        """Every piece started (:func:`launch`): the resident pieces' kernels queued one after another, their error
+        flags read by :meth:`finish_vec` (one wait for all, not one per piece)."""
+        self._ends = []
         for (backend, at), seq in zip(self.pieces, self.seq):
             if seq is None:
-                backend.advance_vec(V, t0, dt, k)
+                self._ends.append(launch(backend, V, t0, dt, k))
                 continue
             v = V.getArray()
             seq.getArray()[:] = v[at]
             backend.advance_vec(seq, t0, dt, k)
             v[at] = seq.getArray(readonly=True)
+
+    def finish_vec(self) -> None:
+        for end in self._ends:
+            end()
+        self._ends = []
 
     def download(self) -> None:
         for backend, at in self.pieces:

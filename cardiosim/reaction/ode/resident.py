@@ -65,6 +65,7 @@ class ResidentBackend:
         self.y = np.array(states, dtype=np.float64)    # the host copy: current only after download()
         self.stimulus = self.gpu.stimulus(stimuli.protocols, stimuli.amplitudes)
         self.failure: str | None = None
+        self._launched = None              # (t0, dt) of the launch finish_vec has to check
         self.gathers = at is not None      # ode.protocol.Pieces: this backend reads the Vec at ``at`` itself
         self.at = None
         if at is not None and self.n:
@@ -93,19 +94,34 @@ class ResidentBackend:
             self.gpu._pop()
 
     def advance_vec(self, V, t0: float, dt: float, k: int) -> None:
+        self.launch_vec(V, t0, dt, k)
+        self.finish_vec()
+
+    def launch_vec(self, V, t0: float, dt: float, k: int) -> None:
+        """The substeps queued on the device, Vm in and out of ``V`` with them; :meth:`finish_vec` reads their error
+        flag. In between the host is free (the Purkinje network's cable, cardiosim.purkinje.system): the kernels
+        and PETSc's next operations on V are ordered by the stream."""
+        self._launched = None
         if self.failure or self.n == 0:
             return
         ptr = V.getCUDAHandle("rw")
         try:
             self._vm_row(int(ptr), to_states=True)
-            try:
-                # check=True: the 16-byte error flag comes to the host (the per-step health check)
-                self.gpu.advance(t0, dt, k, self.stimulus, check_range=True, check=True)
-            except SimulationError as e:
-                self.failure = str(e)
+            self.gpu.advance(t0, dt, k, self.stimulus, check_range=True, check=False)
             self._vm_row(int(ptr), to_states=False)
         finally:
             V.restoreCUDAHandle(ptr, "rw")
+        self._launched = (t0, dt)
+
+    def finish_vec(self) -> None:
+        """The launch's 16-byte error flag to the host (the per-step health check; a synchronisation)."""
+        if self._launched is None:
+            return
+        try:
+            self.gpu.check(*self._launched)
+        except SimulationError as e:
+            self.failure = str(e)
+        self._launched = None
 
     def download(self) -> None:
         if self.n:
@@ -131,6 +147,7 @@ class DeviceEntries:
             self.scatter.prepare("PPiP")
             self.at = cuda.to_device(np.ascontiguousarray(at if self.m else [0], dtype=np.int64))
             self.buf = cuda.mem_alloc(max(self.m, 1) * 8)
+            self.host = cuda.pagelocked_empty(max(self.m, 1), np.float64)    # both ways, at full speed
 
     def read(self, V) -> np.ndarray:
         out = np.empty(self.m)
@@ -141,7 +158,8 @@ class DeviceEntries:
             grid, block = launch_dims(self.m)
             with self.ctx as cuda:
                 self.gather.prepared_call(grid, block, np.intp(int(ptr)), self.at, np.int32(self.m), self.buf)
-                cuda.memcpy_dtoh(out, self.buf)          # ordered after the gather: the legacy default stream
+                cuda.memcpy_dtoh(self.host, self.buf)    # ordered after the gather: the legacy default stream
+            out[:] = self.host[:self.m]
         finally:
             V.restoreCUDAHandle(ptr, "r")
         return out
@@ -153,7 +171,9 @@ class DeviceEntries:
         try:
             grid, block = launch_dims(self.m)
             with self.ctx as cuda:
-                cuda.memcpy_htod(self.buf, np.ascontiguousarray(values, dtype=np.float64))
+                # queued, not waited for: the next read (a synchronisation) comes before the buffer is reused
+                self.host[:self.m] = values
+                cuda.memcpy_htod_async(self.buf, self.host)
                 self.scatter.prepared_call(grid, block, self.buf, self.at, np.int32(self.m), np.intp(int(ptr)))
         finally:
             V.restoreCUDAHandle(ptr, "rw")
