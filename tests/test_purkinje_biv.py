@@ -26,13 +26,15 @@ import pytest
 
 from cardiosim import api
 from cardiosim.analysis import twelve_lead
+from cardiosim.purkinje import grow
 from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DURATION = 120.0          # ms: the LBBB's and the septal beat's activation end before 100 ms here
 
 
-def tissue_config(geo: Path, *, purkinje: bool, block: list | None = None, stimulus: dict | None = None) -> dict:
+def tissue_config(geo: Path, *, purkinje: bool, block: list | None = None, stimulus: dict | None = None,
+                  block_distal: str = "drop") -> dict:
     """run/biv-purkinje.toml on ``geo``: with its network (``block``: branches cut), or without it and with
     ``stimulus`` instead; one snapshot (the maps and the ECG are what is measured)."""
     data = tomllib.loads((ROOT / "run" / "biv-purkinje.toml").read_text())
@@ -41,6 +43,7 @@ def tissue_config(geo: Path, *, purkinje: bool, block: list | None = None, stimu
     data["simulation"]["progress_interval"] = 0
     if purkinje:
         data["purkinje"]["tree"]["block"] = block or []
+        data["purkinje"]["tree"]["block_distal"] = block_distal
     else:
         del data["purkinje"]
         data["stimulus"] = [stimulus]
@@ -57,6 +60,8 @@ def measure(path: Path, geo: Path) -> dict:
         t = f["probes/time"][...]
         leads = {n: f["ecg"][n][...] for n in twelve_lead.LEADS}
         root = f["purkinje/points"][int(f["purkinje"].attrs["root"])] if "purkinje" in f else None
+        network = ({k: f["purkinje"][k][...] for k in ("activation_time", "part", "pmj_retrograde_delay")}
+                   if "purkinje" in f else None)
     # the free walls: the LV's on the -x side of its cavity, the RV's beyond the septum (x > 1 cm)
     lv_wall = tissue & (lv_rv < 0.3) & (x < 0.3)
     rv_wall = tissue & (lv_rv > 0.7) & (x > 1.0)
@@ -64,7 +69,7 @@ def measure(path: Path, geo: Path) -> dict:
     return {"activated": float(np.isfinite(act[tissue]).mean()), "span": float(np.nanmax(act) - np.nanmin(act)),
             "qrs": q["duration"], "lv": float(np.mean(act[lv_wall])), "rv": float(np.mean(act[rv_wall])),
             "v1_area": twelve_lead.lead_area(t, leads["V1"], q["onset"], q["offset"]), "root": root,
-            "walls": (int(lv_wall.sum()), int(rv_wall.sum()))}
+            "walls": (int(lv_wall.sum()), int(rv_wall.sum())), "network": network}
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +85,7 @@ def runs(tmp_path_factory, petsc):
 
     run("normal", tissue_config(geo, purkinje=True))
     run("lbbb", tissue_config(geo, purkinje=True, block=["lbb"]))
+    run("lbbb_retrograde", tissue_config(geo, purkinje=True, block=["lbb"], block_distal="retrograde"))
     endocardia = tomllib.loads((ROOT / "run" / "biv-ecg.toml").read_text())["stimulus"][0]
     run("endocardia", tissue_config(geo, purkinje=False, stimulus=endocardia))
     his_site = {**endocardia, "name": "his_site", "shape": "sphere", "radius": 0.15,
@@ -115,3 +121,19 @@ def test_a_left_bundle_branch_block_widens_the_qrs_and_activates_the_lv_late(run
     assert abs(normal["lv"] - normal["rv"]) < 5.0
     assert lbbb["lv"] > lbbb["rv"] + 10.0
     assert lbbb["v1_area"] < normal["v1_area"] < 0.0
+
+
+@pytest.mark.slow
+def test_a_blocked_branchs_distal_network_is_activated_backwards_from_the_myocardium(runs):
+    """block_distal = "retrograde": the left bundle's distal network, cut from the His bundle, is activated through
+    its PMJs from the myocardium (retrograde delays), after the right side's; every tissue node activates and the
+    LV still activates late."""
+    normal, lbbb, kept = runs["normal"], runs["lbbb"], runs["lbbb_retrograde"]
+    net = kept["network"]
+    lv = np.isin(net["part"], [grow.PARTS[k] for k in ("lbb", "lv_fascicle", "lv_tree")])
+    rv = np.isin(net["part"], [grow.PARTS[k] for k in ("rbb", "rv_fascicle", "rv_tree")])
+    assert kept["activated"] == 1.0 and np.isfinite(net["activation_time"][lv]).mean() > 0.95
+    assert np.isfinite(net["pmj_retrograde_delay"]).sum() > 10
+    assert np.nanmin(net["activation_time"][lv]) > np.nanmin(net["activation_time"][rv]) + 5.0
+    assert kept["lv"] > kept["rv"] + 5.0 and kept["qrs"] > normal["qrs"] + 5.0
+    print(f"retrograde LBBB: QRS {kept['qrs']:.2f} ms (dropped {lbbb['qrs']:.2f}), LV wall {kept['lv']:.2f} ms")

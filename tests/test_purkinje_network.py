@@ -76,8 +76,37 @@ def test_a_blocked_bundle_branch_is_cut_with_all_it_feeds(biv, tree, cut, gone, 
     assert blocked.n_nodes == np.isin(full, kept).sum() and len(blocked.terminals) > 0
     with pytest.raises(NetworkError, match="allowed: lbb, rbb"):
         grow.GrowParameters(block=("lafb",)).check()
+    with pytest.raises(NetworkError, match="block_distal 'keep' is not one of drop, retrograde"):
+        grow.GrowParameters(block=("lbb",), block_distal="keep").check()
     with pytest.raises(NetworkError, match="block one of"):
         grow.GrowParameters(block=("lbb", "rbb")).check()
+
+
+def test_a_blocked_branch_kept_for_retrograde_activation_is_detached_at_the_cut(biv, tree):
+    """block_distal = "retrograde": every node of the unblocked network, one edge fewer (the cut where the left
+    bundle leaves the His bundle), two pieces, and no junction at the cut's distal end; the cable's tree solve runs
+    on the two trees."""
+    from scipy import sparse
+    from scipy.sparse.linalg import spsolve
+    from cardiosim.purkinje import cable
+    kept = grow.conduction_system(*biv, grow.GrowParameters(segment=0.04, spacing=0.15, seed=3, block=("lbb",),
+                                                            block_distal="retrograde"))
+    assert np.array_equal(kept.points, tree.points) and kept.n_edges == tree.n_edges - 1
+    assert kept.components() == 2 and kept.is_forest() and not kept.is_tree() and kept.detached
+    (cut,) = {tuple(e) for e in tree.edges.tolist()} - {tuple(e) for e in kept.edges.tolist()}
+    his, lbb = cut if tree.data["part"][cut[0]] == grow.PARTS["his"] else cut[::-1]
+    assert tree.data["part"][his] == grow.PARTS["his"] and tree.data["part"][lbb] == grow.PARTS["lbb"]
+    assert not kept.pmj[lbb] and np.array_equal(np.delete(kept.pmj, lbb), np.delete(tree.pmj, lbb))
+    assert np.isinf(kept.distance()[kept.data["part"] == grow.PARTS["lv_tree"]]).all()
+    fine = kept.refine(0.02)
+    assert fine.detached and fine.components() == 2
+    g = np.full(fine.n_edges, 2.0)
+    L = fine.adjacency(g)
+    A = (sparse.diags(1.0 + np.asarray(L.sum(axis=1)).ravel()) - L).tocsc()
+    b = np.random.default_rng(1).random(fine.n_nodes)
+    assert np.allclose(cable.TreeSolve(fine, A.diagonal(), -g).solve(b), spsolve(A, b), rtol=1e-12, atol=0)
+    with pytest.raises(NetworkError, match="2 pieces"):
+        Network(kept.points, kept.edges, kept.root).check()
 
 
 def test_a_geometry_files_endocardia_are_in_the_runs_coordinates(tmp_path, biv):

@@ -411,9 +411,13 @@ class PurkinjeTree:
                                       doc="from the base towards the apex, in the geometry's frame")
     seed: int = key(grow.GrowParameters.seed, ge=0, doc="the random numbers' seed: one seed, one network")
     block: list[str] = key(factory=list, choices=grow.BLOCKS,
-                           doc="bundle branches cut where they leave the His bundle, left out with all they feed "
-                               "(a bundle-branch block: \"lbb\" left, \"rbb\" right; not both); the rest of the "
-                               "network is the unblocked one's, node for node")
+                           doc="bundle branches cut where they leave the His bundle (a bundle-branch block: "
+                               "\"lbb\" left, \"rbb\" right; not both), with all they feed as block_distal says; "
+                               "the rest of the network is the unblocked one's, node for node")
+    block_distal: str = key(grow.GrowParameters.block_distal, choices=grow.BLOCK_DISTAL,
+                            doc="a cut branch and all it feeds: \"drop\" leaves them out, \"retrograde\" keeps "
+                                "them, detached at the cut, to be activated backwards from the myocardium through "
+                                "their PMJs")
 
 
 @dataclass(kw_only=True)

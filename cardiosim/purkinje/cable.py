@@ -124,15 +124,24 @@ class DeviceCells:
 
 
 class TreeSolve:
-    """(diag(d) − θ·A_g) x = b for the Laplacian-type matrix of a tree ``network``: ``d`` (n,) its diagonal, ``a``
-    (m,) its off-diagonal entry per edge (−θ g_e). The nodes are renumbered breadth-first from the root, so that
-    each node's parent comes first (kernels/tree_solve.c), and the pivots are computed once."""
+    """(diag(d) − θ·A_g) x = b for the Laplacian-type matrix of a tree ``network`` (or a forest: a network with
+    detached pieces): ``d`` (n,) its diagonal, ``a`` (m,) its off-diagonal entry per edge (−θ g_e). The nodes are
+    renumbered breadth-first from the root (each further piece from its first node), so that each node's parent
+    comes first (kernels/tree_solve.c), and the pivots are computed once."""
 
     _lib: list = []
 
     def __init__(self, network: Network, d: np.ndarray, a: np.ndarray):
         from scipy.sparse import csgraph
-        order, pred = csgraph.breadth_first_order(network.adjacency(), network.root, directed=False)
+        adj = network.adjacency()
+        _, piece = csgraph.connected_components(adj, directed=False)
+        firsts = [network.root] + [int(np.argmax(piece == p)) for p in np.unique(piece) if p != piece[network.root]]
+        orders, pred = [], np.full(network.n_nodes, -9999, np.int64)
+        for first in firsts:
+            o, pr = csgraph.breadth_first_order(adj, first, directed=False)
+            orders.append(o)
+            pred[o] = pr[o]
+        order = np.concatenate(orders)
         self.order = order.astype(np.int64)
         pos = np.empty_like(self.order)
         pos[self.order] = np.arange(len(order))
@@ -224,7 +233,7 @@ class Cable:
         adj = sparse.coo_matrix((np.r_[g, g], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
         self.L = (sparse.diags(np.asarray(adj.sum(axis=1)).ravel()) - adj).tocsr()
         diag = self.C / self.dt + self.theta * self.L.diagonal()
-        if network.is_tree():
+        if network.is_forest():
             self._lhs = TreeSolve(network, diag, -self.theta * g)
         else:
             self._lhs = splu((sparse.diags(self.C / self.dt) + self.theta * self.L).tocsc(), permc_spec="MMD_AT_PLUS_A")

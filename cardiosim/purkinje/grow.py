@@ -6,10 +6,11 @@ towards the apex, inside the septum; the left and right bundle branches, each a 
 the nearest point of its ventricle's endocardium, then ``bundle_length`` down the septal surface towards the apex;
 fascicles from each bundle's end (``lv_fascicles``, ``rv_fascicles``: their angles from the bundle's direction, e.g.
 the left anterior and posterior fascicles), ``fascicle_length`` each; and from each fascicle's end a fractal tree.
-``block`` (``"lbb"``, ``"rbb"``) cuts a bundle branch where it leaves the His bundle: it and all it feeds are left
-out (a bundle-branch block; that ventricle is activated through the myocardium from the other side). Its part is
-grown all the same and then dropped, so that the rest of the network is node for node the unblocked network's. The
-distal network of the blocked side is left out, not kept and activated backwards from the myocardium.
+``block`` (``"lbb"``, ``"rbb"``) cuts a bundle branch where it leaves the His bundle (a bundle-branch block; that
+ventricle is activated through the myocardium from the other side). Its part is grown all the same, so that the
+rest of the network is node for node the unblocked network's; with ``block_distal = "drop"`` it and all it feeds
+are then left out, with ``"retrograde"`` they are kept, detached at the cut (no junction there), and activated
+backwards from the myocardium through their PMJs.
 
 A branch grows in steps of ``segment`` (cm) along the surface: each step goes along the current direction, is
 projected onto the surface's tangent plane at the nearest point of the cloud (normals by local principal components)
@@ -41,6 +42,7 @@ from cardiosim.purkinje.network import Network, NetworkError
 # The "part" of each node (Network.data["part"])
 PARTS = {"his": 1, "lbb": 2, "rbb": 3, "lv_fascicle": 4, "rv_fascicle": 5, "lv_tree": 6, "rv_tree": 7}
 BLOCKS = ("lbb", "rbb")      # the bundle branches GrowParameters.block can cut
+BLOCK_DISTAL = ("drop", "retrograde")   # what becomes of a cut branch's distal network
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ class GrowParameters:
     repulsion: float = 0.2
     apex_direction: tuple = (0.0, 0.0, -1.0)
     seed: int = 0
-    block: tuple = ()                  # bundle branches left out with all they feed: "lbb", "rbb"
+    block: tuple = ()                  # bundle branches cut where they leave the His bundle: "lbb", "rbb"
+    block_distal: str = "drop"         # the cut branch and all it feeds: left out, or kept ("retrograde")
 
     def check(self) -> None:
         for name in ("segment", "his_length", "bundle_length", "fascicle_length", "branch_length", "spacing"):
@@ -80,6 +83,9 @@ class GrowParameters:
         if unknown:
             raise NetworkError(f"purkinje growth: block {', '.join(map(str, unknown))} is no bundle branch; "
                                f"allowed: {', '.join(BLOCKS)}")
+        if self.block_distal not in BLOCK_DISTAL:
+            raise NetworkError(f"purkinje growth: block_distal '{self.block_distal}' is not one of "
+                               f"{', '.join(BLOCK_DISTAL)}")
         if set(self.block) >= set(BLOCKS):
             raise NetworkError("purkinje growth: block both bundle branches and the His bundle reaches no "
                                "ventricle; block one of lbb, rbb")
@@ -260,12 +266,19 @@ class _Grower:
     def _length(self) -> float:
         return self.p.branch_length * (1.0 + self.p.length_jitter * self.rng.uniform(-1.0, 1.0))
 
-    def network(self, root: int, name: str, cut=()) -> Network:
+    def network(self, root: int, name: str, cut=(), keep_distal: bool = False) -> Network:
         """The nodes grown, without those beyond the edges ``cut`` ((parent, child) pairs): a cut branch and
-        everything grown from it."""
+        everything grown from it; with ``keep_distal`` they stay, without the cut edges (the cut's child no
+        junction)."""
         t = self.tree
         edges = np.array(t.edges, dtype=np.int64).reshape(-1, 2)
         points, part = t.points[:t.n].copy(), t.part[:t.n].copy()
+        if cut and keep_distal:
+            edges = edges[~np.isin(edges[:, 1], [c for _, c in cut])]
+            probe = Network(points, edges, root)
+            pmj = probe.leaves_mask()
+            pmj[[c for _, c in cut]] = False
+            return Network(points, edges, root, pmj=pmj, name=name, data={"part": part}, detached=True)
         if cut:
             from scipy.sparse import coo_matrix, csgraph
             keep_edge = ~np.isin(edges[:, 1], [c for _, c in cut])
@@ -314,7 +327,7 @@ def conduction_system(lv_points, rv_points, root, params: GrowParameters | None 
             f_end, f_d, _ = g.branch(s, end, _rotate(d, n, angle), params.fascicle_length, PARTS[fasc])
             if f_end != end:
                 g.fractal(s, f_end, f_d, PARTS[tree])
-    return g.network(r, "conduction system", cut).check()
+    return g.network(r, "conduction system", cut, params.block_distal == "retrograde").check()
 
 
 def endocardia(points, surfaces, apex_direction=(0.0, 0.0, -1.0), base_margin: float = 0.1):
@@ -388,5 +401,5 @@ def grow_biv(h: float = 0.05, params: GrowParameters | None = None) -> Network:
     return conduction_system(lv, rv, root, params)
 
 
-__all__ = ["GrowParameters", "Surface", "PARTS", "BLOCKS", "fractal_tree", "conduction_system", "endocardia",
+__all__ = ["GrowParameters", "Surface", "PARTS", "BLOCKS", "BLOCK_DISTAL", "fractal_tree", "conduction_system", "endocardia",
            "septal_root", "biv_surfaces", "geometry_surfaces", "grow_biv"]

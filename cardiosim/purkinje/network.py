@@ -43,13 +43,16 @@ class Network:
     """``points`` (n, 3) cm; ``edges`` (m, 2) node indices; ``root`` a node index; ``radius`` (m,) cm or None;
     ``pmj`` (n,) bool, the PMJ candidates (default: every leaf but the root). ``origin`` (n,): for a refined network,
     the node of the network it was refined from that each node is (−1 for a node added on an edge); ``data``: more
-    per-node arrays ({name: (n,)}: the grown networks' ``part``), written to files and read back."""
+    per-node arrays ({name: (n,)}: the grown networks' ``part``), written to files and read back. ``detached``:
+    pieces the root does not reach are allowed (a blocked bundle branch's distal network, kept to be activated
+    backwards through its PMJs from the myocardium); each is a tree of its own in the cable's solve."""
 
     def __init__(self, points, edges, root: int = 0, radius=None, pmj=None, name: str = "", origin=None,
-                 data: dict | None = None):
+                 data: dict | None = None, detached: bool = False):
         self.points = np.ascontiguousarray(np.asarray(points, dtype=np.float64).reshape(-1, 3))
         self.edges = np.ascontiguousarray(np.asarray(edges, dtype=np.int64).reshape(-1, 2))
         self.root = int(root)
+        self.detached = bool(detached)
         self.radius = None if radius is None else np.ascontiguousarray(np.broadcast_to(
             np.asarray(radius, dtype=np.float64), (len(self.edges),)))
         self.name = name
@@ -108,6 +111,10 @@ class Network:
         """Connected and without cycles (n − 1 edges, none repeated)."""
         return self.n_edges == self.n_nodes - 1 and self.components() == 1
 
+    def is_forest(self) -> bool:
+        """Each connected piece a tree (n − pieces edges)."""
+        return self.n_edges == self.n_nodes - self.components()
+
     def distance(self) -> np.ndarray:
         """Path length from the root along the edges (cm), per node (inf where not connected)."""
         from scipy.sparse import csgraph
@@ -127,7 +134,7 @@ class Network:
         if self.radius is not None and not np.all(self.radius > 0):
             raise NetworkError(f"{what}: every edge's radius must be > 0 cm")
         pieces = self.components()
-        if pieces > 1:
+        if pieces > 1 and not self.detached:
             raise NetworkError(f"{what}: is in {pieces} pieces that are not connected; a network is one piece "
                                f"(its root reaches every node)")
         return self
@@ -160,7 +167,8 @@ class Network:
         at = np.concatenate(at) if at else np.zeros(0, np.int64)       # an added node takes its edge's start's data
         data = {k: np.concatenate([v, v[at]]) for k, v in self.data.items()}
         return Network(np.concatenate(points), np.concatenate([np.asarray(x).reshape(-1, 2) for x in edges]),
-                       self.root, np.concatenate(radius) if radius else None, pmj, self.name, origin, data)
+                       self.root, np.concatenate(radius) if radius else None, pmj, self.name, origin, data,
+                       self.detached)
 
     def point_data(self) -> dict:
         return {"root": (np.arange(self.n_nodes) == self.root).astype(np.uint8), "pmj": self.pmj.astype(np.uint8),

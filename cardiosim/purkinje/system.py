@@ -53,7 +53,7 @@ def grow_parameters(tree) -> grow.GrowParameters:
                                angle_jitter=tree.angle_jitter, generations=tree.generations,
                                spacing=tree.spacing, repulsion=tree.repulsion,
                                apex_direction=tuple(tree.apex_direction), seed=tree.seed,
-                               block=tuple(tree.block))
+                               block=tuple(tree.block), block_distal=tree.block_distal)
 
 
 def build_network(p, label_file: str = "") -> networks.Network:
