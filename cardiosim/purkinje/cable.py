@@ -104,13 +104,9 @@ class DeviceCells:
 
     def check(self) -> None:
         """The launch's error flag (a synchronisation with everything queued since): a bad cell is :attr:`failure`."""
-        if self._launched is None:
-            return
-        try:
-            self.gpu.check(*self._launched)
-        except SimulationError as e:
-            self.failure = str(e)
-        self._launched = None
+        if self._launched is not None:
+            self.failure = self.gpu.failure_after(*self._launched)
+            self._launched = None
 
     def download(self) -> None:
         """The states but Vm from the device (Vm: the host's, which the diffusion has moved on since)."""

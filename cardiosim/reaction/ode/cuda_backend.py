@@ -493,6 +493,14 @@ class CudaBackend:
         finally:
             self._pop()
 
+    def failure_after(self, t0: float, dt: float) -> str | None:
+        """:meth:`check`'s message, None where every cell is fine (a backend that records its failure)."""
+        try:
+            self.check(t0, dt)
+        except SimulationError as e:
+            return str(e)
+        return None
+
     def check(self, t0: float, dt: float):
         """Raise SimulationError if a cell went bad since the flag was last cleared (t0, dt: of the launch that
         set it, to name the time)."""

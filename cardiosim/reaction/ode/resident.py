@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from cardiosim.runtime.errors import SimulationError
 from cardiosim.reaction.ode.cuda_backend import CudaBackend, first_then_others
 from cardiosim.runtime.compile import compile_cached, kernel_dir
 from cardiosim.runtime.gpu import PrimaryContext, arch_of
@@ -115,13 +114,9 @@ class ResidentBackend:
 
     def finish_vec(self) -> None:
         """The launch's 16-byte error flag to the host (the per-step health check; a synchronisation)."""
-        if self._launched is None:
-            return
-        try:
-            self.gpu.check(*self._launched)
-        except SimulationError as e:
-            self.failure = str(e)
-        self._launched = None
+        if self._launched is not None:
+            self.failure = self.gpu.failure_after(*self._launched)
+            self._launched = None
 
     def download(self) -> None:
         if self.n:
