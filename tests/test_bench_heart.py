@@ -52,3 +52,18 @@ def test_the_networks_share_is_the_difference_of_runs_without_and_with_it(tmp_pa
     assert n["with_ms_per_step"] == [r["ms_per_step"]]
     assert n["added_ms_per_step"] == pytest.approx(n["with_ms_per_step"][0] - n["without_ms_per_step"][0])
     assert n["share"] == pytest.approx(n["added_ms_per_step"] / r["ms_per_step"])
+
+
+def test_a_geometry_made_in_one_job_is_run_in_another(tmp_path):
+    """--prepare-only DIR keeps each case's geometry and its figures; --prepared DIR runs on them, the figures
+    carried over (a machine whose jobs cannot hold both)."""
+    geo, made = tmp_path / "geo", tmp_path / "made.json"
+    run_cli(["bench", "heart", "--cases", "human-0.25", "--spacing", "0.15", "--prepare-only", geo, "--json", made],
+            check=True)
+    (g,) = json.loads(made.read_text())["results"]
+    assert (geo / "human-1.5.h5").is_file() and g["preparation_s"] > 0 and "ms_per_step" not in g
+    (r,) = bench(tmp_path, "--cases", "human-0.25", "--spacing", "0.15", "--prepared", geo)
+    assert r["preparation_s"] == g["preparation_s"] and r["ms_per_step"] > 0 and (geo / "human-1.5.h5").is_file()
+    proc = run_cli(["bench", "heart", "--cases", "biv-0.25", "--prepared", geo])
+    assert proc.returncode == 2 and "has no biv-0.25.h5 and biv-0.25.json" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -7,13 +7,16 @@ Every case runs run/human-biv.toml's model: O'Hara-Rudy 2011 (CellML, Rush-Larse
 by the transmural coordinate, both endocardia stimulated at t = 0 (``--purkinje``: a grown Purkinje network
 stimulated at its His bundle instead; ``--network-share PAIRS``: PAIRS runs without and with it, alternately, and
 the difference per step, the network's share), the 12-lead pseudo-ECG, dt 0.025 ms with 2 ODE substeps; the
-built-in BiV with its own 12 electrodes (ecg.twelve_lead = "biv") and no probes. ``--duration`` ms are simulated (the default
-10 ms is a cost measurement, not a beat); the one-beat figure is then preparation + set-up + the steps of
+built-in BiV with its own 12 electrodes (ecg.twelve_lead = "biv") and no probes. ``--duration`` ms are simulated
+(the default 10 ms is a cost measurement, not a beat); the one-beat figure is then preparation + set-up + the steps of
 ``--beat`` ms at the measured ms per step, and says so ("estimate") unless ``--duration`` reached ``--beat``.
 
     cardiosim bench heart [--cases biv-0.25 biv-0.125 human-0.25] [--duration 10] [--equations monodomain]
         [--purkinje | --network-share PAIRS] [--placement resident] [--ranks 1] [--spacing CM] [--json FILE]
-        [-- PETSC OPTIONS]
+        [--prepare-only DIR | --prepared DIR] [-- PETSC OPTIONS]
+
+``--prepare-only DIR`` makes the cases' geometries only, into DIR with their figures; ``--prepared DIR`` then
+runs them (two jobs, where making the geometry and the run do not fit in one).
 
 ``--spacing`` replaces every case's spacing, the case then named for it in mm (``--cases human-0.25 --spacing
 0.05`` is human-0.5; a CPU try of the command at a coarse grid: ``--cases biv-0.25 --spacing 0.2 --placement
@@ -72,6 +75,20 @@ def prepare(size: str, spacing: float, out: Path) -> tuple[dict, list[str]]:
             f'tissue.label_file="{t["label_file"]}"', f'tissue.fibre_file="{t["fibre_file"]}"']
     peak = int(proc.stderr.rsplit("PEAK", 1)[1]) / 2**20
     return {"preparation_s": wall, "preparation_peak_gib": peak, "preparation": " ".join(cmd)}, sets
+
+
+def geometry(size: str, spacing: float, label: str, folder, reuse: bool) -> tuple[dict, list[str]]:
+    """A case's geometry in ``folder`` (``label``.h5) and its figures (``label``.json beside it): made, or with
+    ``reuse`` read back as an earlier ``--prepare-only`` left them (a geometry that takes longer than the run's
+    machine allows in one go)."""
+    h5, figures = Path(folder) / f"{label}.h5", Path(folder) / f"{label}.json"
+    if reuse:
+        kept = json.loads(figures.read_text())
+        return kept["figures"], kept["sets"]
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    geo, sets = prepare(size, spacing, h5)
+    figures.write_text(json.dumps({"figures": geo, "sets": sets}, indent=2) + "\n")
+    return geo, sets
 
 
 def run_case(sets: list[str], ranks: int, placement: str, petsc: list[str], out: Path) -> dict:
@@ -154,18 +171,37 @@ def main(argv=None) -> int:
     p.add_argument("--spacing", type=float, help="every case's grid spacing instead of its own, cm")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="more overrides")
     p.add_argument("--json", help="write the results here too")
+    kept = p.add_mutually_exclusive_group()
+    kept.add_argument("--prepare-only", metavar="DIR", help="only each case's geometry, kept in DIR with its figures "
+                                                          "(DIR/<case>.h5, DIR/<case>.json), for --prepared")
+    kept.add_argument("--prepared", metavar="DIR", help="each case's geometry and its figures from --prepare-only DIR "
+                                                      "instead of making it")
     args = p.parse_args(ours)
+    plan = []
+    for name in args.cases:
+        size, spacing = CASES[name]
+        spacing = args.spacing or spacing
+        plan.append((name, size, spacing, name if spacing == CASES[name][1] else
+                     f"{name.split('-')[0]}-{10 * spacing:g}"))                       # named for its spacing in mm
+    missing = [f"{label}.h5 and {label}.json" for *_, label in plan if args.prepared and not all(
+        (Path(args.prepared) / f"{label}{ext}").is_file() for ext in (".h5", ".json"))]
+    if missing:
+        print(f"cardiosim: error: --prepared {args.prepared}: has no {', '.join(missing)}; make them with "
+              f"cardiosim bench heart --cases ... --prepare-only {args.prepared}", file=sys.stderr)
+        return 2
     results = []
     with tempfile.TemporaryDirectory(prefix="cardiosim-heart-") as tmp:
-        for name in args.cases:
-            size, spacing = CASES[name]
-            spacing = args.spacing or spacing
-            geo, sets = prepare(size, spacing, Path(tmp) / f"{name}.h5")
+        for name, size, spacing, label in plan:
+            geo, sets = geometry(size, spacing, label, args.prepare_only or args.prepared or tmp,
+                                 reuse=bool(args.prepared))
+            if args.prepare_only:
+                results.append({"case": label, "spacing_cm": spacing, **geo})
+                print(json.dumps(results[-1]), flush=True)
+                continue
             sets += [f"simulation.duration={args.duration:g}", f'simulation.equations="{args.equations}"']
             if size != "human":
                 sets += ['ecg.twelve_lead="biv"', "probe=[]"]
             network = purkinje_sets(spacing) if args.purkinje or args.network_share else []
-            label = name if spacing == CASES[name][1] else f"{name.split('-')[0]}-{10 * spacing:g}"   # mm
             out = Path(tmp) / f"{name}-run.h5"
             share = None
             if args.network_share:
@@ -177,11 +213,15 @@ def main(argv=None) -> int:
             if share:
                 r["network_share"] = share
             r.update(beat(r, args.beat))
-            (Path(tmp) / f"{name}.h5").unlink(missing_ok=True)
+            (Path(tmp) / f"{label}.h5").unlink(missing_ok=True)
             results.append(r)
             print(json.dumps(r), flush=True)
     meta = {"date": datetime.date.today().isoformat(), "machine": machine(),
             "command": "cardiosim bench heart " + " ".join(shlex.quote(a) for a in argv)}
+    if args.prepare_only:
+        if args.json:
+            Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+        return 0
     text = markdown(results, meta)
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
