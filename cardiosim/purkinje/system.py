@@ -2,8 +2,9 @@
 geometry file), refined to the cable's spacing, its cells and cable (cardiosim.purkinje.cable) and the PMJs to the
 tissue (cardiosim.purkinje.coupling). Each PDE step starts with the network's, before the tissue's reaction: the
 junctions' step, then the cable's reaction and diffusion, with the run's dt, ODE substeps and splitting (the
-cable's diffusion by backward Euler whatever simulation.time_scheme). The PMJ current is a source on the tissue nodes' transmembrane equation (their Vm, as a
-stimulus is), so it enters the monodomain and the bidomain equations alike.
+cable's diffusion by backward Euler whatever simulation.time_scheme). The PMJ current is a source on the tissue
+nodes' transmembrane equation (their Vm, as a stimulus is), so it enters the monodomain and the bidomain equations
+alike.
 
 The tissue side is each process's nodes: their coordinates (cm), natural indices, the lumped mass (cm^d per node,
 the tissue equations' M) and which are outside the tissue. A 1D or 2D tissue has no volume of its own:
@@ -13,7 +14,7 @@ sheet_thickness.
 On several ranks the network, its cells, cable and the junctions' system are rank 0's (a network is small: 1e3–1e5
 nodes). Every rank keeps the list of its nodes within ``pmj_radius`` of a terminal; each step their Vm go to rank 0
 (one Gatherv), the junctions' step runs there over the nodes in natural order (the same system, bit for bit,
-whatever the decomposition) and the new Vm come back (one Scatterv).
+whatever the decomposition, on the host) and the new Vm come back (one Scatterv).
 
 Where the tissue's Vm lives on a GPU (cell.placement = "resident") the network's cells are rank 0's on its GPU
 (cardiosim.purkinje.cable.DeviceCells, on a stream of their own beside the tissue's kernels); on one rank the
