@@ -401,5 +401,5 @@ def grow_biv(h: float = 0.05, params: GrowParameters | None = None) -> Network:
     return conduction_system(lv, rv, root, params)
 
 
-__all__ = ["GrowParameters", "Surface", "PARTS", "BLOCKS", "BLOCK_DISTAL", "fractal_tree", "conduction_system", "endocardia",
-           "septal_root", "biv_surfaces", "geometry_surfaces", "grow_biv"]
+__all__ = ["GrowParameters", "Surface", "PARTS", "BLOCKS", "BLOCK_DISTAL", "fractal_tree", "conduction_system",
+           "endocardia", "septal_root", "biv_surfaces", "geometry_surfaces", "grow_biv"]
