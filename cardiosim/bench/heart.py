@@ -218,14 +218,10 @@ def main(argv=None) -> int:
             print(json.dumps(r), flush=True)
     meta = {"date": datetime.date.today().isoformat(), "machine": machine(),
             "command": "cardiosim bench heart " + " ".join(shlex.quote(a) for a in argv)}
-    if args.prepare_only:
-        if args.json:
-            Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
-        return 0
-    text = markdown(results, meta)
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
-    print(text)
+    if not args.prepare_only:
+        print(markdown(results, meta))
     return 0
 
 

@@ -228,11 +228,11 @@ class Cable:
         g = self.sigma * section / length                                                                # mS
         adj = sparse.coo_matrix((np.r_[g, g], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
         self.L = (sparse.diags(np.asarray(adj.sum(axis=1)).ravel()) - adj).tocsr()
-        diag = self.C / self.dt + self.theta * self.L.diagonal()
+        lhs = (sparse.diags(self.C / self.dt) + self.theta * self.L).tocsc()
         if network.is_forest():
-            self._lhs = TreeSolve(network, diag, -self.theta * g)
+            self._lhs = TreeSolve(network, lhs.diagonal(), -self.theta * g)
         else:
-            self._lhs = splu((sparse.diags(self.C / self.dt) + self.theta * self.L).tocsc(), permc_spec="MMD_AT_PLUS_A")
+            self._lhs = splu(lhs, permc_spec="MMD_AT_PLUS_A")
         # the cells
         self.y = model.initial_state(n, network.points)
         for name, value in (initial or {}).items():

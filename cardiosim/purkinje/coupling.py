@@ -15,8 +15,7 @@ charge is conserved. A step of the junctions over Δt is backward Euler on their
 one small sparse system: stable for any R and Δt (a terminal's own time constant R·C_p is often far below Δt), the
 currents of the step being I = L_J V'. Its tissue block is diagonal, so it is solved on the terminals alone, by the
 Schur complement S = D_p − G D_t⁻¹ Gᵀ (p × p, factorised once; G: the w_k/R, D: the diagonal blocks), the tissue
-nodes then one division each. It is a split step of its own, beside the cable's and the
-tissue's. A terminal with no tissue node within the radius is not coupled (:attr:`Junctions.uncoupled`).
+nodes then one division each. It is a split step of its own, beside the cable's and the tissue's. A terminal with no tissue node within the radius is not coupled (:attr:`Junctions.uncoupled`).
 """
 
 from __future__ import annotations
@@ -95,7 +94,7 @@ class Junctions:
         self._a = Ct / self.dt / d_t
         self._g1 = (g @ sparse.diags(Ct / self.dt / d_t)).tocsr()
         self._g2 = (sparse.diags(1.0 / d_t) @ g.T).tocsr()
-        self._d_t = d_t
+        self._g2.sort_indices()
         self._schur_matrix = sparse.diags(Cp / self.dt + gp) - g @ sparse.diags(1.0 / d_t) @ g.T
         self._schur = splu(self._schur_matrix.tocsc()) if p else None
         self._new = (np.zeros(p), np.zeros(q))     # the last exchange's V_p', V_t'
@@ -134,18 +133,12 @@ class Junctions:
         W = self.W.tocsr()
         W.sort_indices()
         rows = np.repeat(np.arange(self.n), np.diff(W.indptr))
-        g1 = W.data / self.resistance[rows] * (self._cp_tissue() / self._d_t)[W.indices]
-        T = W.T.tocsr()
-        T.sort_indices()
-        cols = np.repeat(np.arange(T.shape[0]), np.diff(T.indptr))
-        g2 = T.data / self.resistance[T.indices] / self._d_t[cols]
+        g1 = W.data / self.resistance[rows] * self._a[W.indices]        # G₁ on W's pattern, for one index walk
+        g2 = self._g2
         return {"ptr": W.indptr.astype(np.int32), "col": W.indices.astype(np.int64), "w": W.data.copy(), "g1": g1,
-                "sinv": np.linalg.inv(self._schur_matrix.toarray()), "ptr2": T.indptr.astype(np.int32),
-                "col2": T.indices.astype(np.int32), "g2": g2, "cp": self._cp.copy(), "a": self._a.copy(),
-                "resistance": self.resistance.copy()}
-
-    def _cp_tissue(self) -> np.ndarray:
-        return self.C[self.n:] / self.dt
+                "sinv": np.linalg.inv(self._schur_matrix.toarray()), "ptr2": g2.indptr.astype(np.int32),
+                "col2": g2.indices.astype(np.int32), "g2": g2.data.copy(), "cp": self._cp.copy(),
+                "a": self._a.copy(), "resistance": self.resistance.copy()}
 
     def currents(self) -> np.ndarray:
         """The last exchange's currents (µA, Purkinje -> tissue, per junction), into :attr:`current`."""

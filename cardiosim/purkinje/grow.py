@@ -275,10 +275,9 @@ class _Grower:
         points, part = t.points[:t.n].copy(), t.part[:t.n].copy()
         if cut and keep_distal:
             edges = edges[~np.isin(edges[:, 1], [c for _, c in cut])]
-            probe = Network(points, edges, root)
-            pmj = probe.leaves_mask()
-            pmj[[c for _, c in cut]] = False
-            return Network(points, edges, root, pmj=pmj, name=name, data={"part": part}, detached=True)
+            net = Network(points, edges, root, name=name, data={"part": part}, detached=True)
+            net.pmj[[c for _, c in cut]] = False
+            return net
         if cut:
             from scipy.sparse import coo_matrix, csgraph
             keep_edge = ~np.isin(edges[:, 1], [c for _, c in cut])
