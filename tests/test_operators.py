@@ -1,6 +1,7 @@
 """The stiffness matrices (cardiosim.tissue.operators.Assembler) against a dense matrix summed element by element in NumPy
 on the whole grid: box and star stencils, 2D and 3D, anisotropic tensors that differ from node to node, on 1 rank
-and on 2 and 3 ranks (each rank builds its rows from the elements around them; nothing is exchanged)."""
+and on 2 and 3 ranks (each rank builds its rows from the elements around them; nothing is exchanged); the rows'
+own product (RowsOperator) against the matrix's."""
 
 import subprocess
 import sys
@@ -20,7 +21,7 @@ SCRIPT = textwrap.dedent('''
     from mpi4py import MPI
     from cardiosim import config
     from cardiosim.domain.grid import Grid
-    from cardiosim.tissue.operators import Assembler, NodeConductivity, _unit_element_matrices
+    from cardiosim.tissue.operators import Assembler, NodeConductivity, RowsOperator, _unit_element_matrices
 
     def node_tensors(n, dim, seed=3):
         """A transversely isotropic tensor per node of the whole grid (natural order), mS/cm: random unit fibres
@@ -65,7 +66,15 @@ SCRIPT = textwrap.dedent('''
     T, (sl, st, s, f) = node_tensors(grid.n, dim)
     a = Assembler(grid, stencil, compact=compact)
     g = grid.natural_index(grid.ghosted)
-    A = a.matrix(a.values(NodeConductivity(sl[g], st[g], s[g], f[g])))
+    values = a.values(NodeConductivity(sl[g], st[g], s[g], f[g]))
+    A = a.matrix(values)
+    # the rows' own product (no matrix) equals the matrix's, on any split
+    x, y, z = grid.vec(), grid.vec(), grid.vec()
+    x.getArray()[:] = np.random.default_rng(5).normal(size=int(np.prod(grid.n)))[grid.natural_index()]
+    A.mult(x, y)
+    RowsOperator(a, values).multTranspose(x, z)
+    z.axpy(-1.0, y)
+    assert z.norm(PETSc.NormType.INFINITY) <= 1e-13 * y.norm(PETSc.NormType.INFINITY), z.norm()
     # each row's columns strictly increasing (PETSc's CSR order; across rank boundaries not the neighbour order)
     ip, ix = a.csr_indptr, a.csr_indices
     assert ip[0] == 0 and ip[-1] == len(ix) == len(a.csr_take)

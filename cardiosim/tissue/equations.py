@@ -29,7 +29,7 @@ from cardiosim.solvers.linear import (
     stencil_solver,
     sync_host,
 )
-from cardiosim.tissue.operators import Assembler, NodeConductivity, lumped_mass
+from cardiosim.tissue.operators import Assembler, NodeConductivity, RowsOperator, lumped_mass
 from cardiosim.solvers import galerkin
 from cardiosim.solvers.multigrid import StencilProduct
 
@@ -219,9 +219,9 @@ class Monodomain(TissueModel):
         return [self.parabolic]
 
     def intracellular(self):
-        """The intracellular stiffness K_i (the pseudo-ECG's source: cardiosim.analysis.ecg), assembled on demand."""
-        a = self.assembler
-        return a.matrix(a.values(self.sigma.intra))
+        """The intracellular stiffness K_i (the pseudo-ECG's source: cardiosim.analysis.ecg) as its rows, computed on
+        demand: the pseudo-ECG needs only a few products at set-up, not an assembled matrix."""
+        return RowsOperator(self.assembler, self.assembler.values(self.sigma.intra))
 
     def diffuse(self, V, phi, t):
         self.parabolic.solve(self._rhs(self.K, V, None, self.alpha, 1.0 - self.theta), V, t)
