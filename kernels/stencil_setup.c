@@ -354,14 +354,17 @@ void sst_gather(long nnz, const void *take, int take64, const double *S, double 
             vals[e] = S[((const int32_t *)take)[e]];
 }
 
-/* y = K x on the owned rows, K given as its rows S (3^dim x n_owned, as sst_stiffness writes them) and x on the
- * ghosted box (g_start, g_size; every neighbour of an owned node inside the grid n[3] is in it). Each row is summed
- * in code order, whatever the ranks' split. For products where no assembled matrix is wanted (the pseudo-ECG's
- * electrode weights at set-up, cardiosim/analysis/ecg.py). */
+/* y_v = K x_v for nvec vectors at once (x: nvec x the ghosted box (g_start, g_size), every neighbour of an owned
+ * node inside the grid n[3] being in it; y: nvec x the owned rows), K given as its rows S (3^dim x n_owned, as
+ * sst_stiffness writes them), read once for all the vectors. Each row is summed in code order, its zero entries
+ * skipped (most of a heart's box): the same bits whatever the ranks' split. For products where no assembled matrix
+ * is wanted (the pseudo-ECG's electrode weights at set-up, cardiosim/analysis/ecg.py). */
 void sst_apply(int dim, const int64_t *n, const int64_t *o_start, const int64_t *o_size, const int64_t *g_start,
-               const int64_t *g_size, const double *S, const double *x, double *y)
+               const int64_t *g_size, long nvec, const double *S, const double *x, double *y)
 {
+    enum { CHUNK = 16 };                    /* vectors summed together: their sums stay in registers */
     long n_owned = (long)(o_size[0] * o_size[1] * o_size[2]);
+    long n_ghosted = (long)(g_size[0] * g_size[1] * g_size[2]);
     int ncodes = 1;
     for (int d = 0; d < dim; ++d)
         ncodes *= 3;
@@ -375,19 +378,30 @@ void sst_apply(int dim, const int64_t *n, const int64_t *o_start, const int64_t 
         }
         shift[k] = off[k][0] + g_size[0] * (off[k][1] + g_size[1] * off[k][2]);
     }
-    for (long z = 0; z < o_size[2]; ++z)
-        for (long yy = 0; yy < o_size[1]; ++yy)
-            for (long xx = 0; xx < o_size[0]; ++xx) {
-                long t = xx + o_size[0] * (yy + o_size[1] * z);
-                long gx = o_start[0] + xx, gy = o_start[1] + yy, gz = o_start[2] + z;
-                long base = (gx - g_start[0]) + g_size[0] * ((gy - g_start[1]) + g_size[1] * (gz - g_start[2]));
-                double s = 0.0;
-                for (int k = 0; k < ncodes; ++k) {
-                    long ix = gx + off[k][0], iy = gy + off[k][1], iz = gz + off[k][2];
-                    if (ix < 0 || ix >= n[0] || iy < 0 || iy >= n[1] || iz < 0 || iz >= n[2])
-                        continue;
-                    s += S[(long)k * n_owned + t] * x[base + shift[k]];
+    for (long v0 = 0; v0 < nvec; v0 += CHUNK) {
+        int nv = (int)(nvec - v0 < CHUNK ? nvec - v0 : CHUNK);
+        const double *xv = x + v0 * n_ghosted;
+        double *yv = y + v0 * n_owned;
+        for (long z = 0; z < o_size[2]; ++z)
+            for (long yy = 0; yy < o_size[1]; ++yy)
+                for (long xx = 0; xx < o_size[0]; ++xx) {
+                    long t = xx + o_size[0] * (yy + o_size[1] * z);
+                    long gx = o_start[0] + xx, gy = o_start[1] + yy, gz = o_start[2] + z;
+                    long base = (gx - g_start[0]) + g_size[0] * ((gy - g_start[1]) + g_size[1] * (gz - g_start[2]));
+                    double acc[CHUNK] = {0};
+                    for (int k = 0; k < ncodes; ++k) {
+                        double a = S[(long)k * n_owned + t];
+                        if (a == 0.0)
+                            continue;           /* also every neighbour outside the grid (sst_stiffness) */
+                        long ix = gx + off[k][0], iy = gy + off[k][1], iz = gz + off[k][2];
+                        if (ix < 0 || ix >= n[0] || iy < 0 || iy >= n[1] || iz < 0 || iz >= n[2])
+                            continue;
+                        const double *xk = xv + base + shift[k];
+                        for (int v = 0; v < nv; ++v)
+                            acc[v] += a * xk[v * n_ghosted];
+                    }
+                    for (int v = 0; v < nv; ++v)
+                        yv[v * n_owned + t] = acc[v];
                 }
-                y[t] = s;
-            }
+    }
 }

@@ -44,7 +44,7 @@ def main():
     cfg = config.loads(text)
     grid = Grid(cfg, PETSc.COMM_WORLD)
     tis = make_tissue(grid, cfg, args.stencil)
-    K = tis.intracellular()
+    K = tis.Ki                 # the bidomain's intracellular stiffness
     x, y, want = K.createVecs()[0], K.createVecs()[1], K.createVecs()[1]
     xyz = grid.coords()
     x.setArray(np.sin(3.0 * xyz[:, 0]) * np.cos(2.0 * xyz[:, 1]) + xyz[:, -1] ** 2)

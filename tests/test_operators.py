@@ -69,12 +69,16 @@ SCRIPT = textwrap.dedent('''
     values = a.values(NodeConductivity(sl[g], st[g], s[g], f[g]))
     A = a.matrix(values)
     # the rows' own product (no matrix) equals the matrix's, on any split
-    x, y, z = grid.vec(), grid.vec(), grid.vec()
-    x.getArray()[:] = np.random.default_rng(5).normal(size=int(np.prod(grid.n)))[grid.natural_index()]
-    A.mult(x, y)
-    RowsOperator(a, values).multTranspose(x, z)
-    z.axpy(-1.0, y)
-    assert z.norm(PETSc.NormType.INFINITY) <= 1e-13 * y.norm(PETSc.NormType.INFINITY), z.norm()
+    xs = [grid.vec() for _ in range(3)]
+    for i, x in enumerate(xs):
+        x.getArray()[:] = np.random.default_rng(5 + i).normal(size=int(np.prod(grid.n)))[grid.natural_index()]
+    zs = [grid.vec() for _ in xs]
+    RowsOperator(a, values).products(xs, zs)
+    for x, z in zip(xs, zs):
+        y = grid.vec()
+        A.mult(x, y)
+        z.axpy(-1.0, y)
+        assert z.norm(PETSc.NormType.INFINITY) <= 1e-13 * y.norm(PETSc.NormType.INFINITY), z.norm()
     # each row's columns strictly increasing (PETSc's CSR order; across rank boundaries not the neighbour order)
     ip, ix = a.csr_indptr, a.csr_indices
     assert ip[0] == 0 and ip[-1] == len(ix) == len(a.csr_take)

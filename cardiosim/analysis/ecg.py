@@ -32,7 +32,8 @@ def sheet_thickness(cfg, grid) -> float:
 
 
 class PseudoEcg:
-    """Electrode potentials and leads (mV) of Vm through the intracellular stiffness ``Ki`` (read at set-up only)."""
+    """Electrode potentials and leads (mV) of Vm through the intracellular stiffness ``Ki``'s products (a tissue
+    model's ``intracellular()``: cardiosim.tissue.operators.RowsOperator or MatrixOperator), used at set-up only."""
 
     def __init__(self, cfg, grid, Ki):
         e = cfg.ecg
@@ -48,7 +49,7 @@ class PseudoEcg:
         tissue = np.ones(grid.n_local, dtype=bool) if grid.mask is None else ~grid.mask.outside()
         comm = grid.da.comm.tompi4py()
         from mpi4py import MPI
-        self.weights = []                     # K_iᵀ w_e of each electrode e
+        ws = []                               # w_e of each electrode e
         for i, x in enumerate(e.electrodes):
             pos = np.zeros(3)
             pos[:len(x.position)] = x.position
@@ -58,11 +59,13 @@ class PseudoEcg:
                 raise UserError(f"ecg.electrodes[{i}].position: '{x.name}' at {list(x.position)} cm is inside the "
                                 f"tissue ({nearest:.4g} cm from a tissue node); an electrode must be at least one "
                                 f"grid spacing ({float(grid.h.min()):g} cm) from every tissue node")
-            w, z = grid.vec(), grid.vec()
+            w = grid.vec()
             w.getArray()[:] = np.where(tissue, -scale / np.maximum(r, 1e-300), 0.0)
-            Ki.multTranspose(w, z)
+            ws.append(w)
+        self.weights = [grid.vec() for _ in ws]       # K_iᵀ w_e = K_i w_e (K_i is symmetric)
+        Ki.products(ws, self.weights)
+        for w in ws:
             w.destroy()
-            self.weights.append(z)
 
     def __call__(self, V) -> list[float]:
         """Every trace's value (mV) for the transmembrane potential ``V`` (collective)."""

@@ -45,7 +45,7 @@ def library() -> ctypes.CDLL:
         lib.sst_connectivity.argtypes = [i, p, p, p, p, p, i, p, p, i, p, p, p, i]
         lib.sst_connectivity.restype = l
         lib.sst_gather.argtypes, lib.sst_gather.restype = [l, p, i, p, p], None
-        lib.sst_apply.argtypes, lib.sst_apply.restype = [i, p, p, p, p, p, p, p, p], None
+        lib.sst_apply.argtypes, lib.sst_apply.restype = [i, p, p, p, p, p, l, p, p, p], None
         _lib.append(lib)
     return _lib[0]
 

@@ -29,7 +29,7 @@ from cardiosim.solvers.linear import (
     stencil_solver,
     sync_host,
 )
-from cardiosim.tissue.operators import Assembler, NodeConductivity, RowsOperator, lumped_mass
+from cardiosim.tissue.operators import Assembler, MatrixOperator, NodeConductivity, RowsOperator, lumped_mass
 from cardiosim.solvers import galerkin
 from cardiosim.solvers.multigrid import StencilProduct
 
@@ -219,8 +219,8 @@ class Monodomain(TissueModel):
         return [self.parabolic]
 
     def intracellular(self):
-        """The intracellular stiffness K_i (the pseudo-ECG's source: cardiosim.analysis.ecg) as its rows, computed on
-        demand: the pseudo-ECG needs only a few products at set-up, not an assembled matrix."""
+        """The intracellular stiffness K_i's products (the pseudo-ECG's source: cardiosim.analysis.ecg) from its rows,
+        computed on demand: the pseudo-ECG needs only a few products at set-up, not an assembled matrix."""
         return RowsOperator(self.assembler, self.assembler.values(self.sigma.intra))
 
     def diffuse(self, V, phi, t):
@@ -278,7 +278,8 @@ class Bidomain(TissueModel):
         return [self.parabolic, self.elliptic]
 
     def intracellular(self):
-        return self.Ki
+        """K_i's products (cardiosim.tissue.operators.MatrixOperator): its matrix is the parabolic step's."""
+        return MatrixOperator(self.Ki)
 
     def diffuse(self, V, phi, t):
         self.parabolic.solve(self._rhs(self.Ki, V, phi, self.alpha, 1.0 - self.theta), V, t)

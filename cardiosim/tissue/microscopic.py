@@ -32,6 +32,7 @@ from cardiosim.solvers.linear import (
     sync_host,
 )
 from cardiosim.tissue.equations import Bidomain, Monodomain
+from cardiosim.tissue.operators import MatrixOperator
 
 # Face types (stored in the output as /tissue/face_type_<axis>).
 BOUNDARY, CYTOPLASM, PLICATE, INTERPLICATE, COMBINED, NO_JUNCTION, NON_CONDUCTING = range(7)
@@ -433,7 +434,7 @@ def make(grid, cfg):
                                      self._parabolic_defaults(self.K), grid=grid)
 
         def intracellular(self):
-            return self.K
+            return MatrixOperator(self.K)
 
     class MicroscopicBidomain(Bidomain):
         """Bidomain variant: intracellular faces from the layout, uniform extracellular faces (σ_e)."""

@@ -218,10 +218,11 @@ class Assembler:
 
 
 class RowsOperator:
-    """K as its rows (:meth:`Assembler.values`), applied on the host without an assembled matrix: y = K x, each row
-    summed in neighbour-code order (the same bits on any number of ranks). K is symmetric, so Kᵀ x is the same
-    product. For products at set-up only (the pseudo-ECG's electrode weights, cardiosim.analysis.ecg), where
-    assembling the matrix cost four times the products (human BiV at 0.5 mm: 8 M rows of 27)."""
+    """K as its rows (:meth:`Assembler.values`), applied on the host without an assembled matrix: y = K x for several
+    x at once, the rows read once for all of them, each row summed in neighbour-code order (the same bits on any
+    number of ranks). K is symmetric, so these are the products with Kᵀ too. For products at set-up only (the
+    pseudo-ECG's electrode weights, cardiosim.analysis.ecg), where an assembled matrix costs more than the
+    products (human BiV at 0.5 mm: 8 M rows of 27)."""
 
     def __init__(self, assembler: Assembler, values: np.ndarray):
         if values.shape != (3 ** assembler.grid.dim, int(np.prod(assembler.owned_shape))) or values.dtype != float:
@@ -230,21 +231,37 @@ class RowsOperator:
         self.boxes = _box(self.grid.owned), _box(self.grid.ghosted)
         self.size = np.array([int(v) for v in self.grid.n] + [1] * (3 - self.grid.dim), dtype=np.int64)
 
-    def mult(self, x: PETSc.Vec, y: PETSc.Vec) -> None:
+    def products(self, xs: list, ys: list) -> None:
+        """ys[i] = K xs[i] (collective: the xs' halos are exchanged)."""
+        if not xs:
+            return
         local = self.grid.da.createLocalVec()
         try:
-            self.grid.da.globalToLocal(x, local)
-            xl = np.ascontiguousarray(local.getArray(readonly=True), dtype=float)
-            out = np.empty(self.values.shape[1])
-            (os_, on), (gs, gn) = self.boxes
-            galerkin.library().sst_apply(self.grid.dim, self.size.ctypes.data, os_.ctypes.data, on.ctypes.data,
-                                         gs.ctypes.data, gn.ctypes.data, self.values.ctypes.data, xl.ctypes.data,
-                                         out.ctypes.data)
-            y.getArray()[:] = out
+            xl = np.empty((len(xs), local.getLocalSize()))
+            for i, x in enumerate(xs):
+                self.grid.da.globalToLocal(x, local)
+                xl[i] = local.getArray(readonly=True)
         finally:
             local.destroy()
+        out = np.empty((len(xs), self.values.shape[1]))
+        (os_, on), (gs, gn) = self.boxes
+        galerkin.library().sst_apply(self.grid.dim, self.size.ctypes.data, os_.ctypes.data, on.ctypes.data,
+                                     gs.ctypes.data, gn.ctypes.data, len(xs), self.values.ctypes.data,
+                                     xl.ctypes.data, out.ctypes.data)
+        for y, o in zip(ys, out):
+            y.getArray()[:] = o
 
-    multTranspose = mult
+
+class MatrixOperator:
+    """An assembled symmetric matrix behind :class:`RowsOperator`'s interface."""
+
+    def __init__(self, A: PETSc.Mat):
+        self.A = A
+
+    def products(self, xs: list, ys: list) -> None:
+        """ys[i] = A xs[i]."""
+        for x, y in zip(xs, ys):
+            self.A.mult(x, y)
 
 
 def _box(ranges) -> tuple[np.ndarray, np.ndarray]:
