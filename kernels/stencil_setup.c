@@ -279,6 +279,20 @@ int sst_stiffness(int dim, const int64_t *el_start, const int64_t *el_size, cons
     return 0;
 }
 
+/* Each code's neighbour offset (x first; a code k = Σ_d (o_d + 1) 3^d over dim dimensions) and its index offset in
+ * a box of size g_size: codes[j] for j < ncodes, or the codes 0 .. ncodes - 1 where codes is NULL. */
+static void code_offsets(int dim, int ncodes, const int *codes, const int64_t *g_size, int off[][3], long *shift)
+{
+    for (int j = 0; j < ncodes; ++j) {
+        int k = codes ? codes[j] : j;
+        for (int d = 0; d < 3; ++d) {
+            off[j][d] = d < dim ? k % 3 - 1 : 0;
+            k /= 3;
+        }
+        shift[j] = off[j][0] + g_size[0] * (off[j][1] + g_size[1] * off[j][2]);
+    }
+}
+
 /* The CSR pattern of the owned rows (cardiosim.tissue.operators.Assembler): row t (owned box (o_start, o_size),
  * x fastest) couples to its neighbour of each code in codes[ncodes] (code k = Σ_d (o_d + 1) 3^d over the grid's dim
  * dimensions) that lies inside the grid (n[3]); its column is g2g[that neighbour's index in the ghosted box
@@ -296,15 +310,7 @@ long sst_connectivity(int dim, const int64_t *n, const int64_t *o_start, const i
     long n_owned = (long)(o_size[0] * o_size[1] * o_size[2]);
     int off[NCODES][3];
     long shift[NCODES];                     /* ghosted-box index offset of each code's neighbour */
-    for (int j = 0; j < ncodes; ++j) {
-        int k = codes[j];
-        shift[j] = 0;
-        for (int d = 0; d < 3; ++d) {
-            off[j][d] = d < dim ? k % 3 - 1 : 0;
-            k /= 3;
-        }
-        shift[j] = off[j][0] + g_size[0] * (off[j][1] + g_size[1] * off[j][2]);
-    }
+    code_offsets(dim, ncodes, codes, g_size, off, shift);
     long e = 0;
     if (idx64) ((int64_t *)indptr)[0] = 0; else ((int32_t *)indptr)[0] = 0;
     for (long z = 0; z < o_size[2]; ++z)
@@ -370,14 +376,7 @@ void sst_apply(int dim, const int64_t *n, const int64_t *o_start, const int64_t 
         ncodes *= 3;
     int off[NCODES][3];
     long shift[NCODES];
-    for (int k = 0; k < ncodes; ++k) {
-        int c = k;
-        for (int d = 0; d < 3; ++d) {
-            off[k][d] = d < dim ? c % 3 - 1 : 0;
-            c /= 3;
-        }
-        shift[k] = off[k][0] + g_size[0] * (off[k][1] + g_size[1] * off[k][2]);
-    }
+    code_offsets(dim, ncodes, NULL, g_size, off, shift);
     for (long v0 = 0; v0 < nvec; v0 += CHUNK) {
         int nv = (int)(nvec - v0 < CHUNK ? nvec - v0 : CHUNK);
         const double *xv = x + v0 * n_ghosted;
