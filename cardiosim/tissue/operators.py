@@ -196,13 +196,17 @@ class Assembler:
         codes = [c + shift for c in self.codes if S[c + shift].any()]
         return galerkin.Stencil(S, np.array(codes, dtype=np.int32))
 
+    def check_rows(self, values: np.ndarray, where: str) -> None:
+        """Refuse ``values`` that are not rows of this assembler: C-contiguous (3^d, owned nodes), PETSc's scalar
+        type (the C code reads them as such)."""
+        if values.shape != (3 ** self.grid.dim, int(np.prod(self.owned_shape))) \
+                or values.dtype != np.dtype(PETSc.ScalarType) or not values.flags["C_CONTIGUOUS"]:
+            raise ValueError(f"{where}: values is not a C-contiguous (3^d, owned nodes) array of PETSc's scalar type")
+
     def matrix(self, values: np.ndarray) -> PETSc.Mat:
         """The matrix of rows ``values`` (from :meth:`values`, or a sum of them), assembled as CSR."""
+        self.check_rows(values, "Assembler.matrix")
         vals = np.empty(len(self.csr_take), dtype=PETSc.ScalarType)
-        if values.shape != (3 ** self.grid.dim, int(np.prod(self.owned_shape))) or values.dtype != vals.dtype \
-                or not values.flags["C_CONTIGUOUS"]:
-            raise ValueError("Assembler.matrix: values is not a C-contiguous (3^d, owned nodes) array of PETSc's "
-                             "scalar type")
         galerkin.library().sst_gather(len(vals), self.csr_take.ctypes.data, int(self.csr_take.dtype == np.int64),
                                       values.ctypes.data, vals.ctypes.data)
         A = self.grid.matrix()
@@ -225,9 +229,8 @@ class RowsOperator:
     products (human BiV at 0.5 mm: 8 M rows of 27)."""
 
     def __init__(self, assembler: Assembler, values: np.ndarray):
-        if values.shape != (3 ** assembler.grid.dim, int(np.prod(assembler.owned_shape))) or values.dtype != float:
-            raise ValueError("RowsOperator: values is not a (3^d, owned nodes) float array")
-        self.grid, self.values = assembler.grid, np.ascontiguousarray(values)
+        assembler.check_rows(values, "RowsOperator")
+        self.grid, self.values = assembler.grid, values
         self.boxes = _box(self.grid.owned), _box(self.grid.ghosted)
         self.size = np.array([int(v) for v in self.grid.n] + [1] * (3 - self.grid.dim), dtype=np.int64)
 
