@@ -116,6 +116,8 @@ def of_matrix(A: PETSc.Mat, boxes: Boxes, rank: int) -> Stencil:
     held = A.getAttr(_ATTR)
     if held is not None and held[0] == A.stateGet():
         return held[1]
+    if A.getType() == PETSc.Mat.Type.PYTHON:      # a stencil matrix (cardiosim.solvers.stencil_matrix) has no rows
+        raise ValueError("multigrid: the matrix holds no stencil (a stencil matrix whose stencil was released)")
     return from_csr(A.getValuesCSR(), boxes, rank)
 
 

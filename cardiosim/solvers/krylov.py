@@ -30,7 +30,7 @@ from __future__ import annotations
 from petsc4py import PETSc
 
 from cardiosim.solvers import comm, multigrid, nullspace
-from cardiosim.solvers.linear import sync_host
+from cardiosim.solvers.linear import on_device, sync_host
 
 PYTHON_TYPE = "cardiosim.solvers.krylov.StencilCG"
 PRECONDITIONERS = {"none": 0, "jacobi": 1}
@@ -54,7 +54,7 @@ class StencilCG:
         pc.setUp()
         kind = pc.getType()
         self.destroy(ksp)
-        gpu = "cusparse" in A.getType().lower()
+        gpu = on_device(A)
         if kind == "python" and isinstance(pc.getPythonContext(), multigrid.StencilMG):
             self.vcycle, self.precond = pc.getPythonContext().vcycle, 2
             self.why = pc.getPythonContext().why

@@ -42,6 +42,15 @@ ELLIPTIC_DEFAULTS = {
 MAX_COARSE_NODES = 3000  # an SVD of the coarsest grid on every rank: keep it small
 
 
+def on_device(A: PETSc.Mat) -> bool:
+    """Whether A's products run on the GPU: a cuSPARSE matrix, or a stencil matrix (type python,
+    cardiosim.solvers.stencil_matrix) of a grid whose vectors are CUDA's."""
+    kind = A.getType()
+    if kind == PETSc.Mat.Type.PYTHON:
+        return bool(getattr(A.getPythonContext(), "gpu", False))
+    return "cusparse" in kind.lower()
+
+
 def sync_host(A: PETSc.Mat) -> None:
     """Work around a PETSc 3.26.1 defect (docs/dev/petsc-pcmg-gpu.md): a cuSPARSE matrix assembled by COO (or changed
     on the device) is valid only on the device, and PCMG's Galerkin product then builds a wrong coarse operator

@@ -9,8 +9,9 @@ that issues a few dozen
 kernels; on the CPU the same source, built with g++, runs the same arithmetic in loops (CI tests it there, and the
 GPU tests compare the two).
 
-The hierarchy is built once, on the host, from the assembled matrix A (any matrix whose rows couple each grid node
-to its 3^d neighbours at most: the box and star stencils, microscopic per-face conductances):
+The hierarchy is built once, on the host, from the matrix A's stencil (the stencil matrix of
+cardiosim.solvers.stencil_matrix, or the rows of any assembled matrix that couple each grid node to its 3^d
+neighbours at most: the box and star stencils, microscopic per-face conductances):
   coarse points   per dimension the even indices and the last one (any size coarsens; the last coarse interval
                   may be one fine interval), until at most ``coarse_max`` nodes are left or nothing coarsens;
   transfers       P = ⊗_d P_d (linear interpolation per dimension), R = Pᵀ;
@@ -62,7 +63,7 @@ from cardiosim.runtime.compile import compile_once, compiler_version, files_dige
 from cardiosim.runtime.gpu import current_arch
 from cardiosim.solvers import comm, galerkin, nullspace
 from cardiosim.solvers.comm import Boxes
-from cardiosim.solvers.linear import sync_host
+from cardiosim.solvers.linear import on_device, sync_host
 
 # the solvers here work on the whole grid of a DMDA; a masked grid's systems on its tissue rows have none
 NO_GRID_HINT = " (cardiosim's stencil solvers need the whole grid: for a masked grid, tissue.solve_on = \"box\")"
@@ -137,14 +138,14 @@ class Hierarchy:
 
     why = ""            # one rank: no layout to explain (RankHierarchy says where it solves and why)
 
-    def __init__(self, A: PETSc.Mat, dims, coarse_max: int | None = 1024, singular: bool = False):
+    def __init__(self, A: PETSc.Mat, dims, coarse_max: int | None = 1024, singular: int = 0):
         """``coarse_max`` None: the fine level only (no coarse levels, no inverse: for Jacobi-preconditioned CG)."""
         sizes = tuple(int(n) for n in dims) + (1,) * (3 - len(dims))
         whole = Boxes.whole(sizes)
         self._build(galerkin.of_matrix(A, whole, 0), len(dims), sizes, coarse_max, singular)
 
     @classmethod
-    def of_stencil(cls, S: galerkin.Stencil, dims, coarse_max: int | None, singular: bool,
+    def of_stencil(cls, S: galerkin.Stencil, dims, coarse_max: int | None, singular: int,
                    active: np.ndarray | None = None) -> "Hierarchy":
         """The hierarchy of a level given as its stencil on the whole grid (cardiosim.solvers.galerkin): the top
         level a RankHierarchy gathered onto rank 0, with that level's active nodes (None: none inactive)."""
@@ -153,7 +154,7 @@ class Hierarchy:
                  active if active is not None else np.ones(tuple(int(n) for n in dims)[::-1], dtype=bool))
         return h
 
-    def _build(self, S: galerkin.Stencil, dim: int, sizes: tuple, coarse_max: int | None, singular: bool,
+    def _build(self, S: galerkin.Stencil, dim: int, sizes: tuple, coarse_max: int | None, singular: int,
                active: np.ndarray | None = None) -> None:
         """``active``: level 0's active nodes, (z, y, x); None: its rows that couple to another node."""
         self.dim = dim
@@ -217,10 +218,18 @@ class Hierarchy:
         return np.ascontiguousarray(self.coarse_matrix[np.ix_(keep, keep)]), keep
 
     @staticmethod
-    def eig_inverse(dense: np.ndarray, singular: bool) -> np.ndarray:
-        lam, V = np.linalg.eigh(dense)
-        if singular:                               # the pseudo-inverse: leave out the (constant) null space
+    def eig_inverse(dense: np.ndarray, singular: int) -> np.ndarray:
+        """The inverse of ``dense``; where ``singular`` (the fine operator's null-space dimension, or True for the
+        constants alone), the pseudo-inverse without its ``singular`` smallest eigenvalues and any below 1e-10 of
+        the largest. Counted, not only cut off: on a masked grid the coarse operator's modes of the fine null
+        space (a constant per piece of tissue) are not null but ~1e-6 of the largest, from the outside rows'
+        diagonal the lumping moves onto the tissue's border (OUTSIDE_DIAGONAL, cardiosim.tissue.equations), and
+        inverted they made the V-cycle amplify a piece's constant 2.6e5-fold: CG's round-off there then grew
+        until it stopped as indefinite (a 2D ring, the masked bidomain's elliptic system)."""
+        lam, V = np.linalg.eigh(dense)             # ascending
+        if singular:
             keep = lam > 1e-10 * lam.max()
+            keep[:int(singular)] = False
             lam, V = lam[keep], V[:, keep]
         elif lam.min() <= 0:
             raise ValueError("multigrid: the coarsest operator is not positive definite")
@@ -253,7 +262,7 @@ class RankHierarchy:
     unless ``root_only`` (Jacobi-preconditioned CG). ``why``: the layout's reason, for the run header
     (cardiosim.solvers.comm.layout)."""
 
-    def __init__(self, A: PETSc.Mat, da, coarse_max: int | None = 1024, singular: bool = False,
+    def __init__(self, A: PETSc.Mat, da, coarse_max: int | None = 1024, singular: int = 0,
                  agglomerate: int = AGGLOMERATE, root_only: bool = False, why: str = ""):
         self.comm = A.getComm()
         self.why = why
@@ -671,7 +680,7 @@ def addresses(gpu: bool, *vecs):
             v.restoreCUDAHandle(h, mode)
 
 
-def hierarchy_for(A: PETSc.Mat, dm, coarse_max: int | None, singular: bool, layout: str = "auto",
+def hierarchy_for(A: PETSc.Mat, dm, coarse_max: int | None, singular: int, layout: str = "auto",
                   agglomerate: int = AGGLOMERATE) -> Hierarchy | RankHierarchy:
     """The hierarchy of A on the DMDA ``dm``: serial on one rank; on several split over the ranks or, by
     cardiosim.solvers.comm.layout, gathered onto rank 0 (its ``why`` says which and why)."""
@@ -716,7 +725,7 @@ class StencilProduct:
 
     def __init__(self, A: PETSc.Mat, dm, transport: str = "auto"):
         sync_host(A)
-        self.gpu = "cusparse" in A.getType().lower()
+        self.gpu = on_device(A)
         self.ops = VCycle(hierarchy_for(A, grid_dm(dm, "stencil product"), None, False, "ranks"), self.gpu,
                           transport=transport)
 
@@ -744,8 +753,9 @@ class StencilProduct:
 class StencilMG:
     """PC type python context: the V-cycle on the PC's operator, on the grid of the PC's DM (a DMDA).
 
-    GPU or host follows the matrix: a cuSPARSE matrix (the resident placement) runs the GPU build on the vectors'
-    device memory (``getCUDAHandle``: no host copies), any other the host build on the arrays."""
+    GPU or host follows the matrix (cardiosim.solvers.linear.on_device): a cuSPARSE matrix or a stencil matrix of
+    CUDA vectors (the resident placement) runs the GPU build on the vectors' device memory (``getCUDAHandle``: no
+    host copies), any other the host build on the arrays."""
 
     def __init__(self):
         self.omega, self.sweeps, self.coarse_max, self.graphs, self.coarse = 1.0, 1, 1024, True, "eig"
@@ -773,15 +783,16 @@ class StencilMG:
         sync_host(A)                                # host values of a COO-assembled cuSPARSE matrix (PETSc defect)
         ns = nullspace.of(A)
         # any null space (the constants, or one constant per piece of masked tissue) makes the coarsest operator
-        # singular or nearly so: its pseudo-inverse, not an inverse that divides by round-off
-        singular = ns is not None
+        # singular or nearly so: its pseudo-inverse without as many modes (Hierarchy.eig_inverse), not an inverse
+        # that divides by round-off
+        singular = 0 if ns is None else 1 if ns is True else len(ns)
         if singular and self.coarse == "gauss-jordan" and ns is not True:
             raise ValueError("multigrid: smg_coarse_solve gauss-jordan handles the constant null space only; "
                              "masked tissue (one constant per piece) needs eig")
         self.destroy(pc)
         comm.check(self.layout, self.transport)
         self.hierarchy = hierarchy_for(A, dm, self.coarse_max, singular, self.layout, self.agglomerate)
-        self.vcycle = VCycle(self.hierarchy, "cusparse" in A.getType().lower(), self.omega, self.sweeps,
+        self.vcycle = VCycle(self.hierarchy, on_device(A), self.omega, self.sweeps,
                              self.graphs, self.coarse, self.transport, self.halo, self.active, self.jacobi_from,
                              self.jacobi_omega, self.finest_sweeps)
         self.why = ", ".join(w for w in (self.hierarchy.why, self.vcycle.transport,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
+from mpi4py import MPI
 from petsc4py import PETSc
 
 from cardiosim.solvers.linear import (
@@ -30,7 +31,7 @@ from cardiosim.solvers.linear import (
     sync_host,
 )
 from cardiosim.tissue.operators import Assembler, MatrixOperator, NodeConductivity, RowsOperator, lumped_mass
-from cardiosim.solvers import galerkin
+from cardiosim.solvers import stencil_matrix
 from cardiosim.solvers.multigrid import StencilProduct
 
 
@@ -107,77 +108,79 @@ class TissueModel:
         # where MPI and the device may be gone before it
         weakref.finalize(self, _destroy_all, self.products).atexit = False
 
-    def _parabolic_matrix(self, K, rows=None):
-        """θK + αM; with K's assembler rows ``rows``, its stencil attached for cardiosim's stencil solvers
-        (galerkin.attach; pass ``rows`` only where they will read it: the stencil holds the rows' memory)."""
+    def _parabolic_matrix(self, K):
+        """θK + αM, assembled (for PETSc's solvers)."""
         A = K.copy()
         A.scale(self.theta)
         diag = self.M_step.copy()
         diag.scale(self.alpha)
         A.setDiagonal(diag, addv=True)
         sync_host(A)
-        if rows is not None:
-            m = self.M_step.getArray(readonly=True)
-            galerkin.attach(A, self.assembler.as_stencil(rows, self.theta, self.alpha * m))
         return A
 
-    def _parabolic_defaults(self, K) -> dict:
-        return gpu_parabolic_defaults(self.grid, self.jacobi_radius(K)) if self.grid.gpu else PARABOLIC_DEFAULTS
+    def _parabolic_defaults(self, diagonal) -> dict:
+        if not self.grid.gpu:
+            return PARABOLIC_DEFAULTS
+        return gpu_parabolic_defaults(self.grid, self.jacobi_radius(diagonal))
 
     def _parabolic(self, rows):
-        """The stiffness K of the assembler's ``rows`` and the parabolic solver of αM + θK (``self.parabolic``),
-        with K's products through the stencil library where its solvers take the system; returns K."""
-        K = self.assembler.matrix(rows)
-        defaults = self._parabolic_defaults(K)
-        A = self._parabolic_matrix(K, rows if stencil_solver("parabolic", defaults) else None)
+        """The stiffness K of the assembler's ``rows`` and the parabolic solver of αM + θK (``self.parabolic``);
+        returns K. Where cardiosim's stencil solvers take the system, both are stencil matrices (no assembly,
+        cardiosim.solvers.stencil_matrix) and K's products go through the stencil library; else assembled."""
+        defaults = self._parabolic_defaults(self.assembler.diagonal(rows))
+        stencils = self._stencil_only("parabolic", defaults)
+        if stencils:
+            m = self.M_step.getArray(readonly=True)
+            K = stencil_matrix.create(self.assembler.as_stencil(rows), self.grid.da)
+            A = stencil_matrix.create(self.assembler.as_stencil(rows, self.theta, self.alpha * m), self.grid.da)
+        else:
+            K = self.assembler.matrix(rows)
+            A = self._parabolic_matrix(K)
         self.parabolic = LinearSolver("parabolic", A, grid=self.grid, defaults=defaults, rows=self.rows)
-        if stencil_solver("parabolic", defaults):
-            self._product(K, rows)
+        if stencils:
+            self._product(K)
         return K
 
-    def jacobi_radius(self, K) -> float:
-        """ρ = max_i θK_ii / (αM_i + θK_ii), dimensionless: the Gershgorin radius of the Jacobi-scaled parabolic
-        matrix where K is an M-matrix (its off-diagonal row sum is −K_ii), so the spectrum lies in [1−ρ, 1+ρ].
-        Near 1 (fine grids, small mass term) CG+Jacobi needs many iterations: 6.5 per step at ρ ≈ 0.4, 72 at
-        ρ ≈ 0.98 (docs/decisions/0017-own-stencil-cg-and-multigrid.md)."""
-        d = K.getDiagonal()
-        d.scale(self.theta)
-        den = self.M_step.copy()
-        den.scale(self.alpha)
-        den.axpy(1.0, d)
-        d.pointwiseDivide(d, den)
-        rho = d.max()[1]
-        for v in (d, den):
-            v.destroy()
-        return float(rho)
+    def _stencil_only(self, name: str, defaults: dict) -> bool:
+        """Whether system ``name`` is a stencil matrix: where cardiosim's stencil solvers take it, on the whole grid
+        (on a masked grid's tissue rows they refuse it, and say so: cardiosim.solvers.multigrid)."""
+        return self.rows is None and stencil_solver(name, defaults)
 
-    def _product(self, K, rows) -> None:
-        """Route K's products for the right-hand sides through a StencilProduct of its assembler ``rows`` (copied
-        into the stencil library here: the bidomain then adds K_e to the same rows in place)."""
-        galerkin.attach(K, self.assembler.as_stencil(rows))
-        try:
-            self.products[K.handle] = StencilProduct(K, self.grid.da)
-        finally:
-            galerkin.detach(K)
+    def jacobi_radius(self, diagonal: np.ndarray) -> float:
+        """ρ = max_i θK_ii / (αM_i + θK_ii), dimensionless, from K's diagonal on this rank's nodes: the Gershgorin
+        radius of the Jacobi-scaled parabolic matrix where K is an M-matrix (its off-diagonal row sum is −K_ii), so
+        the spectrum lies in [1−ρ, 1+ρ]. Near 1 (fine grids, small mass term) CG+Jacobi needs many iterations: 6.5
+        per step at ρ ≈ 0.4, 72 at ρ ≈ 0.98 (docs/decisions/0017-own-stencil-cg-and-multigrid.md)."""
+        d = self.theta * diagonal
+        den = self.alpha * self.M_step.getArray(readonly=True) + d
+        local = float(np.max(d / den)) if len(d) else -np.inf
+        return float(self.grid.da.comm.tompi4py().allreduce(local, op=MPI.MAX))
+
+    def _product(self, K) -> None:
+        """Route the stencil matrix K's products (the right-hand sides', and any caller's) through a StencilProduct,
+        which copies its stencil into the stencil library here: the bidomain then adds K_e to the same rows in
+        place."""
+        product = StencilProduct(K, self.grid.da)
+        self.products[K.handle] = product
+        stencil_matrix.use_product(K, product)
 
     def vecs(self) -> list:
         """The model's own vectors (for the resident placement's set-up: made current on the device)."""
         return [self.M, self.rhs, self.work] + ([self.M_step, self.outside] if self.outside is not None else [])
 
     def warm_up(self) -> None:
-        """One solve of each system on a throw-away right-hand side A·x (consistent where A is singular), so that
+        """One solve of each system on a throw-away right-hand side (made consistent by the solver where A is
+        singular, as every right-hand side is: KSPSolve and StencilCG project it), so that
         what PETSc sets up at the first solve (multigrid smoothers' eigenvalue estimates, GPU transposes, work
         vectors) happens in the set-up, timed apart. The solvers keep no state from it that changes later
         solves (the eigenvalue estimates use PETSc's fixed random seed either way); iteration counts are not
         recorded."""
         for s in self.solvers():
-            x, b = s.A.createVecs()
-            y = b.duplicate()
-            x.setArray(self.grid.coords()[:, 0] + 1.0)   # a smooth, non-constant vector (cm)
-            s.A.mult(x, b)
+            b, y = s.A.createVecs()
+            b.setArray(self.grid.coords()[:, 0] + 1.0)   # smooth, non-constant (cm)
             y.set(0.0)
             s.run(b, y)
-            for v in (x, b, y):
+            for v in (b, y):
                 v.destroy()
 
     def _rhs(self, K, V, phi, alpha: float, beta: float):
@@ -243,17 +246,24 @@ class Bidomain(TissueModel):
         pc = (gpu_elliptic_defaults(grid) if grid.gpu else
               {"pc_type": "gamg"} if self.rows is not None else elliptic_pc_defaults(grid))
         rows = a.values(self.sigma.extra, add_to=vi)            # K_i + K_e: vi's rows are in Ki and θKi + αM
-        A = a.matrix(rows)
+        defaults = {**ELLIPTIC_DEFAULTS, **pc}
         outside = None
         if self.outside is not None:
             # φe = 0 outside the tissue (a row of its own: a diagonal, right-hand side 0); one constant per
             # connected piece of tissue is free
-            d = self.outside.copy()
-            d.scale(OUTSIDE_DIAGONAL * A.getDiagonal().max()[1])
-            A.setDiagonal(d, addv=PETSc.InsertMode.ADD_VALUES)
-            outside = d.getArray(readonly=True).copy()
-            d.destroy()
-            sync_host(A)
+            dmax = grid.da.comm.tompi4py().allreduce(float(a.diagonal(rows).max()), op=MPI.MAX)
+            outside = self.outside.getArray(readonly=True) * (OUTSIDE_DIAGONAL * dmax)
+        if self._stencil_only("elliptic", defaults):
+            A = stencil_matrix.create(a.as_stencil(rows, diagonal=outside), grid.da)
+        else:
+            A = a.matrix(rows)
+            if outside is not None:
+                d = grid.vec()
+                d.getArray()[:] = outside
+                A.setDiagonal(d, addv=PETSc.InsertMode.ADD_VALUES)
+                d.destroy()
+                sync_host(A)
+        if self.outside is not None:
             self.pieces = [grid.mask.indicator(p) for p in range(1, grid.mask.n_pieces + 1)]
             self.inside = grid.mask.indicator()
             # φe's mean over a piece is φe · (M on the piece) / its volume: those weights, once
@@ -263,9 +273,6 @@ class Bidomain(TissueModel):
                 w.pointwiseMult(w, piece)
                 w.scale(1.0 / w.sum())
                 self.piece_means.append(w)
-        defaults = {**ELLIPTIC_DEFAULTS, **pc}
-        if stencil_solver("elliptic", defaults):
-            galerkin.attach(A, a.as_stencil(rows, diagonal=outside))
         self.elliptic = LinearSolver("elliptic", A, grid=grid, defaults=defaults, rows=self.rows,
                                      nullspace=True if self.pieces is None else _normalised(self.pieces))
         self.volume = self.M.sum()

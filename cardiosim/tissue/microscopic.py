@@ -431,7 +431,7 @@ def make(grid, cfg):
             _setup(self, grid, cfg)
             self.K = self.operator.matrix(self.operator.values(self.coefficients))
             self.parabolic = _solver("parabolic", self._parabolic_matrix(self.K),
-                                     self._parabolic_defaults(self.K), grid=grid)
+                                     self._parabolic_defaults(_diagonal(self.K)), grid=grid)
 
         def intracellular(self):
             return MatrixOperator(self.K)
@@ -446,7 +446,7 @@ def make(grid, cfg):
             ve = op.values(extracellular_coefficients(cfg, grid, self.layout))
             self.Ki = op.matrix(vi)
             self.parabolic = _solver("parabolic", self._parabolic_matrix(self.Ki),
-                                     self._parabolic_defaults(self.Ki), grid=grid)
+                                     self._parabolic_defaults(_diagonal(self.Ki)), grid=grid)
             pc = gpu_elliptic_defaults(grid) if grid.gpu else elliptic_pc_defaults(grid)
             self.elliptic = _solver("elliptic", op.matrix(vi + ve), {**ELLIPTIC_DEFAULTS, **pc}, grid=grid,
                                     nullspace=True)
@@ -454,6 +454,14 @@ def make(grid, cfg):
 
     cls = MicroscopicBidomain if cfg.simulation.equations == "bidomain" else MicroscopicMonodomain
     return cls(grid, cfg)
+
+
+def _diagonal(K) -> np.ndarray:
+    """K's diagonal on this rank's nodes, as an array."""
+    d = K.getDiagonal()
+    out = d.getArray(readonly=True).copy()
+    d.destroy()
+    return out
 
 
 def _solver(name, A, defaults, **kw):

@@ -196,6 +196,10 @@ class Assembler:
         codes = [c + shift for c in self.codes if S[c + shift].any()]
         return galerkin.Stencil(S, np.array(codes, dtype=np.int32))
 
+    def diagonal(self, values: np.ndarray) -> np.ndarray:
+        """K's diagonal on this rank's nodes (a view of its rows ``values``)."""
+        return values[(3 ** self.grid.dim) // 2]
+
     def check_rows(self, values: np.ndarray, where: str) -> None:
         """Refuse ``values`` that are not rows of this assembler: C-contiguous (3^d, owned nodes), PETSc's scalar
         type (the C code reads them as such)."""
