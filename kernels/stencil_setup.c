@@ -166,12 +166,15 @@ done:
  * (g_start, g_size), rows the owned box (o_start, o_size). An element's tensor is the mean of its corners' tensors
  * σ = scale (σ_t I + (σ_l − σ_t) f fᵀ) (f the unit fibre, dim entries per node; sl and st per node, or one value
  * when their stride is 0); an element with a corner outside the tissue (tissue[node] == 0; tissue NULL: all
- * tissue) conducts nothing. E[((p * dim + q) * nb + a) * nb + b], corners a = ix + 2 iy + 4 iz. Returns 0; 2 if out
- * of memory. */
+ * tissue) conducts nothing. E[((p * dim + q) * nb + a) * nb + b], corners a = ix + 2 iy + 4 iz.
+ * Only the rows of the owned nodes whose z lies in [row_z0, row_z1) are written (the whole owned range, or a slab of
+ * it: calls for disjoint slabs may run at once, each given the elements touching its slab); each entry still sums its
+ * elements in their (z, y, x) order, so the rows are the same bits however they are split. Returns 0; 2 if out of
+ * memory. */
 int sst_stiffness(int dim, const int64_t *el_start, const int64_t *el_size, const int64_t *g_start,
-                  const int64_t *g_size, const int64_t *o_start, const int64_t *o_size, const double *fib,
-                  const double *scale, const double *sl, int sl_stride, const double *st, int st_stride,
-                  const unsigned char *tissue, const double *E, double *S)
+                  const int64_t *g_size, const int64_t *o_start, const int64_t *o_size, long row_z0, long row_z1,
+                  const double *fib, const double *scale, const double *sl, int sl_stride, const double *st,
+                  int st_stride, const unsigned char *tissue, const double *E, double *S)
 {
     int nb = 1 << dim;
     long n_owned = (long)(o_size[0] * o_size[1] * o_size[2]);
@@ -255,13 +258,13 @@ int sst_stiffness(int dim, const int64_t *el_start, const int64_t *el_size, cons
                 /* which corners are owned rows (all of them inside a rank's box): all, away from the box's faces */
                 int owned = (1 << nb) - 1;
                 if (!(e[0] >= o_start[0] && e[0] + 1 < o_start[0] + o_size[0] && e[1] >= o_start[1]
-                      && e[1] + (dim > 1) < o_start[1] + o_size[1] && e[2] >= o_start[2]
-                      && e[2] + (dim > 2) < o_start[2] + o_size[2])) {
+                      && e[1] + (dim > 1) < o_start[1] + o_size[1] && e[2] >= row_z0
+                      && e[2] + (dim > 2) < row_z1)) {
                     owned = 0;
                     for (int c = 0; c < nb; ++c) {
                         long node[3] = {e[0] + (c & 1), e[1] + ((c >> 1) & 1), e[2] + ((c >> 2) & 1)};
-                        int in = 1;
-                        for (int d = 0; d < 3; ++d)
+                        int in = node[2] >= row_z0 && node[2] < row_z1;
+                        for (int d = 0; d < 2; ++d)
                             in &= node[d] >= o_start[d] && node[d] < o_start[d] + o_size[d];
                         owned |= in << c;
                     }

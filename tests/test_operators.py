@@ -1,7 +1,8 @@
 """The stiffness matrices (cardiosim.tissue.operators.Assembler) against a dense matrix summed element by element in NumPy
 on the whole grid: box and star stencils, 2D and 3D, anisotropic tensors that differ from node to node, on 1 rank
 and on 2 and 3 ranks (each rank builds its rows from the elements around them; nothing is exchanged); the rows'
-own product (RowsOperator) against the matrix's."""
+own product (RowsOperator) against the matrix's; the rows computed in slabs on several threads equal one call's,
+bit for bit."""
 
 import subprocess
 import sys
@@ -67,6 +68,10 @@ SCRIPT = textwrap.dedent('''
     a = Assembler(grid, stencil, compact=compact)
     g = grid.natural_index(grid.ghosted)
     values = a.values(NodeConductivity(sl[g], st[g], s[g], f[g]))
+    # the rows cut into z slabs, computed on several threads at once: the same bits as one call
+    for threads in (1, 2, 5):
+        a.threads = threads
+        assert np.array_equal(a.values(NodeConductivity(sl[g], st[g], s[g], f[g])), values), threads
     A = a.matrix(values)
     # the rows' own product (no matrix) equals the matrix's, on any split
     xs = [grid.vec() for _ in range(3)]

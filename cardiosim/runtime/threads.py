@@ -21,3 +21,15 @@ def one_thread_per_rank() -> None:
     processes started after it."""
     for name in THREAD_VARIABLES:
         os.environ.setdefault(name, "1")
+
+
+def setup_threads(comm) -> int:
+    """Threads for a rank's set-up loops in C (the stiffness rows, cardiosim.tissue.operators): the cores this
+    process may run on, shared among the ranks of its node, so 1 where the ranks fill the node (a CPU run, one per
+    core) and all of them where one rank drives a GPU. Collective over the mpi4py communicator ``comm``."""
+    from mpi4py import MPI               # here, not at the top: this module is imported before anything loads
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    ranks = local.Get_size()
+    local.Free()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // ranks)

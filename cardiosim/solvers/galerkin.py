@@ -41,7 +41,8 @@ def library() -> ctypes.CDLL:
         lib.sst_from_csr.argtypes, lib.sst_from_csr.restype = [l, p, p, i, p, i, p, p, p, i, p, p], i
         lib.sst_coarsen.argtypes, lib.sst_coarsen.restype = [i, p, p, i, p, p, l, l, l, p, p, p, p, p, p, p, i, p,
                                                              p], i
-        lib.sst_stiffness.argtypes, lib.sst_stiffness.restype = [i, p, p, p, p, p, p, p, p, p, i, p, i, p, p, p], i
+        lib.sst_stiffness.argtypes, lib.sst_stiffness.restype = [i, p, p, p, p, p, p, l, l, p, p, p, i, p, i, p, p,
+                                                               p], i
         lib.sst_connectivity.argtypes = [i, p, p, p, p, p, i, p, p, i, p, p, p, i]
         lib.sst_connectivity.restype = l
         lib.sst_gather.argtypes, lib.sst_gather.restype = [l, p, i, p, p], None

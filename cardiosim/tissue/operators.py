@@ -24,11 +24,13 @@ Matrices are assembled once, row by row from the elements around each owned node
 from __future__ import annotations
 
 import itertools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 from petsc4py import PETSc
 
+from cardiosim.runtime.threads import setup_threads
 from cardiosim.solvers import galerkin
 from cardiosim.solvers.linear import sync_host
 
@@ -110,6 +112,7 @@ class Assembler:
         Jacobi's ILU(0) fills them (Table 4.1 sheet at 313²: 17 CG iterations with them, 24 without)."""
         self.grid = grid
         self.stencil = stencil
+        self.threads = setup_threads(grid.da.getComm().tompi4py())
         dim = grid.dim
         n = [int(v) for v in grid.n]
         owned = [(int(a), int(b)) for a, b in grid.owned]
@@ -166,13 +169,31 @@ class Assembler:
         S = np.zeros((3 ** dim, int(np.prod(on)))) if add_to is None else add_to      # the C code adds to S
         if S.shape != (3 ** dim, int(np.prod(on))) or S.dtype != float or not S.flags["C_CONTIGUOUS"]:
             raise ValueError("Assembler.values: add_to is not a C-contiguous (3^d, owned nodes) float array")
-        if galerkin.library().sst_stiffness(dim, es.ctypes.data, en.ctypes.data, gs.ctypes.data, gn.ctypes.data,
-                                            os_.ctypes.data, on.ctypes.data, fib.ctypes.data, scale.ctypes.data,
-                                            sl.ctypes.data, int(sl.size > 1), st.ctypes.data, int(st.size > 1),
-                                            None if tissue is None else tissue.ctypes.data, E.ctypes.data,
-                                            S.ctypes.data):
+
+        def slab(z0: int, z1: int) -> int:
+            """The rows of the owned nodes with z in [z0, z1), from the elements touching them."""
+            ez0, ez1 = max(int(es[2]), z0 - 1), min(int(es[2] + en[2]), z1)
+            start, size = es.copy(), en.copy()
+            start[2], size[2] = ez0, max(ez1 - ez0, 0)
+            return galerkin.library().sst_stiffness(
+                dim, start.ctypes.data, size.ctypes.data, gs.ctypes.data, gn.ctypes.data, os_.ctypes.data,
+                on.ctypes.data, z0, z1, fib.ctypes.data, scale.ctypes.data, sl.ctypes.data, int(sl.size > 1),
+                st.ctypes.data, int(st.size > 1), None if tissue is None else tissue.ctypes.data, E.ctypes.data,
+                S.ctypes.data)
+
+        if any(self._run_slabs(slab, int(os_[2]), int(os_[2] + on[2]))):
             raise MemoryError("Assembler.values: out of host memory")
         return S
+
+    def _run_slabs(self, slab, z0: int, z1: int) -> list:
+        """``slab(a, b)`` over the owned z range [z0, z1) cut into slabs, run at once on the set-up's threads (the C
+        call releases the GIL; each slab writes its own rows, the same bits as one call: kernels/stencil_setup.c)."""
+        n = min(self.threads, z1 - z0) if self.grid.dim == 3 else 1
+        if n <= 1:
+            return [slab(z0, z1)]
+        cuts = [z0 + (z1 - z0) * k // n for k in range(n + 1)]
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            return list(pool.map(slab, cuts[:-1], cuts[1:]))
 
     def as_stencil(self, values: np.ndarray, scale: float = 1.0, diagonal: np.ndarray | None = None):
         """The rows of scale·K + diag(``diagonal``) (K's rows ``values``, from :meth:`values`) as the multigrid's
