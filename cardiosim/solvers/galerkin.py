@@ -192,8 +192,11 @@ def coupled(st: Stencil) -> np.ndarray:
     """Per node of the stencil's box: whether its row couples to another node (a nonzero off the diagonal). The
     rows that do not (a masked grid's nodes outside the tissue: a diagonal alone, cardiosim.tissue.equations) are the
     inactive nodes of the finest level of cardiosim.solvers.multigrid."""
-    off = [c for c in st.codes if c != CENTRE]
-    return np.any(st.S[off] != 0, axis=0) if off else np.zeros(st.S.shape[1], dtype=bool)
+    out = np.zeros(st.S.shape[1], dtype=bool)
+    for c in st.codes:                  # code by code: no (codes x nodes) temporary (~200 MB at 10^7 nodes)
+        if c != CENTRE:
+            out |= st.S[c] != 0
+    return out
 
 
 def _neighbours(active: np.ndarray, start, size, code: int) -> np.ndarray:
