@@ -1,4 +1,5 @@
-"""The tissue equations: the diffusion part of the monodomain and bidomain models, on assembled matrices.
+"""The tissue equations: the diffusion part of the monodomain and bidomain models, on the stiffness rows of
+cardiosim.tissue.operators (assembled for PETSc's solvers, stencil matrices for cardiosim's).
 
 With K_x the stiffness of σ_x (operators.py), M the lumped mass, α = χ·Cm/Δt and θ = 1 (backward Euler) or
 ½ (Crank–Nicolson), the PDE steps after the reaction step has produced V* are

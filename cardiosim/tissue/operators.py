@@ -16,8 +16,9 @@ Element conductivity is the mean of its corner nodes' tensors (a node with zero 
 current pass along its edges with a healthy neighbour at half strength; make scar regions at least one
 element wide).
 
-Matrices are assembled once, row by row from the elements around each owned node, and handed to PETSc as CSR
-(``setPreallocationCSR``), which also works for GPU matrix types (aijcusparse: the resident placement;
+The rows are computed once, from the elements around each owned node (:meth:`Assembler.values`), and become either
+stencil matrices for cardiosim's stencil solvers (cardiosim.solvers.stencil_matrix: the resident placement's
+defaults) or PETSc matrices assembled as CSR (``setPreallocationCSR``, any matrix type, aijcusparse included;
 :func:`cardiosim.solvers.linear.sync_host` works around a PETSc defect there); only right-hand sides change per step.
 """
 
