@@ -85,8 +85,8 @@ SCRIPT = textwrap.dedent('''
         z.axpy(-1.0, y)
         assert z.norm(PETSc.NormType.INFINITY) <= 1e-13 * y.norm(PETSc.NormType.INFINITY), z.norm()
     # each row's columns strictly increasing (PETSc's CSR order; across rank boundaries not the neighbour order)
-    ip, ix = a.csr_indptr, a.csr_indices
-    assert ip[0] == 0 and ip[-1] == len(ix) == len(a.csr_take)
+    ip, ix, take = a.csr_pattern()
+    assert ip[0] == 0 and ip[-1] == len(ix) == len(take)
     assert all(np.all(np.diff(ix[ip[i]:ip[i + 1]]) > 0) for i in range(len(ip) - 1))
     # this rank's rows, dense, columns in natural order
     nat_of_petsc = np.concatenate(comm.allgather(grid.natural_index()))

@@ -117,12 +117,10 @@ class Assembler:
         dim = grid.dim
         n = [int(v) for v in grid.n]
         owned = [(int(a), int(b)) for a, b in grid.owned]
-        ghosted = [(int(a), int(b)) for a, b in grid.ghosted]
         # elements (by lowest corner) touching an owned node
         self.element_ranges = [(max(a - 1, 0), min(b, nd - 1)) for (a, b), nd in zip(owned, n)]
         self.owned = owned
         self.owned_shape = tuple(b - a for a, b in reversed(owned))
-        gshape = [b - a for a, b in ghosted]                                  # x first
 
         self.E = _unit_element_matrices(grid.h, lumped=(stencil == "star"))
         compact = stencil == "star" and (grid.gpu if compact is None else compact)
@@ -132,26 +130,36 @@ class Assembler:
         codes = [k for k, off in enumerate(offsets) if (not compact or sum(o != 0 for o in off) <= 1)
                  and all(max(a + o, 0) < min(b + o, nd) for (a, b), o, nd in zip(owned, off, n))]
         self.codes = np.array(codes, dtype=np.int32)                     # the neighbour codes any row has
-        # the rows' pattern, in C (kernels/stencil_setup.c: sst_connectivity): each owned row's in-grid
-        # neighbours, their global columns (sorted per row, as PETSc wants), and each entry's place in the
-        # (3^d, n_owned) rows of :meth:`values`, so that :meth:`matrix` gathers a whole matrix's CSR values in one
-        # pass (int32 where it fits: it is held for the run, 4 bytes per entry)
-        g2g = np.ascontiguousarray(grid.da.getLGMap().apply(np.arange(int(np.prod(gshape)), dtype=PETSc.IntType)),
-                                   dtype=PETSc.IntType)                                   # ghosted → global
-        n_owned, ncodes = int(np.prod(self.owned_shape)), len(codes)
-        take_t = np.int32 if (3 ** dim) * n_owned <= np.iinfo(np.int32).max else np.int64
-        idx64 = np.dtype(PETSc.IntType).itemsize == 8
-        indptr = np.empty(n_owned + 1, dtype=PETSc.IntType)
-        indices = np.empty(n_owned * ncodes, dtype=PETSc.IntType)
-        take = np.empty(n_owned * ncodes, dtype=take_t)
+        self._pattern = None        # the CSR pattern, made by the first matrix (csr_pattern)
 
-        (ostart, osize), (gstart, gsize) = _box(owned), _box(ghosted)
-        grid_size = np.array(n + [1] * (3 - dim), dtype=np.int64)
-        nnz = galerkin.library().sst_connectivity(
-            dim, grid_size.ctypes.data, ostart.ctypes.data, osize.ctypes.data, gstart.ctypes.data,
-            gsize.ctypes.data, ncodes, self.codes.ctypes.data, g2g.ctypes.data, int(idx64), indptr.ctypes.data,
-            indices.ctypes.data, take.ctypes.data, int(take_t == np.int64))
-        self.csr_indptr, self.csr_indices, self.csr_take = indptr, indices[:nnz], take[:nnz]
+    def csr_pattern(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(indptr, indices, take) of the owned rows, made at the first call (collective: a matrix's assembly) and
+        kept: each owned row's in-grid neighbours, their global columns (sorted per row, as PETSc wants), and each
+        entry's place in the (3^d, n_owned) rows of :meth:`values`, so that :meth:`matrix` gathers a whole matrix's
+        CSR values in one pass (kernels/stencil_setup.c: sst_connectivity; int32 where it fits, 4 bytes per entry).
+        Not made where nothing is assembled (cardiosim.solvers.stencil_matrix): at 10^7 nodes of 27 it is 2 GB."""
+        if self._pattern is None:
+            grid, dim = self.grid, self.grid.dim
+            n = [int(v) for v in grid.n]
+            ghosted = [(int(a), int(b)) for a, b in grid.ghosted]
+            gshape = [b - a for a, b in ghosted]
+            g2g = np.ascontiguousarray(grid.da.getLGMap().apply(np.arange(int(np.prod(gshape)),
+                                                                          dtype=PETSc.IntType)),
+                                       dtype=PETSc.IntType)                              # ghosted → global
+            n_owned, ncodes = int(np.prod(self.owned_shape)), len(self.codes)
+            take_t = np.int32 if (3 ** dim) * n_owned <= np.iinfo(np.int32).max else np.int64
+            idx64 = np.dtype(PETSc.IntType).itemsize == 8
+            indptr = np.empty(n_owned + 1, dtype=PETSc.IntType)
+            indices = np.empty(n_owned * ncodes, dtype=PETSc.IntType)
+            take = np.empty(n_owned * ncodes, dtype=take_t)
+            (ostart, osize), (gstart, gsize) = _box(self.owned), _box(ghosted)
+            grid_size = np.array(n + [1] * (3 - dim), dtype=np.int64)
+            nnz = galerkin.library().sst_connectivity(
+                dim, grid_size.ctypes.data, ostart.ctypes.data, osize.ctypes.data, gstart.ctypes.data,
+                gsize.ctypes.data, ncodes, self.codes.ctypes.data, g2g.ctypes.data, int(idx64), indptr.ctypes.data,
+                indices.ctypes.data, take.ctypes.data, int(take_t == np.int64))
+            self._pattern = indptr, indices[:nnz], take[:nnz]
+        return self._pattern
 
     def values(self, sigma: "NodeConductivity", add_to: np.ndarray | None = None) -> np.ndarray:
         """The rows of K = Σ_e Σ_pq σ_e[p,q] E[p,q] for the conductivity given at the ghosted nodes, σ_e the mean of
@@ -232,11 +240,12 @@ class Assembler:
     def matrix(self, values: np.ndarray) -> PETSc.Mat:
         """The matrix of rows ``values`` (from :meth:`values`, or a sum of them), assembled as CSR."""
         self.check_rows(values, "Assembler.matrix")
-        vals = np.empty(len(self.csr_take), dtype=PETSc.ScalarType)
-        galerkin.library().sst_gather(len(vals), self.csr_take.ctypes.data, int(self.csr_take.dtype == np.int64),
-                                      values.ctypes.data, vals.ctypes.data)
+        indptr, indices, take = self.csr_pattern()
+        vals = np.empty(len(take), dtype=PETSc.ScalarType)
+        galerkin.library().sst_gather(len(vals), take.ctypes.data, int(take.dtype == np.int64), values.ctypes.data,
+                                      vals.ctypes.data)
         A = self.grid.matrix()
-        A.setPreallocationCSR((self.csr_indptr, self.csr_indices, vals))
+        A.setPreallocationCSR((indptr, indices, vals))
         del vals
         if not A.isAssembled():
             A.assemble()
