@@ -540,7 +540,8 @@ class VCycle:
         for l, (sizes, start, S, codes) in enumerate(zip(h.sizes, h.starts, h.stencils, h.codes)):
             # only the stencil points the matrix uses (a star stencil: 5 of 9, 7 of 27): fewer bytes per sweep
             codes = np.union1d(codes, [S.shape[0] // 2]).astype(np.int32)          # and the centre, always
-            S = np.ascontiguousarray(S[codes])
+            if len(codes) < S.shape[0] or not S.flags["C_CONTIGUOUS"]:
+                S = np.ascontiguousarray(S[codes])       # (every row: S as it is, not a copy of the box's stencil)
             n, o = np.array(sizes, dtype=np.int32), np.array(start, dtype=np.int32)
             err |= self.lib.smg_level(self.handle, l, n.ctypes.data, o.ctypes.data, len(codes), codes.ctypes.data,
                                       S.ctypes.data)
