@@ -217,6 +217,8 @@ class Assembler:
         shift = {1: 12, 2: 9, 3: 0}[dim]
         if dim == 3 and scale == 1.0 and diagonal is None:
             S = values
+        elif dim == 3:                  # one pass: the rows of codes not in self.codes are zero in values too
+            S = values * scale
         else:
             S = np.zeros((galerkin.NCODES, n))
             for c in self.codes:
