@@ -64,6 +64,7 @@ def single(n: int, steps: int, placement: str = "auto", model: str = "mitchell-s
     # after petsc4py.init: these import MPI and PETSc, which must start with the options above
     from cardiosim import config
     from cardiosim.simulation.loop import Simulation
+    from cardiosim.solvers.stencil_matrix import type_name
     L = (n - 1) * 0.01
     cfg = config.loads(SHEET.format(L=L, duration=0.02 * (steps + 1), placement=placement, model=model,
                                     **MODELS[model]), name=f"bench-{n}")
@@ -71,7 +72,7 @@ def single(n: int, steps: int, placement: str = "auto", model: str = "mitchell-s
     wall, tm, its = timed_steps(sim)
     out = {
         "n": n, "unknowns": n * n, "ranks": sim.comm.size, "steps": steps,
-        "vec_type": sim.V.getType(), "mat_type": sim.tissue.Ki.getType(),
+        "vec_type": sim.V.getType(), "mat_type": type_name(sim.tissue.Ki),
         "parabolic": {"ms_per_step": 1e3 * tm["parabolic"]["max"] / steps,
                       "iterations": sum(its["parabolic"]) / steps, "solver": sim.tissue.parabolic.describe()},
         "elliptic": {"ms_per_step": 1e3 * tm["elliptic"]["max"] / steps,

@@ -135,6 +135,7 @@ def run_problem(label, cfg, args, meter) -> list[dict]:
     # lazy: these import PETSc, which main starts first (petsc4py.init, with the benchmark's options)
     from cardiosim.domain.grid import Grid
     from cardiosim.solvers.linear import LinearSolver
+    from cardiosim.solvers.stencil_matrix import type_name
     from cardiosim.tissue import make
     grid = Grid(cfg, PETSc.COMM_SELF)
     cross = grid.has_cross_terms(grid.fibres(cfg.tissue, grid.owned))      # as Simulation chooses it
@@ -142,7 +143,7 @@ def run_problem(label, cfg, args, meter) -> list[dict]:
     t0 = time.perf_counter()
     tis = make(grid, cfg, stencil)
     print(f"\n{label}: {'x'.join(map(str, grid.da.getSizes()))} nodes, {stencil} stencil, matrices "
-          f"{tis.Ki.getType()}, tissue set-up {time.perf_counter() - t0:.1f} s", flush=True)
+          f"{type_name(tis.Ki)}, tissue set-up {time.perf_counter() - t0:.1f} s", flush=True)
     rows = []
     for system in ("parabolic", "elliptic"):
         default = getattr(tis, system)
@@ -171,7 +172,7 @@ def run_problem(label, cfg, args, meter) -> list[dict]:
                 r["max_rel_diff_vs_first"] = float(np.abs(xa - ref).max() / np.abs(ref).max())
                 x.destroy()
             r.update(problem=label, system=system, choice=choice, solver=solver.describe(), setup_s=setup,
-                     nodes=int(A.getSize()[0]), mat_type=solver.ksp.getOperators()[0].getType())
+                     nodes=int(A.getSize()[0]), mat_type=type_name(solver.ksp.getOperators()[0]))
             rows.append(r)
             print(f"  {system:<9} {choice:<10} {r['solver']:<22} {r['iterations']:5d} its  " +
                   (r.get("skipped") or f"{r['ms_per_solve']:9.3f} ms  {_j(r.get('j_per_solve')):>9} J  "

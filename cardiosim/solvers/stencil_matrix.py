@@ -72,6 +72,11 @@ def is_stencil_matrix(A: PETSc.Mat) -> bool:
     return A.getType() == PETSc.Mat.Type.PYTHON and isinstance(A.getPythonContext(), StencilMatrix)
 
 
+def type_name(A: PETSc.Mat) -> str:
+    """A's PETSc matrix type, or "stencil" for a stencil matrix (a report's name for what the solvers read)."""
+    return "stencil" if is_stencil_matrix(A) else A.getType()
+
+
 def use_product(A: PETSc.Mat, product) -> None:
     """Let A's products go through ``product`` (a StencilProduct of A's stencil the caller built and destroys), and
     drop A's hold on the stencil (the caller is about to reuse its rows' memory: the bidomain adds K_e to K_i's
