@@ -22,6 +22,7 @@ import numpy as np
 
 from cardiosim.output.plot import LABELS, Style, colour_range, name_of
 from cardiosim.output.results import Results
+from cardiosim.runtime import signals
 from cardiosim.runtime.errors import SimulationError, UserError, io_reason
 from cardiosim.runtime.resources import check_fits
 
@@ -322,27 +323,33 @@ def write_movie(plt, r: Results, path: Path, m: Movie, idx: list[int], style: St
     frames = Frames(plt, r, m, style)
     writer = None
     start = last = time.monotonic()
-    try:
-        first = frames.rgb(idx[0])
-        writer = (_Mp4 if path.suffix == ".mp4" else _Gif)(tmp, (first.shape[1], first.shape[0]), m.fps)
-        writer.add(first)
-        for n, i in enumerate(idx[1:], start=2):
-            writer.add(frames.rgb(i))
-            now = time.monotonic()
-            if now - last >= PROGRESS_S:
-                last = now
-                left = (now - start) / n * (len(idx) - n)
-                print(f"movie: frame {n} of {len(idx)} (t = {r.times[i]:g} ms), {now - start:.0f} s, about "
-                      f"{left:.0f} s left", file=sys.stderr, flush=True)
-        writer.finish()
-        writer = None
-        tmp.replace(path)
-    except OSError as e:
-        raise SimulationError(f"--movie: cannot write {path} ({io_reason(e)}); nothing written there") from None
-    finally:
-        if writer is not None:
-            writer.abandon()
-        tmp.unlink(missing_ok=True)
+    with signals.deferred_interrupt() as interrupt:      # Ctrl-C between frames, not inside matplotlib's draw
+        try:
+            first = frames.rgb(idx[0])
+            interrupt.check()
+            writer = (_Mp4 if path.suffix == ".mp4" else _Gif)(tmp, (first.shape[1], first.shape[0]), m.fps)
+            writer.add(first)
+            for n, i in enumerate(idx[1:], start=2):
+                rgb = frames.rgb(i)
+                interrupt.check()
+                writer.add(rgb)
+                now = time.monotonic()
+                if now - last >= PROGRESS_S:
+                    last = now
+                    left = (now - start) / n * (len(idx) - n)
+                    print(f"movie: frame {n} of {len(idx)} (t = {r.times[i]:g} ms), {now - start:.0f} s, about "
+                          f"{left:.0f} s left", file=sys.stderr, flush=True)
+            interrupt.check()
+            writer.finish()
+            writer = None
+            tmp.replace(path)
+        except OSError as e:
+            interrupt.check()            # ffmpeg, stopped by the same Ctrl-C, broke the pipe: that is the interrupt
+            raise SimulationError(f"--movie: cannot write {path} ({io_reason(e)}); nothing written there") from None
+        finally:
+            if writer is not None:
+                writer.abandon()
+            tmp.unlink(missing_ok=True)
         frames.close()
     return path
 

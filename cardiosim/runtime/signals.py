@@ -10,6 +10,7 @@ writes its table and exits with :data:`STOPPED` as well (cardiosim.simulation.sw
 
 import os
 import signal
+from contextlib import contextmanager
 
 # SIGINT is what Ctrl-C sends (and MPICH's mpirun forwards to every rank): the same as SIGTERM.
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
@@ -55,3 +56,33 @@ def ignore_file_size_signal() -> None:
     the process halfway through a write (which leaves a file HDF5 cannot open, or a core dump)."""
     if hasattr(signal, "SIGXFSZ"):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+class Deferred:
+    """A Ctrl-C (SIGINT) held while :func:`deferred_interrupt` is in force: raised as KeyboardInterrupt where the
+    caller asks (:meth:`check`), not wherever the interpreter happens to be."""
+
+    def __init__(self):
+        self.hit = False
+
+    def check(self) -> None:
+        if self.hit:
+            raise KeyboardInterrupt
+
+
+@contextmanager
+def deferred_interrupt():
+    """A :class:`Deferred` for the block. Why: a KeyboardInterrupt raised inside a library's C code that calls back
+    into Python comes out as that library's own error (matplotlib's renderer, interrupted mid-draw: "ValueError:
+    Invalid affine transformation matrix"), which would be reported as an internal error, not as Ctrl-C. Outside
+    the main thread (where no handler can be set) the interrupt keeps its usual effect."""
+    held = Deferred()
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: setattr(held, "hit", True))
+    except ValueError:
+        yield held
+        return
+    try:
+        yield held
+    finally:
+        signal.signal(signal.SIGINT, previous)
